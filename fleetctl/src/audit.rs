@@ -1,0 +1,1 @@
+//! Audit log of every step on every host, JSON lines.

@@ -1,0 +1,1 @@
+//! Dispatcher and one task per host; canary, batches, failure budget.

@@ -1,0 +1,1 @@
+//! Health policy over probe documents; fleetctl status and health.

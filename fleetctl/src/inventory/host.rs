@@ -1,0 +1,47 @@
+//! The resolved host: what every step and transport sees after group vars,
+//! host vars and defaults have been merged (see `docs/inventory.md` for the
+//! precedence).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// How fleetctl reaches a host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportKind {
+    /// OpenSSH with one multiplexed master connection per host.
+    Ssh,
+    /// This machine, same steps, no SSH.
+    Local,
+}
+
+/// One host, fully resolved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    /// Inventory name (unique).
+    pub name: String,
+    pub transport: TransportKind,
+    /// DNS name or IP address (ignored for the local transport).
+    pub address: String,
+    pub port: u16,
+    pub user: String,
+    pub identity_file: Option<PathBuf>,
+    /// `ProxyJump` value, e.g. `ops@bastion:22`.
+    pub jump_host: Option<String>,
+    /// Pinned known_hosts file; host key checking is always on.
+    pub known_hosts: Option<PathBuf>,
+    /// Seconds to establish the SSH master connection.
+    pub connect_timeout_s: u64,
+    /// Root of the installation on the host: `releases/`, `current`, logs, pid file.
+    pub install_dir: String,
+    /// Daemon config path on the host; defaults to `<install_dir>/prover.toml`.
+    pub config_path: String,
+    /// GPUs the host is expected to have (the health gate checks it).
+    pub gpus: u32,
+    pub tags: Vec<String>,
+    /// Groups the host belongs to, outermost first.
+    pub groups: Vec<String>,
+    /// Every other variable, merged, for steps and templates.
+    pub vars: BTreeMap<String, serde_json::Value>,
+}

@@ -1,0 +1,5 @@
+//! Inventories: hosts, groups and variables, read raw then resolved.
+
+mod host;
+
+pub use host::{Host, TransportKind};

@@ -1,0 +1,1 @@
+//! What a run would do on which host, without changing anything.

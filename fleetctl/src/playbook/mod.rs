@@ -1,0 +1,1 @@
+//! Playbooks: an ordered list of typed steps plus a rollout strategy.

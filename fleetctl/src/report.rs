@@ -1,0 +1,1 @@
+//! Final table of a run.

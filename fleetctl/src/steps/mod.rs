@@ -1,0 +1,1 @@
+//! Rollout steps, one file each, idempotent and bounded in time.

@@ -1,0 +1,1 @@
+//! Fleet-wide timing: collect, report, export.

@@ -1,0 +1,1 @@
+//! One transport type over SSH (openssh, native mux) or the local machine.

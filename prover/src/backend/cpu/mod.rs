@@ -1,0 +1,1 @@
+//! The CPU backend: radix-2 FFTs and Pippenger multi-exponentiation on all cores.

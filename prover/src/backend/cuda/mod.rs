@@ -1,0 +1,1 @@
+//! The CUDA backend: NVRTC-compiled kernels from kernels/, pinned uploads, device NTTs.

@@ -1,0 +1,109 @@
+//! Compute backends: the quotient polynomial h (the NTT phase) and the
+//! multi-exponentiations, behind one trait so the pipeline does not care
+//! whether a partition runs on the CPU or on a GPU.
+//!
+//! The contract every backend honours is bit-exactness: the same inputs give
+//! the same field elements and group elements as bellperson's CPU code, so
+//! proofs are byte-identical across backends for fixed r, s.
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use fleet_wire::timing::Phase;
+use std::collections::BTreeMap;
+
+pub mod cpu;
+pub mod cuda;
+
+/// Which implementation ran a partition (the `backend` field of the timing record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    Cpu,
+    Cuda,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+}
+
+/// A backend failure; the partition fails with this reason, the daemon stays up.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("domain of {size} elements is not a power of two between 2 and 2^{max_log}")]
+    BadDomain { size: usize, max_log: u32 },
+    #[error("a/b/c lengths differ: a={a} b={b} c={c}")]
+    LengthMismatch { a: usize, b: usize, c: usize },
+    #[error("bases ({bases}) and scalars ({scalars}) differ in length")]
+    MsmLength { bases: usize, scalars: usize },
+    #[error("device {device}: {call} failed at {file}:{line}: {reason}")]
+    Device {
+        device: u32,
+        call: String,
+        file: &'static str,
+        line: u32,
+        reason: String,
+    },
+    #[error("device {device} is out of memory: need {need} bytes, {free} free")]
+    DeviceMemory { device: u32, need: u64, free: u64 },
+}
+
+/// What a backend measured while running one call; merged into the
+/// partition's timing record by the caller.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BackendTimes {
+    pub phases_ms: BTreeMap<Phase, f64>,
+    pub h2d_bytes: u64,
+    pub h2d_gbps: Option<f64>,
+}
+
+impl BackendTimes {
+    /// Adds `ms` to `phase` (phases can run more than once per partition).
+    pub fn add(&mut self, phase: Phase, ms: f64) {
+        *self.phases_ms.entry(phase).or_insert(0.0) += ms;
+    }
+}
+
+/// One compute device (or the CPU). Implementations are shared between worker
+/// threads of one device, so they are `Send + Sync`.
+pub trait Backend: Send + Sync {
+    fn kind(&self) -> BackendKind;
+
+    /// GPU ordinal for device backends.
+    fn device(&self) -> Option<u32> {
+        None
+    }
+
+    /// Computes h = (a·b − c) / Z, where a, b, c are evaluations over the
+    /// radix-2 domain of size `a.len()` (the caller zero-pads them to that
+    /// power of two). Follows bellperson's `EvaluationDomain` exactly: iFFT,
+    /// coset FFT with `Scalar::MULTIPLICATIVE_GENERATOR`, a·b − c, divide by
+    /// Z on the coset, coset iFFT. On return `a` holds h's coefficients.
+    /// `pinned` says whether the buffers are page-locked (affects H2D only).
+    fn quotient(
+        &self,
+        a: &mut [Scalar],
+        b: &mut [Scalar],
+        c: &mut [Scalar],
+        pinned: bool,
+        times: &mut BackendTimes,
+    ) -> Result<(), BackendError>;
+
+    /// Σ scalars[i]·bases[i] in G1. Bases at infinity contribute nothing.
+    fn msm_g1(
+        &self,
+        bases: &[G1Affine],
+        scalars: &[Scalar],
+        times: &mut BackendTimes,
+    ) -> Result<G1Projective, BackendError>;
+
+    /// Σ scalars[i]·bases[i] in G2.
+    fn msm_g2(
+        &self,
+        bases: &[G2Affine],
+        scalars: &[Scalar],
+        times: &mut BackendTimes,
+    ) -> Result<G2Projective, BackendError>;
+}

@@ -1,0 +1,1 @@
+//! prover bench: our prover against bellperson on the same circuit and parameters.

@@ -1,0 +1,1 @@
+//! One byte budget for the whole process.

@@ -1,0 +1,1 @@
+//! The proving daemon: config, HTTP API, pipelined engine, lifecycle.

@@ -1,0 +1,1 @@
+//! The host probe printed by prover health.

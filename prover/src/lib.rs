@@ -1,0 +1,26 @@
+//! Groth16 prover over BLS12-381 for any `bellperson` circuit.
+//!
+//! # Layout
+//! Data flows: [`circuit`] -> [`synthesis`] into [`pool`] buffers -> [`backend`]
+//! (NTT, MSM; `cpu`, `cuda`) -> [`prove`] (assembly) -> [`timing`] record.
+//! Beside it: [`budget`], [`params`] and [`setup`], [`daemon`]
+//! (`config`, `api`, `engine`, `lifecycle`), [`health`] (the host probe),
+//! [`bench`].
+
+pub mod backend;
+pub mod bench;
+pub mod budget;
+pub mod circuit;
+pub mod daemon;
+pub mod health;
+pub mod params;
+pub mod pool;
+pub mod prove;
+pub mod setup;
+pub mod synthesis;
+pub mod timing;
+
+/// Build identity stamped by `build.rs`.
+pub const BUILD_HASH: &str = env!("PROVER_GIT_HASH");
+/// Crate version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

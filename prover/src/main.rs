@@ -1,0 +1,3 @@
+fn main() {
+    println!("prover {} ({})", prover::VERSION, prover::BUILD_HASH);
+}

@@ -1,0 +1,1 @@
+//! Pool of page-locked host buffers reused across jobs.

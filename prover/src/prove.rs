@@ -1,0 +1,1 @@
+//! Proof assembly: MSM results and r, s into A, B, C, as bellperson does.

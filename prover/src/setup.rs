@@ -1,0 +1,1 @@
+//! Fast parallel (test-only randomness) parameter generation.

@@ -1,0 +1,11 @@
+//! Wire formats shared by the `prover` daemon and `fleetctl`.
+//!
+//! Every format that crosses a process or host boundary is defined once here,
+//! versioned, and used by both the writer and the reader, so the two can never
+//! drift apart (nextest-metadata is the model: serde types, few dependencies).
+//!
+//! # Layout
+//! - [`timing`]: the per-partition and per-proof timing records and the TIMELINE
+//!   event stream, written by the prover as JSON lines, read by `fleetctl timing`.
+
+pub mod timing;

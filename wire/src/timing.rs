@@ -1,0 +1,455 @@
+//! The timing log: one JSON object per line, appended by the prover, collected
+//! and analysed by `fleetctl timing`.
+//!
+//! A line is one of three kinds (the `kind` tag): a [`PartitionRecord`] when a
+//! partition finishes, a [`ProofRecord`] when a whole proof finishes, and a
+//! [`TimelineEvent`] at each hand-over in the pipeline, from which a reader
+//! computes how busy each GPU was ([`busy_fraction`]).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Bumped whenever a field changes meaning; readers skip lines with a newer major.
+pub const TIMING_SCHEMA_VERSION: u32 = 1;
+
+/// One line of the timing log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TimingLine {
+    Partition(PartitionRecord),
+    Proof(ProofRecord),
+    Timeline(TimelineEvent),
+}
+
+impl TimingLine {
+    /// Parses one line of a timing log.
+    pub fn parse(line: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(line)
+    }
+
+    /// Serialises to one line (no trailing newline).
+    pub fn to_line(&self) -> String {
+        // Serialising plain data with string keys cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// A phase of proving one partition. Durations are recorded in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Time from submission until a synthesis worker picked the partition up.
+    QueueWait,
+    /// Time blocked waiting for the memory budget to admit the partition.
+    BudgetWait,
+    /// Time to check the a/b/c and assignment buffers out of the pinned pool.
+    PoolCheckout,
+    /// Running the circuit's `synthesize` into the pinned buffers.
+    Synthesis,
+    /// Waiting for the device (GPU lock / worker queue) after synthesis.
+    GpuLockWait,
+    /// Host-to-device copy of a, b, c (bytes and GB/s in the record).
+    H2d,
+    /// Inverse NTT of a, b and c.
+    NttIfft,
+    /// Coset NTT of a, b and c.
+    NttCosetFft,
+    /// Coefficient-wise a*b - c and the multiplication by Z^-1 on the coset.
+    NttMulSubDivZ,
+    /// Coset inverse NTT of h.
+    NttCosetIfft,
+    /// The whole h computation (all NTT phases, data movement included).
+    NttKernels,
+    /// Multi-exponentiation of h against `params.h`.
+    MsmH,
+    /// Multi-exponentiation of the aux assignment against `params.l`.
+    MsmL,
+    /// Multi-exponentiation for A (G1).
+    MsmA,
+    /// Multi-exponentiation for B in G1.
+    MsmBG1,
+    /// Multi-exponentiation for B in G2.
+    MsmBG2,
+    /// All multi-exponentiations together.
+    Msm,
+    /// GPU MSM: combining bucket sums.
+    BatchAdd,
+    /// GPU MSM: the part of the MSM finished on the host.
+    TailMsm,
+    /// Combining the MSM results with r, s into A, B, C.
+    Assembly,
+    /// Wall time of the whole partition, queue wait included.
+    Total,
+    /// A phase written by a newer prover that this reader does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 21] = [
+        Phase::QueueWait,
+        Phase::BudgetWait,
+        Phase::PoolCheckout,
+        Phase::Synthesis,
+        Phase::GpuLockWait,
+        Phase::H2d,
+        Phase::NttIfft,
+        Phase::NttCosetFft,
+        Phase::NttMulSubDivZ,
+        Phase::NttCosetIfft,
+        Phase::NttKernels,
+        Phase::MsmH,
+        Phase::MsmL,
+        Phase::MsmA,
+        Phase::MsmBG1,
+        Phase::MsmBG2,
+        Phase::Msm,
+        Phase::BatchAdd,
+        Phase::TailMsm,
+        Phase::Assembly,
+        Phase::Total,
+    ];
+
+    /// The snake_case name used in JSON, log lines and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::QueueWait => "queue_wait",
+            Phase::BudgetWait => "budget_wait",
+            Phase::PoolCheckout => "pool_checkout",
+            Phase::Synthesis => "synthesis",
+            Phase::GpuLockWait => "gpu_lock_wait",
+            Phase::H2d => "h2d",
+            Phase::NttIfft => "ntt_ifft",
+            Phase::NttCosetFft => "ntt_coset_fft",
+            Phase::NttMulSubDivZ => "ntt_mul_sub_div_z",
+            Phase::NttCosetIfft => "ntt_coset_ifft",
+            Phase::NttKernels => "ntt_kernels",
+            Phase::MsmH => "msm_h",
+            Phase::MsmL => "msm_l",
+            Phase::MsmA => "msm_a",
+            Phase::MsmBG1 => "msm_b_g1",
+            Phase::MsmBG2 => "msm_b_g2",
+            Phase::Msm => "msm",
+            Phase::BatchAdd => "batch_add",
+            Phase::TailMsm => "tail_msm",
+            Phase::Assembly => "assembly",
+            Phase::Total => "total",
+            Phase::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Identifies the work a record belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobTag {
+    /// Host name as the prover sees it (`gethostname`), so merged fleet logs stay attributable.
+    pub host: String,
+    /// Build hash of the prover binary (git hash, `-dirty` when modified).
+    pub build: String,
+    pub job_id: String,
+    /// Bundled circuit name (`chain`, `sha256`) or the caller's label.
+    pub circuit: String,
+    /// Constraint count the circuit was sized for.
+    pub size: u64,
+}
+
+/// Emitted once per finished partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionRecord {
+    /// Schema version ([`TIMING_SCHEMA_VERSION`]).
+    pub v: u32,
+    /// Wall-clock end of the partition, Unix milliseconds.
+    pub ts_ms: u64,
+    #[serde(flatten)]
+    pub tag: JobTag,
+    pub partition: u32,
+    pub partitions: u32,
+    /// Evaluation domain size (a power of two).
+    pub domain: u64,
+    /// `cpu` or `cuda`.
+    pub backend: String,
+    /// GPU ordinal for the cuda backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
+    /// Whether a, b, c were in page-locked memory when they were uploaded/used.
+    pub pinned: bool,
+    /// Bytes copied host-to-device (0 on the CPU backend).
+    #[serde(default)]
+    pub h2d_bytes: u64,
+    /// Achieved host-to-device rate, GB/s (10^9 bytes per second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h2d_gbps: Option<f64>,
+    /// Milliseconds per phase; phases that did not run are absent.
+    pub phases_ms: BTreeMap<Phase, f64>,
+    /// Set when the partition failed; phases then hold what ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Emitted once per finished proof (all partitions assembled).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProofRecord {
+    pub v: u32,
+    pub ts_ms: u64,
+    #[serde(flatten)]
+    pub tag: JobTag,
+    pub partitions: u32,
+    pub backend: String,
+    /// Whether the prover verified the proof before returning it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    /// From submission to result.
+    pub total_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A hand-over point in the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimelineKind {
+    SynthesisStart,
+    SynthesisEnd,
+    /// Synthesised partition queued for a device.
+    GpuQueue,
+    /// A device worker took it off the queue.
+    GpuPickup,
+    /// Device work began (after the lock).
+    GpuStart,
+    /// Device work ended.
+    GpuEnd,
+}
+
+/// One TIMELINE event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelineEvent {
+    pub v: u32,
+    /// Unix microseconds.
+    pub ts_us: u64,
+    pub host: String,
+    pub build: String,
+    pub job_id: String,
+    pub partition: u32,
+    pub event: TimelineKind,
+    /// Device ordinal (cuda) or worker index (cpu) for the gpu_* events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
+}
+
+impl fmt::Display for PartitionRecord {
+    /// The human-readable `GPU_TIMING` line for the main log.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "GPU_TIMING job={} circuit={} size={} partition={}/{} backend={} pinned={}",
+            self.tag.job_id,
+            self.tag.circuit,
+            self.tag.size,
+            self.partition,
+            self.partitions,
+            self.backend,
+            self.pinned
+        )?;
+        if let Some(d) = self.device {
+            write!(f, " device={d}")?;
+        }
+        for (phase, ms) in &self.phases_ms {
+            write!(f, " {phase}={ms:.3}ms")?;
+        }
+        if self.h2d_bytes > 0 {
+            write!(f, " h2d_bytes={}", self.h2d_bytes)?;
+        }
+        if let Some(g) = self.h2d_gbps {
+            write!(f, " h2d_gbps={g:.2}")?;
+        }
+        if let Some(e) = &self.error {
+            write!(f, " error={e:?}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for ProofRecord {
+    /// The human-readable `FIN_TIMING` line for the main log.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "FIN_TIMING job={} circuit={} size={} partitions={} backend={} total={:.3}ms",
+            self.tag.job_id,
+            self.tag.circuit,
+            self.tag.size,
+            self.partitions,
+            self.backend,
+            self.total_ms
+        )?;
+        if let Some(v) = self.verified {
+            write!(f, " verified={v}")?;
+        }
+        if let Some(e) = &self.error {
+            write!(f, " error={e:?}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Fraction of the window `[first gpu_start, last gpu_end]` during which at
+/// least one partition was on the given device, from TIMELINE events.
+/// `None` when there is no complete start/end pair.
+pub fn busy_fraction<'a>(events: impl IntoIterator<Item = &'a TimelineEvent>) -> Option<f64> {
+    use std::collections::HashMap;
+    let mut open: HashMap<(&str, u32), u64> = HashMap::new();
+    let mut intervals: Vec<(u64, u64)> = Vec::new();
+    for e in events {
+        let key = (e.job_id.as_str(), e.partition);
+        match e.event {
+            TimelineKind::GpuStart => {
+                open.insert(key, e.ts_us);
+            }
+            TimelineKind::GpuEnd => {
+                if let Some(start) = open.remove(&key) {
+                    if e.ts_us >= start {
+                        intervals.push((start, e.ts_us));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if intervals.is_empty() {
+        return None;
+    }
+    intervals.sort_unstable();
+    let window_start = intervals[0].0;
+    let window_end = intervals.iter().map(|i| i.1).max()?;
+    let mut busy = 0u64;
+    let (mut cur_s, mut cur_e) = intervals[0];
+    for &(s, e) in &intervals[1..] {
+        if s > cur_e {
+            busy += cur_e - cur_s;
+            (cur_s, cur_e) = (s, e);
+        } else {
+            cur_e = cur_e.max(e);
+        }
+    }
+    busy += cur_e - cur_s;
+    let window = window_end - window_start;
+    if window == 0 {
+        return Some(1.0);
+    }
+    Some(busy as f64 / window as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tag() -> JobTag {
+        JobTag {
+            host: "h1".into(),
+            build: "abc123".into(),
+            job_id: "j1".into(),
+            circuit: "chain".into(),
+            size: 1024,
+        }
+    }
+
+    #[test]
+    fn partition_record_round_trips_through_one_line() {
+        let mut phases = BTreeMap::new();
+        phases.insert(Phase::Synthesis, 1.5);
+        phases.insert(Phase::H2d, 0.25);
+        let rec = TimingLine::Partition(PartitionRecord {
+            v: TIMING_SCHEMA_VERSION,
+            ts_ms: 1,
+            tag: tag(),
+            partition: 0,
+            partitions: 2,
+            domain: 1024,
+            backend: "cpu".into(),
+            device: None,
+            pinned: true,
+            h2d_bytes: 0,
+            h2d_gbps: None,
+            phases_ms: phases,
+            error: None,
+        });
+        let line = rec.to_line();
+        assert!(!line.contains('\n'));
+        assert!(line.contains("\"kind\":\"partition\""));
+        assert!(line.contains("\"synthesis\":1.5"));
+        assert_eq!(TimingLine::parse(&line).unwrap(), rec);
+    }
+
+    #[test]
+    fn unknown_phase_from_newer_writer_is_kept_as_unknown() {
+        let line = r#"{"kind":"partition","v":1,"ts_ms":1,"host":"h","build":"b","job_id":"j","circuit":"c","size":1,"partition":0,"partitions":1,"domain":2,"backend":"cpu","pinned":false,"phases_ms":{"warp_drive":3.0,"total":4.0}}"#;
+        let TimingLine::Partition(p) = TimingLine::parse(line).unwrap() else {
+            panic!("wrong kind")
+        };
+        assert_eq!(p.phases_ms.get(&Phase::Total), Some(&4.0));
+        assert_eq!(p.phases_ms.get(&Phase::Unknown), Some(&3.0));
+    }
+
+    #[test]
+    fn gpu_timing_line_names_every_phase() {
+        let mut phases = BTreeMap::new();
+        phases.insert(Phase::MsmH, 2.0);
+        let rec = PartitionRecord {
+            v: 1,
+            ts_ms: 1,
+            tag: tag(),
+            partition: 1,
+            partitions: 2,
+            domain: 8,
+            backend: "cuda".into(),
+            device: Some(0),
+            pinned: true,
+            h2d_bytes: 96,
+            h2d_gbps: Some(51.234),
+            phases_ms: phases,
+            error: None,
+        };
+        let s = rec.to_string();
+        assert!(s.starts_with("GPU_TIMING job=j1"));
+        assert!(s.contains("msm_h=2.000ms"));
+        assert!(s.contains("h2d_gbps=51.23"));
+        assert!(s.contains("device=0"));
+    }
+
+    fn ev(p: u32, kind: TimelineKind, ts: u64) -> TimelineEvent {
+        TimelineEvent {
+            v: 1,
+            ts_us: ts,
+            host: "h".into(),
+            build: "b".into(),
+            job_id: "j".into(),
+            partition: p,
+            event: kind,
+            device: Some(0),
+        }
+    }
+
+    #[test]
+    fn busy_fraction_merges_overlaps_and_counts_gaps() {
+        use TimelineKind::*;
+        // [0,10] and [5,20] overlap -> 20 busy; gap 20..30; [30,40] -> 10 busy; window 40.
+        let evs = [
+            ev(0, GpuStart, 0),
+            ev(1, GpuStart, 5),
+            ev(0, GpuEnd, 10),
+            ev(1, GpuEnd, 20),
+            ev(2, GpuStart, 30),
+            ev(2, GpuEnd, 40),
+        ];
+        let f = busy_fraction(&evs).unwrap();
+        assert!((f - 0.75).abs() < 1e-12, "{f}");
+        assert_eq!(busy_fraction(&[ev(0, GpuStart, 1)]), None);
+    }
+}
