@@ -7,5 +7,11 @@
 //! # Layout
 //! - [`timing`]: the per-partition and per-proof timing records and the TIMELINE
 //!   event stream, written by the prover as JSON lines, read by `fleetctl timing`.
+//! - [`api`]: the daemon's HTTP request and response bodies.
+//! - [`health`]: the host probe document printed by `prover health`.
+//! - [`metrics`]: Prometheus metric names exported at `/metrics`.
 
+pub mod api;
+pub mod health;
+pub mod metrics;
 pub mod timing;

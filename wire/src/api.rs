@@ -1,0 +1,306 @@
+//! The prover daemon's HTTP API: request and response bodies shared by the
+//! daemon (writer) and its clients (`prover client`, fleetctl's steps).
+//!
+//! Routes (all JSON unless noted):
+//! - `POST /v1/jobs` [`SubmitRequest`] -> 202 [`SubmitResponse`]
+//! - `GET /v1/jobs/{id}`, `GET /v1/jobs/{id}/wait?timeout=30s` -> [`JobStatus`]
+//! - `DELETE /v1/jobs/{id}` -> [`JobStatus`] (state `cancelled` unless already finished)
+//! - `GET /healthz` -> [`Health`]; `GET /readyz` -> [`Ready`] (200 or 503)
+//! - `GET /status` -> [`Status`]; `GET /metrics` -> Prometheus text
+//!
+//! Every error is an [`ErrorBody`] with a 4xx/5xx status.
+
+use crate::timing::Phase;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Bumped when a field changes meaning; carried in [`Status::api_version`].
+pub const API_VERSION: u32 = 1;
+
+/// Path prefix of the job routes.
+pub const JOBS_PATH: &str = "/v1/jobs";
+pub const HEALTHZ_PATH: &str = "/healthz";
+pub const READYZ_PATH: &str = "/readyz";
+pub const STATUS_PATH: &str = "/status";
+pub const METRICS_PATH: &str = "/metrics";
+
+/// A proving job: `partitions` independent proofs of the bundled `circuit`
+/// sized for `size` constraints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitRequest {
+    /// Bundled circuit name (`chain`, `sha256`).
+    pub circuit: String,
+    /// Constraint count to size the circuit for.
+    pub size: u64,
+    /// Number of partitions (independent proofs); partition `i` uses the
+    /// witness derived from `(seed, i)`.
+    #[serde(default = "one")]
+    pub partitions: u32,
+    /// Seed of the public input and witness.
+    #[serde(default)]
+    pub seed: u64,
+    /// Seed of the proof randomness r, s; `None` draws it from the OS, so the
+    /// proof bytes are only reproducible when it is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rs_seed: Option<u64>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Answer to an accepted submission (HTTP 202).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitResponse {
+    pub job_id: String,
+}
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Accepted, no partition started yet.
+    Queued,
+    /// At least one partition is being synthesised or proved.
+    Running,
+    /// Every partition proved and verified.
+    Done,
+    /// A partition failed (reason in [`JobStatus::error`]).
+    Failed,
+    /// Cancelled by `DELETE`; partitions already on a device finish, the rest are skipped.
+    Cancelled,
+}
+
+impl JobState {
+    /// Whether the job will not change any more.
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            JobState::Done | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+/// A job as `GET /v1/jobs/{id}` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobStatus {
+    pub job_id: String,
+    pub state: JobState,
+    pub circuit: String,
+    pub size: u64,
+    pub partitions: u32,
+    /// Partitions proved so far.
+    pub partitions_done: u32,
+    /// Submission time, Unix milliseconds.
+    pub submitted_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Present once the job is `done`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<JobResult>,
+}
+
+/// The proofs of a finished job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobResult {
+    /// One proof per partition, in partition order.
+    pub proofs: Vec<PartitionProof>,
+    /// Every proof passed bellperson's verifier against the parameters' key.
+    pub verified: bool,
+    /// `cpu` or `cuda`.
+    pub backend: String,
+    pub timing: TimingSummary,
+}
+
+/// The proof of one partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionProof {
+    pub partition: u32,
+    /// The Groth16 proof in bellperson's serialisation (A, B, C compressed), hex.
+    pub proof: String,
+    /// The public inputs the proof was verified against, each a scalar's
+    /// canonical little-endian bytes, hex.
+    pub public_inputs: Vec<String>,
+    pub verified: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
+}
+
+/// Where a job's time went.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimingSummary {
+    /// From submission to the last partition's verification.
+    pub total_ms: f64,
+    /// Per phase, summed over partitions (partitions overlap, so the sum
+    /// can exceed `total_ms`).
+    pub phases_ms: BTreeMap<Phase, f64>,
+}
+
+/// Body of every error answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// A short stable code: `bad_request`, `unknown_circuit`, `size_out_of_range`,
+    /// `too_large_for_budget`, `unauthorized`, `queue_full`, `draining`, `not_found`,
+    /// `internal`.
+    pub error: String,
+    /// A sentence for a human.
+    pub detail: String,
+}
+
+/// `GET /healthz`: the process answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub alive: bool,
+    pub version: String,
+    pub build: String,
+}
+
+/// `GET /readyz`: 200 once the pool is allocated, preload parameters are
+/// loaded and every configured device is initialised; 503 otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ready {
+    pub ready: bool,
+    /// Why not ready (`starting: loading parameters chain/1024`, `draining`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Life stage of the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DaemonState {
+    Starting,
+    Ready,
+    Draining,
+}
+
+/// `GET /status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub api_version: u32,
+    pub version: String,
+    pub build: String,
+    pub pid: u32,
+    pub state: DaemonState,
+    pub listen: String,
+    pub uptime_s: f64,
+    pub queue: QueueStats,
+    pub budget: BudgetStats,
+    pub pool: PoolStats,
+    /// `cpu` or `cuda`.
+    pub backend: String,
+    /// One entry per device worker group (CPU workers appear as one entry).
+    pub devices: Vec<DeviceState>,
+    pub proofs_completed: u64,
+    pub proofs_failed: u64,
+    /// End of the last finished proof, Unix milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_proof_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// Jobs accepted and not finished.
+    pub depth: u64,
+    pub max_jobs: u64,
+    /// Jobs with at least one partition started.
+    pub jobs_in_flight: u64,
+    /// Partitions being synthesised, waiting for a device or on a device.
+    pub partitions_in_flight: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetStats {
+    pub total_bytes: u64,
+    pub reserved_bytes: u64,
+    pub available_bytes: u64,
+    /// Requests blocked waiting for memory.
+    pub waiters: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStats {
+    /// `mlock`, `cuda` or `heap`.
+    pub allocator: String,
+    /// Whether the pool's buffers are page-locked.
+    pub pinned: bool,
+    /// Bytes the pool holds (free and checked out).
+    pub held_bytes: u64,
+    /// Bytes checked out by partitions right now.
+    pub in_use_bytes: u64,
+    pub max_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceState {
+    /// `cpu` or `cuda`.
+    pub backend: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordinal: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub workers: u32,
+    /// Workers proving a partition right now.
+    pub busy: u32,
+    pub partitions_done: u64,
+}
+
+/// Parses the `timeout` query value of the wait route (`30s`, `2m`, `1500ms`,
+/// or bare seconds).
+pub fn parse_timeout(s: &str) -> Option<std::time::Duration> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => (&s[..i], s[i..].trim()),
+        None => (s, "s"),
+    };
+    let v: f64 = num.parse().ok()?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" | "" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return None,
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return None;
+    }
+    Some(std::time::Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn submit_defaults_and_rejects_unknown_fields() {
+        let r: SubmitRequest = serde_json::from_str(r#"{"circuit":"chain","size":1024}"#).unwrap();
+        assert_eq!(r.partitions, 1);
+        assert_eq!(r.seed, 0);
+        assert_eq!(r.rs_seed, None);
+        let e = serde_json::from_str::<SubmitRequest>(r#"{"circuit":"chain","size":1,"sizee":2}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("sizee"), "{e}");
+    }
+
+    #[test]
+    fn timeout_units() {
+        use std::time::Duration;
+        assert_eq!(parse_timeout("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_timeout("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_timeout("1500ms"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_timeout("7"), Some(Duration::from_secs(7)));
+        assert_eq!(parse_timeout("7 parsecs"), None);
+        assert_eq!(parse_timeout("-1s"), None);
+    }
+
+    #[test]
+    fn job_state_is_snake_case_and_knows_when_finished() {
+        assert_eq!(
+            serde_json::to_string(&JobState::Cancelled).unwrap(),
+            "\"cancelled\""
+        );
+        assert!(JobState::Done.is_finished());
+        assert!(!JobState::Running.is_finished());
+    }
+}

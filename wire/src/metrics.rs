@@ -1,0 +1,61 @@
+//! Prometheus metric names exported by the prover daemon at `/metrics`, shared
+//! with fleetctl's exporter so both sides spell them the same way.
+//!
+//! Names are given without the `_total` suffix the OpenMetrics text adds to
+//! counters; phase histograms carry a `phase` label with `Phase::as_str()`.
+
+/// Histogram of phase durations in seconds, label `phase`.
+pub const PHASE_DURATION_SECONDS: &str = "prover_phase_duration_seconds";
+/// Histogram of whole-job durations in seconds (submission to result).
+pub const JOB_DURATION_SECONDS: &str = "prover_job_duration_seconds";
+/// Gauge: jobs accepted and not finished.
+pub const QUEUE_DEPTH: &str = "prover_queue_depth";
+/// Gauge: partitions being synthesised, queued for a device or on a device.
+pub const PARTITIONS_IN_FLIGHT: &str = "prover_partitions_in_flight";
+/// Counter: proofs (jobs) completed and verified.
+pub const PROOFS_COMPLETED: &str = "prover_proofs_completed";
+/// Counter: proofs (jobs) failed.
+pub const PROOFS_FAILED: &str = "prover_proofs_failed";
+/// Counter: partitions proved.
+pub const PARTITIONS_COMPLETED: &str = "prover_partitions_completed";
+/// Counter: submissions refused because the queue was full.
+pub const JOBS_REJECTED_QUEUE_FULL: &str = "prover_jobs_rejected_queue_full";
+/// Gauge: bytes the pinned pool holds.
+pub const POOL_HELD_BYTES: &str = "prover_pool_held_bytes";
+/// Gauge: bytes of the pool checked out by partitions.
+pub const POOL_IN_USE_BYTES: &str = "prover_pool_in_use_bytes";
+/// Gauge: the memory budget's size.
+pub const BUDGET_TOTAL_BYTES: &str = "prover_budget_total_bytes";
+/// Gauge: bytes reserved against the budget.
+pub const BUDGET_RESERVED_BYTES: &str = "prover_budget_reserved_bytes";
+/// Gauge: requests blocked waiting for the budget.
+pub const BUDGET_WAITERS: &str = "prover_budget_waiters";
+/// Gauge: 1 when the daemon is ready (`/readyz` 200), else 0.
+pub const READY: &str = "prover_ready";
+/// Gauge: seconds since the daemon started.
+pub const UPTIME_SECONDS: &str = "prover_uptime_seconds";
+/// Gauge: always 1, labels `version` and `build`.
+pub const BUILD_INFO: &str = "prover_build_info";
+
+/// Label of [`PHASE_DURATION_SECONDS`].
+pub const PHASE_LABEL: &str = "phase";
+
+/// Every metric name, for exporters that want to check coverage.
+pub const ALL: [&str; 16] = [
+    PHASE_DURATION_SECONDS,
+    JOB_DURATION_SECONDS,
+    QUEUE_DEPTH,
+    PARTITIONS_IN_FLIGHT,
+    PROOFS_COMPLETED,
+    PROOFS_FAILED,
+    PARTITIONS_COMPLETED,
+    JOBS_REJECTED_QUEUE_FULL,
+    POOL_HELD_BYTES,
+    POOL_IN_USE_BYTES,
+    BUDGET_TOTAL_BYTES,
+    BUDGET_RESERVED_BYTES,
+    BUDGET_WAITERS,
+    READY,
+    UPTIME_SECONDS,
+    BUILD_INFO,
+];
