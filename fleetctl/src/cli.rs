@@ -1,1 +1,132 @@
-//! Command-line types of the fleetctl binary.
+//! Command-line types of the fleetctl binary, and the one place each
+//! subcommand is handed to the library.
+//!
+//! Adding a subcommand: add a variant to [`Command`] and an arm to
+//! [`Command::execute`]; keep the work itself in the library module.
+
+use crate::executor::{exit_code, RunEnd};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Rolls prover builds out to fleets of GPU hosts over SSH.
+#[derive(Debug, Parser)]
+#[command(name = "fleetctl", version, about, propagate_version = true)]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a playbook against the selected hosts.
+    Run(RunArgs),
+    /// Roll the local build out: `run` with the built-in rollout playbook
+    /// and, without -i, the built-in local inventory.
+    Rollout(RolloutArgs),
+    /// Print what a playbook would do on which host, changing nothing.
+    Plan(PlanArgs),
+    /// Inspect an inventory.
+    #[command(subcommand)]
+    Inventory(InventoryCommand),
+}
+
+/// Inventory file and host selection, shared by every subcommand that
+/// touches hosts.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
+    /// Inventory file (YAML). Without it, the built-in local inventory.
+    #[arg(short, long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+    /// Hosts to act on: names, groups, `tag:NAME` or globs, comma-separated.
+    #[arg(short, long, value_name = "PATTERN")]
+    pub limit: Option<String>,
+    /// Extra variable with the highest precedence, `key=value` (repeatable).
+    #[arg(short = 'e', long = "extra-var", value_name = "KEY=VALUE")]
+    pub extra_vars: Vec<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExecArgs {
+    /// Show the plan and change nothing.
+    #[arg(long)]
+    pub check: bool,
+    /// Continue a halted or interrupted run, skipping hosts it completed.
+    #[arg(long, value_name = "RUN_ID")]
+    pub resume: Option<String>,
+    /// Prover binary to ship.
+    #[arg(long, value_name = "PATH", default_value = "target/release/prover")]
+    pub binary: PathBuf,
+    /// Never draw progress spinners, even on a terminal.
+    #[arg(long)]
+    pub plain: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Playbook file (YAML), or the name of a built-in one (`rollout`,
+    /// `restart`, `rollback`, `health`, `collect-timing`).
+    #[arg(short, long, value_name = "PLAYBOOK")]
+    pub playbook: String,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RolloutArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PlanArgs {
+    /// Playbook file (YAML), or the name of a built-in one.
+    #[arg(short, long, value_name = "PLAYBOOK", default_value = "rollout")]
+    pub playbook: String,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Prover binary the plan would ship.
+    #[arg(long, value_name = "PATH", default_value = "target/release/prover")]
+    pub binary: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum InventoryCommand {
+    /// One line per selected host: name, transport, address, groups, tags.
+    List(TargetArgs),
+    /// Every resolved variable of one host, with where it came from.
+    Show {
+        /// Host name.
+        host: String,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+}
+
+impl Command {
+    /// Runs the subcommand and returns the process exit code.
+    pub async fn execute(self) -> anyhow::Result<ExitCode> {
+        match self {
+            Command::Run(args) => crate::executor::cli_run(args).await,
+            Command::Rollout(args) => {
+                crate::executor::cli_run(RunArgs {
+                    playbook: "rollout".to_string(),
+                    target: args.target,
+                    exec: args.exec,
+                })
+                .await
+            }
+            Command::Plan(args) => crate::plan::cli_plan(args).map(|()| exit_code(RunEnd::Ok)),
+            Command::Inventory(cmd) => {
+                crate::inventory::cli_inventory(cmd).map(|()| exit_code(RunEnd::Ok))
+            }
+        }
+    }
+}
