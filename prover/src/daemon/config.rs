@@ -1,0 +1,656 @@
+//! The daemon's TOML configuration: every key has a default, unknown keys and
+//! bad values are refused at start with the key's path and the reason.
+//!
+//! Values are validated while deserialising (sizes, durations, enums), so a
+//! parse error already says what is wrong; [`ConfigError`] adds the file and
+//! the dotted key path, recovered from the error's position in the text.
+//! `docs/prover.example.toml` documents every key.
+
+use crate::circuit::{CircuitKind, MAX_SIZE, MIN_SIZE};
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize, Serializer};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A configuration file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {file}: {source}")]
+    Read {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config {file}: {key}: {reason}{}", line.map(|l| format!(" (line {l})")).unwrap_or_default())]
+    Invalid {
+        file: PathBuf,
+        /// Dotted key path (`pool.max_bytes`, `preload[1].size`), `<root>` when unknown.
+        key: String,
+        line: Option<usize>,
+        reason: String,
+    },
+}
+
+/// The resolved configuration. Relative paths are kept as written; they
+/// resolve against the working directory (the install dir under fleetctl).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address the HTTP API listens on.
+    pub listen: SocketAddr,
+    /// Bearer token every route but `/healthz` requires, when set.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "redact")]
+    pub api_token: Option<String>,
+    pub paths: Paths,
+    pub memory: Memory,
+    pub pool: Pool,
+    pub gpu: Gpu,
+    pub synthesis: Synthesis,
+    pub queue: Queue,
+    /// How long a drain may take before the daemon aborts.
+    pub drain_timeout: HumanDuration,
+    pub log: Log,
+    /// Parameters loaded (or generated) at start.
+    pub preload: Vec<Preload>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            api_token: None,
+            paths: Paths::default(),
+            memory: Memory::default(),
+            pool: Pool::default(),
+            gpu: Gpu::default(),
+            synthesis: Synthesis::default(),
+            queue: Queue::default(),
+            drain_timeout: HumanDuration(Duration::from_secs(300)),
+            log: Log::default(),
+            preload: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Paths {
+    pub pid_file: PathBuf,
+    /// The daemon's own log (appended).
+    pub log_file: PathBuf,
+    pub timing_log: PathBuf,
+    /// Rotate the timing log when it grows past this.
+    pub timing_rotate_bytes: ByteSize,
+    /// Rotated timing logs kept (`timing.jsonl.1` .. `.N`).
+    pub timing_keep: u32,
+    pub params_dir: PathBuf,
+}
+
+impl Default for Paths {
+    fn default() -> Self {
+        Self {
+            pid_file: "run/prover.pid".into(),
+            log_file: "logs/prover.log".into(),
+            timing_log: "logs/timing.jsonl".into(),
+            timing_rotate_bytes: ByteSize(256 << 20),
+            timing_keep: 5,
+            params_dir: "params".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Memory {
+    pub budget: BudgetSize,
+    /// Left to the kernel and everything unbudgeted when `budget = "auto"`.
+    pub safety_margin: ByteSize,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Self {
+            budget: BudgetSize::Auto,
+            safety_margin: ByteSize(2 << 30),
+        }
+    }
+}
+
+/// `auto` (host memory minus the safety margin) or a byte count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetSize {
+    Auto,
+    Bytes(u64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllocatorChoice {
+    /// `cuda` when a CUDA device is used, else `mlock`.
+    Auto,
+    Mlock,
+    Cuda,
+    Heap,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Pool {
+    pub allocator: AllocatorChoice,
+    /// Allocated at start, before `ready`: `auto` sizes it for the pipeline's
+    /// partitions of the largest preload entry.
+    pub preallocate: BudgetSize,
+    /// Most the pool may hold; `None` = the whole budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<ByteSize>,
+    /// Idle regions are returned after this long unused.
+    pub idle_shrink_after: HumanDuration,
+    /// Allow falling back to pageable heap memory when page-locking fails.
+    pub pageable: bool,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Self {
+            allocator: AllocatorChoice::Auto,
+            preallocate: BudgetSize::Auto,
+            max_bytes: None,
+            idle_shrink_after: HumanDuration(Duration::from_secs(300)),
+            pageable: false,
+        }
+    }
+}
+
+/// `"all"` or a list of ordinals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Devices {
+    All,
+    List(Vec<u32>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Gpu {
+    /// `"all"`: every CUDA device, or the CPU backend where there is none.
+    /// `[]`: the CPU backend. A list: exactly those devices (start fails if one is missing).
+    pub devices: Devices,
+    /// Device worker threads per GPU (or CPU workers on the CPU backend).
+    pub workers_per_device: u32,
+}
+
+impl Default for Gpu {
+    fn default() -> Self {
+        Self {
+            devices: Devices::All,
+            workers_per_device: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Synthesis {
+    /// Synthesis worker threads.
+    pub concurrency: u32,
+    /// Synthesised partitions that may wait for a device; 0 turns pipelining
+    /// off (each device worker synthesises its own partition, then proves it).
+    pub lookahead: u32,
+}
+
+impl Default for Synthesis {
+    fn default() -> Self {
+        Self {
+            concurrency: 1,
+            lookahead: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Queue {
+    /// Jobs accepted and not finished; a submission beyond it gets 429.
+    pub max_jobs: u32,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Self { max_jobs: 64 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Log {
+    pub level: LogLevel,
+    pub format: LogFormat,
+}
+
+impl Default for Log {
+    fn default() -> Self {
+        Self {
+            level: LogLevel::Info,
+            format: LogFormat::Text,
+        }
+    }
+}
+
+/// Parameters to have ready before `/readyz` turns 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Preload {
+    pub circuit: CircuitKind,
+    pub size: u64,
+}
+
+impl Config {
+    /// Reads and validates `file`.
+    pub fn load(file: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(file).map_err(|source| ConfigError::Read {
+            file: file.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, file)
+    }
+
+    /// Parses config text; `file` only names the source in errors.
+    pub fn parse(text: &str, file: &Path) -> Result<Self, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let (key, line) = match e.span() {
+                Some(span) => {
+                    let (key, line) = key_at(text, span.start);
+                    (key, Some(line))
+                }
+                None => ("<root>".to_string(), None),
+            };
+            ConfigError::Invalid {
+                file: file.to_path_buf(),
+                key,
+                line,
+                reason: e.message().trim().to_string(),
+            }
+        })?;
+        config.check(file)?;
+        Ok(config)
+    }
+
+    /// Cross-field checks serde cannot express.
+    fn check(&self, file: &Path) -> Result<(), ConfigError> {
+        let bad = |key: &str, reason: String| ConfigError::Invalid {
+            file: file.to_path_buf(),
+            key: key.to_string(),
+            line: None,
+            reason,
+        };
+        if self.synthesis.concurrency == 0 {
+            return Err(bad("synthesis.concurrency", "must be at least 1".into()));
+        }
+        if self.gpu.workers_per_device == 0 {
+            return Err(bad("gpu.workers_per_device", "must be at least 1".into()));
+        }
+        if self.queue.max_jobs == 0 {
+            return Err(bad("queue.max_jobs", "must be at least 1".into()));
+        }
+        if self.paths.timing_keep == 0 {
+            return Err(bad("paths.timing_keep", "must be at least 1".into()));
+        }
+        if let Some(t) = &self.api_token {
+            if t.trim().is_empty() {
+                return Err(bad(
+                    "api_token",
+                    "is empty; remove the key to disable authentication".into(),
+                ));
+            }
+        }
+        for (i, p) in self.preload.iter().enumerate() {
+            let range = MIN_SIZE as u64..=MAX_SIZE as u64;
+            if !range.contains(&p.size) {
+                return Err(bad(
+                    &format!("preload[{i}].size"),
+                    format!(
+                        "{} is out of range: must be between {MIN_SIZE} and {MAX_SIZE} constraints",
+                        p.size
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The effective configuration as one line of JSON (the token redacted).
+    pub fn effective(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The dotted key path and 1-based line at byte `offset` of TOML `text`:
+/// the nearest table header above, joined with the key on that line.
+fn key_at(text: &str, offset: usize) -> (String, usize) {
+    let offset = offset.min(text.len());
+    let line_no = text[..offset].matches('\n').count();
+    let mut table = String::new();
+    let mut array_index: std::collections::HashMap<String, usize> = Default::default();
+    let mut key = None;
+    for (i, raw) in text.lines().enumerate().take(line_no + 1) {
+        let line = raw.trim();
+        if let Some(h) = line.strip_prefix("[[").and_then(|l| l.split("]]").next()) {
+            let name = h.trim().to_string();
+            let n = array_index
+                .entry(name.clone())
+                .and_modify(|n| *n += 1)
+                .or_insert(0);
+            table = format!("{name}[{n}]");
+            if i == line_no {
+                key = Some(String::new());
+            }
+        } else if let Some(h) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
+            table = h.trim().to_string();
+            if i == line_no {
+                key = Some(String::new());
+            }
+        } else if i == line_no {
+            key = line
+                .split('=')
+                .next()
+                .map(|k| k.trim().trim_matches('"').to_string());
+        }
+    }
+    let key = key.unwrap_or_default();
+    let path = match (table.is_empty(), key.is_empty()) {
+        (true, true) => "<root>".to_string(),
+        (true, false) => key,
+        (false, true) => table,
+        (false, false) => format!("{table}.{key}"),
+    };
+    (path, line_no + 1)
+}
+
+fn redact<S: Serializer>(token: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match token {
+        Some(_) => s.serialize_str("<redacted>"),
+        None => s.serialize_none(),
+    }
+}
+
+/// A byte count written as an integer or a string with a binary unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ByteSize(pub u64);
+
+/// Parses `"64GiB"`, `"512 MiB"`, `"4096"`, `"12B"`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = (&t[..split], t[split..].trim());
+    let mult: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        _ => 0,
+    };
+    let bad = || format!("invalid size {s:?}: expected bytes or a number with KiB/MiB/GiB/TiB");
+    if num.is_empty() || mult == 0 {
+        return Err(bad());
+    }
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(bad)
+}
+
+/// Writes bytes with the largest binary unit that divides them exactly.
+pub fn format_size(bytes: u64) -> String {
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes != 0 && bytes % (1u64 << shift) == 0 {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes}B")
+}
+
+struct SizeVisitor {
+    allow_auto: bool,
+}
+
+impl de::Visitor<'_> for SizeVisitor {
+    type Value = Option<u64>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        if self.allow_auto {
+            f.write_str("\"auto\", bytes or a number with KiB/MiB/GiB")
+        } else {
+            f.write_str("bytes or a number with KiB/MiB/GiB")
+        }
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        u64::try_from(v)
+            .map(Some)
+            .map_err(|_| E::custom(format!("invalid size {v}: must not be negative")))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Some(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        if self.allow_auto && v == "auto" {
+            return Ok(None);
+        }
+        parse_size(v).map(Some).map_err(E::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match d.deserialize_any(SizeVisitor { allow_auto: false })? {
+            Some(v) => Ok(ByteSize(v)),
+            None => Err(de::Error::custom("\"auto\" is not allowed here")),
+        }
+    }
+}
+
+impl Serialize for ByteSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_size(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for BudgetSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match d.deserialize_any(SizeVisitor { allow_auto: true })? {
+            Some(v) => BudgetSize::Bytes(v),
+            None => BudgetSize::Auto,
+        })
+    }
+}
+
+impl Serialize for BudgetSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BudgetSize::Auto => s.serialize_str("auto"),
+            BudgetSize::Bytes(b) => s.serialize_str(&format_size(*b)),
+        }
+    }
+}
+
+/// A duration written as `"30s"`, `"5m"`, `"1h 30m"` (humantime syntax).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(&s)
+            .map(HumanDuration)
+            .map_err(|e| {
+                de::Error::custom(format!(
+                    "invalid duration {s:?}: {e} (e.g. \"30s\", \"5m\")"
+                ))
+            })
+    }
+}
+
+impl Serialize for HumanDuration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(self.0).to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Devices {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Word(String),
+            List(Vec<u32>),
+        }
+        match Raw::deserialize(d).map_err(|_| {
+            de::Error::custom("expected \"all\" or a list of GPU ordinals such as [0, 1]")
+        })? {
+            Raw::Word(w) if w == "all" => Ok(Devices::All),
+            Raw::Word(w) => Err(de::Error::custom(format!(
+                "invalid devices {w:?}: expected \"all\" or a list of GPU ordinals such as [0, 1]"
+            ))),
+            Raw::List(l) => Ok(Devices::List(l)),
+        }
+    }
+}
+
+impl Serialize for Devices {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Devices::All => s.serialize_str("all"),
+            Devices::List(l) => l.serialize(s),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("prover.toml"))
+    }
+
+    fn err(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn empty_file_gives_the_documented_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.listen.to_string(), "127.0.0.1:7878");
+        assert_eq!(c.paths.pid_file, Path::new("run/prover.pid"));
+        assert_eq!(c.memory.safety_margin, ByteSize(2 << 30));
+    }
+
+    #[test]
+    fn the_example_config_parses() {
+        let text = include_str!("../../../docs/prover.example.toml");
+        parse(text).unwrap();
+    }
+
+    #[test]
+    fn sizes_accept_integers_and_binary_units() {
+        let c = parse(
+            "[memory]\nbudget = \"64GiB\"\n[pool]\nmax_bytes = 4096\npreallocate = \"512 MiB\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.memory.budget, BudgetSize::Bytes(64 << 30));
+        assert_eq!(c.pool.max_bytes, Some(ByteSize(4096)));
+        assert_eq!(c.pool.preallocate, BudgetSize::Bytes(512 << 20));
+    }
+
+    #[test]
+    fn bad_size_names_the_key_and_the_reason() {
+        let e = err(
+            "listen = \"127.0.0.1:1\"\n\n[pool]\nallocator = \"mlock\"\nmax_bytes = \"12XB\"\n",
+        );
+        assert!(
+            e.contains("pool.max_bytes: invalid size \"12XB\": expected bytes or a number with KiB/MiB/GiB"),
+            "{e}"
+        );
+        assert!(e.contains("line 5"), "{e}");
+    }
+
+    #[test]
+    fn unknown_key_names_its_path() {
+        let e = err("[pool]\nmax_bytez = 1\n");
+        assert!(e.contains("pool.max_bytez"), "{e}");
+        assert!(e.contains("unknown field"), "{e}");
+        let e = err("lisen = \"127.0.0.1:1\"\n");
+        assert!(e.contains("lisen: unknown field"), "{e}");
+        let e = err("[poool]\n");
+        assert!(e.contains("poool"), "{e}");
+    }
+
+    #[test]
+    fn bad_enum_and_duration_values_are_refused() {
+        assert!(err("[pool]\nallocator = \"gpu\"\n").contains("pool.allocator"));
+        let e = err("drain_timeout = \"soon\"\n");
+        assert!(
+            e.contains("drain_timeout: invalid duration \"soon\""),
+            "{e}"
+        );
+        let e = err("[gpu]\ndevices = \"some\"\n");
+        assert!(e.contains("gpu.devices"), "{e}");
+        let e = err("[synthesis]\nconcurrency = 0\n");
+        assert!(
+            e.contains("synthesis.concurrency: must be at least 1"),
+            "{e}"
+        );
+        let e = err("[[preload]]\ncircuit = \"chain\"\nsize = 1024\n[[preload]]\ncircuit = \"nope\"\nsize = 1\n");
+        assert!(
+            e.contains("preload[1].circuit: unknown variant `nope`"),
+            "{e}"
+        );
+        let e = err("[[preload]]\ncircuit = \"chain\"\nsize = 3\n");
+        assert!(e.contains("preload[0].size: 3 is out of range"), "{e}");
+    }
+
+    #[test]
+    fn effective_config_redacts_the_token() {
+        let c = parse("api_token = \"s3cret\"\n").unwrap();
+        let eff = c.effective();
+        assert!(!eff.contains("s3cret"), "{eff}");
+        assert!(eff.contains("<redacted>"), "{eff}");
+    }
+
+    #[test]
+    fn sizes_format_with_the_largest_exact_unit() {
+        assert_eq!(format_size(2 << 30), "2GiB");
+        assert_eq!(format_size(1536), "1536B");
+        assert_eq!(format_size(3 << 20), "3MiB");
+        assert_eq!(parse_size(&format_size(5 << 40)).unwrap(), 5 << 40);
+    }
+}
