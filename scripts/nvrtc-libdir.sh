@@ -1,23 +1,23 @@
-#!/usr/bin/env bash
-# Prints the folder holding libnvrtc.so.13 from the nvidia-cuda-nvrtc wheel; exits 1 if absent.
-set -euo pipefail
-for py in python3 python; do
-    command -v "$py" >/dev/null || continue
-    dir="$("$py" - <<'PY' 2>/dev/null || true
-import os
+#!/bin/sh
+# Prints the directory holding libnvrtc.so.13 from the `nvidia-cuda-nvrtc`
+# pip wheel, for LD_LIBRARY_PATH. Exits 1 with a hint when it is not installed.
+set -eu
+py=${PYTHON:-python3}
+dir=$("$py" - <<'PY' 2>/dev/null || true
+import os, glob
 try:
     import nvidia
 except ImportError:
     raise SystemExit(1)
-for base in nvidia.__path__:
-    for sub in ("cu13/lib", "cuda_nvrtc/lib"):
-        d = os.path.join(base, sub)
-        if os.path.exists(os.path.join(d, "libnvrtc.so.13")):
-            print(d)
-            raise SystemExit(0)
+for root in nvidia.__path__:
+    for lib in sorted(glob.glob(os.path.join(root, "*", "lib", "libnvrtc.so.*"))):
+        print(os.path.dirname(lib))
+        raise SystemExit(0)
 raise SystemExit(1)
 PY
-)"
-    if [ -n "$dir" ]; then echo "$dir"; exit 0; fi
-done
-exit 1
+)
+if [ -z "$dir" ]; then
+    echo "libnvrtc.so.13 not found; install it with: pip install 'nvidia-cuda-nvrtc==13.0.*'" >&2
+    exit 1
+fi
+echo "$dir"

@@ -1,1 +1,3 @@
 //! The CUDA backend: NVRTC-compiled kernels from kernels/, pinned uploads, device NTTs.
+
+pub mod kernels;

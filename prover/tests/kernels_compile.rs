@@ -1,0 +1,91 @@
+//! Compiles every CUDA C file of `kernels/` to PTX for sm_90 through NVRTC,
+//! with no GPU: a kernel that does not compile, or compiles with warnings,
+//! fails CI before it reaches a GPU host.
+
+use prover::backend::cuda::kernels::{self, CompileError, UNITS};
+use std::path::{Path, PathBuf};
+
+/// Architecture the fleet's H200s report (compute capability 9.0).
+const ARCH: &str = "sm_90";
+
+fn nvrtc_skipped() -> bool {
+    std::env::var("PROVER_SKIP_NVRTC").is_ok_and(|v| v == "1")
+}
+
+fn kernel_files(dir: &Path, base: &Path, out: &mut Vec<String>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.unwrap_or_else(|e| panic!("listing {}: {e}", dir.display())).path();
+        if path.is_dir() {
+            kernel_files(&path, base, out);
+        } else if matches!(path.extension().and_then(|e| e.to_str()), Some("cu" | "cuh")) {
+            let rel = path.strip_prefix(base).unwrap_or(&path);
+            out.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+fn kernels_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels")
+}
+
+#[test]
+fn every_kernel_file_belongs_to_a_unit() {
+    let mut files = Vec::new();
+    kernel_files(&kernels_dir(), &kernels_dir(), &mut files);
+    assert!(!files.is_empty(), "no kernel files under {}", kernels_dir().display());
+    for f in &files {
+        assert!(
+            UNITS.iter().any(|u| u.files.iter().any(|k| k.path == f)),
+            "kernels/{f} is not compiled by any unit in backend/cuda/kernels.rs"
+        );
+    }
+}
+
+#[test]
+fn every_unit_compiles_for_sm_90_without_warnings() {
+    if nvrtc_skipped() {
+        eprintln!("PROVER_SKIP_NVRTC=1: NVRTC compile check skipped");
+        return;
+    }
+    if !kernels::nvrtc_available() {
+        panic!(
+            "libnvrtc.so.13 cannot be loaded, so the CUDA kernels cannot be checked. Install it \
+             with `pip install 'nvidia-cuda-nvrtc==13.0.*'` and run with \
+             LD_LIBRARY_PATH=$(scripts/nvrtc-libdir.sh), or set PROVER_SKIP_NVRTC=1 to skip"
+        );
+    }
+    let mut failures = Vec::new();
+    for unit in UNITS {
+        match kernels::compile(unit, ARCH) {
+            Ok(ptx) => {
+                assert!(ptx.contains(".target sm_90"), "unit {}: PTX lacks its target", unit.name);
+                assert!(ptx.contains(".entry"), "unit {}: PTX has no kernel", unit.name);
+            }
+            Err(e @ (CompileError::Failed { .. } | CompileError::Warnings { .. })) => {
+                failures.push(e.to_string())
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn compile_reports_errors_with_the_file_name() {
+    if nvrtc_skipped() || !kernels::nvrtc_available() {
+        eprintln!("libnvrtc not loadable: error-reporting check skipped (the test above fails instead)");
+        return;
+    }
+    const BROKEN: kernels::KernelUnit = kernels::KernelUnit {
+        name: "broken",
+        files: &[kernels::KernelFile {
+            path: "broken/oops.cu",
+            source: "extern \"C\" __global__ void k() { undefined_name = 1; }\n",
+        }],
+    };
+    let err = kernels::compile(&BROKEN, ARCH).expect_err("an undefined name must not compile");
+    let msg = err.to_string();
+    assert!(msg.contains("broken/oops.cu"), "{msg}");
+    assert!(msg.contains("undefined_name"), "{msg}");
+}
