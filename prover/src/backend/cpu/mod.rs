@@ -1,1 +1,142 @@
 //! The CPU backend: radix-2 FFTs and Pippenger multi-exponentiation on all cores.
+//!
+//! The quotient follows bellperson's `EvaluationDomain` step for step; two
+//! element-wise passes are fused into neighbours (the 1/n of each inverse FFT
+//! with the coset shift that follows it, and ÷Z with a·b − c), which changes
+//! no value because field arithmetic is exact.
+
+pub mod fft;
+pub mod msm;
+
+use crate::backend::{Backend, BackendError, BackendKind, BackendTimes};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use fleet_wire::timing::Phase;
+use std::time::Instant;
+
+/// Runs on a dedicated rayon pool when built with [`CpuBackend::with_threads`],
+/// otherwise on the global one.
+#[derive(Debug, Default)]
+pub struct CpuBackend {
+    pool: Option<rayon::ThreadPool>,
+}
+
+/// Could not build the backend's thread pool.
+#[derive(Debug, thiserror::Error)]
+#[error("cpu backend: cannot start {threads} worker threads: {source}")]
+pub struct CpuPoolError {
+    threads: usize,
+    #[source]
+    source: rayon::ThreadPoolBuildError,
+}
+
+impl CpuBackend {
+    /// Uses rayon's global pool (all cores unless `RAYON_NUM_THREADS` says otherwise).
+    pub fn new() -> Self {
+        CpuBackend { pool: None }
+    }
+
+    /// Uses its own pool of `threads` workers, so a daemon can bound the
+    /// cores that CPU proving takes from synthesis.
+    pub fn with_threads(threads: usize) -> Result<Self, CpuPoolError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("cpu-backend-{i}"))
+            .build()
+            .map_err(|source| CpuPoolError { threads, source })?;
+        Ok(CpuBackend { pool: Some(pool) })
+    }
+
+    fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+impl Backend for CpuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cpu
+    }
+
+    fn quotient(
+        &self,
+        a: &mut [Scalar],
+        b: &mut [Scalar],
+        c: &mut [Scalar],
+        _pinned: bool,
+        times: &mut BackendTimes,
+    ) -> Result<(), BackendError> {
+        if a.len() != b.len() || a.len() != c.len() {
+            return Err(BackendError::LengthMismatch {
+                a: a.len(),
+                b: b.len(),
+                c: c.len(),
+            });
+        }
+        let d = fft::Domain::new(a.len())?;
+        self.run(|| {
+            let start = Instant::now();
+
+            let t = Instant::now();
+            for v in [&mut *a, &mut *b, &mut *c] {
+                fft::fft(v, d.omega_inv, d.log_n);
+            }
+            times.add(Phase::NttIfft, ms_since(t));
+
+            // iFFT's 1/n and the coset shift g^i in one pass, then the FFT.
+            let t = Instant::now();
+            for v in [&mut *a, &mut *b, &mut *c] {
+                fft::scale_by_powers(v, d.minv, d.g);
+                fft::fft(v, d.omega, d.log_n);
+            }
+            times.add(Phase::NttCosetFft, ms_since(t));
+
+            let t = Instant::now();
+            fft::mul_sub_scale(a, b, c, d.z_inv_on_coset);
+            times.add(Phase::NttMulSubDivZ, ms_since(t));
+
+            let t = Instant::now();
+            fft::fft(a, d.omega_inv, d.log_n);
+            fft::scale_by_powers(a, d.minv, d.g_inv);
+            times.add(Phase::NttCosetIfft, ms_since(t));
+
+            times.add(Phase::NttKernels, ms_since(start));
+        });
+        Ok(())
+    }
+
+    fn msm_g1(
+        &self,
+        bases: &[G1Affine],
+        scalars: &[Scalar],
+        _times: &mut BackendTimes,
+    ) -> Result<G1Projective, BackendError> {
+        if bases.len() != scalars.len() {
+            return Err(BackendError::MsmLength {
+                bases: bases.len(),
+                scalars: scalars.len(),
+            });
+        }
+        Ok(self.run(|| msm::msm(bases, scalars)))
+    }
+
+    fn msm_g2(
+        &self,
+        bases: &[G2Affine],
+        scalars: &[Scalar],
+        _times: &mut BackendTimes,
+    ) -> Result<G2Projective, BackendError> {
+        if bases.len() != scalars.len() {
+            return Err(BackendError::MsmLength {
+                bases: bases.len(),
+                scalars: scalars.len(),
+            });
+        }
+        Ok(self.run(|| msm::msm(bases, scalars)))
+    }
+}

@@ -1,0 +1,300 @@
+//! Pippenger multi-exponentiation over G1 and G2 on all cores, with signed
+//! window digits (half the buckets of the unsigned method) and zero digits
+//! skipped, so the 0/1 values that dominate circuit witnesses cost one
+//! addition in total instead of one per window.
+
+use blstrs::Scalar;
+use ff::PrimeField;
+use group::prime::PrimeCurveAffine;
+use group::Group;
+use rayon::prelude::*;
+
+/// Largest window: digits are stored as i16, so |digit| ≤ 2^(c−1) must fit.
+const MAX_WINDOW: u32 = 15;
+/// Bits of a canonical scalar handled by the windows; 256 ≥ 255 + the carry
+/// of the signed recoding, so the top digit never overflows (see `recode`).
+const SCALAR_BITS: u32 = 256;
+/// Points per chunk when a window is split across threads.
+const MIN_CHUNK: usize = 1 << 10;
+
+/// An affine point type whose projective form accumulates affine points
+/// with mixed additions.
+pub trait MsmAffine: PrimeCurveAffine<Scalar = Scalar> + Sync {
+    fn add_to(&self, acc: &mut Self::Curve);
+    fn sub_from(&self, acc: &mut Self::Curve);
+}
+
+impl MsmAffine for blstrs::G1Affine {
+    #[inline]
+    fn add_to(&self, acc: &mut blstrs::G1Projective) {
+        *acc += self;
+    }
+    #[inline]
+    fn sub_from(&self, acc: &mut blstrs::G1Projective) {
+        *acc -= self;
+    }
+}
+
+impl MsmAffine for blstrs::G2Affine {
+    #[inline]
+    fn add_to(&self, acc: &mut blstrs::G2Projective) {
+        *acc += self;
+    }
+    #[inline]
+    fn sub_from(&self, acc: &mut blstrs::G2Projective) {
+        *acc -= self;
+    }
+}
+
+/// Σ scalars[i]·bases[i]. Lengths must match (checked by the caller).
+pub fn msm<A>(bases: &[A], scalars: &[Scalar]) -> A::Curve
+where
+    A: MsmAffine,
+{
+    let n = bases.len().min(scalars.len());
+    if n == 0 {
+        return A::Curve::identity();
+    }
+    let c = window_bits(n);
+    let windows = SCALAR_BITS.div_ceil(c) as usize;
+    let (digits, used_windows) = recode(&scalars[..n], c, windows);
+    if used_windows == 0 {
+        return A::Curve::identity();
+    }
+
+    // Work units are (window, chunk of points); chunks only when there are
+    // fewer windows than threads, so each unit stays long.
+    let threads = rayon::current_num_threads();
+    let chunks = (2 * threads)
+        .div_ceil(used_windows)
+        .min(n.div_ceil(MIN_CHUNK))
+        .max(1);
+    let chunk_len = n.div_ceil(chunks);
+    let units: Vec<(usize, usize)> = (0..used_windows)
+        .flat_map(|w| (0..chunks).map(move |k| (w, k)))
+        .collect();
+    let partial: Vec<(usize, A::Curve)> = units
+        .into_par_iter()
+        .map(|(w, k)| {
+            let start = k * chunk_len;
+            let end = (start + chunk_len).min(n);
+            (
+                w,
+                window_sum(&bases[start..end], &digits, windows, w, start, c),
+            )
+        })
+        .collect();
+
+    let mut window_sums = vec![A::Curve::identity(); used_windows];
+    for (w, s) in partial {
+        window_sums[w] += s;
+    }
+    // Horner from the top window: acc = Σ_w 2^(w·c) · S_w.
+    let mut acc = A::Curve::identity();
+    for s in window_sums.iter().rev() {
+        for _ in 0..c {
+            acc = acc.double();
+        }
+        acc += s;
+    }
+    acc
+}
+
+/// The window size minimising additions: `windows · (n + 2^c)` (n bucket
+/// additions plus two additions per bucket in the running-sum reduction).
+fn window_bits(n: usize) -> u32 {
+    (1..=MAX_WINDOW)
+        .min_by_key(|&c| {
+            let windows = SCALAR_BITS.div_ceil(c) as u64;
+            windows * (n as u64 + (1u64 << c))
+        })
+        .unwrap_or(1)
+}
+
+/// Signed base-2^c digits of every scalar, point-major
+/// (`digits[i·windows + w]`), each in [−2^(c−1), 2^(c−1)]; also the number of
+/// low windows that hold any non-zero digit.
+///
+/// A raw window value at or above 2^(c−1) becomes value − 2^c with a carry
+/// into the next window. The top window (bits ≥ c·(windows−1), with
+/// c·windows ≥ 256 > 255 scalar bits) holds at most 2^(c−1) − 1 plus a carry,
+/// so it is kept unsigned and never carries out.
+fn recode(scalars: &[Scalar], c: u32, windows: usize) -> (Vec<i16>, usize) {
+    let mut digits = vec![0i16; scalars.len() * windows];
+    let half = 1i64 << (c - 1);
+    let full = 1i64 << c;
+    let mask = (1u64 << c) - 1;
+    let used = digits
+        .par_chunks_mut(windows * MIN_CHUNK)
+        .zip(scalars.par_chunks(MIN_CHUNK))
+        .map(|(out, scalars)| {
+            let mut used = 0usize;
+            for (d, s) in out.chunks_mut(windows).zip(scalars) {
+                let repr = s.to_repr();
+                let bytes = repr.as_ref();
+                let mut limbs = [0u64; 4];
+                for (l, b) in limbs.iter_mut().zip(bytes.chunks_exact(8)) {
+                    let mut le = [0u8; 8];
+                    le.copy_from_slice(b);
+                    *l = u64::from_le_bytes(le);
+                }
+                let mut carry = 0i64;
+                for (w, digit) in d.iter_mut().enumerate() {
+                    let raw = bits(&limbs, w as u32 * c, mask) as i64 + carry;
+                    let v = if raw >= half && w + 1 < windows {
+                        carry = 1;
+                        raw - full
+                    } else {
+                        carry = 0;
+                        raw
+                    };
+                    // |v| ≤ 2^(c−1) ≤ 2^14 by construction.
+                    *digit = v as i16;
+                    if v != 0 {
+                        used = used.max(w + 1);
+                    }
+                }
+            }
+            used
+        })
+        .max()
+        .unwrap_or(0);
+    (digits, used)
+}
+
+/// The `c` bits of the 256-bit little-endian `limbs` starting at `at`.
+#[inline]
+fn bits(limbs: &[u64; 4], at: u32, mask: u64) -> u64 {
+    let limb = (at / 64) as usize;
+    if limb >= 4 {
+        return 0;
+    }
+    let shift = at % 64;
+    let mut v = limbs[limb] >> shift;
+    if shift > 0 && limb + 1 < 4 {
+        v |= limbs[limb + 1] << (64 - shift);
+    }
+    v & mask
+}
+
+/// Σ digit_w(i)·bases[i] over one chunk of points, for window `w`.
+fn window_sum<A>(
+    bases: &[A],
+    digits: &[i16],
+    windows: usize,
+    w: usize,
+    start: usize,
+    c: u32,
+) -> A::Curve
+where
+    A: MsmAffine,
+{
+    let mut buckets = vec![A::Curve::identity(); 1usize << (c - 1)];
+    for (i, base) in bases.iter().enumerate() {
+        let d = digits[(start + i) * windows + w];
+        if d > 0 {
+            base.add_to(&mut buckets[(d - 1) as usize]);
+        } else if d < 0 {
+            base.sub_from(&mut buckets[(-d - 1) as usize]);
+        }
+    }
+    // Running sum: Σ_k (k+1)·bucket[k].
+    let mut running = A::Curve::identity();
+    let mut sum = A::Curve::identity();
+    for b in buckets.iter().rev() {
+        running += b;
+        sum += &running;
+    }
+    sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
+    use ff::Field;
+    use group::Curve;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    fn naive<A: PrimeCurveAffine<Scalar = Scalar>>(bases: &[A], scalars: &[Scalar]) -> A::Curve {
+        let mut acc = A::Curve::identity();
+        for (b, s) in bases.iter().zip(scalars) {
+            acc += b.to_curve() * s;
+        }
+        acc
+    }
+
+    fn g1_points(rng: &mut ChaCha20Rng, n: usize) -> Vec<G1Affine> {
+        let p: Vec<G1Projective> = (0..n).map(|_| G1Projective::random(&mut *rng)).collect();
+        let mut a = vec![G1Affine::identity(); n];
+        G1Projective::batch_normalize(&p, &mut a);
+        a
+    }
+
+    #[test]
+    fn g1_msm_matches_naive_sum_with_edge_scalars_and_identity_bases() {
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        for n in [1usize, 2, 31, 100, 1500] {
+            let mut bases = g1_points(&mut rng, n);
+            let mut scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+            scalars[0] = Scalar::ZERO;
+            if n > 1 {
+                scalars[1] = Scalar::ONE;
+                bases[n - 1] = G1Affine::identity();
+            }
+            if n > 2 {
+                scalars[2] = -Scalar::ONE;
+            }
+            assert_eq!(msm(&bases, &scalars), naive(&bases, &scalars), "n = {n}");
+        }
+    }
+
+    #[test]
+    fn msm_of_nothing_or_of_zeros_is_the_identity() {
+        let mut rng = ChaCha20Rng::seed_from_u64(8);
+        let empty: Vec<G1Affine> = Vec::new();
+        assert_eq!(msm(&empty, &[]), G1Projective::identity());
+        let bases = g1_points(&mut rng, 40);
+        assert_eq!(msm(&bases, &[Scalar::ZERO; 40]), G1Projective::identity());
+    }
+
+    #[test]
+    fn g2_msm_matches_naive_sum() {
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let n = 300;
+        let p: Vec<G2Projective> = (0..n).map(|_| G2Projective::random(&mut rng)).collect();
+        let mut bases = vec![G2Affine::identity(); n];
+        G2Projective::batch_normalize(&p, &mut bases);
+        let mut scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+        scalars[5] = Scalar::ZERO;
+        scalars[6] = Scalar::ONE;
+        assert_eq!(
+            msm(&bases, &scalars).to_affine(),
+            naive(&bases, &scalars).to_affine()
+        );
+    }
+
+    #[test]
+    fn recoded_digits_reconstruct_the_scalar() {
+        let mut rng = ChaCha20Rng::seed_from_u64(10);
+        let mut scalars: Vec<Scalar> = (0..50).map(|_| Scalar::random(&mut rng)).collect();
+        scalars.push(-Scalar::ONE);
+        for c in [1u32, 4, 13, 15] {
+            let windows = SCALAR_BITS.div_ceil(c) as usize;
+            let (digits, _) = recode(&scalars, c, windows);
+            for (i, s) in scalars.iter().enumerate() {
+                let mut acc = Scalar::ZERO;
+                let base = Scalar::from(1u64 << c);
+                for w in (0..windows).rev() {
+                    acc *= base;
+                    let d = digits[i * windows + w];
+                    let mag = Scalar::from(d.unsigned_abs() as u64);
+                    acc += if d < 0 { -mag } else { mag };
+                    assert!(d.unsigned_abs() <= 1 << (c - 1), "c = {c}");
+                }
+                assert_eq!(acc, *s, "c = {c}");
+            }
+        }
+    }
+}
