@@ -1,1 +1,16 @@
-//! Fleet-wide timing: collect, report, export.
+//! Fleet-wide timing: collect the prover's timing logs from every host, then
+//! turn them into answers ("is the GPU idle, and why?").
+//!
+//! # Layout
+//! [`store`] (one local folder per host, what was fetched) <- [`collect`]
+//! (incremental fetch over a transport) ; [`scan`] (parse the collected JSON
+//! lines into per host/build accumulators, in parallel) -> [`report`]
+//! (statistics, outliers, build comparison) -> [`render`] (terminal table,
+//! HTML with charts) and [`export`] (Prometheus textfile collector).
+
+pub mod collect;
+pub mod export;
+pub mod render;
+pub mod report;
+pub mod scan;
+pub mod store;

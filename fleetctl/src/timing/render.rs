@@ -1,0 +1,296 @@
+//! Renders a [`Report`]: a terminal table and a self-contained HTML page with
+//! inline SVG charts (no scripts, no external assets, opens offline).
+
+use super::report::{Bottleneck, Report, Section};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
+use fleet_wire::timing::Phase;
+use std::fmt::Write as _;
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{:.0}%", v * 100.0))
+}
+
+fn bottleneck(b: Bottleneck) -> &'static str {
+    match b {
+        Bottleneck::Synthesis => "synthesis",
+        Bottleneck::Device => "device",
+        Bottleneck::Balanced => "balanced",
+        Bottleneck::Unknown => "-",
+    }
+}
+
+/// The terminal form: a summary per (host, build), the phase distributions
+/// per build, flags and comparisons.
+pub fn table(report: &Report) -> String {
+    let mut out = String::new();
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "host", "build", "partitions", "failed", "proofs", "h2d GB/s", "pinned", "GPU busy", "synth s", "device s",
+        "bottleneck",
+    ]);
+    for s in &report.sections {
+        t.add_row(vec![
+            Cell::new(&s.host),
+            Cell::new(&s.build),
+            Cell::new(s.partitions),
+            Cell::new(s.failed_partitions),
+            Cell::new(s.proofs),
+            Cell::new(opt(s.h2d.gbps, 1)),
+            Cell::new(pct(s.h2d.pinned_fraction)),
+            Cell::new(pct(s.busy_fraction)),
+            Cell::new(format!("{:.1}", s.synthesis_ms / 1000.0)),
+            Cell::new(format!("{:.1}", s.device_ms / 1000.0)),
+            Cell::new(bottleneck(s.bottleneck)),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    for b in &report.builds {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_header(vec!["phase", "count", "p50 ms", "p95 ms", "p99 ms", "max ms"]);
+        for p in &b.phases {
+            t.add_row(vec![
+                Cell::new(p.phase),
+                Cell::new(p.count),
+                Cell::new(format!("{:.3}", p.p50_ms)),
+                Cell::new(format!("{:.3}", p.p95_ms)),
+                Cell::new(format!("{:.3}", p.p99_ms)),
+                Cell::new(format!("{:.3}", p.max_ms)),
+            ]);
+        }
+        let _ = writeln!(out, "\nbuild {} (all hosts)\n{t}", b.build);
+    }
+    for c in &report.comparisons {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_header(vec!["phase", "baseline p50 ms", "p50 ms", "change"]);
+        for p in &c.phases {
+            t.add_row(vec![
+                Cell::new(p.phase),
+                Cell::new(format!("{:.3}", p.baseline_p50_ms)),
+                Cell::new(format!("{:.3}", p.p50_ms)),
+                Cell::new(format!("{:+.1}%", p.change_pct)),
+            ]);
+        }
+        let _ = writeln!(out, "\n{} against baseline {}\n{t}", c.build, c.baseline);
+    }
+    if report.flags.is_empty() {
+        let _ = writeln!(out, "\nno outliers");
+    } else {
+        let _ = writeln!(out, "\noutliers:");
+        for f in &report.flags {
+            let _ = writeln!(out, "  {} [{}]: {}", f.host, f.build, f.reason);
+        }
+    }
+    if report.malformed_count > 0 {
+        let _ = writeln!(out, "\n{} malformed lines skipped:", report.malformed_count);
+        for m in &report.malformed {
+            let _ = writeln!(out, "  {}:{}: {}", m.file.display(), m.line, m.reason);
+        }
+    }
+    out
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+const PALETTE: [&str; 4] = ["#2b6cb0", "#dd6b20", "#c53030", "#718096"];
+
+/// Horizontal bars of p50/p95/p99 per phase, on a log scale so NTT
+/// milliseconds and MSM seconds fit one chart.
+fn phase_chart(s: &Section) -> String {
+    let phases: Vec<_> = s.phases.iter().filter(|p| p.phase != Phase::Unknown).collect();
+    let (w, row, left) = (760.0, 26.0, 150.0);
+    let h = 30.0 + row * phases.len() as f64;
+    let max = phases.iter().map(|p| p.max_ms).fold(1e-3_f64, f64::max);
+    let min = phases.iter().map(|p| p.p50_ms).fold(max, f64::min).max(1e-3);
+    let (lmin, lmax) = ((min / 2.0).log10(), (max * 1.2).log10());
+    let x = |ms: f64| left + (ms.max(1e-3).log10() - lmin) / (lmax - lmin).max(1e-9) * (w - left - 20.0);
+    let mut svg = format!(
+        r#"<svg class="chart" data-chart="phases" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}">"#
+    );
+    for (i, p) in phases.iter().enumerate() {
+        let y = 20.0 + row * i as f64;
+        let _ = write!(
+            svg,
+            r#"<text x="4" y="{:.1}" font-size="12">{}</text>"#,
+            y + 14.0,
+            esc(p.phase.as_str())
+        );
+        for (j, (v, label)) in [(p.p99_ms, "p99"), (p.p95_ms, "p95"), (p.p50_ms, "p50")].iter().enumerate() {
+            let _ = write!(
+                svg,
+                r#"<rect x="{left}" y="{:.1}" width="{:.1}" height="18" fill="{}"><title>{} {label} {v:.3} ms</title></rect>"#,
+                y + 1.0,
+                (x(*v) - left).max(1.0),
+                PALETTE[2 - j],
+                esc(p.phase.as_str())
+            );
+        }
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" font-size="11">{:.2} ms</text>"#,
+            (x(p.p99_ms) + 4.0).min(w - 70.0),
+            y + 14.0,
+            p.p50_ms
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// One bar per host: h2d GB/s, with the outlier threshold as a line.
+fn h2d_chart(hosts: &[Section], threshold: f64) -> String {
+    let rows: Vec<_> = hosts.iter().filter_map(|s| s.h2d.gbps.map(|g| (s, g))).collect();
+    if rows.is_empty() {
+        return "<p>No host uploaded to a GPU (CPU backend only).</p>".into();
+    }
+    let (w, row, left) = (760.0, 24.0, 150.0);
+    let h = 30.0 + row * rows.len() as f64;
+    let max = rows.iter().map(|r| r.1).fold(threshold * 1.2, f64::max);
+    let x = |g: f64| left + g / max * (w - left - 60.0);
+    let mut svg = format!(
+        r#"<svg class="chart" data-chart="h2d" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}">"#
+    );
+    for (i, (s, g)) in rows.iter().enumerate() {
+        let y = 10.0 + row * i as f64;
+        let color = if *g < threshold { PALETTE[2] } else { PALETTE[0] };
+        let _ = write!(
+            svg,
+            r#"<text x="4" y="{:.1}" font-size="12">{}</text><rect x="{left}" y="{y:.1}" width="{:.1}" height="18" fill="{color}"><title>{} {g:.1} GB/s</title></rect><text x="{:.1}" y="{:.1}" font-size="11">{g:.1}</text>"#,
+            y + 14.0,
+            esc(&s.host),
+            (x(*g) - left).max(1.0),
+            esc(&s.host),
+            x(*g) + 4.0,
+            y + 14.0
+        );
+    }
+    let tx = x(threshold);
+    let _ = write!(
+        svg,
+        r##"<line x1="{tx:.1}" y1="0" x2="{tx:.1}" y2="{h}" stroke="#c53030" stroke-dasharray="4 3"/></svg>"##
+    );
+    svg
+}
+
+/// Lanes per device of one host: each busy interval a rectangle.
+fn timeline_chart(s: &Section) -> Option<String> {
+    let start = s.timeline.values().flatten().map(|i| i.0).min()?;
+    let end = s.timeline.values().flatten().map(|i| i.1).max()?;
+    let span = (end - start).max(1) as f64;
+    let (w, lane, left) = (760.0, 28.0, 60.0);
+    let h = 20.0 + lane * s.timeline.len() as f64;
+    let mut svg = format!(
+        r#"<svg class="chart" data-chart="timeline" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}">"#
+    );
+    for (i, (dev, iv)) in s.timeline.iter().enumerate() {
+        let y = 8.0 + lane * i as f64;
+        let _ = write!(
+            svg,
+            r##"<text x="4" y="{:.1}" font-size="12">gpu {}</text><rect x="{left}" y="{y:.1}" width="{:.1}" height="20" fill="#edf2f7"/>"##,
+            y + 14.0,
+            esc(dev),
+            w - left - 10.0
+        );
+        for (a, b) in iv {
+            let x0 = left + (a - start) as f64 / span * (w - left - 10.0);
+            let x1 = left + (b - start) as f64 / span * (w - left - 10.0);
+            let _ = write!(
+                svg,
+                r#"<rect x="{x0:.2}" y="{y:.1}" width="{:.2}" height="20" fill="{}"/>"#,
+                (x1 - x0).max(0.5),
+                PALETTE[0]
+            );
+        }
+    }
+    svg.push_str("</svg>");
+    Some(svg)
+}
+
+/// A self-contained HTML page.
+pub fn html(report: &Report, min_h2d_gbps: f64) -> String {
+    let mut page = String::from(
+        r#"<!doctype html><html><head><meta charset="utf-8"><title>Prover timing report</title><style>
+body{font-family:system-ui,sans-serif;margin:24px;color:#1a202c}table{border-collapse:collapse;margin:8px 0}
+td,th{border:1px solid #cbd5e0;padding:3px 8px;font-size:13px;text-align:right}th{background:#edf2f7}
+td:first-child,th:first-child{text-align:left}.flag{color:#c53030}svg.chart{display:block;margin:8px 0 20px}
+</style></head><body><h1>Prover timing report</h1>"#,
+    );
+    let _ = write!(
+        page,
+        "<p>{} lines ({:.1} MB), {} malformed skipped.</p>",
+        report.lines,
+        report.bytes as f64 / 1e6,
+        report.malformed_count
+    );
+    page.push_str("<h2>Hosts</h2><table><tr><th>host</th><th>build</th><th>partitions</th><th>failed</th><th>h2d GB/s</th><th>pinned</th><th>GPU busy</th><th>bottleneck</th></tr>");
+    for s in &report.sections {
+        let _ = write!(
+            page,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&s.host),
+            esc(&s.build),
+            s.partitions,
+            s.failed_partitions,
+            opt(s.h2d.gbps, 1),
+            pct(s.h2d.pinned_fraction),
+            pct(s.busy_fraction),
+            bottleneck(s.bottleneck)
+        );
+    }
+    page.push_str("</table>");
+    if !report.flags.is_empty() {
+        page.push_str("<h2>Outliers</h2><ul>");
+        for f in &report.flags {
+            let _ = write!(
+                page,
+                r#"<li class="flag">{} [{}]: {}</li>"#,
+                esc(&f.host),
+                esc(&f.build),
+                esc(&f.reason)
+            );
+        }
+        page.push_str("</ul>");
+    }
+    page.push_str("<h2>Per-phase distributions (p50, p95, p99; log scale)</h2>");
+    for b in &report.builds {
+        let _ = write!(page, "<h3>build {}</h3>{}", esc(&b.build), phase_chart(b));
+    }
+    page.push_str("<h2>Host-to-device rate per host</h2>");
+    page.push_str(&h2d_chart(&report.hosts, min_h2d_gbps));
+    page.push_str("<h2>GPU timeline (latest intervals)</h2>");
+    let mut any = false;
+    for s in &report.hosts {
+        if let Some(svg) = timeline_chart(s) {
+            let _ = write!(page, "<h3>{}</h3>{svg}", esc(&s.host));
+            any = true;
+        }
+    }
+    if !any {
+        page.push_str("<p>No TIMELINE events collected.</p>");
+    }
+    for c in &report.comparisons {
+        let _ = write!(
+            page,
+            "<h2>{} against {}</h2><table><tr><th>phase</th><th>baseline p50 ms</th><th>p50 ms</th><th>change</th></tr>",
+            esc(&c.build),
+            esc(&c.baseline)
+        );
+        for p in &c.phases {
+            let _ = write!(
+                page,
+                "<tr><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:+.1}%</td></tr>",
+                p.phase, p.baseline_p50_ms, p.p50_ms, p.change_pct
+            );
+        }
+        page.push_str("</table>");
+    }
+    page.push_str("</body></html>\n");
+    page
+}

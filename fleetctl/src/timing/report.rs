@@ -1,0 +1,497 @@
+//! Turns scanned accumulators into the report: per host, per build and per
+//! phase count, p50, p95, p99, max; h2d GB/s and whether it was pinned; GPU
+//! busy fraction; which side (synthesis or device) is the bottleneck; outliers
+//! with their reason; and a build-to-build comparison.
+//!
+//! The JSON form of [`Report`] is documented in `docs/timing.md`
+//! (`report_version` 1).
+
+use super::scan::{merged_busy_fraction, Acc, Malformed, Scan};
+use fleet_wire::timing::Phase;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+pub const REPORT_VERSION: u32 = 1;
+
+/// Thresholds for flagging outliers.
+#[derive(Debug, Clone)]
+pub struct Thresholds {
+    /// Flag h2d below this many GB/s.
+    pub min_h2d_gbps: f64,
+    /// Flag a GPU busy fraction below this.
+    pub min_busy: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            min_h2d_gbps: 20.0,
+            min_busy: 0.70,
+        }
+    }
+}
+
+/// Distribution of one phase, in milliseconds.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PhaseStats {
+    pub phase: Phase,
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub mean_ms: f64,
+}
+
+/// Host-to-device upload figures.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct H2dStats {
+    pub bytes: u64,
+    pub partitions: u64,
+    /// Byte-weighted rate: total bytes over total upload time.
+    pub gbps: Option<f64>,
+    /// Share of uploading partitions whose buffers were pinned.
+    pub pinned_fraction: Option<f64>,
+}
+
+/// Which side of the pipeline limits throughput.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Bottleneck {
+    /// Synthesis takes longer than device work: the GPU waits for the CPU.
+    Synthesis,
+    /// Device work takes longer: synthesis is ahead.
+    Device,
+    /// Within 10% of each other.
+    Balanced,
+    Unknown,
+}
+
+/// Statistics of one (host, build), or of a whole host when `build` is `*`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Section {
+    pub host: String,
+    pub build: String,
+    pub partitions: u64,
+    pub failed_partitions: u64,
+    pub proofs: u64,
+    pub failed_proofs: u64,
+    pub backends: BTreeMap<String, u64>,
+    pub phases: Vec<PhaseStats>,
+    pub h2d: H2dStats,
+    pub busy_fraction: Option<f64>,
+    pub synthesis_ms: f64,
+    pub device_ms: f64,
+    pub bottleneck: Bottleneck,
+    /// Latest GPU busy intervals per device (µs since the first shown), for charts.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub timeline: BTreeMap<String, Vec<(u64, u64)>>,
+}
+
+/// A host or build that needs a look, and why.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Flag {
+    pub host: String,
+    pub build: String,
+    pub reason: String,
+}
+
+/// p50 of one phase in a build against the baseline build.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PhaseChange {
+    pub phase: Phase,
+    pub baseline_p50_ms: f64,
+    pub p50_ms: f64,
+    /// Positive is slower.
+    pub change_pct: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BuildComparison {
+    pub baseline: String,
+    pub build: String,
+    pub phases: Vec<PhaseChange>,
+    pub h2d_gbps: (Option<f64>, Option<f64>),
+    pub busy_fraction: (Option<f64>, Option<f64>),
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub report_version: u32,
+    pub lines: u64,
+    pub bytes: u64,
+    pub malformed_count: u64,
+    pub malformed: Vec<Malformed>,
+    pub newer_schema_lines: u64,
+    /// One section per (host, build).
+    pub sections: Vec<Section>,
+    /// One section per host, all builds together (`build` = `*`).
+    pub hosts: Vec<Section>,
+    /// One section per build, all hosts together (`host` = `*`).
+    pub builds: Vec<Section>,
+    pub flags: Vec<Flag>,
+    pub comparisons: Vec<BuildComparison>,
+}
+
+fn us_to_ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+fn section(host: &str, build: &str, acc: &Acc) -> Section {
+    let phases = acc
+        .phases
+        .iter()
+        .map(|(phase, h)| PhaseStats {
+            phase: *phase,
+            count: h.len(),
+            p50_ms: us_to_ms(h.value_at_quantile(0.50)),
+            p95_ms: us_to_ms(h.value_at_quantile(0.95)),
+            p99_ms: us_to_ms(h.value_at_quantile(0.99)),
+            max_ms: us_to_ms(h.max()),
+            mean_ms: h.mean() / 1000.0,
+        })
+        .collect();
+    let h2d = H2dStats {
+        bytes: acc.h2d_bytes,
+        partitions: acc.h2d_partitions,
+        gbps: (acc.h2d_seconds > 0.0).then(|| acc.h2d_bytes as f64 / acc.h2d_seconds / 1e9),
+        pinned_fraction: (acc.h2d_partitions > 0).then(|| acc.h2d_pinned_partitions as f64 / acc.h2d_partitions as f64),
+    };
+    let bottleneck = if acc.synthesis_ms <= 0.0 || acc.device_ms <= 0.0 {
+        Bottleneck::Unknown
+    } else if acc.synthesis_ms > acc.device_ms * 1.1 {
+        Bottleneck::Synthesis
+    } else if acc.device_ms > acc.synthesis_ms * 1.1 {
+        Bottleneck::Device
+    } else {
+        Bottleneck::Balanced
+    };
+    let timeline = acc
+        .timeline_sample()
+        .into_iter()
+        .map(|(d, iv)| (d.map_or_else(|| "-".to_string(), |d| d.to_string()), iv))
+        .collect();
+    Section {
+        host: host.to_string(),
+        build: build.to_string(),
+        partitions: acc.partitions,
+        failed_partitions: acc.failed_partitions,
+        proofs: acc.proofs,
+        failed_proofs: acc.failed_proofs,
+        backends: acc.backends.clone(),
+        phases,
+        h2d,
+        busy_fraction: acc.busy_fraction(),
+        synthesis_ms: acc.synthesis_ms,
+        device_ms: acc.device_ms,
+        bottleneck,
+        timeline,
+    }
+}
+
+fn flags_for(s: &Section, t: &Thresholds, out: &mut Vec<Flag>) {
+    let mut flag = |reason: String| {
+        out.push(Flag {
+            host: s.host.clone(),
+            build: s.build.clone(),
+            reason,
+        })
+    };
+    if let Some(g) = s.h2d.gbps {
+        if g < t.min_h2d_gbps {
+            flag(format!("h2d {g:.1} GB/s is under {:.1} GB/s", t.min_h2d_gbps));
+        }
+    }
+    if let Some(p) = s.h2d.pinned_fraction {
+        if p < 1.0 {
+            flag(format!(
+                "{:.0}% of uploads came from pageable memory (pinned pool off or exhausted)",
+                (1.0 - p) * 100.0
+            ));
+        }
+    }
+    if let Some(b) = s.busy_fraction {
+        if b < t.min_busy {
+            let why = match s.bottleneck {
+                Bottleneck::Synthesis => "; synthesis is slower than the device, so the GPU waits for it",
+                _ => "",
+            };
+            flag(format!(
+                "GPU busy {:.0}% is under {:.0}%{why}",
+                b * 100.0,
+                t.min_busy * 100.0
+            ));
+        }
+    }
+    if s.failed_partitions > 0 {
+        flag(format!("{} failed partitions", s.failed_partitions));
+    }
+}
+
+/// Builds the report from a scan.
+pub fn build(scan: &Scan, thresholds: &Thresholds, baseline: Option<&str>) -> Report {
+    let mut sections = Vec::new();
+    let mut by_host: BTreeMap<&str, Acc> = BTreeMap::new();
+    let mut by_build: BTreeMap<&str, Acc> = BTreeMap::new();
+    for ((host, build), acc) in &scan.accs {
+        sections.push(section(host, build, acc));
+        by_host.entry(host).or_default().merge(acc.clone());
+        by_build.entry(build).or_default().merge(acc.clone());
+    }
+    let hosts: Vec<Section> = by_host.iter().map(|(h, a)| section(h, "*", a)).collect();
+    let mut builds: Vec<Section> = by_build.iter().map(|(b, a)| section("*", b, a)).collect();
+    // A fleet-wide busy fraction is the mean over hosts, not over one merged
+    // timeline: two hosts' intervals overlapping says nothing about either GPU.
+    for b in &mut builds {
+        let per_host: Vec<f64> = scan
+            .accs
+            .iter()
+            .filter(|((_, build), _)| *build == b.build)
+            .filter_map(|(_, acc)| acc.intervals.values().filter_map(|iv| merged_busy_fraction(iv)).reduce(f64::min))
+            .collect();
+        b.busy_fraction = (!per_host.is_empty()).then(|| per_host.iter().sum::<f64>() / per_host.len() as f64);
+        b.timeline.clear();
+    }
+    let mut flags = Vec::new();
+    for s in &sections {
+        flags_for(s, thresholds, &mut flags);
+    }
+    let comparisons = baseline
+        .and_then(|base| builds.iter().find(|b| b.build == base))
+        .map(|base| {
+            builds
+                .iter()
+                .filter(|b| b.build != base.build)
+                .map(|b| compare(base, b))
+                .collect()
+        })
+        .unwrap_or_default();
+    Report {
+        report_version: REPORT_VERSION,
+        lines: scan.lines,
+        bytes: scan.bytes,
+        malformed_count: scan.malformed_count,
+        malformed: scan.malformed.clone(),
+        newer_schema_lines: scan.newer_schema,
+        sections,
+        hosts,
+        builds,
+        flags,
+        comparisons,
+    }
+}
+
+fn compare(base: &Section, other: &Section) -> BuildComparison {
+    let phases = other
+        .phases
+        .iter()
+        .filter_map(|p| {
+            let b = base.phases.iter().find(|bp| bp.phase == p.phase)?;
+            let change_pct = if b.p50_ms > 0.0 {
+                (p.p50_ms - b.p50_ms) / b.p50_ms * 100.0
+            } else {
+                0.0
+            };
+            Some(PhaseChange {
+                phase: p.phase,
+                baseline_p50_ms: b.p50_ms,
+                p50_ms: p.p50_ms,
+                change_pct,
+            })
+        })
+        .collect();
+    BuildComparison {
+        baseline: base.build.clone(),
+        build: other.build.clone(),
+        phases,
+        h2d_gbps: (base.h2d.gbps, other.h2d.gbps),
+        busy_fraction: (base.busy_fraction, other.busy_fraction),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timing::scan::{scan, Source};
+    use fleet_wire::timing::{
+        JobTag, PartitionRecord, TimelineEvent, TimelineKind, TimingLine, TIMING_SCHEMA_VERSION,
+    };
+    use std::io::Write;
+
+    fn record(build: &str, i: u64, synth_ms: f64, h2d_ms: f64, bytes: u64, pinned: bool) -> TimingLine {
+        let mut phases = BTreeMap::new();
+        phases.insert(Phase::Synthesis, synth_ms);
+        phases.insert(Phase::H2d, h2d_ms);
+        phases.insert(Phase::NttKernels, 5.0);
+        phases.insert(Phase::Msm, 20.0);
+        TimingLine::Partition(PartitionRecord {
+            v: TIMING_SCHEMA_VERSION,
+            ts_ms: i,
+            tag: JobTag {
+                host: "machine".into(),
+                build: build.into(),
+                job_id: format!("j{i}"),
+                circuit: "chain".into(),
+                size: 1024,
+            },
+            partition: 0,
+            partitions: 1,
+            domain: 1024,
+            backend: "cuda".into(),
+            device: Some(0),
+            pinned,
+            h2d_bytes: bytes,
+            h2d_gbps: None,
+            phases_ms: phases,
+            error: None,
+        })
+    }
+
+    fn event(i: u64, kind: TimelineKind, ts: u64) -> TimingLine {
+        TimingLine::Timeline(TimelineEvent {
+            v: 1,
+            ts_us: ts,
+            host: "machine".into(),
+            build: "b1".into(),
+            job_id: format!("j{i}"),
+            partition: 0,
+            event: kind,
+            device: Some(0),
+        })
+    }
+
+    /// Nearest-rank quantile of exact values, computed without hdrhistogram.
+    fn exact_quantile(sorted: &[f64], q: f64) -> f64 {
+        let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+        sorted[rank - 1]
+    }
+
+    #[test]
+    fn report_figures_match_an_independent_computation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h01.jsonl");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let mut synth = Vec::new();
+        let (mut bytes, mut h2d_s) = (0u64, 0.0f64);
+        for i in 0..1000u64 {
+            // A skewed distribution: most partitions fast, a tail of slow ones.
+            let s = 10.0 + (i % 97) as f64 * 0.37 + if i % 50 == 0 { 400.0 } else { 0.0 };
+            let h2d = 2.0 + (i % 7) as f64 * 0.5;
+            let b = 96 << 20;
+            synth.push(s);
+            bytes += b;
+            h2d_s += h2d / 1000.0;
+            writeln!(f, "{}", record("b1", i, s, h2d, b, true).to_line()).unwrap();
+        }
+        // Timeline: busy [0,100], [100,150], idle until 250, busy [250,300] -> 200/300.
+        for (i, (s, e)) in [(0u64, 100u64), (100, 150), (250, 300)].iter().enumerate() {
+            writeln!(f, "{}", event(i as u64, TimelineKind::GpuStart, *s).to_line()).unwrap();
+            writeln!(f, "{}", event(i as u64, TimelineKind::GpuEnd, *e).to_line()).unwrap();
+        }
+        writeln!(f, "{{\"kind\":\"partition\",\"truncated").unwrap();
+        writeln!(f, "not json at all").unwrap();
+        drop(f);
+
+        let s = scan(&[Source {
+            host: "h01".into(),
+            path: path.clone(),
+        }])
+        .unwrap();
+        assert_eq!(s.malformed_count, 2);
+        assert_eq!(s.malformed[0].line, 1007, "malformed lines keep their line number");
+        assert_eq!(s.malformed[0].file, path);
+
+        let r = build(&s, &Thresholds::default(), None);
+        assert_eq!(r.sections.len(), 1);
+        let sec = &r.sections[0];
+        assert_eq!(sec.partitions, 1000);
+        synth.sort_by(f64::total_cmp);
+        let ps = sec.phases.iter().find(|p| p.phase == Phase::Synthesis).unwrap();
+        assert_eq!(ps.count, 1000);
+        for (got, q) in [(ps.p50_ms, 0.5), (ps.p95_ms, 0.95), (ps.p99_ms, 0.99)] {
+            let want = exact_quantile(&synth, q);
+            assert!((got - want).abs() <= want * 0.002 + 0.002, "q{q}: got {got}, want {want}");
+        }
+        let max = *synth.last().unwrap();
+        assert!((ps.max_ms - max).abs() <= max * 0.002);
+        let want_gbps = bytes as f64 / h2d_s / 1e9;
+        let got = sec.h2d.gbps.unwrap();
+        assert!((got - want_gbps).abs() < want_gbps * 1e-9, "{got} vs {want_gbps}");
+        assert_eq!(sec.h2d.pinned_fraction, Some(1.0));
+        let busy = sec.busy_fraction.unwrap();
+        assert!((busy - 200.0 / 300.0).abs() < 1e-9, "{busy}");
+        // 66% busy is under the 70% default: flagged with the reason.
+        assert!(r.flags.iter().any(|f| f.host == "h01" && f.reason.contains("GPU busy 67%")), "{:?}", r.flags);
+        // Synthesis (sum ~) vs device (h2d + 5 + 20 per partition).
+        assert_eq!(sec.bottleneck, Bottleneck::Device);
+    }
+
+    #[test]
+    fn slow_pageable_host_is_flagged_and_builds_compare() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sources = Vec::new();
+        for (host, build, h2d_ms, pinned) in [("h1", "old", 40.0, false), ("h2", "new", 2.0, true)] {
+            let path = dir.path().join(format!("{host}.jsonl"));
+            let mut f = std::fs::File::create(&path).unwrap();
+            for i in 0..10 {
+                writeln!(f, "{}", record(build, i, 10.0, h2d_ms, 100_000_000, pinned).to_line()).unwrap();
+            }
+            sources.push(Source {
+                host: host.into(),
+                path,
+            });
+        }
+        let s = scan(&sources).unwrap();
+        let r = build(&s, &Thresholds::default(), Some("old"));
+        // 100 MB in 40 ms = 2.5 GB/s.
+        assert!(r
+            .flags
+            .iter()
+            .any(|f| f.host == "h1" && f.reason.contains("h2d 2.5 GB/s is under 20.0")));
+        assert!(r.flags.iter().any(|f| f.host == "h1" && f.reason.contains("pageable")));
+        assert!(!r.flags.iter().any(|f| f.host == "h2"));
+        let c = &r.comparisons[0];
+        assert_eq!((c.baseline.as_str(), c.build.as_str()), ("old", "new"));
+        let h2d = c.phases.iter().find(|p| p.phase == Phase::H2d).unwrap();
+        assert!((h2d.change_pct - (-95.0)).abs() < 0.5, "{}", h2d.change_pct);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["report_version"], 1);
+        let html = crate::timing::render::html(&r, 20.0);
+        assert!(html.contains("data-chart=\"phases\"") && html.contains("data-chart=\"h2d\""));
+        let table = crate::timing::render::table(&r);
+        assert!(table.contains("h1") && table.contains("against baseline old"));
+    }
+
+    #[test]
+    fn prometheus_export_is_cumulative_and_atomic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        let mut f = std::fs::File::create(&path).unwrap();
+        for (i, ms) in [0.5, 3.0, 3.0, 700.0].iter().enumerate() {
+            writeln!(f, "{}", record("b", i as u64, *ms, 1.0, 1, true).to_line()).unwrap();
+        }
+        drop(f);
+        let s = scan(&[Source {
+            host: "gpu-01".into(),
+            path,
+        }])
+        .unwrap();
+        let out = dir.path().join("prom");
+        let files = crate::timing::export::write_dir(&out, &s).unwrap();
+        assert_eq!(files.len(), 1);
+        let text = std::fs::read_to_string(&files[0]).unwrap();
+        let bucket = |le: &str| -> u64 {
+            let needle = format!("phase=\"synthesis\",le=\"{le}\"}} ");
+            let line = text.lines().find(|l| l.contains(&needle)).unwrap();
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        assert_eq!(bucket("0.001"), 1);
+        assert_eq!(bucket("0.004"), 3);
+        assert_eq!(bucket("0.512"), 3);
+        assert_eq!(bucket("1.024"), 4);
+        assert_eq!(bucket("+Inf"), 4);
+        assert!(text.contains("# TYPE prover_phase_duration_seconds histogram"));
+        assert!(std::fs::read_dir(&out).unwrap().all(|e| e.unwrap().file_name().to_string_lossy().ends_with(".prom")));
+    }
+}

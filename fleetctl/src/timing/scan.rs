@@ -1,0 +1,421 @@
+//! Reads timing files (JSON lines, one [`TimingLine`] each) into per
+//! host/build accumulators. Files are scanned in parallel and the partial
+//! results merged, so a fleet's worth of logs is read at disk speed.
+//!
+//! Malformed lines are counted and reported with their file and line, never
+//! fatal: a log written by a crashing prover may end in half a line.
+
+use fleet_wire::timing::{Phase, TimelineKind, TimingLine};
+use hdrhistogram::Histogram;
+use rayon::prelude::*;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+/// Phase durations are kept in microseconds, 3 significant digits (0.1% error).
+const SIGFIG: u8 = 3;
+/// Longest phase the histograms accept: one day in microseconds.
+const MAX_US: u64 = 86_400_000_000;
+/// How many GPU busy intervals per host are kept for the timeline chart.
+pub const TIMELINE_SAMPLE: usize = 400;
+
+/// A file to scan and the host it belongs to (the store folder name, which is
+/// the inventory name; the record's own `host` is the machine's hostname).
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub host: String,
+    pub path: PathBuf,
+}
+
+/// A line that could not be used.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Malformed {
+    pub file: PathBuf,
+    pub line: u64,
+    pub reason: String,
+}
+
+/// Statistics gathered for one (host, build).
+#[derive(Debug, Clone)]
+pub struct Acc {
+    pub partitions: u64,
+    pub failed_partitions: u64,
+    pub proofs: u64,
+    pub failed_proofs: u64,
+    pub phases: BTreeMap<Phase, Histogram<u64>>,
+    pub h2d_bytes: u64,
+    /// Seconds spent in h2d, for a byte-weighted GB/s.
+    pub h2d_seconds: f64,
+    pub h2d_partitions: u64,
+    pub h2d_pinned_partitions: u64,
+    pub synthesis_ms: f64,
+    pub device_ms: f64,
+    /// gpu_start per (job, partition, device) waiting for its gpu_end.
+    open: HashMap<(String, u32, Option<u32>), u64>,
+    /// Closed busy intervals per device, microseconds.
+    pub intervals: BTreeMap<Option<u32>, Vec<(u64, u64)>>,
+    pub timeline_events: u64,
+    pub backends: BTreeMap<String, u64>,
+}
+
+impl Default for Acc {
+    fn default() -> Self {
+        Acc {
+            partitions: 0,
+            failed_partitions: 0,
+            proofs: 0,
+            failed_proofs: 0,
+            phases: BTreeMap::new(),
+            h2d_bytes: 0,
+            h2d_seconds: 0.0,
+            h2d_partitions: 0,
+            h2d_pinned_partitions: 0,
+            synthesis_ms: 0.0,
+            device_ms: 0.0,
+            open: HashMap::new(),
+            intervals: BTreeMap::new(),
+            timeline_events: 0,
+            backends: BTreeMap::new(),
+        }
+    }
+}
+
+fn new_hist() -> Histogram<u64> {
+    // Bounds are constants that hdrhistogram accepts.
+    Histogram::new_with_bounds(1, MAX_US, SIGFIG).unwrap_or_else(|_| Histogram::new(SIGFIG).unwrap_or_else(|_| unreachable!()))
+}
+
+/// Milliseconds to the histogram's microsecond unit, clamped into its range.
+pub fn ms_to_us(ms: f64) -> u64 {
+    if !ms.is_finite() || ms <= 0.0 {
+        return 1;
+    }
+    ((ms * 1000.0).round() as u64).clamp(1, MAX_US)
+}
+
+/// Time a partition spent on the device side: upload, NTTs, MSMs.
+pub fn device_ms(phases: &BTreeMap<Phase, f64>) -> f64 {
+    let get = |p| phases.get(&p).copied().unwrap_or(0.0);
+    let ntt = if phases.contains_key(&Phase::NttKernels) {
+        get(Phase::NttKernels)
+    } else {
+        get(Phase::NttIfft) + get(Phase::NttCosetFft) + get(Phase::NttMulSubDivZ) + get(Phase::NttCosetIfft)
+    };
+    let msm = if phases.contains_key(&Phase::Msm) {
+        get(Phase::Msm)
+    } else {
+        get(Phase::MsmH) + get(Phase::MsmL) + get(Phase::MsmA) + get(Phase::MsmBG1) + get(Phase::MsmBG2)
+    };
+    get(Phase::H2d) + ntt + msm
+}
+
+impl Acc {
+    fn add_line(&mut self, line: TimingLine) {
+        match line {
+            TimingLine::Partition(p) => {
+                self.partitions += 1;
+                if p.error.is_some() {
+                    self.failed_partitions += 1;
+                }
+                *self.backends.entry(p.backend.clone()).or_insert(0) += 1;
+                for (phase, ms) in &p.phases_ms {
+                    // Recording a clamped value into a histogram sized for it cannot fail.
+                    let _ = self.phases.entry(*phase).or_insert_with(new_hist).record(ms_to_us(*ms));
+                }
+                if p.h2d_bytes > 0 {
+                    self.h2d_partitions += 1;
+                    self.h2d_bytes += p.h2d_bytes;
+                    if p.pinned {
+                        self.h2d_pinned_partitions += 1;
+                    }
+                    if let Some(ms) = p.phases_ms.get(&Phase::H2d) {
+                        self.h2d_seconds += ms / 1000.0;
+                    } else if let Some(gbps) = p.h2d_gbps.filter(|g| *g > 0.0) {
+                        self.h2d_seconds += p.h2d_bytes as f64 / (gbps * 1e9);
+                    }
+                }
+                self.synthesis_ms += p.phases_ms.get(&Phase::Synthesis).copied().unwrap_or(0.0);
+                self.device_ms += device_ms(&p.phases_ms);
+            }
+            TimingLine::Proof(p) => {
+                self.proofs += 1;
+                if p.error.is_some() {
+                    self.failed_proofs += 1;
+                }
+            }
+            TimingLine::Timeline(e) => {
+                self.timeline_events += 1;
+                let key = (e.job_id, e.partition, e.device);
+                match e.event {
+                    TimelineKind::GpuStart => {
+                        self.open.insert(key, e.ts_us);
+                    }
+                    TimelineKind::GpuEnd => {
+                        if let Some(start) = self.open.remove(&key) {
+                            if e.ts_us >= start {
+                                self.intervals.entry(key.2).or_default().push((start, e.ts_us));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Folds another accumulator of the same (host, build) into this one.
+    pub fn merge(&mut self, other: Acc) {
+        self.partitions += other.partitions;
+        self.failed_partitions += other.failed_partitions;
+        self.proofs += other.proofs;
+        self.failed_proofs += other.failed_proofs;
+        for (phase, h) in other.phases {
+            let _ = self.phases.entry(phase).or_insert_with(new_hist).add(&h);
+        }
+        self.h2d_bytes += other.h2d_bytes;
+        self.h2d_seconds += other.h2d_seconds;
+        self.h2d_partitions += other.h2d_partitions;
+        self.h2d_pinned_partitions += other.h2d_pinned_partitions;
+        self.synthesis_ms += other.synthesis_ms;
+        self.device_ms += other.device_ms;
+        // A start and its end can sit in different files (rotation between them).
+        for (key, start) in other.open {
+            self.open.insert(key, start);
+        }
+        for (dev, mut iv) in other.intervals {
+            self.intervals.entry(dev).or_default().append(&mut iv);
+        }
+        self.timeline_events += other.timeline_events;
+        for (b, n) in other.backends {
+            *self.backends.entry(b).or_insert(0) += n;
+        }
+    }
+
+    /// Fraction of the window [first start, last end] during which each device
+    /// was busy, averaged over devices. `None` without complete intervals.
+    pub fn busy_fraction(&self) -> Option<f64> {
+        let mut fractions = Vec::new();
+        for iv in self.intervals.values() {
+            if let Some(f) = merged_busy_fraction(iv) {
+                fractions.push(f);
+            }
+        }
+        if fractions.is_empty() {
+            None
+        } else {
+            Some(fractions.iter().sum::<f64>() / fractions.len() as f64)
+        }
+    }
+
+    /// The last [`TIMELINE_SAMPLE`] busy intervals per device, for the chart.
+    pub fn timeline_sample(&self) -> BTreeMap<Option<u32>, Vec<(u64, u64)>> {
+        self.intervals
+            .iter()
+            .map(|(d, iv)| {
+                let mut iv = iv.clone();
+                iv.sort_unstable();
+                let skip = iv.len().saturating_sub(TIMELINE_SAMPLE);
+                (*d, iv.split_off(skip))
+            })
+            .collect()
+    }
+}
+
+/// Busy fraction of a set of possibly overlapping intervals over their span.
+pub fn merged_busy_fraction(intervals: &[(u64, u64)]) -> Option<f64> {
+    if intervals.is_empty() {
+        return None;
+    }
+    let mut iv = intervals.to_vec();
+    iv.sort_unstable();
+    let start = iv[0].0;
+    let end = iv.iter().map(|i| i.1).max().unwrap_or(start);
+    let (mut busy, (mut cs, mut ce)) = (0u64, iv[0]);
+    for &(s, e) in &iv[1..] {
+        if s > ce {
+            busy += ce - cs;
+            (cs, ce) = (s, e);
+        } else {
+            ce = ce.max(e);
+        }
+    }
+    busy += ce - cs;
+    if end == start {
+        return Some(1.0);
+    }
+    Some(busy as f64 / (end - start) as f64)
+}
+
+/// Everything read from a set of sources.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Keyed by (host, build).
+    pub accs: BTreeMap<(String, String), Acc>,
+    pub lines: u64,
+    pub bytes: u64,
+    pub malformed_count: u64,
+    /// The first malformed lines (capped), with file and line number.
+    pub malformed: Vec<Malformed>,
+    /// Lines written by a newer schema than this reader knows.
+    pub newer_schema: u64,
+}
+
+/// How many malformed lines are kept verbatim in a scan.
+const MALFORMED_KEPT: usize = 100;
+
+impl Scan {
+    fn merge(&mut self, other: Scan) {
+        for (k, acc) in other.accs {
+            match self.accs.get_mut(&k) {
+                Some(mine) => mine.merge(acc),
+                None => {
+                    self.accs.insert(k, acc);
+                }
+            }
+        }
+        self.lines += other.lines;
+        self.bytes += other.bytes;
+        self.malformed_count += other.malformed_count;
+        self.newer_schema += other.newer_schema;
+        for m in other.malformed {
+            if self.malformed.len() < MALFORMED_KEPT {
+                self.malformed.push(m);
+            }
+        }
+    }
+}
+
+/// Errors that stop a scan (unreadable files; bad lines are not errors).
+#[derive(Debug, thiserror::Error)]
+#[error("reading timing file {path}: {source}")]
+pub struct ScanError {
+    pub path: PathBuf,
+    pub source: io::Error,
+}
+
+fn schema_version(line: &TimingLine) -> u32 {
+    match line {
+        TimingLine::Partition(p) => p.v,
+        TimingLine::Proof(p) => p.v,
+        TimingLine::Timeline(e) => e.v,
+    }
+}
+
+fn build_of(line: &TimingLine) -> &str {
+    match line {
+        TimingLine::Partition(p) => &p.tag.build,
+        TimingLine::Proof(p) => &p.tag.build,
+        TimingLine::Timeline(e) => &e.build,
+    }
+}
+
+fn scan_file(src: &Source) -> Result<Scan, ScanError> {
+    let err = |source| ScanError {
+        path: src.path.clone(),
+        source,
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, File::open(&src.path).map_err(err)?);
+    let mut scan = Scan::default();
+    let mut buf = Vec::with_capacity(1024);
+    let mut lineno = 0u64;
+    let mut current: Option<(String, Acc)> = None;
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf).map_err(err)?;
+        if n == 0 {
+            break;
+        }
+        lineno += 1;
+        scan.bytes += n as u64;
+        let text = trim_ascii(&buf);
+        if text.is_empty() {
+            continue;
+        }
+        scan.lines += 1;
+        let parsed: Result<TimingLine, _> = serde_json::from_slice(text);
+        let line = match parsed {
+            Ok(l) => l,
+            Err(e) => {
+                scan.malformed_count += 1;
+                if scan.malformed.len() < MALFORMED_KEPT {
+                    scan.malformed.push(Malformed {
+                        file: src.path.clone(),
+                        line: lineno,
+                        reason: e.to_string(),
+                    });
+                }
+                continue;
+            }
+        };
+        if schema_version(&line) > fleet_wire::timing::TIMING_SCHEMA_VERSION {
+            scan.newer_schema += 1;
+        }
+        let build = build_of(&line);
+        // Consecutive lines almost always share a build: keep its accumulator at hand.
+        if current.as_ref().map(|(b, _)| b.as_str()) != Some(build) {
+            if let Some((b, acc)) = current.take() {
+                merge_into(&mut scan.accs, (src.host.clone(), b), acc);
+            }
+            current = Some((build.to_string(), Acc::default()));
+        }
+        if let Some((_, acc)) = current.as_mut() {
+            acc.add_line(line);
+        }
+    }
+    if let Some((b, acc)) = current.take() {
+        merge_into(&mut scan.accs, (src.host.clone(), b), acc);
+    }
+    Ok(scan)
+}
+
+fn merge_into(map: &mut BTreeMap<(String, String), Acc>, key: (String, String), acc: Acc) {
+    match map.get_mut(&key) {
+        Some(mine) => mine.merge(acc),
+        None => {
+            map.insert(key, acc);
+        }
+    }
+}
+
+fn trim_ascii(b: &[u8]) -> &[u8] {
+    let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    &b[start..end]
+}
+
+/// Scans every source in parallel.
+pub fn scan(sources: &[Source]) -> Result<Scan, ScanError> {
+    let parts: Vec<Result<Scan, ScanError>> = sources.par_iter().map(scan_file).collect();
+    let mut total = Scan::default();
+    for part in parts {
+        total.merge(part?);
+    }
+    Ok(total)
+}
+
+/// Sources for every file in a store.
+pub fn store_sources(store: &super::store::Store) -> Result<Vec<Source>, super::store::StoreError> {
+    let mut out = Vec::new();
+    for host in store.hosts()? {
+        for path in store.files(&host)? {
+            out.push(Source { host: host.clone(), path });
+        }
+    }
+    Ok(out)
+}
+
+/// Sources from plain files given on the command line: host = parent folder name.
+pub fn file_sources(paths: &[PathBuf]) -> Vec<Source> {
+    paths
+        .iter()
+        .map(|p| Source {
+            host: p
+                .parent()
+                .and_then(Path::file_name)
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "local".into()),
+            path: p.clone(),
+        })
+        .collect()
+}
