@@ -35,8 +35,13 @@ pub struct Host {
     pub connect_timeout_s: u64,
     /// Root of the installation on the host: `releases/`, `current`, logs, pid file.
     pub install_dir: String,
-    /// Daemon config path on the host; defaults to `<install_dir>/prover.toml`.
+    /// Daemon config path on the host; defaults to
+    /// `<install_dir>/current/prover.toml` (the config shipped with the release).
     pub config_path: String,
+    /// Local prover.toml shipped with each release (resolved to an absolute
+    /// path); `None` keeps whatever config the host already has.
+    #[serde(default)]
+    pub config_file: Option<PathBuf>,
     /// GPUs the host is expected to have (the health gate checks it).
     pub gpus: u32,
     pub tags: Vec<String>,

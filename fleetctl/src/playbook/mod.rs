@@ -1,1 +1,250 @@
 //! Playbooks: an ordered list of typed steps plus a rollout strategy.
+//!
+//! [`raw`] reads the file (file:line:column errors); [`Playbook`] is the
+//! resolved form with defaults applied; [`Strategy::batches`] cuts the
+//! selected hosts into the canary batch and the batches after it.
+
+pub mod raw;
+
+pub use raw::BatchSize;
+
+use crate::inventory::Host;
+use crate::steps::StepSpec;
+use std::path::{Path, PathBuf};
+
+/// Playbooks compiled into the binary, usable by name (`-p rollout`).
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("rollout", include_str!("../../../playbooks/rollout.yaml")),
+    ("restart", include_str!("../../../playbooks/restart.yaml")),
+    ("rollback", include_str!("../../../playbooks/rollback.yaml")),
+    ("health", include_str!("../../../playbooks/health.yaml")),
+];
+
+/// How hosts are taken through the steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Strategy {
+    /// Hosts run first, alone in their batch (hosts tagged `canary` first).
+    pub canary: usize,
+    /// Hosts per batch after the canary.
+    pub batch: BatchSize,
+    /// Failed hosts tolerated; one more halts the run after its batch.
+    pub max_fail: usize,
+    /// Roll a failed host back to the build it ran before.
+    pub rollback_on_failure: bool,
+}
+
+impl Default for Strategy {
+    fn default() -> Self {
+        Strategy {
+            canary: 0,
+            batch: BatchSize::Percent(100),
+            max_fail: 0,
+            rollback_on_failure: true,
+        }
+    }
+}
+
+impl Strategy {
+    /// Hosts per batch for `total` selected hosts (at least 1).
+    pub fn batch_len(&self, total: usize) -> usize {
+        match self.batch {
+            BatchSize::Count(n) => n.max(1),
+            BatchSize::Percent(p) => (total * p as usize).div_ceil(100).max(1),
+        }
+    }
+
+    /// Splits `hosts` (inventory order) into batches of indices: the canary
+    /// batch first (hosts tagged `canary` before the others), then batches of
+    /// [`Strategy::batch_len`] in order.
+    pub fn batches(&self, hosts: &[Host]) -> Vec<Vec<usize>> {
+        let mut order: Vec<usize> = (0..hosts.len()).collect();
+        // Stable: tagged canaries first, inventory order otherwise.
+        order.sort_by_key(|&i| !hosts[i].tags.iter().any(|t| t == "canary"));
+        let canary = self.canary.min(order.len());
+        let mut out = Vec::new();
+        if canary > 0 {
+            out.push(order[..canary].to_vec());
+        }
+        let rest: Vec<usize> = {
+            let mut r = order[canary..].to_vec();
+            r.sort_unstable();
+            r
+        };
+        for chunk in rest.chunks(self.batch_len(hosts.len())) {
+            out.push(chunk.to_vec());
+        }
+        out
+    }
+}
+
+/// A playbook ready to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Playbook {
+    pub name: String,
+    pub description: Option<String>,
+    /// Where it was read from (a path, or `built-in NAME`).
+    pub source: String,
+    pub strategy: Strategy,
+    pub steps: Vec<StepSpec>,
+}
+
+impl Playbook {
+    /// Whether any step ships the binary (then the binary must exist locally).
+    pub fn uploads(&self) -> bool {
+        self.steps.iter().any(|s| matches!(s, StepSpec::Upload(_)))
+    }
+
+    /// Whether a step changes what runs on the host: a host that fails after
+    /// one of these is rolled back.
+    pub fn changes_daemon(step: &StepSpec) -> bool {
+        matches!(step, StepSpec::Drain(_) | StepSpec::Start(_))
+    }
+
+    fn from_raw(raw: raw::RawPlaybook, source: String) -> Playbook {
+        let d = Strategy::default();
+        Playbook {
+            name: raw.name,
+            description: raw.description,
+            source,
+            strategy: Strategy {
+                canary: raw.strategy.canary.unwrap_or(d.canary),
+                batch: raw.strategy.batch.unwrap_or(d.batch),
+                max_fail: raw.strategy.max_fail.unwrap_or(d.max_fail),
+                rollback_on_failure: raw
+                    .strategy
+                    .rollback_on_failure
+                    .unwrap_or(d.rollback_on_failure),
+            },
+            steps: raw.steps,
+        }
+    }
+}
+
+/// Failure to find or read a playbook.
+#[derive(Debug, thiserror::Error)]
+pub enum PlaybookError {
+    #[error(transparent)]
+    Raw(#[from] raw::RawError),
+    #[error("playbook {name:?}: no such file, and not a built-in playbook ({builtins})")]
+    NotFound { name: String, builtins: String },
+    #[error("{source_name}: no steps")]
+    NoSteps { source_name: String },
+}
+
+/// Reads `name_or_path`: an existing file, else a built-in playbook by name
+/// (`rollout`, or `rollout.yaml` / `playbooks/rollout.yaml` alike).
+pub fn load(name_or_path: &str) -> Result<Playbook, PlaybookError> {
+    let path = Path::new(name_or_path);
+    let pb = if path.is_file() {
+        let text = std::fs::read_to_string(path).map_err(|source| raw::RawError::Read {
+            path: PathBuf::from(path),
+            source,
+        })?;
+        Playbook::from_raw(raw::parse(path, &text)?, path.display().to_string())
+    } else {
+        let stem = path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .map(|f| f.trim_end_matches(".yaml").trim_end_matches(".yml"))
+            .unwrap_or(name_or_path);
+        let (name, text) = BUILTIN
+            .iter()
+            .find(|(n, _)| *n == stem)
+            .ok_or_else(|| PlaybookError::NotFound {
+                name: name_or_path.to_string(),
+                builtins: BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+            })?;
+        let shown = format!("playbooks/{name}.yaml (built in)");
+        Playbook::from_raw(raw::parse(Path::new(&shown), text)?, shown)
+    };
+    if pb.steps.is_empty() {
+        return Err(PlaybookError::NoSteps {
+            source_name: pb.source,
+        });
+    }
+    Ok(pb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::TransportKind;
+    use std::collections::BTreeMap;
+
+    fn hosts(n: usize, canary_tagged: &[usize]) -> Vec<Host> {
+        (0..n)
+            .map(|i| Host {
+                name: format!("h{i}"),
+                transport: TransportKind::Ssh,
+                address: format!("10.0.0.{i}"),
+                port: 22,
+                user: "u".into(),
+                identity_file: None,
+                jump_host: None,
+                known_hosts: None,
+                connect_timeout_s: 10,
+                install_dir: "/opt/prover".into(),
+                config_path: "/opt/prover/current/prover.toml".into(),
+                config_file: None,
+                gpus: 0,
+                tags: if canary_tagged.contains(&i) {
+                    vec!["canary".into()]
+                } else {
+                    vec![]
+                },
+                groups: vec![],
+                vars: BTreeMap::new(),
+            })
+            .collect()
+    }
+
+    fn strategy(canary: usize, batch: BatchSize) -> Strategy {
+        Strategy {
+            canary,
+            batch,
+            ..Strategy::default()
+        }
+    }
+
+    #[test]
+    fn canary_then_batches_of_three() {
+        let b = strategy(1, BatchSize::Count(3)).batches(&hosts(8, &[]));
+        assert_eq!(b, vec![vec![0], vec![1, 2, 3], vec![4, 5, 6], vec![7]]);
+    }
+
+    #[test]
+    fn tagged_canaries_go_first() {
+        let b = strategy(2, BatchSize::Count(4)).batches(&hosts(6, &[4]));
+        assert_eq!(b, vec![vec![4, 0], vec![1, 2, 3, 5]]);
+    }
+
+    #[test]
+    fn percentages_round_up_and_count_all_selected_hosts() {
+        let s = strategy(0, BatchSize::Percent(25));
+        assert_eq!(s.batch_len(8), 2);
+        assert_eq!(s.batch_len(10), 3);
+        assert_eq!(s.batch_len(1), 1);
+        assert_eq!(s.batches(&hosts(10, &[])).len(), 4);
+        let all = Strategy::default().batches(&hosts(5, &[]));
+        assert_eq!(all, vec![vec![0, 1, 2, 3, 4]]);
+        let more_canaries_than_hosts = strategy(9, BatchSize::Count(2)).batches(&hosts(3, &[]));
+        assert_eq!(more_canaries_than_hosts, vec![vec![0, 1, 2]]);
+    }
+
+    #[test]
+    fn builtin_playbooks_parse_and_unknown_names_are_refused() {
+        for (name, _) in BUILTIN {
+            let pb = load(name).unwrap();
+            assert!(!pb.steps.is_empty(), "{name}");
+        }
+        let r = load("rollout").unwrap();
+        let names: Vec<&str> = r.steps.iter().map(StepSpec::name).collect();
+        assert_eq!(
+            names,
+            ["upload", "drain", "wait_release", "start", "verify", "smoke", "health"]
+        );
+        assert!(r.uploads());
+        let e = load("nope").unwrap_err().to_string();
+        assert!(e.contains("not a built-in playbook (rollout, restart"), "{e}");
+    }
+}

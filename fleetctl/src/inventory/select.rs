@@ -1,0 +1,172 @@
+//! `--limit`: pick hosts by name, group, `tag:NAME` or glob, comma-separated.
+
+use super::resolve::ResolvedInventory;
+
+/// A `--limit` that picked nothing, or a pattern that is not a valid glob.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectError {
+    #[error("--limit {pattern:?}: {reason}\n  hosts: {hosts}\n  groups: {groups}\n  tags: {tags}")]
+    NoMatch {
+        pattern: String,
+        reason: String,
+        hosts: String,
+        groups: String,
+        tags: String,
+    },
+    #[error("--limit {pattern:?}: not a valid glob: {source}")]
+    Glob {
+        pattern: String,
+        #[source]
+        source: glob::PatternError,
+    },
+    #[error("{file}: no hosts in the inventory")]
+    Empty { file: String },
+}
+
+/// Indices (inventory order) of the hosts `limit` selects; `None` or `all`
+/// selects every host. Every comma-separated pattern must match something,
+/// so a typo is an error rather than a smaller rollout.
+pub fn select(inv: &ResolvedInventory, limit: Option<&str>) -> Result<Vec<usize>, SelectError> {
+    if inv.hosts.is_empty() {
+        return Err(SelectError::Empty {
+            file: inv.file.clone(),
+        });
+    }
+    let limit = limit.map(str::trim).filter(|l| !l.is_empty() && *l != "all");
+    let Some(limit) = limit else {
+        return Ok((0..inv.hosts.len()).collect());
+    };
+    let mut picked = vec![false; inv.hosts.len()];
+    for pattern in limit.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let hits = matches(inv, pattern)?;
+        if hits.is_empty() {
+            return Err(no_match(inv, limit, &format!("`{pattern}` matches no host, group or tag")));
+        }
+        for i in hits {
+            picked[i] = true;
+        }
+    }
+    let out: Vec<usize> = (0..picked.len()).filter(|i| picked[*i]).collect();
+    if out.is_empty() {
+        return Err(no_match(inv, limit, "selects no host"));
+    }
+    Ok(out)
+}
+
+fn matches(inv: &ResolvedInventory, pattern: &str) -> Result<Vec<usize>, SelectError> {
+    let hosts = &inv.hosts;
+    if let Some(tag) = pattern.strip_prefix("tag:") {
+        return Ok((0..hosts.len())
+            .filter(|&i| hosts[i].host.tags.iter().any(|t| t == tag))
+            .collect());
+    }
+    if let Some((_, members)) = inv.groups.iter().find(|(g, _)| g == pattern) {
+        return Ok((0..hosts.len())
+            .filter(|&i| members.contains(&hosts[i].host.name))
+            .collect());
+    }
+    if pattern.contains(['*', '?', '[']) {
+        let glob = glob::Pattern::new(pattern).map_err(|source| SelectError::Glob {
+            pattern: pattern.to_string(),
+            source,
+        })?;
+        return Ok((0..hosts.len())
+            .filter(|&i| glob.matches(&hosts[i].host.name))
+            .collect());
+    }
+    Ok((0..hosts.len())
+        .filter(|&i| hosts[i].host.name == pattern)
+        .collect())
+}
+
+fn no_match(inv: &ResolvedInventory, pattern: &str, reason: &str) -> SelectError {
+    let mut tags: Vec<&str> = inv
+        .hosts
+        .iter()
+        .flat_map(|h| h.host.tags.iter().map(String::as_str))
+        .collect();
+    tags.sort_unstable();
+    tags.dedup();
+    let none = |s: String| if s.is_empty() { "(none)".to_string() } else { s };
+    SelectError::NoMatch {
+        pattern: pattern.to_string(),
+        reason: reason.to_string(),
+        hosts: none(
+            inv.hosts
+                .iter()
+                .map(|h| h.host.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        groups: none(
+            inv.groups
+                .iter()
+                .map(|(g, _)| g.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        tags: none(tags.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::{raw, resolve};
+    use std::path::{Path, PathBuf};
+
+    fn inv() -> ResolvedInventory {
+        let text = "
+groups:
+  gpu: { hosts: [gpu-01, gpu-02], children: [canary] }
+  canary: { hosts: [gpu-03] }
+  cpu: { hosts: [cpu-01] }
+hosts:
+  gpu-01: { tags: [canary] }
+  gpu-02: {}
+  gpu-03: {}
+  gpu-10: {}
+  cpu-01: {}
+";
+        let raw = raw::parse(Path::new("i.yaml"), text).unwrap();
+        let bases = resolve::Bases {
+            file: "i.yaml".into(),
+            inventory_dir: PathBuf::from("/"),
+            cwd: PathBuf::from("/"),
+        };
+        resolve::resolve(&raw, &bases, &[]).unwrap()
+    }
+
+    fn names(limit: Option<&str>) -> Vec<String> {
+        let inv = inv();
+        select(&inv, limit)
+            .unwrap()
+            .into_iter()
+            .map(|i| inv.hosts[i].host.name.clone())
+            .collect()
+    }
+
+    #[test]
+    fn selects_by_name_group_tag_glob_in_inventory_order() {
+        assert_eq!(names(None).len(), 5);
+        assert_eq!(names(Some("all")).len(), 5);
+        assert_eq!(names(Some("gpu-02")), vec!["gpu-02"]);
+        assert_eq!(names(Some("gpu")), vec!["gpu-01", "gpu-02", "gpu-03"], "children included");
+        assert_eq!(names(Some("tag:canary")), vec!["gpu-01"]);
+        assert_eq!(names(Some("gpu-0*")), vec!["gpu-01", "gpu-02", "gpu-03"]);
+        assert_eq!(names(Some("cpu-01, gpu-1?")), vec!["gpu-10", "cpu-01"]);
+        assert_eq!(names(Some("canary,gpu-03")), vec!["gpu-03"]);
+    }
+
+    #[test]
+    fn a_pattern_matching_nothing_is_an_error_listing_what_exists() {
+        let inv = inv();
+        let e = select(&inv, Some("gpu-01,gpu-9*")).unwrap_err().to_string();
+        assert!(e.contains("`gpu-9*` matches no host, group or tag"), "{e}");
+        assert!(e.contains("groups: gpu, canary, cpu"), "{e}");
+        assert!(e.contains("tags: canary"), "{e}");
+        let e = select(&inv, Some("tag:nope")).unwrap_err().to_string();
+        assert!(e.contains("matches no host"), "{e}");
+        assert!(select(&inv, Some("gpu-[")).is_err());
+    }
+}

@@ -1,0 +1,107 @@
+//! YAML helpers shared by the inventory and playbook readers: an ordered map
+//! that refuses duplicate keys, and parse errors that say file:line:column
+//! and what form was expected.
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+use std::fmt;
+use std::marker::PhantomData;
+use std::path::Path;
+
+/// A YAML mapping kept in file order (host order is rollout order; group
+/// order breaks precedence ties). Duplicate keys are an error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderedMap<V>(pub Vec<(String, V)>);
+
+impl<V> Default for OrderedMap<V> {
+    fn default() -> Self {
+        OrderedMap(Vec::new())
+    }
+}
+
+impl<V> OrderedMap<V> {
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &V)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for OrderedMap<V> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V_<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for V_<V> {
+            type Value = OrderedMap<V>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                // `hosts:` with nothing after it is an empty mapping.
+                Ok(OrderedMap::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out: Vec<(String, V)> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if out.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                    }
+                    let value = map.next_value::<V>()?;
+                    out.push((key, value));
+                }
+                Ok(OrderedMap(out))
+            }
+        }
+        d.deserialize_map(V_(PhantomData))
+    }
+}
+
+/// Where a YAML error is and what it says, without the library's own
+/// " at line N column M" suffix (we print the location up front).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct YamlProblem {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl YamlProblem {
+    pub fn from_error(err: &serde_yaml::Error) -> YamlProblem {
+        let (line, column) = err
+            .location()
+            .map_or((1, 1), |l| (l.line().max(1), l.column().max(1)));
+        let mut message = err.to_string();
+        if let Some(at) = message.rfind(" at line ") {
+            message.truncate(at);
+        }
+        YamlProblem {
+            line,
+            column,
+            message,
+        }
+    }
+}
+
+/// `file:line:column: message` followed by the expected form, indented.
+pub fn format_problem(file: &Path, p: &YamlProblem, expected: &str) -> String {
+    let mut s = format!(
+        "{}:{}:{}: {}\nexpected form:",
+        file.display(),
+        p.line,
+        p.column,
+        p.message
+    );
+    for line in expected.lines() {
+        s.push_str("\n    ");
+        s.push_str(line);
+    }
+    s
+}

@@ -1,0 +1,155 @@
+//! First pass over a playbook file: deserialise with unknown keys refused
+//! and errors at file:line:column with the expected form.
+
+use crate::inventory::yaml::{format_problem, YamlProblem};
+use crate::steps::StepSpec;
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The shape of a playbook, shown under every parse error.
+pub const EXPECTED_FORM: &str = "\
+name: NAME
+strategy:                      # optional
+  canary: N                    # hosts first, alone (tagged `canary` first)
+  batch: N | \"25%\"             # hosts per batch after the canary
+  max_fail: N                  # failed hosts tolerated before the run halts
+  rollback_on_failure: true    # roll a failed host back to its previous build
+steps:
+  - upload: { keep_releases: 3, timeout: 5m }
+  - drain: { timeout: 30s }
+  - wait_release: {}
+  - start: {}
+  - verify: {}
+  - smoke: {}
+  - health: {}
+  - rollback: {}";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlaybook {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub strategy: RawStrategy,
+    pub steps: Vec<StepSpec>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStrategy {
+    pub canary: Option<usize>,
+    pub batch: Option<BatchSize>,
+    pub max_fail: Option<usize>,
+    pub rollback_on_failure: Option<bool>,
+}
+
+/// Hosts per batch: a count, or a percentage of the selected hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchSize {
+    Count(usize),
+    Percent(u32),
+}
+
+impl<'de> Deserialize<'de> for BatchSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(usize),
+            Text(String),
+        }
+        let bad = |t: &str| {
+            de::Error::custom(format!(
+                "invalid batch {t:?}: expected a host count (3) or a percentage (\"25%\")"
+            ))
+        };
+        match Raw::deserialize(d)? {
+            Raw::Int(0) => Err(bad("0")),
+            Raw::Int(n) => Ok(BatchSize::Count(n)),
+            Raw::Text(t) => {
+                let trimmed = t.trim();
+                if let Some(p) = trimmed.strip_suffix('%') {
+                    match p.trim().parse::<u32>() {
+                        Ok(p) if (1..=100).contains(&p) => Ok(BatchSize::Percent(p)),
+                        _ => Err(bad(&t)),
+                    }
+                } else {
+                    match trimmed.parse::<usize>() {
+                        Ok(n) if n > 0 => Ok(BatchSize::Count(n)),
+                        _ => Err(bad(&t)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A parse error of a playbook file.
+#[derive(Debug, thiserror::Error)]
+pub enum RawError {
+    #[error("cannot read playbook {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", format_problem(path, problem, EXPECTED_FORM))]
+    Syntax { path: PathBuf, problem: YamlProblem },
+}
+
+/// Parses playbook text; `path` is only used in messages.
+pub fn parse(path: &Path, text: &str) -> Result<RawPlaybook, RawError> {
+    serde_yaml::from_str(text).map_err(|e| RawError::Syntax {
+        path: path.to_owned(),
+        problem: YamlProblem::from_error(&e),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse(Path::new("pb.yaml"), text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn unknown_step_is_reported_at_its_line_with_the_expected_form() {
+        let e = err("name: x\nsteps:\n  - upload: {}\n  - reboot: {}\n");
+        assert!(e.starts_with("pb.yaml:4:5: "), "{e}");
+        assert!(e.contains("unknown variant `reboot`"), "{e}");
+        assert!(e.contains("expected form:\n    name: NAME"), "{e}");
+    }
+
+    #[test]
+    fn unknown_strategy_key_and_wrong_types() {
+        let e = err("name: x\nstrategy:\n  canaries: 1\nsteps: []\n");
+        assert!(e.starts_with("pb.yaml:3:3: "), "{e}");
+        assert!(e.contains("unknown field `canaries`"), "{e}");
+        let e = err("name: x\nstrategy: { max_fail: lots }\nsteps: []\n");
+        assert!(e.starts_with("pb.yaml:2:"), "{e}");
+        let e = err("name: x\nstrategy: { batch: \"150%\" }\nsteps: []\n");
+        assert!(e.contains("invalid batch \"150%\""), "{e}");
+        let e = err("name: x\nsteps:\n  - drain: { timout: 3s }\n");
+        assert!(e.starts_with("pb.yaml:3:"), "{e}");
+        assert!(e.contains("timout"), "{e}");
+        let e = err("steps: []\n");
+        assert!(e.contains("missing field `name`"), "{e}");
+    }
+
+    #[test]
+    fn batches_parse_as_counts_or_percentages() {
+        let p = parse(
+            Path::new("p"),
+            "name: x\nstrategy: { canary: 1, batch: \"25%\", max_fail: 2 }\nsteps: [ { health: {} } ]\n",
+        )
+        .unwrap();
+        assert_eq!(p.strategy.batch, Some(BatchSize::Percent(25)));
+        assert_eq!(p.strategy.canary, Some(1));
+        assert_eq!(p.steps.len(), 1);
+        let p = parse(Path::new("p"), "name: x\nstrategy: { batch: 3 }\nsteps: []\n").unwrap();
+        assert_eq!(p.strategy.batch, Some(BatchSize::Count(3)));
+    }
+}
