@@ -1,0 +1,322 @@
+//! SSH transport: one OpenSSH master connection per host (native mux), every
+//! command a new channel over it, at most [`MAX_CHANNELS`] at once.
+
+use super::{Output, TransportError, LOCAL_SLACK, UPLOAD_CHUNK};
+use crate::inventory::Host;
+use openssh::{KnownHosts, Session, SessionBuilder, Stdio};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Semaphore;
+
+/// sshd's default `MaxSessions` is 10; stay below it so a burst of commands
+/// queues here instead of being refused by the server.
+pub const MAX_CHANNELS: usize = 8;
+/// Connection attempts before giving up (only the connection is retried,
+/// never a command that ran).
+const CONNECT_ATTEMPTS: u32 = 3;
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// Why the master connection could not be established.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectCause {
+    Refused,
+    Timeout,
+    Unreachable,
+    UnknownName,
+    HostKeyMismatch,
+    HostKeyUnknown,
+    Auth,
+    Other,
+}
+
+impl ConnectCause {
+    /// Causes that another attempt can cure; a wrong key or credential will
+    /// be just as wrong a second later.
+    fn transient(self) -> bool {
+        matches!(self, ConnectCause::Refused | ConnectCause::Timeout | ConnectCause::Unreachable | ConnectCause::Other)
+    }
+
+    /// What the operator should do about it.
+    pub fn fix(self) -> &'static str {
+        match self {
+            ConnectCause::Refused => "is sshd running and listening on that port? check `port` in the inventory",
+            ConnectCause::Timeout => "is the host up and reachable (firewall, jump host)? raise `connect_timeout_s` for slow links",
+            ConnectCause::Unreachable => "check the address and the routing from this machine (or set `jump_host`)",
+            ConnectCause::UnknownName => "check the host's `address` in the inventory",
+            ConnectCause::HostKeyMismatch => {
+                "the host key changed: verify the new key out of band, then update the host's `known_hosts` file"
+            }
+            ConnectCause::HostKeyUnknown => "add the host's key to the `known_hosts` file named in the inventory (checking is strict)",
+            ConnectCause::Auth => "check `user` and `identity_file` in the inventory and the key in the host's authorized_keys",
+            ConnectCause::Other => "run `ssh -v` with the same options to see more",
+        }
+    }
+
+    fn classify(message: &str) -> ConnectCause {
+        let m = message.to_ascii_lowercase();
+        if m.contains("remote host identification has changed") || m.contains("host key for") && m.contains("has changed") {
+            ConnectCause::HostKeyMismatch
+        } else if m.contains("host key verification failed") || m.contains("no ") && m.contains("host key is known") {
+            ConnectCause::HostKeyUnknown
+        } else if m.contains("permission denied") || m.contains("too many authentication failures") {
+            ConnectCause::Auth
+        } else if m.contains("connection refused") {
+            ConnectCause::Refused
+        } else if m.contains("timed out") {
+            ConnectCause::Timeout
+        } else if m.contains("no route to host") || m.contains("network is unreachable") {
+            ConnectCause::Unreachable
+        } else if m.contains("could not resolve") || m.contains("name or service not known") {
+            ConnectCause::UnknownName
+        } else {
+            ConnectCause::Other
+        }
+    }
+}
+
+impl fmt::Display for ConnectCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConnectCause::Refused => "connection refused",
+            ConnectCause::Timeout => "connection timed out (host down?)",
+            ConnectCause::Unreachable => "host unreachable",
+            ConnectCause::UnknownName => "unknown host name",
+            ConnectCause::HostKeyMismatch => "HOST KEY MISMATCH",
+            ConnectCause::HostKeyUnknown => "host key not in known_hosts",
+            ConnectCause::Auth => "authentication failed",
+            ConnectCause::Other => "ssh failed",
+        })
+    }
+}
+
+/// The master connection of one host.
+pub struct SshTransport {
+    host: String,
+    // Field order matters: the session (and its socket inside `_control_dir`)
+    // must go before the directory is removed.
+    session: Session,
+    channels: Arc<Semaphore>,
+    _control_dir: tempfile::TempDir,
+}
+
+impl fmt::Debug for SshTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SshTransport").field("host", &self.host).finish_non_exhaustive()
+    }
+}
+
+impl SshTransport {
+    pub(super) async fn connect(host: &Host) -> Result<SshTransport, TransportError> {
+        // A private directory (0700) for the control socket: nobody else on
+        // this machine can reuse our authenticated master.
+        let control_dir = tempfile::Builder::new()
+            .prefix("fleetctl-ssh-")
+            .tempdir()
+            .map_err(|source| TransportError::Io {
+                host: host.name.clone(),
+                command: "create control directory".to_owned(),
+                source,
+            })?;
+        let mut builder = SessionBuilder::default();
+        builder
+            .user(host.user.clone())
+            .port(host.port)
+            .known_hosts_check(KnownHosts::Strict)
+            .connect_timeout(Duration::from_secs(host.connect_timeout_s.max(1)))
+            .server_alive_interval(KEEPALIVE)
+            .control_directory(control_dir.path());
+        if let Some(key) = &host.identity_file {
+            builder.keyfile(key);
+        }
+        if let Some(known) = &host.known_hosts {
+            builder.user_known_hosts_file(known);
+        }
+        if let Some(jump) = &host.jump_host {
+            builder.jump_hosts([jump.as_str()]);
+        }
+        let mut backoff = FIRST_BACKOFF;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            // The connect timeout covers TCP only; bound the whole handshake too.
+            let limit = Duration::from_secs(host.connect_timeout_s.max(1) * 2 + 5);
+            let result = tokio::time::timeout(limit, builder.connect_mux(&host.address)).await;
+            let (cause, detail) = match result {
+                Ok(Ok(session)) => {
+                    return Ok(SshTransport {
+                        host: host.name.clone(),
+                        session,
+                        channels: Arc::new(Semaphore::new(MAX_CHANNELS)),
+                        _control_dir: control_dir,
+                    })
+                }
+                Ok(Err(e)) => {
+                    let detail = error_chain(&e);
+                    (ConnectCause::classify(&detail), detail)
+                }
+                Err(_) => (ConnectCause::Timeout, format!("no answer within {}", humantime::format_duration(limit))),
+            };
+            if !cause.transient() || attempt >= CONNECT_ATTEMPTS {
+                return Err(TransportError::Connect {
+                    host: host.name.clone(),
+                    address: format!("{}@{}:{}", host.user, host.address, host.port),
+                    cause,
+                    attempts: attempt,
+                    detail,
+                });
+            }
+            tracing::debug!(host = %host.name, %cause, attempt, "ssh connect failed, retrying");
+            tokio::time::sleep(backoff).await;
+            backoff *= 2;
+        }
+    }
+
+    pub(super) fn host(&self) -> &str {
+        &self.host
+    }
+
+    pub(super) async fn exec(&self, line: &str, shown: &str, timeout: Duration) -> Result<Output, TransportError> {
+        let _permit = self.permit().await;
+        let fut = async {
+            let child = self
+                .session
+                .raw_command(line)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .await?;
+            child.wait_with_output().await
+        };
+        match tokio::time::timeout(timeout + LOCAL_SLACK, fut).await {
+            Ok(Ok(out)) => Ok(Output {
+                status: out.status.code(),
+                stdout: out.stdout,
+                stderr: out.stderr,
+            }),
+            Ok(Err(source)) => Err(self.session_error(shown, source)),
+            Err(_) => Err(TransportError::Timeout {
+                host: self.host.clone(),
+                command: shown.to_owned(),
+                after: timeout + LOCAL_SLACK,
+            }),
+        }
+    }
+
+    pub(super) async fn exec_with_stdin(
+        &self,
+        line: &str,
+        shown: &str,
+        mut input: tokio::fs::File,
+        timeout: Duration,
+    ) -> Result<Output, TransportError> {
+        let _permit = self.permit().await;
+        let fut = async {
+            let mut child = self
+                .session
+                .raw_command(line)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .await
+                .map_err(|e| self.session_error(shown, e))?;
+            if let Some(mut stdin) = child.stdin().take() {
+                let mut buf = vec![0u8; UPLOAD_CHUNK];
+                loop {
+                    let n = input.read(&mut buf).await.map_err(|source| self.io_error(shown, source))?;
+                    if n == 0 {
+                        break;
+                    }
+                    // A write error means the remote side stopped reading
+                    // (disk full, killed): its exit status below says why.
+                    if stdin.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = stdin.shutdown().await;
+            }
+            child.wait_with_output().await.map_err(|e| self.session_error(shown, e))
+        };
+        match tokio::time::timeout(timeout + LOCAL_SLACK, fut).await {
+            Ok(Ok(out)) => Ok(Output {
+                status: out.status.code(),
+                stdout: out.stdout,
+                stderr: out.stderr,
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(TransportError::Timeout {
+                host: self.host.clone(),
+                command: shown.to_owned(),
+                after: timeout + LOCAL_SLACK,
+            }),
+        }
+    }
+
+    pub(super) async fn close(self) -> Result<(), TransportError> {
+        let host = self.host.clone();
+        self.session.close().await.map_err(|source| TransportError::Session {
+            host,
+            command: "close".to_owned(),
+            source,
+        })
+    }
+
+    async fn permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        // The semaphore is never closed, so this only fails if it were.
+        self.channels.clone().acquire_owned().await.ok()
+    }
+
+    fn session_error(&self, shown: &str, source: openssh::Error) -> TransportError {
+        TransportError::Session {
+            host: self.host.clone(),
+            command: shown.to_owned(),
+            source,
+        }
+    }
+
+    fn io_error(&self, shown: &str, source: std::io::Error) -> TransportError {
+        TransportError::Io {
+            host: self.host.clone(),
+            command: shown.to_owned(),
+            source,
+        }
+    }
+}
+
+/// openssh puts ssh's own message in the error's source; show all of it.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        parts.push(s.to_string());
+        cur = s.source();
+    }
+    parts.join(": ").replace(['\r', '\n'], " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ssh_messages_are_classified() {
+        let cases = [
+            ("ssh: connect to host 10.0.0.9 port 22: Connection refused", ConnectCause::Refused),
+            ("ssh: connect to host 10.0.0.9 port 22: Connection timed out", ConnectCause::Timeout),
+            ("ssh: connect to host 10.0.0.9 port 22: No route to host", ConnectCause::Unreachable),
+            ("@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @ ... Host key verification failed.", ConnectCause::HostKeyMismatch),
+            ("No ED25519 host key is known for 10.0.0.9 and you have requested strict checking. Host key verification failed.", ConnectCause::HostKeyUnknown),
+            ("ops@10.0.0.9: Permission denied (publickey).", ConnectCause::Auth),
+            ("ssh: Could not resolve hostname nope: Name or service not known", ConnectCause::UnknownName),
+        ];
+        for (msg, want) in cases {
+            assert_eq!(ConnectCause::classify(msg), want, "{msg}");
+        }
+        assert!(!ConnectCause::HostKeyMismatch.transient());
+        assert!(ConnectCause::Timeout.transient());
+    }
+}
