@@ -32,6 +32,18 @@ pub enum Command {
     /// Inspect an inventory.
     #[command(subcommand)]
     Inventory(InventoryCommand),
+    /// One row per host: reachable, daemon build, pid, memory, GPUs, queue.
+    Status(crate::health::cli::StatusArgs),
+    /// The health policy's verdict per host and GPU.
+    Health(crate::health::cli::HealthArgs),
+    /// Fleet-wide timing: collect, report, export.
+    #[command(subcommand)]
+    Timing(crate::timing::cli::TimingCommand),
+    /// A fleet of real sshd hosts on this machine (root only).
+    Lab {
+        #[command(subcommand)]
+        cmd: crate::lab::cli::LabCommand,
+    },
 }
 
 /// Inventory file and host selection, shared by every subcommand that
@@ -124,9 +136,13 @@ impl Command {
                 .await
             }
             Command::Plan(args) => crate::plan::cli_plan(args).map(|()| exit_code(RunEnd::Ok)),
+            Command::Status(args) => crate::health::cli::run_status(args).await,
+            Command::Health(args) => crate::health::cli::run_health(args).await,
+            Command::Timing(cmd) => crate::timing::cli::run(cmd).await,
             Command::Inventory(cmd) => {
                 crate::inventory::cli_inventory(cmd).map(|()| exit_code(RunEnd::Ok))
             }
+            Command::Lab { cmd } => crate::lab::cli::run(cmd).map(|()| exit_code(RunEnd::Ok)),
         }
     }
 }

@@ -1,0 +1,401 @@
+//! The lab fleet end to end: real namespaces, real sshd, real ssh. Needs
+//! root; without it every test prints why it skipped and passes.
+
+use fleetctl::lab::{Lab, LabConfig, LabError, LabHost};
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// Labs run in parallel, except the timing test, which runs alone.
+static SERIAL: RwLock<()> = RwLock::new(());
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("SKIP: the lab fleet needs root (namespaces, veth, sshd); run the tests as root");
+    }
+    root
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).trim().to_string()
+}
+
+/// What a lab created, to prove afterwards that none of it is left.
+#[derive(Debug, Clone)]
+struct Footprint {
+    id: String,
+    dir: PathBuf,
+    netns: Vec<String>,
+    init_pids: Vec<u32>,
+}
+
+impl Footprint {
+    fn of(lab: &Lab) -> Footprint {
+        Footprint {
+            id: lab.id().to_string(),
+            dir: lab.dir().to_path_buf(),
+            netns: lab.hosts().iter().map(|h| h.netns.clone()).collect(),
+            init_pids: lab.hosts().iter().map(|h| h.init_pid).collect(),
+        }
+    }
+
+    fn assert_gone(&self) {
+        let netns = Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .expect("ip netns list");
+        let netns = text(&netns.stdout);
+        for ns in &self.netns {
+            assert!(
+                !netns
+                    .lines()
+                    .any(|l| l.split_whitespace().next() == Some(ns)),
+                "{ns} left in:\n{netns}"
+            );
+        }
+        let links = Command::new("ip")
+            .args(["-o", "link", "show"])
+            .output()
+            .expect("ip link show");
+        let links = text(&links.stdout);
+        assert!(
+            !links.contains(&self.id),
+            "links of lab {} left:\n{links}",
+            self.id
+        );
+        for pid in &self.init_pids {
+            assert!(
+                !Path::new(&format!("/proc/{pid}")).exists(),
+                "init pid {pid} still exists"
+            );
+        }
+        assert!(!self.dir.exists(), "{} still exists", self.dir.display());
+    }
+}
+
+fn ssh_ok(lab: &Lab, index: usize, command: &str) -> String {
+    let out = lab.ssh(index, command).expect("ssh runs");
+    assert!(
+        out.status.success(),
+        "ssh {} `{command}`: {}: {}",
+        lab.hosts()[index].name,
+        out.status,
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+#[test]
+fn eight_hosts_over_real_ssh_each_with_its_own_pid_1_and_data_then_nothing_left() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let lab = Lab::start(8).expect("lab of 8 starts");
+    let footprint = Footprint::of(&lab);
+    assert_eq!(lab.hosts().len(), 8);
+    let addresses: BTreeSet<_> = lab.hosts().iter().map(|h| h.address).collect();
+    assert_eq!(addresses.len(), 8, "every host has its own address");
+
+    // Real ssh with pinned host keys: each host answers with its own name,
+    // its own PID namespace and the lab's init as PID 1.
+    let mut pid_namespaces = BTreeSet::new();
+    for (i, host) in lab.hosts().iter().enumerate() {
+        let out = ssh_ok(
+            &lab,
+            i,
+            "hostname; readlink /proc/self/ns/pid; tr '\\0' ' ' < /proc/1/cmdline",
+        );
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        assert_eq!(lines[0], host.name);
+        pid_namespaces.insert(lines[1].to_string());
+        assert!(
+            lines[2].contains("init.sh"),
+            "PID 1 of {} is `{}`",
+            host.name,
+            lines[2]
+        );
+    }
+    let own = std::fs::read_link("/proc/self/ns/pid").expect("own pid ns");
+    assert!(!pid_namespaces.contains(&own.to_string_lossy().to_string()));
+    assert_eq!(
+        pid_namespaces.len(),
+        8,
+        "one PID namespace per host: {pid_namespaces:?}"
+    );
+
+    // Private /data: a file written on h01 exists nowhere else.
+    ssh_ok(&lab, 0, "echo only-here > /data/marker && cat /data/marker");
+    let on_h01 = lab.exec(0, &["cat", "/data/marker"]).expect("exec h01");
+    assert_eq!(text(&on_h01.stdout), "only-here");
+    let on_h02 = lab
+        .exec(1, &["test", "-e", "/data/marker"])
+        .expect("exec h02");
+    assert!(!on_h02.status.success(), "h02 sees h01's /data");
+    assert!(
+        !Path::new("/data/marker").exists(),
+        "the machine sees h01's /data"
+    );
+
+    // Host down: a bounded, clear error for that host only.
+    lab.stop_sshd(2).expect("stop sshd on h03");
+    let started = Instant::now();
+    let down = lab.ssh(2, "true").expect("ssh runs");
+    let waited = started.elapsed();
+    assert_eq!(down.status.code(), Some(255), "ssh's own failure code");
+    let stderr = text(&down.stderr);
+    assert!(stderr.contains("Connection refused"), "{stderr}");
+    assert!(waited < Duration::from_secs(15), "took {waited:?}");
+    assert_eq!(
+        ssh_ok(&lab, 3, "hostname"),
+        "h04",
+        "other hosts still answer"
+    );
+    // Processes on the downed host keep running; exec does not need sshd.
+    assert!(lab.exec(2, &["true"]).expect("exec h03").status.success());
+    lab.start_sshd(2).expect("start sshd on h03");
+    assert_eq!(ssh_ok(&lab, 2, "hostname"), "h03");
+
+    // The human's way in: ssh -F <lab>/ssh_config h05.
+    let out = Command::new("ssh")
+        .arg("-F")
+        .arg(lab.ssh_config_path())
+        .args(["h05", "hostname"])
+        .output()
+        .expect("ssh -F");
+    assert_eq!(text(&out.stdout), "h05", "{}", text(&out.stderr));
+
+    lab.teardown().expect("clean teardown");
+    footprint.assert_gone();
+}
+
+#[test]
+fn kill_processes_crashes_what_runs_but_keeps_init_and_sshd() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let lab = Lab::start(2).expect("lab starts");
+    ssh_ok(
+        &lab,
+        0,
+        "setsid nohup sleep 300 >/dev/null 2>&1 < /dev/null & echo started",
+    );
+    let spawned = lab
+        .exec(0, &["sh", "-c", "sleep 301 >/dev/null 2>&1 &"])
+        .expect("exec");
+    assert!(spawned.status.success());
+    ssh_ok(
+        &lab,
+        1,
+        "setsid nohup sleep 302 >/dev/null 2>&1 < /dev/null &",
+    );
+
+    let killed = lab.kill_processes(0).expect("kill on h01");
+    assert!(killed >= 2, "killed {killed}");
+    let left = lab.exec(0, &["ps", "-eo", "comm="]).expect("ps");
+    let left = text(&left.stdout);
+    assert!(!left.contains("sleep"), "survivors:\n{left}");
+    assert!(left.contains("sshd"), "sshd was killed:\n{left}");
+    assert!(ssh_ok(&lab, 0, "cat /proc/1/cmdline").contains("init.sh"));
+    // The other host is untouched.
+    assert!(ssh_ok(&lab, 1, "ps -eo comm=").contains("sleep"));
+    // Nothing left to kill the second time.
+    assert_eq!(lab.kill_processes(0).expect("kill again"), 0);
+}
+
+#[test]
+fn tiny_data_makes_writes_fail_with_enospc_and_keeps_what_is_there() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let lab = Lab::start(1).expect("lab starts");
+    ssh_ok(&lab, 0, "echo kept > /data/before");
+    lab.set_data_size(0, 1 << 20)
+        .expect("shrink /data to 1 MiB");
+    let out = lab
+        .ssh(0, "dd if=/dev/zero of=/data/big bs=64k count=64")
+        .expect("ssh");
+    assert!(!out.status.success(), "4 MiB fit into 1 MiB");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert_eq!(ssh_ok(&lab, 0, "cat /data/before"), "kept");
+
+    // Shrinking below what is stored is refused with the numbers.
+    let used = lab.data_used(0).expect("usage");
+    assert!(used > 512 << 10, "used {used}");
+    match lab.set_data_size(0, 64 << 10) {
+        Err(LabError::DataSize { used, host, .. }) => {
+            assert_eq!(host, "h01");
+            assert!(used > 64 << 10);
+        }
+        other => panic!("shrinking below usage: {other:?}"),
+    }
+    assert!(matches!(
+        lab.set_data_size(0, 0),
+        Err(LabError::DataSize { .. })
+    ));
+
+    lab.set_data_size(0, 64 << 20).expect("grow /data again");
+    ssh_ok(
+        &lab,
+        0,
+        "dd if=/dev/zero of=/data/big bs=64k count=64 2>/dev/null && echo ok",
+    );
+}
+
+#[test]
+fn netem_adds_delay_or_says_clearly_that_the_kernel_cannot() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let lab = Lab::start(1).expect("lab starts");
+    let connect_time = |host: &LabHost| {
+        let started = Instant::now();
+        std::net::TcpStream::connect_timeout(&(host.address, 22).into(), Duration::from_secs(5))
+            .expect("connect");
+        started.elapsed()
+    };
+    let host = lab.hosts()[0].clone();
+    match lab.netem(0, 150, 0.0) {
+        Err(LabError::NetemUnsupported { .. }) => {
+            let err = lab.netem(0, 150, 0.0).expect_err("still unsupported");
+            let msg = err.to_string();
+            assert!(msg.contains("netem") && msg.contains("h01"), "{msg}");
+            eprintln!("SKIP netem: {msg}");
+            return;
+        }
+        Err(e) => panic!("netem failed: {e}"),
+        Ok(()) => {}
+    }
+    let slow = connect_time(&host);
+    assert!(
+        slow >= Duration::from_millis(150),
+        "connect took {slow:?} under 150 ms netem delay"
+    );
+    lab.clear_netem(0).expect("clear netem");
+    let fast = connect_time(&host);
+    assert!(fast < Duration::from_millis(150), "{fast:?} after clearing");
+    lab.clear_netem(0).expect("clearing twice is fine");
+}
+
+#[test]
+fn a_panic_while_a_lab_is_up_still_tears_it_down() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let seen = Mutex::new(None);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let lab = Lab::start(2).expect("lab starts");
+        *seen.lock().expect("lock") = Some(Footprint::of(&lab));
+        panic!("deliberate panic with lab {} up", lab.id());
+    }));
+    assert!(outcome.is_err());
+    let footprint = seen.into_inner().expect("lock").expect("lab had started");
+    footprint.assert_gone();
+}
+
+/// Runs `fleetctl lab up --hold`, kills it with SIGKILL (no teardown runs),
+/// and checks that the next `Lab::start` removes the orphaned lab.
+#[test]
+fn the_next_start_reaps_a_lab_whose_owner_was_killed() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let mut owner = Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+        .args(["lab", "up", "--hosts", "2", "--hold"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn fleetctl lab up");
+    let stdout = owner.stdout.take().expect("stdout piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut dir = None;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while dir.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .expect("fleetctl lab up prints its dir in time");
+        if let Some(path) = line.trim().strip_prefix("dir:") {
+            dir = Some(PathBuf::from(path.trim()));
+        }
+    }
+    let dir = dir.expect("dir line");
+    owner.kill().expect("SIGKILL the owner");
+    owner.wait().expect("reap the owner");
+    let id = dir
+        .file_name()
+        .expect("lab id")
+        .to_string_lossy()
+        .to_string();
+    let netns: Vec<String> = text(
+        &Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .expect("ip")
+            .stdout,
+    )
+    .lines()
+    .filter_map(|l| l.split_whitespace().next())
+    .filter(|ns| ns.contains(&id))
+    .map(str::to_string)
+    .collect();
+    assert_eq!(
+        netns.len(),
+        2,
+        "the orphaned lab's hosts outlive their owner"
+    );
+    assert!(dir.exists());
+
+    let next = Lab::start(1).expect("next lab starts");
+    Footprint {
+        id,
+        dir,
+        netns,
+        init_pids: Vec::new(),
+    }
+    .assert_gone();
+    next.teardown().expect("teardown");
+}
+
+#[test]
+fn thirty_two_hosts_start_and_stop() {
+    if !is_root() {
+        return;
+    }
+    let _alone = SERIAL.write();
+    let started = Instant::now();
+    let lab = Lab::start_with(LabConfig::new(32)).expect("lab of 32 starts");
+    let start = started.elapsed();
+    for i in 0..32 {
+        let out = lab.exec(i, &["hostname"]).expect("exec");
+        assert_eq!(text(&out.stdout), lab.hosts()[i].name);
+    }
+    assert_eq!(ssh_ok(&lab, 31, "hostname"), "h32");
+    let footprint = Footprint::of(&lab);
+    let stopping = Instant::now();
+    lab.teardown().expect("teardown of 32");
+    let stop = stopping.elapsed();
+    footprint.assert_gone();
+    eprintln!("lab of 32 hosts: start {start:.2?}, stop {stop:.2?}");
+}
