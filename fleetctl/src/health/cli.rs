@@ -1,0 +1,209 @@
+//! `fleetctl status` and `fleetctl health`: clap types and their run functions.
+
+use super::policy::{evaluate, Policy, Severity, Verdict};
+use super::status::{read_all, HostReading};
+use crate::cli::TargetArgs;
+use crate::executor::{EXIT_HOSTS_FAILED, EXIT_OK};
+use anyhow::Context;
+use clap::Args;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use fleet_wire::health::Probe;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Per-host deadline.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub deadline: Duration,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct HealthArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Per-host deadline.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub deadline: Duration,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Treat warnings as failures (exit non-zero).
+    #[arg(long)]
+    pub strict: bool,
+    /// Override a policy threshold for this run, `key=value` (repeatable),
+    /// e.g. `--policy warn_gpu_temp_c=60`.
+    #[arg(long = "policy", value_name = "KEY=VALUE")]
+    pub policy: Vec<String>,
+    /// Where the last probe of each host is kept, for the "rising" rules.
+    #[arg(long, default_value = ".fleetctl/health")]
+    pub history: PathBuf,
+}
+
+fn gib(b: Option<u64>) -> String {
+    b.map_or_else(|| "-".into(), |b| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64))
+}
+
+fn age(ms: Option<u64>) -> String {
+    let Some(ms) = ms else { return "-".into() };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(ms);
+    format!("{}s ago", now.saturating_sub(ms) / 1000)
+}
+
+/// One status row per host.
+pub fn status_table(readings: &[HostReading]) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "host", "reachable", "build", "pid", "uptime", "RSS", "pinned", "GPUs busy", "queue", "last proof", "note",
+    ]);
+    for r in readings {
+        let d = r.probe.as_ref().and_then(|p| p.daemon.as_ref());
+        let pinned = r.probe.as_ref().map(|p| {
+            // An mlock pool shows as the process's VmLck, a CUDA pool as host Shmem.
+            let lck = d.and_then(|d| d.vm_lck_bytes).unwrap_or(0);
+            let shm = p.memory.shmem_bytes.unwrap_or(0);
+            lck.max(shm)
+        });
+        let gpus = r.probe.as_ref().map(|p| {
+            let total = p.gpus.devices.len();
+            let busy = p
+                .gpus
+                .devices
+                .iter()
+                .filter(|g| g.utilization_gpu_pct.unwrap_or(0) > 0 || g.processes.as_ref().is_some_and(|v| !v.is_empty()))
+                .count();
+            format!("{busy}/{total}")
+        });
+        let note = match (&r.error, r.installed, d) {
+            (Some(e), _, _) => e.clone(),
+            (None, false, _) if r.reachable => "no release installed".into(),
+            (None, _, Some(d)) if !d.alive => "daemon not running".into(),
+            (None, _, Some(d)) if d.ready != Some(true) => {
+                format!("not ready: {}", d.ready_reason.clone().unwrap_or_default())
+            }
+            _ => String::new(),
+        };
+        t.add_row(vec![
+            r.host.clone(),
+            if r.reachable { "yes".into() } else { "NO".into() },
+            d.and_then(|d| d.build.clone()).unwrap_or_else(|| "-".into()),
+            d.and_then(|d| d.pid).filter(|_| d.is_some_and(|d| d.alive)).map_or("-".into(), |p| p.to_string()),
+            d.and_then(|d| d.uptime_s).map_or("-".into(), |s| humantime::format_duration(Duration::from_secs(s as u64)).to_string()),
+            gib(d.and_then(|d| d.rss_bytes)),
+            gib(pinned),
+            gpus.unwrap_or_else(|| "-".into()),
+            r.status.as_ref().map_or("-".into(), |s| format!("{}/{}", s.queue.depth, s.queue.max_jobs)),
+            age(r.status.as_ref().and_then(|s| s.last_proof_ms)),
+            note,
+        ]);
+    }
+    t.to_string()
+}
+
+/// `fleetctl status`.
+pub async fn run_status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let (_, hosts) = crate::inventory::load_selected(&args.target)?;
+    let readings = read_all(&hosts, args.deadline).await;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&readings)?);
+    } else {
+        println!("{}", status_table(&readings));
+    }
+    let all_ok = readings.iter().all(|r| r.reachable && r.error.is_none());
+    Ok(ExitCode::from(if all_ok { EXIT_OK } else { EXIT_HOSTS_FAILED }))
+}
+
+fn history_path(dir: &Path, host: &str) -> PathBuf {
+    dir.join(format!("{host}.json"))
+}
+
+/// Applies `--policy k=v` overrides on top of a host's policy.
+fn override_policy(policy: Policy, sets: &[String]) -> anyhow::Result<Policy> {
+    let mut v = serde_json::to_value(&policy)?;
+    for set in sets {
+        let (k, val) = set
+            .split_once('=')
+            .with_context(|| format!("--policy {set:?}: expected KEY=VALUE"))?;
+        let parsed: serde_json::Value = serde_json::from_str(val).unwrap_or_else(|_| serde_json::Value::String(val.into()));
+        v[k] = parsed;
+    }
+    serde_json::from_value(v).with_context(|| format!("--policy {sets:?}: not a valid policy"))
+}
+
+/// The verdicts for a set of readings (unreachable hosts fail).
+pub fn verdicts(hosts: &[crate::inventory::Host], readings: &[HostReading], history: &Path, sets: &[String]) -> anyhow::Result<Vec<Verdict>> {
+    let mut out = Vec::new();
+    for (h, r) in hosts.iter().zip(readings) {
+        let policy = override_policy(Policy::for_host(h)?, sets)?;
+        let Some(probe) = &r.probe else {
+            let reason = r.error.clone().unwrap_or_else(|| "no release installed: nothing to probe with".into());
+            out.push(Verdict {
+                host: h.name.clone(),
+                severity: Severity::Fail,
+                gpus_expected: h.gpus,
+                gpus_found: 0,
+                findings: vec![super::policy::Finding {
+                    severity: Severity::Fail,
+                    gpu: None,
+                    rule: if r.reachable { "probe" } else { "unreachable" }.into(),
+                    reading: reason.clone(),
+                    threshold: "a probe document".into(),
+                    message: reason,
+                }],
+            });
+            continue;
+        };
+        let path = history_path(history, &h.name);
+        let previous = std::fs::read_to_string(&path).ok().and_then(|t| Probe::parse(&t).ok());
+        out.push(evaluate(h, probe, previous.as_ref(), &policy));
+        if std::fs::create_dir_all(history).is_ok() {
+            let _ = std::fs::write(&path, serde_json::to_vec(probe)?);
+        }
+    }
+    Ok(out)
+}
+
+/// `fleetctl health`.
+pub async fn run_health(args: HealthArgs) -> anyhow::Result<ExitCode> {
+    let (_, hosts) = crate::inventory::load_selected(&args.target)?;
+    let readings = read_all(&hosts, args.deadline).await;
+    let verdicts = verdicts(&hosts, &readings, &args.history, &args.policy)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&verdicts)?);
+    } else {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_header(vec!["host", "verdict", "GPUs", "gpu", "rule", "reading", "threshold", "finding"]);
+        for v in &verdicts {
+            let gpus = format!("{}/{}", v.gpus_found, v.gpus_expected);
+            if v.findings.is_empty() {
+                t.add_row(vec![v.host.clone(), "OK".into(), gpus.clone(), "".into(), "".into(), "".into(), "".into(), "".into()]);
+            }
+            for f in &v.findings {
+                t.add_row(vec![
+                    v.host.clone(),
+                    format!("{:?}", f.severity).to_uppercase(),
+                    gpus.clone(),
+                    f.gpu.map_or("-".into(), |g| g.to_string()),
+                    f.rule.clone(),
+                    f.reading.clone(),
+                    f.threshold.clone(),
+                    f.message.clone(),
+                ]);
+            }
+        }
+        println!("{t}");
+    }
+    let worst = verdicts.iter().map(|v| v.severity).max().unwrap_or(Severity::Ok);
+    let failed = worst == Severity::Fail || (args.strict && worst == Severity::Warn);
+    Ok(ExitCode::from(if failed { EXIT_HOSTS_FAILED } else { EXIT_OK }))
+}

@@ -1,0 +1,175 @@
+//! `fleetctl timing collect|report|export`: clap types and run functions.
+
+use super::report::{build, Thresholds};
+use super::scan::{file_sources, scan, store_sources};
+use super::store::Store;
+use crate::cli::TargetArgs;
+use crate::executor::{EXIT_HOSTS_FAILED, EXIT_OK};
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Subcommand)]
+pub enum TimingCommand {
+    /// Fetch new timing records from every selected host into the local store.
+    Collect(CollectArgs),
+    /// Statistics per host, build and phase; outliers; build comparison.
+    Report(ReportArgs),
+    /// Write node_exporter textfile-collector files.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CollectArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Local store (one folder per host).
+    #[arg(long, default_value = ".fleetctl/timing")]
+    pub store: PathBuf,
+    /// Per-host deadline; what was fetched before it is kept.
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    pub deadline: Duration,
+    /// Hosts collected at once.
+    #[arg(long, default_value_t = 64)]
+    pub parallel: usize,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Html,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Local store to read (ignored when files are given).
+    #[arg(long, default_value = ".fleetctl/timing")]
+    pub store: PathBuf,
+    /// Timing files to read instead of the store (host = parent folder name).
+    pub files: Vec<PathBuf>,
+    /// Compare every other build against this one.
+    #[arg(long)]
+    pub baseline: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Write the output here instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Flag hosts uploading slower than this (GB/s).
+    #[arg(long, default_value_t = 20.0)]
+    pub min_h2d_gbps: f64,
+    /// Flag GPUs busy less than this fraction.
+    #[arg(long, default_value_t = 0.70)]
+    pub min_busy: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[arg(long, default_value = ".fleetctl/timing")]
+    pub store: PathBuf,
+    /// node_exporter textfile-collector directory.
+    #[arg(long, value_name = "DIR")]
+    pub prometheus: PathBuf,
+}
+
+pub async fn run(cmd: TimingCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        TimingCommand::Collect(a) => collect(a).await,
+        TimingCommand::Report(a) => report(a),
+        TimingCommand::Export(a) => export(a),
+    }
+}
+
+async fn collect(a: CollectArgs) -> anyhow::Result<ExitCode> {
+    let (_, hosts) = crate::inventory::load_selected(&a.target)?;
+    let store = Store::new(&a.store);
+    let started = Instant::now();
+    let summary = super::collect::collect_all(&hosts, &store, a.deadline, a.parallel).await;
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_header(vec!["host", "files", "new bytes", "time", "result"]);
+    let mut failed = 0;
+    let mut total = 0;
+    for s in &summary {
+        total += s.new_bytes;
+        if s.error.is_some() {
+            failed += 1;
+        }
+        t.add_row(vec![
+            s.host.clone(),
+            s.files.to_string(),
+            s.new_bytes.to_string(),
+            format!("{} ms", s.elapsed_ms),
+            s.error.clone().unwrap_or_else(|| "ok".into()),
+        ]);
+    }
+    println!("{t}");
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "collected {total} new bytes from {} hosts in {secs:.2} s ({:.1} MB/s) into {}",
+        summary.len() - failed,
+        total as f64 / 1e6 / secs.max(1e-9),
+        a.store.display()
+    );
+    Ok(ExitCode::from(if failed == 0 { EXIT_OK } else { EXIT_HOSTS_FAILED }))
+}
+
+fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    let sources = if a.files.is_empty() {
+        store_sources(&Store::new(&a.store))?
+    } else {
+        file_sources(&a.files)
+    };
+    anyhow::ensure!(
+        !sources.is_empty(),
+        "no timing files in {}: run `fleetctl timing collect` first, or pass files",
+        a.store.display()
+    );
+    let started = Instant::now();
+    let s = scan(&sources)?;
+    let thresholds = Thresholds {
+        min_h2d_gbps: a.min_h2d_gbps,
+        min_busy: a.min_busy,
+    };
+    let r = build(&s, &thresholds, a.baseline.as_deref());
+    if let Some(b) = &a.baseline {
+        anyhow::ensure!(
+            r.builds.iter().any(|x| &x.build == b),
+            "--baseline {b}: no records of that build (builds: {})",
+            r.builds.iter().map(|x| x.build.as_str()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let text = match a.format {
+        Format::Table => super::render::table(&r),
+        Format::Json => serde_json::to_string_pretty(&r)?,
+        Format::Html => super::render::html(&r, a.min_h2d_gbps),
+    };
+    match &a.out {
+        Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?,
+        None => println!("{text}"),
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "read {} lines ({:.1} MB) from {} files in {secs:.2} s: {:.0} records/s, {:.1} MB/s",
+        s.lines,
+        s.bytes as f64 / 1e6,
+        sources.len(),
+        s.lines as f64 / secs.max(1e-9),
+        s.bytes as f64 / 1e6 / secs.max(1e-9)
+    );
+    Ok(ExitCode::from(EXIT_OK))
+}
+
+fn export(a: ExportArgs) -> anyhow::Result<ExitCode> {
+    let sources = store_sources(&Store::new(&a.store))?;
+    let s = scan(&sources)?;
+    let files = super::export::write_dir(&a.prometheus, &s)?;
+    for f in &files {
+        println!("wrote {}", f.display());
+    }
+    Ok(ExitCode::from(EXIT_OK))
+}
