@@ -1,0 +1,165 @@
+//! `health`: run the deployed binary's probe and gate on it. The gate is one
+//! function over (host, probe) so a richer policy can take its place.
+
+use super::params::{duration, ByteSize};
+use super::remote;
+use super::{kept, Cause, Failed, StepCtx, StepOutcome};
+use crate::inventory::Host;
+use fleet_wire::health::Probe;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HealthParams {
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+}
+
+impl Default for HealthParams {
+    fn default() -> Self {
+        HealthParams {
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Warn,
+    Fail,
+}
+
+/// One thing the gate noticed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub severity: Severity,
+    pub message: String,
+}
+
+impl Finding {
+    fn fail(message: String) -> Finding {
+        Finding {
+            severity: Severity::Fail,
+            message,
+        }
+    }
+}
+
+/// The rollout gate: the daemon is alive and ready, and every GPU the
+/// inventory promises is there.
+pub fn gate(host: &Host, probe: &Probe) -> Vec<Finding> {
+    let mut out = Vec::new();
+    match &probe.daemon {
+        None => out.push(Finding::fail("the probe has no daemon section".to_owned())),
+        Some(d) => {
+            if !d.alive {
+                out.push(Finding::fail(format!(
+                    "daemon not running (pid {:?}, state {:?})",
+                    d.pid,
+                    d.state.as_deref().unwrap_or("gone")
+                )));
+            } else if d.ready != Some(true) {
+                out.push(Finding::fail(format!(
+                    "daemon pid {:?} not ready: {}",
+                    d.pid,
+                    d.ready_reason.as_deref().unwrap_or("no reason given")
+                )));
+            }
+        }
+    }
+    let found = probe.gpus.devices.len() as u32;
+    if found < host.gpus {
+        let why = probe.gpus.nvml.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+        out.push(Finding::fail(format!("{found} GPU(s) visible, inventory expects {}{why}", host.gpus)));
+    }
+    out
+}
+
+pub fn describe(_p: &HealthParams, ctx: &StepCtx<'_>) -> String {
+    format!(
+        "run `prover health` and require a ready daemon and {} GPU(s)",
+        ctx.host.gpus
+    )
+}
+
+const KEPT: &str = "everything: the health step changes nothing";
+
+pub(super) async fn run(p: &HealthParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
+    let probe = kept(remote::probe(ctx, p.timeout).await, KEPT)?;
+    let findings = gate(ctx.host, &probe);
+    let fails: Vec<&str> = findings.iter().filter(|f| f.severity == Severity::Fail).map(|f| f.message.as_str()).collect();
+    if !fails.is_empty() {
+        return Err((Cause::Check(fails.join("; ")), KEPT.to_owned()));
+    }
+    Ok(StepOutcome::done(format!(
+        "ready, {} GPU(s), MemAvailable {}",
+        probe.gpus.devices.len(),
+        probe.memory.available_bytes.map_or("?".to_owned(), |b| ByteSize(b).to_string())
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::TransportKind;
+    use fleet_wire::health::{Daemon, Gpu, Gpus, Memory, PROBE_VERSION};
+
+    fn host(gpus: u32) -> Host {
+        Host {
+            name: "g1".into(),
+            transport: TransportKind::Local,
+            address: "localhost".into(),
+            port: 22,
+            user: "root".into(),
+            identity_file: None,
+            jump_host: None,
+            known_hosts: None,
+            connect_timeout_s: 5,
+            install_dir: "/opt/prover".into(),
+            config_path: "/opt/prover/current/prover.toml".into(),
+            config_file: None,
+            gpus,
+            tags: vec![],
+            groups: vec![],
+            vars: Default::default(),
+        }
+    }
+
+    fn probe(ready: Option<bool>, gpus: u32) -> Probe {
+        Probe {
+            probe_version: PROBE_VERSION,
+            host: "g1".into(),
+            ts_ms: 0,
+            prober_version: "0.1.0".into(),
+            prober_build: "abc".into(),
+            memory: Memory::default(),
+            daemon: Some(Daemon {
+                alive: true,
+                pid: Some(7),
+                ready,
+                ready_reason: Some("loading parameters".into()),
+                ..Default::default()
+            }),
+            gpus: Gpus {
+                devices: (0..gpus).map(|i| Gpu { index: i, ..Default::default() }).collect(),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn ready_daemon_with_every_gpu_passes() {
+        assert!(gate(&host(2), &probe(Some(true), 2)).is_empty());
+    }
+
+    #[test]
+    fn not_ready_and_missing_gpus_both_fail() {
+        let f = gate(&host(8), &probe(Some(false), 7));
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(f[0].message.contains("not ready: loading parameters"));
+        assert!(f[1].message.contains("7 GPU(s) visible, inventory expects 8"));
+    }
+}

@@ -1,0 +1,158 @@
+//! `start`: switch `current` to the release atomically and start the daemon
+//! fully detached (own session, stdin from /dev/null, output to the log), so
+//! the SSH command returns at once and the daemon outlives the connection.
+
+use super::params::{duration, show};
+use super::remote::{self, q, DaemonState, QUICK};
+use super::{kept, Cause, Failed, Started, StepCtx, StepOutcome};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StartParams {
+    /// Deadline for the switch-and-launch command itself (it returns at once).
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+}
+
+impl Default for StartParams {
+    fn default() -> Self {
+        StartParams {
+            timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+pub fn describe(_p: &StartParams, ctx: &StepCtx<'_>) -> String {
+    let layout = ctx.layout();
+    format!(
+        "point {} at releases/{} (previous recorded in {}) and start `prover daemon` detached, logging to {}",
+        layout.current(),
+        &ctx.release.sha256[..12.min(ctx.release.sha256.len())],
+        layout.previous_file(),
+        layout.log()
+    )
+}
+
+pub(super) async fn run(p: &StartParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
+    let sha = ctx.release.sha256.clone();
+    let begin = Instant::now();
+    let previous = start_release(ctx, &sha, p.timeout).await?;
+    let Some(started) = &ctx.state.started else {
+        return Err((Cause::Check("start recorded no process".to_owned()), String::new()));
+    };
+    Ok(StepOutcome::done(format!(
+        "release {} started as pid {} in {} (previous: {})",
+        &sha[..12.min(sha.len())],
+        started.pid,
+        show(begin.elapsed()),
+        previous.as_deref().map_or("none", |s| &s[..12.min(s.len())])
+    )))
+}
+
+/// Switches `current` to `sha` and starts it; returns the release `current`
+/// pointed at before. Shared with `rollback`.
+pub(super) async fn start_release(ctx: &mut StepCtx<'_>, sha: &str, timeout: Duration) -> Result<Option<String>, Failed> {
+    const KEPT_BEFORE: &str = "`current`, `state/previous` and the releases (nothing was switched or started)";
+    if let DaemonState::Running { pid, info } = kept(remote::daemon_state(ctx).await, KEPT_BEFORE)? {
+        return Err((
+            Cause::Check(format!("a daemon is still running (pid {pid}, {}): drain it first", info.exe)),
+            KEPT_BEFORE.to_owned(),
+        ));
+    }
+    let layout = ctx.layout();
+    let dir = layout.release(sha);
+    let ready = format!(
+        "[ -x {} ] && [ -f {} ]",
+        kept(q(&format!("{dir}/prover")), KEPT_BEFORE)?,
+        kept(q(&format!("{dir}/prover.toml")), KEPT_BEFORE)?
+    );
+    let out = kept(ctx.transport.run_script(&ready, QUICK).await, KEPT_BEFORE)?;
+    if !out.success() {
+        return Err((
+            Cause::Check(format!("release {dir} is not on the host (run upload first)")),
+            KEPT_BEFORE.to_owned(),
+        ));
+    }
+
+    let previous = kept(remote::current_release(ctx).await, KEPT_BEFORE)?;
+    let tag: u64 = rand::random();
+    let script = kept(switch_script(&layout.install, sha, previous.as_deref(), tag), KEPT_BEFORE)?;
+    kept(ctx.transport.run_script_ok(&script, QUICK).await, KEPT_BEFORE)?;
+    if previous.as_deref() != Some(sha) {
+        ctx.state.previous_release = previous.clone();
+    }
+
+    const KEPT_SWITCHED: &str = "the releases; `current` now points at the new release and `state/previous` at the old one";
+    let log_offset = kept(remote::file_size(ctx, &layout.log()).await, KEPT_SWITCHED)?;
+    let launch = kept(launch_script(&layout.install), KEPT_SWITCHED)?;
+    let out = kept(ctx.transport.run_script_ok(&launch, timeout).await, KEPT_SWITCHED)?;
+    let pid: u32 = out.stdout_text().lines().last().and_then(|l| l.trim().parse().ok()).ok_or_else(|| {
+        (
+            Cause::Check(format!("launch printed no pid: {:?}", out.stdout_text())),
+            KEPT_SWITCHED.to_owned(),
+        )
+    })?;
+    ctx.state.started = Some(Started {
+        pid,
+        release: sha.to_owned(),
+        log_offset,
+    });
+    Ok(previous)
+}
+
+/// Records the old release in `state/previous` (temp file + rename) and
+/// swaps `current` with `ln -sfn` to a temporary link + `mv -T`, so readers
+/// see either the old or the new target, never a missing link.
+fn switch_script(install: &str, sha: &str, previous: Option<&str>, tag: u64) -> Result<String, Cause> {
+    let mut s = format!("cd {} && mkdir -p state", q(install)?);
+    if let Some(prev) = previous.filter(|p| *p != sha) {
+        s.push_str(&format!(
+            " && printf '%s\\n' {prev} > state/.previous.{tag:016x} && mv -f state/.previous.{tag:016x} state/previous",
+            prev = q(prev)?
+        ));
+    }
+    s.push_str(&format!(
+        " && ln -sfn {target} .current.{tag:016x} && mv -T .current.{tag:016x} current",
+        target = q(&format!("releases/{sha}"))?
+    ));
+    Ok(s)
+}
+
+/// `setsid` puts the daemon in its own session (no SIGHUP when the SSH
+/// channel closes); with every standard stream redirected nothing holds the
+/// channel open, so the command returns as soon as the shell has forked.
+fn launch_script(install: &str) -> Result<String, Cause> {
+    let i = install.trim_end_matches('/');
+    Ok(format!(
+        "cd {qi} && mkdir -p logs run && setsid {bin} daemon --config {cfg} >> {log} 2>&1 < /dev/null & echo $!",
+        qi = q(i)?,
+        bin = q(&format!("{i}/current/prover"))?,
+        cfg = q(&format!("{i}/current/prover.toml"))?,
+        log = q(&format!("{i}/logs/prover.log"))?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switch_records_previous_then_renames_the_link() {
+        let s = switch_script("/opt/p", "bb", Some("aa"), 1).unwrap();
+        assert_eq!(
+            s,
+            "cd /opt/p && mkdir -p state && printf '%s\\n' aa > state/.previous.0000000000000001 && mv -f state/.previous.0000000000000001 state/previous && ln -sfn releases/bb .current.0000000000000001 && mv -T .current.0000000000000001 current"
+        );
+        // Restarting the same release leaves `previous` alone.
+        assert!(!switch_script("/opt/p", "bb", Some("bb"), 1).unwrap().contains("previous"));
+    }
+
+    #[test]
+    fn launch_detaches_every_stream() {
+        let s = launch_script("/opt/my prover/").unwrap();
+        assert!(s.contains("setsid '/opt/my prover/current/prover' daemon --config '/opt/my prover/current/prover.toml'"), "{s}");
+        assert!(s.contains(">> '/opt/my prover/logs/prover.log' 2>&1 < /dev/null &"), "{s}");
+    }
+}

@@ -1,0 +1,213 @@
+//! `upload`: ship the binary and its config into the content-addressed
+//! `releases/<sha256>/`, verified on the host before it gets its final name.
+
+use super::params::duration;
+use super::remote::{self, is_release_id, q, QUICK};
+use super::{kept, sha256_file, Cause, Failed, StepCtx, StepOutcome};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UploadParams {
+    /// Releases kept on the host (the current and previous ones always are).
+    pub keep_releases: usize,
+    /// Deadline for each file transfer.
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+}
+
+impl Default for UploadParams {
+    fn default() -> Self {
+        UploadParams {
+            keep_releases: 3,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+pub fn describe(p: &UploadParams, ctx: &StepCtx<'_>) -> String {
+    let config = ctx
+        .release
+        .config
+        .as_ref()
+        .map_or(String::new(), |c| format!(" and {}", c.display()));
+    format!(
+        "upload {}{config} to {}/, keep {} releases",
+        ctx.release.binary.display(),
+        ctx.layout().release(&ctx.release.sha256),
+        p.keep_releases
+    )
+}
+
+const KEPT: &str = "existing releases, `current` and the running daemon";
+
+pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
+    let layout = ctx.layout();
+    let sha = ctx.release.sha256.clone();
+    let short = &sha[..12.min(sha.len())];
+    let dir = layout.release(&sha);
+    let config_sha = match &ctx.release.config {
+        Some(c) => Some(kept(sha256_file(c), KEPT)?),
+        None => None,
+    };
+
+    if kept(present(ctx, &dir, &sha, config_sha.as_deref()).await, KEPT)? {
+        if ctx.check {
+            return Ok(StepOutcome::skipped(format!("check mode: release {short} already present and verified")));
+        }
+        kept(ctx.transport.run_script_ok(&format!("touch {}", kept(q(&dir), KEPT)?), QUICK).await, KEPT)?;
+        let pruned = kept(prune(ctx, p.keep_releases).await, KEPT)?;
+        return Ok(StepOutcome::skipped(format!("release {short} already present and verified{pruned}")));
+    }
+    if ctx.check {
+        return Ok(StepOutcome::skipped(format!("check mode: would {}", describe(p, ctx))));
+    }
+
+    let qdir = kept(q(&dir), KEPT)?;
+    let mkdirs = format!(
+        "mkdir -p {0} && cd {0} && mkdir -p releases run logs state params && if [ -d {qdir} ]; then echo existed; else mkdir {qdir}; fi",
+        kept(q(&layout.install), KEPT)?
+    );
+    let out = kept(ctx.transport.run_script_ok(&mkdirs, QUICK).await, KEPT)?;
+    let dir_existed = out.stdout_text() == "existed";
+
+    let tag: u64 = rand::random();
+    let tmp_bin = format!("{dir}/.prover.{tag:016x}.tmp");
+    let tmp_cfg = format!("{dir}/.prover.toml.{tag:016x}.tmp");
+    let cleanup = kept(cleanup_script(&tmp_bin, &tmp_cfg, &dir, dir_existed), KEPT)?;
+    let kept_cleaned = format!("{KEPT}; temporary files removed");
+
+    let transfer = async {
+        // The fault hook sends a copy with one byte flipped, as a bad disk or
+        // link would, so the host-side check is exercised for real.
+        let corrupted = if ctx.faults.corrupt_upload { Some(corrupt_copy(&ctx.release.binary)?) } else { None };
+        let source = corrupted.as_ref().map_or(ctx.release.binary.as_path(), |t| t.path());
+        ctx.transport.upload(source, &tmp_bin, p.timeout).await?;
+        let mut sum_cmd = format!("sha256sum {}", q(&tmp_bin)?);
+        let mut mv_cmd = format!("chmod 0755 {tb} && mv -f {tb} {qdir}/prover", tb = q(&tmp_bin)?);
+        if let Some(config) = &ctx.release.config {
+            ctx.transport.upload(config, &tmp_cfg, p.timeout).await?;
+            sum_cmd.push_str(&format!(" {}", q(&tmp_cfg)?));
+            mv_cmd.push_str(&format!(" && mv -f {} {qdir}/prover.toml", q(&tmp_cfg)?));
+        }
+        let sums = ctx.transport.run_script_ok(&sum_cmd, QUICK).await?;
+        let got = parse_sums(&sums.stdout_text());
+        let bin_got = got.first().map_or("nothing", String::as_str);
+        if bin_got != sha {
+            return Err(Cause::Check(format!(
+                "sha256 mismatch after transfer: binary expected {sha}, host has {bin_got}"
+            )));
+        }
+        if let Some(want) = &config_sha {
+            let cfg_got = got.get(1).map_or("nothing", String::as_str);
+            if cfg_got != want {
+                return Err(Cause::Check(format!(
+                    "sha256 mismatch after transfer: config expected {want}, host has {cfg_got}"
+                )));
+            }
+        }
+        ctx.transport.run_script_ok(&mv_cmd, QUICK).await?;
+        Ok::<_, Cause>(())
+    };
+    if let Err(cause) = transfer.await {
+        // Cleanup failing too must not hide the first error.
+        if let Err(e) = ctx.transport.run_script(&cleanup, QUICK).await {
+            return Err((cause, format!("{KEPT}; temporary files may remain ({e})")));
+        }
+        return Err((disk_full_hint(cause), kept_cleaned));
+    }
+    let pruned = kept(prune(ctx, p.keep_releases).await, KEPT)?;
+    Ok(StepOutcome::done(format!("uploaded release {short} ({}){pruned}", super::params::ByteSize(file_len(ctx)))))
+}
+
+fn file_len(ctx: &StepCtx<'_>) -> u64 {
+    std::fs::metadata(&ctx.release.binary).map(|m| m.len()).unwrap_or(0)
+}
+
+/// True when both files are there with the right sums.
+async fn present(ctx: &StepCtx<'_>, dir: &str, sha: &str, config_sha: Option<&str>) -> Result<bool, Cause> {
+    let bin = q(&format!("{dir}/prover"))?;
+    let cfg = q(&format!("{dir}/prover.toml"))?;
+    let script = match config_sha {
+        Some(_) => format!("if [ -f {bin} ] && [ -f {cfg} ]; then sha256sum {bin} {cfg}; fi"),
+        None => format!("if [ -f {bin} ]; then sha256sum {bin}; fi"),
+    };
+    let out = ctx.transport.run_script_ok(&script, QUICK).await?;
+    let sums = parse_sums(&out.stdout_text());
+    Ok(match config_sha {
+        Some(c) => sums.len() == 2 && sums[0] == sha && sums[1] == c,
+        None => sums.len() == 1 && sums[0] == sha,
+    })
+}
+
+fn parse_sums(text: &str) -> Vec<String> {
+    text.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect()
+}
+
+fn cleanup_script(tmp_bin: &str, tmp_cfg: &str, dir: &str, dir_existed: bool) -> Result<String, Cause> {
+    let mut s = format!("rm -f {} {}", q(tmp_bin)?, q(tmp_cfg)?);
+    if !dir_existed {
+        // Only a directory this step created goes, and only if it is empty.
+        s.push_str(&format!("; rmdir {} 2>/dev/null; true", q(dir)?));
+    }
+    Ok(s)
+}
+
+fn corrupt_copy(binary: &std::path::Path) -> Result<tempfile::NamedTempFile, Cause> {
+    let local = |source| Cause::Local {
+        path: binary.to_owned(),
+        source,
+    };
+    let mut bytes = std::fs::read(binary).map_err(local)?;
+    let middle = bytes.len() / 2;
+    if let Some(b) = bytes.get_mut(middle) {
+        *b ^= 0x01;
+    }
+    let tmp = tempfile::NamedTempFile::new().map_err(local)?;
+    std::fs::write(tmp.path(), &bytes).map_err(local)?;
+    Ok(tmp)
+}
+
+fn disk_full_hint(cause: Cause) -> Cause {
+    let text = cause.to_string();
+    if text.contains("No space left on device") {
+        Cause::Check(format!("the host's disk is full (free space under the install dir and retry): {text}"))
+    } else {
+        cause
+    }
+}
+
+/// Deletes the oldest releases beyond `keep`, never `current`, the
+/// recorded previous release, or the one just uploaded.
+async fn prune(ctx: &StepCtx<'_>, keep: usize) -> Result<String, Cause> {
+    let layout = ctx.layout();
+    let listing = ctx
+        .transport
+        .run_script_ok(&format!("ls -1t {}", q(&layout.releases())?), QUICK)
+        .await?;
+    let current = remote::current_release(ctx).await?;
+    let prev = ctx
+        .transport
+        .run_script_ok(&format!("cat {} 2>/dev/null || true", q(&layout.previous_file())?), QUICK)
+        .await?
+        .stdout_text();
+    let protected = [Some(ctx.release.sha256.clone()), current, Some(prev)];
+    let mut doomed = Vec::new();
+    for (i, name) in listing.stdout_text().lines().map(str::trim).filter(|n| is_release_id(n)).enumerate() {
+        let name = name.to_owned();
+        if i >= keep && !protected.contains(&Some(name.clone())) {
+            doomed.push(name);
+        }
+    }
+    if doomed.is_empty() {
+        return Ok(String::new());
+    }
+    let paths = doomed
+        .iter()
+        .map(|d| q(&layout.release(d)))
+        .collect::<Result<Vec<_>, _>>()?
+        .join(" ");
+    ctx.transport.run_script_ok(&format!("rm -rf -- {paths}"), Duration::from_secs(60)).await?;
+    Ok(format!("; pruned {} old release(s)", doomed.len()))
+}

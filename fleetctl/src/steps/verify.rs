@@ -1,0 +1,187 @@
+//! `verify`: the started daemon is ready (its probe says so and the new part
+//! of its log has the `ready` line), logs no panic or error, is still alive
+//! after a settle period, and runs the build that was uploaded.
+
+use super::params::{duration, show};
+use super::remote::{self, q, DaemonState, QUICK};
+use super::{kept, Cause, Failed, StepCtx, StepOutcome};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+/// Always fatal in the new part of the log.
+const BUILTIN_PATTERNS: [&str; 2] = ["panicked", " ERROR "];
+/// Read at most this much new log per poll.
+const LOG_WINDOW: u64 = 4 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VerifyParams {
+    /// Deadline for readiness.
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+    /// How long the daemon must stay up and clean after it is ready.
+    #[serde(with = "duration")]
+    pub settle: Duration,
+    #[serde(with = "duration")]
+    pub poll: Duration,
+    /// Extra substrings that fail the step when they appear in the new log.
+    pub fail_patterns: Vec<String>,
+}
+
+impl Default for VerifyParams {
+    fn default() -> Self {
+        VerifyParams {
+            timeout: Duration::from_secs(60),
+            settle: Duration::from_secs(3),
+            poll: Duration::from_millis(500),
+            fail_patterns: Vec::new(),
+        }
+    }
+}
+
+pub fn describe(p: &VerifyParams, _ctx: &StepCtx<'_>) -> String {
+    format!(
+        "wait up to {} for `prover health` ready and the `ready` log line, fail on {:?} in the new log, check the process after {} and the build hash",
+        humantime::format_duration(p.timeout),
+        BUILTIN_PATTERNS.iter().map(|s| s.to_string()).chain(p.fail_patterns.iter().cloned()).collect::<Vec<_>>(),
+        humantime::format_duration(p.settle)
+    )
+}
+
+const KEPT: &str = "the new daemon is left as it is (running or not) for inspection; the previous release is kept for rollback";
+
+pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
+    let layout = ctx.layout();
+    // Without a `start` in this run, check whatever runs now, and only log
+    // lines written from here on.
+    let (pid, release, log_offset, need_line) = match &ctx.state.started {
+        Some(s) => (s.pid, Some(s.release.clone()), s.log_offset, true),
+        None => match kept(remote::daemon_state(ctx).await, KEPT)? {
+            DaemonState::Running { pid, .. } => (
+                pid,
+                kept(remote::current_release(ctx).await, KEPT)?,
+                kept(remote::file_size(ctx, &layout.log()).await, KEPT)?,
+                false,
+            ),
+            DaemonState::NotRunning(reason) => return Err((Cause::Check(format!("no daemon to verify: {reason}")), KEPT.to_owned())),
+        },
+    };
+    let patterns: Vec<String> = BUILTIN_PATTERNS.iter().map(|s| s.to_string()).chain(p.fail_patterns.iter().cloned()).collect();
+    let start = Instant::now();
+    let mut last_probe;
+    let build = loop {
+        let log = kept(new_log(ctx, log_offset).await, KEPT)?;
+        kept(check_log(&log, &patterns), KEPT)?;
+        kept(check_alive(ctx, pid, &log).await, KEPT)?;
+        let line_seen = !need_line || log.lines().any(is_ready_line);
+        match remote::probe(ctx, Duration::from_secs(30)).await {
+            Ok(probe) => match probe.daemon {
+                Some(d) if d.ready == Some(true) && line_seen => break d.build,
+                Some(d) => {
+                    last_probe = format!(
+                        "probe: ready={:?} ({}), `ready` log line {}",
+                        d.ready,
+                        d.ready_reason.as_deref().unwrap_or("no reason given"),
+                        if line_seen { "seen" } else { "not seen" }
+                    )
+                }
+                None => last_probe = "probe has no daemon section".to_owned(),
+            },
+            Err(e) => last_probe = format!("probe failed: {e}"),
+        }
+        if start.elapsed() >= p.timeout {
+            return Err((
+                Cause::Check(format!(
+                    "pid {pid} not ready within {}: {last_probe}; last log lines:\n{}",
+                    show(p.timeout),
+                    tail(&log, 10)
+                )),
+                KEPT.to_owned(),
+            ));
+        }
+        tokio::time::sleep(p.poll).await;
+    };
+    let ready_after = start.elapsed();
+
+    tokio::time::sleep(p.settle).await;
+    let log = kept(new_log(ctx, log_offset).await, KEPT)?;
+    kept(check_log(&log, &patterns), KEPT)?;
+    kept(check_alive(ctx, pid, &log).await, KEPT)?;
+
+    let Some(release) = release else {
+        return Err((Cause::Check("`current` does not point at a release".to_owned()), KEPT.to_owned()));
+    };
+    let version = kept(
+        ctx.transport
+            .run_script_ok(&format!("{} --version", kept(q(&format!("{}/prover", layout.release(&release))), KEPT)?), QUICK)
+            .await,
+        KEPT,
+    )?
+    .stdout_text();
+    match build.as_deref() {
+        Some(b) if !b.is_empty() && version.contains(b) => Ok(StepOutcome::done(format!(
+            "pid {pid} ready after {}, clean for {}, build {b}",
+            show(ready_after),
+            show(p.settle)
+        ))),
+        other => Err((
+            Cause::Check(format!(
+                "daemon pid {pid} reports build {other:?}, but the uploaded release {} says {version:?}",
+                &release[..12.min(release.len())]
+            )),
+            KEPT.to_owned(),
+        )),
+    }
+}
+
+async fn new_log(ctx: &StepCtx<'_>, offset: u64) -> Result<String, Cause> {
+    let bytes = ctx.transport.read_range(&ctx.layout().log(), offset, LOG_WINDOW, QUICK).await?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn check_log(log: &str, patterns: &[String]) -> Result<(), Cause> {
+    let bad: Vec<&str> = log.lines().filter(|l| patterns.iter().any(|p| l.contains(p.as_str()))).take(10).collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(Cause::Check(format!("the new log has failure lines:\n{}", bad.join("\n"))))
+    }
+}
+
+async fn check_alive(ctx: &StepCtx<'_>, pid: u32, log: &str) -> Result<(), Cause> {
+    if remote::proc_info(ctx, pid).await?.is_some_and(|i| !i.zombie()) {
+        return Ok(());
+    }
+    Err(Cause::Check(format!("daemon pid {pid} has exited; last log lines:\n{}", tail(log, 10))))
+}
+
+/// `ready` as a word of its own (not `ready_reason`, not `already`).
+fn is_ready_line(line: &str) -> bool {
+    line.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')).any(|w| w == "ready") && !line.contains("not ready")
+}
+
+fn tail(log: &str, n: usize) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_is_matched_as_a_word() {
+        assert!(is_ready_line("2026-11-29T19:00:00Z  INFO prover::daemon: ready listen=127.0.0.1:7070"));
+        assert!(!is_ready_line("INFO already configured"));
+        assert!(!is_ready_line("INFO ready_reason=warming"));
+        assert!(!is_ready_line("WARN not ready yet"));
+    }
+
+    #[test]
+    fn failure_lines_are_shown() {
+        let log = "INFO starting\nthread 'main' panicked at src/x.rs:1\nINFO x\n2026 ERROR pool: oom\n";
+        let err = check_log(log, &["panicked".into(), " ERROR ".into()]).unwrap_err().to_string();
+        assert!(err.contains("panicked at src/x.rs:1") && err.contains("ERROR pool: oom") && !err.contains("starting"), "{err}");
+        assert!(check_log("INFO fine\n", &["panicked".into()]).is_ok());
+    }
+}

@@ -1,0 +1,184 @@
+//! `wait_release`: wait until the drained daemon's pinned memory is really
+//! back before anything new is started. Pinned host memory is returned by the
+//! driver seconds after the process exits (32 GiB of `cudaHostAlloc` took
+//! 2.8 s, 64 GiB 6.6 s), and a new daemon allocating its pool in that window
+//! fails or pushes the host into swap.
+
+use super::params::{duration, show, ByteSize};
+use super::remote::{self, MemInfo};
+use super::{kept, Cause, Drained, Failed, StepCtx, StepOutcome};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WaitReleaseParams {
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+    #[serde(with = "duration")]
+    pub poll: Duration,
+    /// Slack allowed above the baselines (other processes move memory too).
+    pub tolerance: ByteSize,
+    /// Required `MemAvailable`; by default what was available before the
+    /// drain plus what the daemon held, less the tolerance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_available: Option<ByteSize>,
+}
+
+impl Default for WaitReleaseParams {
+    fn default() -> Self {
+        WaitReleaseParams {
+            timeout: Duration::from_secs(60),
+            poll: Duration::from_millis(500),
+            tolerance: ByteSize::mib(256),
+            min_available: None,
+        }
+    }
+}
+
+pub fn describe(p: &WaitReleaseParams, _ctx: &StepCtx<'_>) -> String {
+    format!(
+        "wait up to {} for the old daemon to be reaped and its pinned memory (Shmem, Mlocked, GPU process list) to be returned",
+        humantime::format_duration(p.timeout)
+    )
+}
+
+const KEPT: &str = "`current` and the releases; the new build was NOT started";
+
+pub(super) async fn run(p: &WaitReleaseParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
+    let Some(drained) = ctx.state.drained.clone() else {
+        return Ok(StepOutcome::skipped("no daemon was drained in this run"));
+    };
+    let start = Instant::now();
+    loop {
+        let (waiting, mem) = kept(still_held(p, ctx, &drained).await, KEPT)?;
+        if waiting.is_empty() {
+            return Ok(StepOutcome::done(format!(
+                "pid {} gone and memory back after {}: MemAvailable {}, Shmem {}, Mlocked {}",
+                drained.pid,
+                show(start.elapsed()),
+                ByteSize(mem.available),
+                ByteSize(mem.shmem),
+                ByteSize(mem.mlocked)
+            )));
+        }
+        if start.elapsed() >= p.timeout {
+            return Err((
+                Cause::Check(format!(
+                    "memory of pid {} not released within {}: {}",
+                    drained.pid,
+                    show(p.timeout),
+                    waiting.join("; ")
+                )),
+                KEPT.to_owned(),
+            ));
+        }
+        tokio::time::sleep(p.poll.min(p.timeout.saturating_sub(start.elapsed())).max(Duration::from_millis(10))).await;
+    }
+}
+
+/// Everything still in the way, with the numbers seen, and the meminfo read.
+async fn still_held(p: &WaitReleaseParams, ctx: &StepCtx<'_>, d: &Drained) -> Result<(Vec<String>, MemInfo), Cause> {
+    let mut waiting = Vec::new();
+    if let Some(info) = remote::proc_info(ctx, d.pid).await? {
+        // A zombie still holds its pinned pages until it is reaped.
+        waiting.push(format!("pid {} still in /proc (state {})", d.pid, info.state));
+    }
+    let mem = remote::meminfo(ctx).await?;
+    waiting.extend(memory_findings(p, d, &mem));
+    if ctx.host.gpus > 0 {
+        match remote::probe(ctx, Duration::from_secs(30)).await {
+            Ok(probe) => {
+                for gpu in &probe.gpus.devices {
+                    if gpu.processes.as_ref().is_some_and(|ps| ps.iter().any(|proc| proc.pid == d.pid)) {
+                        waiting.push(format!("GPU {} still lists pid {}", gpu.index, d.pid));
+                    }
+                }
+            }
+            Err(e) => waiting.push(format!("GPU process list unavailable ({e})")),
+        }
+    }
+    Ok((waiting, mem))
+}
+
+fn memory_findings(p: &WaitReleaseParams, d: &Drained, mem: &MemInfo) -> Vec<String> {
+    let tol = p.tolerance.0;
+    let mut out = Vec::new();
+    let shmem_max = d.shmem_baseline() + tol;
+    if mem.shmem > shmem_max {
+        out.push(format!(
+            "Shmem {} > baseline {} + {}",
+            ByteSize(mem.shmem),
+            ByteSize(d.shmem_baseline()),
+            p.tolerance
+        ));
+    }
+    let mlocked_max = d.mlocked_baseline() + tol;
+    if mem.mlocked > mlocked_max {
+        out.push(format!(
+            "Mlocked {} > baseline {} + {}",
+            ByteSize(mem.mlocked),
+            ByteSize(d.mlocked_baseline()),
+            p.tolerance
+        ));
+    }
+    let need = p.min_available.map_or_else(
+        || {
+            (d.before.available + d.vm_lck + d.rss_shmem)
+                .min(d.before.total)
+                .saturating_sub(tol)
+        },
+        |b| b.0,
+    );
+    if mem.available < need {
+        out.push(format!("MemAvailable {} < {}", ByteSize(mem.available), ByteSize(need)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drained() -> Drained {
+        Drained {
+            pid: 42,
+            before: MemInfo {
+                total: 256 << 30,
+                available: 100 << 30,
+                shmem: 34 << 30,
+                mlocked: 1 << 30,
+            },
+            vm_lck: 0,
+            rss_shmem: 32 << 30,
+            killed: false,
+        }
+    }
+
+    #[test]
+    fn pinned_memory_still_held_is_reported_with_numbers() {
+        let p = WaitReleaseParams::default();
+        let now = MemInfo {
+            total: 256 << 30,
+            available: 101 << 30,
+            shmem: 34 << 30,
+            mlocked: 1 << 30,
+        };
+        let f = memory_findings(&p, &drained(), &now);
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(f[0].starts_with("Shmem 34GiB > baseline 2GiB"), "{f:?}");
+        assert!(f[1].starts_with("MemAvailable 101GiB < 131.8GiB"), "{f:?}");
+    }
+
+    #[test]
+    fn released_memory_passes() {
+        let p = WaitReleaseParams::default();
+        let now = MemInfo {
+            total: 256 << 30,
+            available: 132 << 30,
+            shmem: 2 << 30,
+            mlocked: 1 << 30,
+        };
+        assert!(memory_findings(&p, &drained(), &now).is_empty());
+    }
+}
