@@ -498,7 +498,16 @@ fn reap(dir: &Path, state: &LabState, mut children: Vec<Child>) -> Vec<String> {
         .filter_map(|h| procs::ns_id(&Path::new("/run/netns").join(&h.netns)))
         .collect();
     let inits: Vec<ProcStamp> = state.hosts.iter().filter_map(|h| h.init).collect();
-    let deadline = Instant::now() + KILL_TIMEOUT;
+    // The `unshare` parents reap their init once it dies; killing them first
+    // would leave the init a zombie of the machine's init for a while.
+    let parents: HashSet<u32> = inits
+        .iter()
+        .filter(|i| i.alive())
+        .filter_map(|i| procs::stat(i.pid).map(|s| s.ppid))
+        .chain(children.iter().map(Child::id))
+        .collect();
+    let started = Instant::now();
+    let deadline = started + KILL_TIMEOUT;
     let mut pause = Duration::from_millis(2);
     loop {
         let mut victims: BTreeSet<u32> =
@@ -525,8 +534,11 @@ fn reap(dir: &Path, state: &LabState, mut children: Vec<Child>) -> Vec<String> {
             ));
             break;
         }
+        let spare_parents = started.elapsed() < KILL_TIMEOUT / 3;
         for pid in victims {
-            procs::signal(pid, libc::SIGKILL);
+            if !(spare_parents && parents.contains(&pid)) {
+                procs::signal(pid, libc::SIGKILL);
+            }
         }
         thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(50));
