@@ -37,9 +37,10 @@ pub use upload::UploadParams;
 pub use verify::VerifyParams;
 pub use wait_release::WaitReleaseParams;
 
-/// One step of a playbook, as written: `- upload: {keep_releases: 3}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+/// One step of a playbook, as written: `- upload: {keep_releases: 3}`, or
+/// just `- health` for the defaults. (De)serialized by hand as a one-key map,
+/// because YAML libraries otherwise want `!upload` tags for enums.
+#[derive(Debug, Clone, PartialEq)]
 pub enum StepSpec {
     Upload(UploadParams),
     Drain(DrainParams),
@@ -49,6 +50,91 @@ pub enum StepSpec {
     Smoke(SmokeParams),
     Health(HealthParams),
     Rollback(RollbackParams),
+}
+
+/// Step names as written in playbooks.
+pub const STEP_NAMES: [&str; 8] = ["upload", "drain", "wait_release", "start", "verify", "smoke", "health", "rollback"];
+
+impl Serialize for StepSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(1))?;
+        match self {
+            StepSpec::Upload(p) => map.serialize_entry("upload", p)?,
+            StepSpec::Drain(p) => map.serialize_entry("drain", p)?,
+            StepSpec::WaitRelease(p) => map.serialize_entry("wait_release", p)?,
+            StepSpec::Start(p) => map.serialize_entry("start", p)?,
+            StepSpec::Verify(p) => map.serialize_entry("verify", p)?,
+            StepSpec::Smoke(p) => map.serialize_entry("smoke", p)?,
+            StepSpec::Health(p) => map.serialize_entry("health", p)?,
+            StepSpec::Rollback(p) => map.serialize_entry("rollback", p)?,
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for StepSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<StepSpec, D::Error> {
+        use serde::de::{self, MapAccess, Visitor};
+
+        struct SpecVisitor;
+
+        /// `- drain:` (null) means the defaults, like `- drain: {}`.
+        fn params<'de, A: MapAccess<'de>, P: Deserialize<'de> + Default>(map: &mut A) -> Result<P, A::Error> {
+            Ok(map.next_value::<Option<P>>()?.unwrap_or_default())
+        }
+
+        fn by_name<E: de::Error>(name: &str) -> Result<StepSpec, E> {
+            Ok(match name {
+                "upload" => StepSpec::Upload(Default::default()),
+                "drain" => StepSpec::Drain(Default::default()),
+                "wait_release" => StepSpec::WaitRelease(Default::default()),
+                "start" => StepSpec::Start(Default::default()),
+                "verify" => StepSpec::Verify(Default::default()),
+                "smoke" => StepSpec::Smoke(Default::default()),
+                "health" => StepSpec::Health(Default::default()),
+                "rollback" => StepSpec::Rollback(Default::default()),
+                other => return Err(de::Error::unknown_variant(other, &STEP_NAMES)),
+            })
+        }
+
+        impl<'de> Visitor<'de> for SpecVisitor {
+            type Value = StepSpec;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a step: a one-key map like `drain: {timeout: 30s}`, or a bare step name")
+            }
+
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<StepSpec, E> {
+                by_name(name)
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StepSpec, A::Error> {
+                let Some(name) = map.next_key::<String>()? else {
+                    return Err(de::Error::invalid_length(0, &"exactly one step name"));
+                };
+                let spec = match name.as_str() {
+                    "upload" => StepSpec::Upload(params(&mut map)?),
+                    "drain" => StepSpec::Drain(params(&mut map)?),
+                    "wait_release" => StepSpec::WaitRelease(params(&mut map)?),
+                    "start" => StepSpec::Start(params(&mut map)?),
+                    "verify" => StepSpec::Verify(params(&mut map)?),
+                    "smoke" => StepSpec::Smoke(params(&mut map)?),
+                    "health" => StepSpec::Health(params(&mut map)?),
+                    "rollback" => StepSpec::Rollback(params(&mut map)?),
+                    other => return Err(de::Error::unknown_variant(other, &STEP_NAMES)),
+                };
+                if let Some(extra) = map.next_key::<String>()? {
+                    return Err(de::Error::custom(format!(
+                        "one step per list item: found `{extra}` after `{name}` (start a new `- {extra}: ...` item)"
+                    )));
+                }
+                Ok(spec)
+            }
+        }
+
+        d.deserialize_any(SpecVisitor)
+    }
 }
 
 impl StepSpec {
@@ -304,7 +390,22 @@ mod tests {
         assert_eq!(w.tolerance, ByteSize::mib(512));
         assert_eq!(w.min_available, Some(ByteSize::gib(2)));
         let names: Vec<_> = steps.iter().map(StepSpec::name).collect();
-        assert_eq!(names, ["upload", "drain", "wait_release", "start", "verify", "smoke", "health", "rollback"]);
+        assert_eq!(names, STEP_NAMES);
+    }
+
+    #[test]
+    fn bare_names_and_empty_values_mean_defaults() {
+        let steps: Vec<StepSpec> = serde_yaml::from_str("- health\n- drain:\n- start: {}\n").unwrap();
+        assert_eq!(
+            steps,
+            [
+                StepSpec::Health(HealthParams::default()),
+                StepSpec::Drain(DrainParams::default()),
+                StepSpec::Start(StartParams::default())
+            ]
+        );
+        let err = serde_yaml::from_str::<Vec<StepSpec>>("- drain: {}\n  start: {}\n").unwrap_err().to_string();
+        assert!(err.contains("one step per list item"), "{err}");
     }
 
     #[test]
