@@ -47,7 +47,10 @@ pub struct HealthArgs {
 }
 
 fn gib(b: Option<u64>) -> String {
-    b.map_or_else(|| "-".into(), |b| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64))
+    b.map_or_else(
+        || "-".into(),
+        |b| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+    )
 }
 
 fn age(ms: Option<u64>) -> String {
@@ -63,7 +66,17 @@ fn age(ms: Option<u64>) -> String {
 pub fn status_table(readings: &[HostReading]) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
-        "host", "reachable", "build", "pid", "uptime", "RSS", "pinned", "GPUs busy", "queue", "last proof", "note",
+        "host",
+        "reachable",
+        "build",
+        "pid",
+        "uptime",
+        "RSS",
+        "pinned",
+        "GPUs busy",
+        "queue",
+        "last proof",
+        "note",
     ]);
     for r in readings {
         let d = r.probe.as_ref().and_then(|p| p.daemon.as_ref());
@@ -79,7 +92,10 @@ pub fn status_table(readings: &[HostReading]) -> String {
                 .gpus
                 .devices
                 .iter()
-                .filter(|g| g.utilization_gpu_pct.unwrap_or(0) > 0 || g.processes.as_ref().is_some_and(|v| !v.is_empty()))
+                .filter(|g| {
+                    g.utilization_gpu_pct.unwrap_or(0) > 0
+                        || g.processes.as_ref().is_some_and(|v| !v.is_empty())
+                })
                 .count();
             format!("{busy}/{total}")
         });
@@ -94,14 +110,25 @@ pub fn status_table(readings: &[HostReading]) -> String {
         };
         t.add_row(vec![
             r.host.clone(),
-            if r.reachable { "yes".into() } else { "NO".into() },
-            d.and_then(|d| d.build.clone()).unwrap_or_else(|| "-".into()),
-            d.and_then(|d| d.pid).filter(|_| d.is_some_and(|d| d.alive)).map_or("-".into(), |p| p.to_string()),
-            d.and_then(|d| d.uptime_s).map_or("-".into(), |s| humantime::format_duration(Duration::from_secs(s as u64)).to_string()),
+            if r.reachable {
+                "yes".into()
+            } else {
+                "NO".into()
+            },
+            d.and_then(|d| d.build.clone())
+                .unwrap_or_else(|| "-".into()),
+            d.and_then(|d| d.pid)
+                .filter(|_| d.is_some_and(|d| d.alive))
+                .map_or("-".into(), |p| p.to_string()),
+            d.and_then(|d| d.uptime_s).map_or("-".into(), |s| {
+                humantime::format_duration(Duration::from_secs(s as u64)).to_string()
+            }),
             gib(d.and_then(|d| d.rss_bytes)),
             gib(pinned),
             gpus.unwrap_or_else(|| "-".into()),
-            r.status.as_ref().map_or("-".into(), |s| format!("{}/{}", s.queue.depth, s.queue.max_jobs)),
+            r.status.as_ref().map_or("-".into(), |s| {
+                format!("{}/{}", s.queue.depth, s.queue.max_jobs)
+            }),
             age(r.status.as_ref().and_then(|s| s.last_proof_ms)),
             note,
         ]);
@@ -119,7 +146,11 @@ pub async fn run_status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         println!("{}", status_table(&readings));
     }
     let all_ok = readings.iter().all(|r| r.reachable && r.error.is_none());
-    Ok(ExitCode::from(if all_ok { EXIT_OK } else { EXIT_HOSTS_FAILED }))
+    Ok(ExitCode::from(if all_ok {
+        EXIT_OK
+    } else {
+        EXIT_HOSTS_FAILED
+    }))
 }
 
 fn history_path(dir: &Path, host: &str) -> PathBuf {
@@ -133,19 +164,28 @@ fn override_policy(policy: Policy, sets: &[String]) -> anyhow::Result<Policy> {
         let (k, val) = set
             .split_once('=')
             .with_context(|| format!("--policy {set:?}: expected KEY=VALUE"))?;
-        let parsed: serde_json::Value = serde_json::from_str(val).unwrap_or_else(|_| serde_json::Value::String(val.into()));
+        let parsed: serde_json::Value =
+            serde_json::from_str(val).unwrap_or_else(|_| serde_json::Value::String(val.into()));
         v[k] = parsed;
     }
     serde_json::from_value(v).with_context(|| format!("--policy {sets:?}: not a valid policy"))
 }
 
 /// The verdicts for a set of readings (unreachable hosts fail).
-pub fn verdicts(hosts: &[crate::inventory::Host], readings: &[HostReading], history: &Path, sets: &[String]) -> anyhow::Result<Vec<Verdict>> {
+pub fn verdicts(
+    hosts: &[crate::inventory::Host],
+    readings: &[HostReading],
+    history: &Path,
+    sets: &[String],
+) -> anyhow::Result<Vec<Verdict>> {
     let mut out = Vec::new();
     for (h, r) in hosts.iter().zip(readings) {
         let policy = override_policy(Policy::for_host(h)?, sets)?;
         let Some(probe) = &r.probe else {
-            let reason = r.error.clone().unwrap_or_else(|| "no release installed: nothing to probe with".into());
+            let reason = r
+                .error
+                .clone()
+                .unwrap_or_else(|| "no release installed: nothing to probe with".into());
             out.push(Verdict {
                 host: h.name.clone(),
                 severity: Severity::Fail,
@@ -163,7 +203,9 @@ pub fn verdicts(hosts: &[crate::inventory::Host], readings: &[HostReading], hist
             continue;
         };
         let path = history_path(history, &h.name);
-        let previous = std::fs::read_to_string(&path).ok().and_then(|t| Probe::parse(&t).ok());
+        let previous = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| Probe::parse(&t).ok());
         out.push(evaluate(h, probe, previous.as_ref(), &policy));
         if std::fs::create_dir_all(history).is_ok() {
             let _ = std::fs::write(&path, serde_json::to_vec(probe)?);
@@ -181,12 +223,29 @@ pub async fn run_health(args: HealthArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&verdicts)?);
     } else {
         let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED)
-            .set_header(vec!["host", "verdict", "GPUs", "gpu", "rule", "reading", "threshold", "finding"]);
+        t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+            "host",
+            "verdict",
+            "GPUs",
+            "gpu",
+            "rule",
+            "reading",
+            "threshold",
+            "finding",
+        ]);
         for v in &verdicts {
             let gpus = format!("{}/{}", v.gpus_found, v.gpus_expected);
             if v.findings.is_empty() {
-                t.add_row(vec![v.host.clone(), "OK".into(), gpus.clone(), "".into(), "".into(), "".into(), "".into(), "".into()]);
+                t.add_row(vec![
+                    v.host.clone(),
+                    "OK".into(),
+                    gpus.clone(),
+                    "".into(),
+                    "".into(),
+                    "".into(),
+                    "".into(),
+                    "".into(),
+                ]);
             }
             for f in &v.findings {
                 t.add_row(vec![
@@ -203,7 +262,15 @@ pub async fn run_health(args: HealthArgs) -> anyhow::Result<ExitCode> {
         }
         println!("{t}");
     }
-    let worst = verdicts.iter().map(|v| v.severity).max().unwrap_or(Severity::Ok);
+    let worst = verdicts
+        .iter()
+        .map(|v| v.severity)
+        .max()
+        .unwrap_or(Severity::Ok);
     let failed = worst == Severity::Fail || (args.strict && worst == Severity::Warn);
-    Ok(ExitCode::from(if failed { EXIT_HOSTS_FAILED } else { EXIT_OK }))
+    Ok(ExitCode::from(if failed {
+        EXIT_HOSTS_FAILED
+    } else {
+        EXIT_OK
+    }))
 }

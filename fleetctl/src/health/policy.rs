@@ -119,7 +119,12 @@ fn gpu_name(g: &Gpu) -> String {
 /// host, for the "rising" rules.
 pub fn evaluate(host: &Host, probe: &Probe, previous: Option<&Probe>, policy: &Policy) -> Verdict {
     let mut f = Vec::new();
-    let mut add = |severity, gpu: Option<u32>, rule: &str, reading: String, threshold: String, message: String| {
+    let mut add = |severity,
+                   gpu: Option<u32>,
+                   rule: &str,
+                   reading: String,
+                   threshold: String,
+                   message: String| {
         f.push(Finding {
             severity,
             gpu,
@@ -136,7 +141,12 @@ pub fn evaluate(host: &Host, probe: &Probe, previous: Option<&Probe>, policy: &P
             Fail,
             None,
             "nvml_absent",
-            probe.gpus.nvml.reason.clone().unwrap_or_else(|| "NVML not available".into()),
+            probe
+                .gpus
+                .nvml
+                .reason
+                .clone()
+                .unwrap_or_else(|| "NVML not available".into()),
             format!("{} GPUs expected", host.gpus),
             format!(
                 "the inventory says {} GPUs but NVML is not usable: check the driver (nvidia-smi)",
@@ -178,7 +188,12 @@ pub fn evaluate(host: &Host, probe: &Probe, previous: Option<&Probe>, policy: &P
     }
     for g in devices {
         let name = gpu_name(g);
-        let prev = previous.and_then(|p| p.gpus.devices.iter().find(|d| d.uuid.is_some() && d.uuid == g.uuid));
+        let prev = previous.and_then(|p| {
+            p.gpus
+                .devices
+                .iter()
+                .find(|d| d.uuid.is_some() && d.uuid == g.uuid)
+        });
         let idx = Some(g.index);
         if let Some(u) = g.ecc.volatile_uncorrected {
             if u > policy.max_uncorrected_ecc {
@@ -287,7 +302,10 @@ pub fn evaluate(host: &Host, probe: &Probe, previous: Option<&Probe>, policy: &P
                 );
             }
         }
-        if let (Some(now), Some(before)) = (g.pcie.replay_counter, prev.and_then(|p| p.pcie.replay_counter)) {
+        if let (Some(now), Some(before)) = (
+            g.pcie.replay_counter,
+            prev.and_then(|p| p.pcie.replay_counter),
+        ) {
             let rise = now.saturating_sub(before);
             if rise > policy.warn_pcie_replays {
                 add(
@@ -392,33 +410,66 @@ mod tests {
 
     #[test]
     fn fail_rules_name_gpu_reading_and_threshold() {
-        let f = only_finding(|p| p.gpus.devices[3].ecc.volatile_uncorrected = Some(2), None);
-        assert_eq!((f.severity, f.gpu, f.rule.as_str()), (Severity::Fail, Some(3), "ecc_uncorrected"));
+        let f = only_finding(
+            |p| p.gpus.devices[3].ecc.volatile_uncorrected = Some(2),
+            None,
+        );
+        assert_eq!(
+            (f.severity, f.gpu, f.rule.as_str()),
+            (Severity::Fail, Some(3), "ecc_uncorrected")
+        );
         assert_eq!((f.reading.as_str(), f.threshold.as_str()), ("2", "<= 0"));
         assert!(f.message.contains("GPU 3 (NVIDIA H200"), "{}", f.message);
 
-        let f = only_finding(|p| p.gpus.devices[1].remapped_rows.failure = Some(true), None);
-        assert_eq!((f.severity, f.rule.as_str()), (Severity::Fail, "row_remap_failure"));
-        let f = only_finding(|p| p.gpus.devices[1].remapped_rows.pending = Some(true), None);
-        assert_eq!((f.severity, f.rule.as_str()), (Severity::Fail, "row_remap_pending"));
+        let f = only_finding(
+            |p| p.gpus.devices[1].remapped_rows.failure = Some(true),
+            None,
+        );
+        assert_eq!(
+            (f.severity, f.rule.as_str()),
+            (Severity::Fail, "row_remap_failure")
+        );
+        let f = only_finding(
+            |p| p.gpus.devices[1].remapped_rows.pending = Some(true),
+            None,
+        );
+        assert_eq!(
+            (f.severity, f.rule.as_str()),
+            (Severity::Fail, "row_remap_pending")
+        );
 
         let f = only_finding(|p| p.gpus.devices[2].pcie.gen_current = Some(4), None);
-        assert_eq!((f.rule.as_str(), f.reading.as_str(), f.threshold.as_str()), ("pcie_gen", "Gen4", "Gen5"));
+        assert_eq!(
+            (f.rule.as_str(), f.reading.as_str(), f.threshold.as_str()),
+            ("pcie_gen", "Gen4", "Gen5")
+        );
         let f = only_finding(|p| p.gpus.devices[2].pcie.width_current = Some(8), None);
-        assert_eq!((f.rule.as_str(), f.reading.as_str(), f.threshold.as_str()), ("pcie_width", "x8", "x16"));
+        assert_eq!(
+            (f.rule.as_str(), f.reading.as_str(), f.threshold.as_str()),
+            ("pcie_width", "x8", "x16")
+        );
 
         for xid in CRITICAL_XIDS {
             let f = only_finding(|p| p.gpus.devices[5].xid_events = Some(vec![13, xid]), None);
-            assert_eq!((f.severity, f.gpu, f.rule.as_str()), (Severity::Fail, Some(5), "xid"));
+            assert_eq!(
+                (f.severity, f.gpu, f.rule.as_str()),
+                (Severity::Fail, Some(5), "xid")
+            );
             assert_eq!(f.reading, format!("XID {xid}"));
         }
         // XID 13 (a graphics engine exception from a bad kernel) is not critical.
         let mut p = probe();
         p.gpus.devices[0].xid_events = Some(vec![13]);
-        assert_eq!(evaluate(&host(8), &p, None, &Policy::default()).severity, Severity::Ok);
+        assert_eq!(
+            evaluate(&host(8), &p, None, &Policy::default()).severity,
+            Severity::Ok
+        );
 
         let f = only_finding(|p| p.gpus.devices.truncate(7), None);
-        assert_eq!((f.rule.as_str(), f.reading.as_str(), f.threshold.as_str()), ("gpu_count", "7 GPUs", ">= 8"));
+        assert_eq!(
+            (f.rule.as_str(), f.reading.as_str(), f.threshold.as_str()),
+            ("gpu_count", "7 GPUs", ">= 8")
+        );
 
         let f = only_finding(
             |p| {
@@ -428,7 +479,10 @@ mod tests {
             },
             None,
         );
-        assert_eq!((f.severity, f.rule.as_str()), (Severity::Fail, "nvml_absent"));
+        assert_eq!(
+            (f.severity, f.rule.as_str()),
+            (Severity::Fail, "nvml_absent")
+        );
     }
 
     #[test]
@@ -436,46 +490,92 @@ mod tests {
         let mut p = probe();
         p.gpus.nvml.available = false;
         p.gpus.devices.clear();
-        assert_eq!(evaluate(&host(0), &p, None, &Policy::default()).severity, Severity::Ok);
+        assert_eq!(
+            evaluate(&host(0), &p, None, &Policy::default()).severity,
+            Severity::Ok
+        );
     }
 
     #[test]
     fn warn_rules() {
         let f = only_finding(|p| p.gpus.devices[0].temperature_gpu_c = Some(85), None);
-        assert_eq!((f.severity, f.rule.as_str(), f.reading.as_str(), f.threshold.as_str()), (Severity::Warn, "gpu_temp", "85 C", "< 85 C"));
+        assert_eq!(
+            (
+                f.severity,
+                f.rule.as_str(),
+                f.reading.as_str(),
+                f.threshold.as_str()
+            ),
+            (Severity::Warn, "gpu_temp", "85 C", "< 85 C")
+        );
         let f = only_finding(|p| p.gpus.devices[0].temperature_memory_c = Some(90), None);
-        assert_eq!((f.severity, f.rule.as_str()), (Severity::Warn, "memory_temp"));
-        let f = only_finding(|p| p.gpus.devices[4].throttle_reasons = Some(vec!["HW_THERMAL_SLOWDOWN".into()]), None);
-        assert_eq!((f.severity, f.gpu, f.rule.as_str()), (Severity::Warn, Some(4), "throttle"));
-        let f = only_finding(|p| p.gpus.devices[4].throttle_reasons = Some(vec!["SW_POWER_CAP".into()]), None);
+        assert_eq!(
+            (f.severity, f.rule.as_str()),
+            (Severity::Warn, "memory_temp")
+        );
+        let f = only_finding(
+            |p| p.gpus.devices[4].throttle_reasons = Some(vec!["HW_THERMAL_SLOWDOWN".into()]),
+            None,
+        );
+        assert_eq!(
+            (f.severity, f.gpu, f.rule.as_str()),
+            (Severity::Warn, Some(4), "throttle")
+        );
+        let f = only_finding(
+            |p| p.gpus.devices[4].throttle_reasons = Some(vec!["SW_POWER_CAP".into()]),
+            None,
+        );
         assert_eq!(f.rule, "throttle");
 
         let before = probe();
-        let f = only_finding(|p| p.gpus.devices[6].pcie.replay_counter = Some(12), Some(&before));
-        assert_eq!((f.severity, f.rule.as_str(), f.reading.as_str()), (Severity::Warn, "pcie_replays", "+12 (now 12)"));
+        let f = only_finding(
+            |p| p.gpus.devices[6].pcie.replay_counter = Some(12),
+            Some(&before),
+        );
+        assert_eq!(
+            (f.severity, f.rule.as_str(), f.reading.as_str()),
+            (Severity::Warn, "pcie_replays", "+12 (now 12)")
+        );
         // A high but steady counter does not warn: only a rise does.
         let mut steady = probe();
         steady.gpus.devices[6].pcie.replay_counter = Some(12);
         let mut now = probe();
         now.gpus.devices[6].pcie.replay_counter = Some(12);
-        assert_eq!(evaluate(&host(8), &now, Some(&steady), &Policy::default()).severity, Severity::Ok);
+        assert_eq!(
+            evaluate(&host(8), &now, Some(&steady), &Policy::default()).severity,
+            Severity::Ok
+        );
 
-        let f = only_finding(|p| p.gpus.devices[7].ecc.volatile_corrected = Some(500), Some(&before));
-        assert_eq!((f.severity, f.rule.as_str(), f.reading.as_str()), (Severity::Warn, "ecc_corrected", "+500"));
+        let f = only_finding(
+            |p| p.gpus.devices[7].ecc.volatile_corrected = Some(500),
+            Some(&before),
+        );
+        assert_eq!(
+            (f.severity, f.rule.as_str(), f.reading.as_str()),
+            (Severity::Warn, "ecc_corrected", "+500")
+        );
     }
 
     #[test]
     fn group_override_changes_thresholds_and_rejects_unknown_keys() {
         let mut h = host(8);
-        h.vars.insert("health".into(), serde_json::json!({"warn_gpu_temp_c": 30}));
+        h.vars
+            .insert("health".into(), serde_json::json!({"warn_gpu_temp_c": 30}));
         let policy = Policy::for_host(&h).unwrap();
         assert_eq!(policy.warn_gpu_temp_c, 30);
-        assert_eq!(policy.max_uncorrected_ecc, 0, "other keys keep their defaults");
+        assert_eq!(
+            policy.max_uncorrected_ecc, 0,
+            "other keys keep their defaults"
+        );
         let v = evaluate(&h, &probe(), None, &policy);
         assert_eq!(v.severity, Severity::Warn);
         assert_eq!(v.findings.len(), 8, "one finding per GPU at 31 C");
-        h.vars.insert("health".into(), serde_json::json!({"warn_gpu_tmp": 30}));
+        h.vars
+            .insert("health".into(), serde_json::json!({"warn_gpu_tmp": 30}));
         let err = Policy::for_host(&h).unwrap_err().to_string();
-        assert!(err.contains("gpu-01") && err.contains("warn_gpu_tmp") && err.contains("known keys"), "{err}");
+        assert!(
+            err.contains("gpu-01") && err.contains("warn_gpu_tmp") && err.contains("known keys"),
+            "{err}"
+        );
     }
 }

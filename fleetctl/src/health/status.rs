@@ -46,7 +46,12 @@ fn parse(host: &str, text: &str) -> (bool, Option<Probe>, Option<Status>, Option
     let (probe_text, status_text) = text.split_once(STATUS_MARK).unwrap_or((text, ""));
     let (probe, error) = match Probe::parse(probe_text.trim()) {
         Ok(p) => (Some(p), None),
-        Err(e) => (None, Some(format!("{host}: `prover health` printed no valid probe: {e}"))),
+        Err(e) => (
+            None,
+            Some(format!(
+                "{host}: `prover health` printed no valid probe: {e}"
+            )),
+        ),
     };
     let status = serde_json::from_str::<Status>(status_text.trim()).ok();
     (true, probe, status, error)
@@ -124,6 +129,8 @@ mod tests {
     fn garbage_probe_is_an_error_naming_the_host() {
         let (installed, probe, _, err) = parse("h7", "Segmentation fault\n@@fleetctl-status@@\n");
         assert!(installed && probe.is_none());
-        assert!(err.unwrap().starts_with("h7: `prover health` printed no valid probe"));
+        assert!(err
+            .unwrap()
+            .starts_with("h7: `prover health` printed no valid probe"));
     }
 }

@@ -90,8 +90,13 @@ async fn collect(a: CollectArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let summary = super::collect::collect_all(&hosts, &store, a.deadline, a.parallel).await;
     let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED)
-        .set_header(vec!["host", "files", "new bytes", "time", "result"]);
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "host",
+        "files",
+        "new bytes",
+        "time",
+        "result",
+    ]);
     let mut failed = 0;
     let mut total = 0;
     for s in &summary {
@@ -115,7 +120,11 @@ async fn collect(a: CollectArgs) -> anyhow::Result<ExitCode> {
         total as f64 / 1e6 / secs.max(1e-9),
         a.store.display()
     );
-    Ok(ExitCode::from(if failed == 0 { EXIT_OK } else { EXIT_HOSTS_FAILED }))
+    Ok(ExitCode::from(if failed == 0 {
+        EXIT_OK
+    } else {
+        EXIT_HOSTS_FAILED
+    }))
 }
 
 fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
@@ -140,7 +149,11 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
         anyhow::ensure!(
             r.builds.iter().any(|x| &x.build == b),
             "--baseline {b}: no records of that build (builds: {})",
-            r.builds.iter().map(|x| x.build.as_str()).collect::<Vec<_>>().join(", ")
+            r.builds
+                .iter()
+                .map(|x| x.build.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     let text = match a.format {

@@ -41,7 +41,11 @@ pub enum CollectError {
         source: std::io::Error,
     },
     #[error("{host}: timing log path {path:?} cannot be quoted for the shell: {reason}")]
-    Path { host: String, path: String, reason: String },
+    Path {
+        host: String,
+        path: String,
+        reason: String,
+    },
     #[error("{host}: deadline of {after:?} passed; what was fetched is kept and the next collect resumes")]
     Deadline { host: String, after: Duration },
 }
@@ -53,7 +57,12 @@ pub fn timing_log_path(host: &Host) -> String {
         .get("timing_log")
         .and_then(|v| v.as_str())
         .map(str::to_string)
-        .unwrap_or_else(|| format!("{}/logs/timing.jsonl", host.install_dir.trim_end_matches('/')))
+        .unwrap_or_else(|| {
+            format!(
+                "{}/logs/timing.jsonl",
+                host.install_dir.trim_end_matches('/')
+            )
+        })
 }
 
 /// Outcome of one host's collect.
@@ -88,7 +97,11 @@ fn parse_listing(text: &str) -> Vec<Remote> {
 }
 
 /// Collects one host: list, then fetch every file's new whole lines.
-pub async fn collect_host(t: &Transport, host: &Host, store: &Store) -> Result<(usize, u64), CollectError> {
+pub async fn collect_host(
+    t: &Transport,
+    host: &Host,
+    store: &Store,
+) -> Result<(usize, u64), CollectError> {
     let tr = |source| CollectError::Transport {
         host: host.name.clone(),
         source,
@@ -114,7 +127,10 @@ pub async fn collect_host(t: &Transport, host: &Host, store: &Store) -> Result<(
     let list = format!(
         "cd {qdir} 2>/dev/null || exit 0; for f in {qbase} {qbase}.*; do [ -f \"$f\" ] && stat -c '%i %s %n' -- \"$f\"; done; exit 0"
     );
-    let out = t.run_script_ok(&list, Duration::from_secs(30)).await.map_err(tr)?;
+    let out = t
+        .run_script_ok(&list, Duration::from_secs(30))
+        .await
+        .map_err(tr)?;
     let remotes = parse_listing(&out.stdout_text());
     let mut state: HostState = store.load_state(&host.name).map_err(st)?;
     let host_dir = store.host_dir(&host.name);
@@ -148,7 +164,10 @@ pub async fn collect_host(t: &Transport, host: &Host, store: &Store) -> Result<(
                 r.inode,
                 file.fetched + 1
             );
-            let out = t.run_script(&read, Duration::from_secs(120)).await.map_err(tr)?;
+            let out = t
+                .run_script(&read, Duration::from_secs(120))
+                .await
+                .map_err(tr)?;
             if out.status == Some(3) || out.status == Some(4) {
                 // Rotated or removed since the listing: the next collect finds it by inode.
                 break;
@@ -162,7 +181,11 @@ pub async fn collect_host(t: &Transport, host: &Host, store: &Store) -> Result<(
                 }));
             }
             // Only whole lines: a line being written stays for the next collect.
-            let whole = out.stdout.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+            let whole = out
+                .stdout
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1);
             if whole == 0 {
                 break;
             }
@@ -176,7 +199,9 @@ pub async fn collect_host(t: &Transport, host: &Host, store: &Store) -> Result<(
                 .append(true)
                 .open(&local_path)
                 .map_err(local_err)?;
-            f.write_all(&out.stdout[..whole]).and_then(|_| f.sync_data()).map_err(local_err)?;
+            f.write_all(&out.stdout[..whole])
+                .and_then(|_| f.sync_data())
+                .map_err(local_err)?;
             file.fetched += whole as u64;
             new_bytes += whole as u64;
             state.files.insert(key.clone(), file.clone());
@@ -194,7 +219,12 @@ pub async fn collect_host(t: &Transport, host: &Host, store: &Store) -> Result<(
 
 /// Collects every host in parallel, each under `deadline`; one host's failure
 /// never stops the others.
-pub async fn collect_all(hosts: &[Host], store: &Store, deadline: Duration, parallel: usize) -> Vec<HostSummary> {
+pub async fn collect_all(
+    hosts: &[Host],
+    store: &Store,
+    deadline: Duration,
+    parallel: usize,
+) -> Vec<HostSummary> {
     let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, host) in hosts.iter().cloned().enumerate() {
@@ -204,10 +234,13 @@ pub async fn collect_all(hosts: &[Host], store: &Store, deadline: Duration, para
             let _permit = sem.acquire_owned().await;
             let started = Instant::now();
             let work = async {
-                let t = Transport::connect(&host).await.map_err(|source| CollectError::Transport {
-                    host: host.name.clone(),
-                    source,
-                })?;
+                let t =
+                    Transport::connect(&host)
+                        .await
+                        .map_err(|source| CollectError::Transport {
+                            host: host.name.clone(),
+                            source,
+                        })?;
                 let r = collect_host(&t, &host, &store).await;
                 let _ = t.close().await;
                 r
@@ -253,7 +286,14 @@ mod tests {
     fn listing_parses_names_with_spaces_and_skips_noise() {
         let l = parse_listing("12 300 timing.jsonl\n13 5 timing.jsonl.1\ngarbage\n14 7 my file\n");
         assert_eq!(l.len(), 3);
-        assert_eq!(l[0], Remote { inode: 12, size: 300, name: "timing.jsonl".into() });
+        assert_eq!(
+            l[0],
+            Remote {
+                inode: 12,
+                size: 300,
+                name: "timing.jsonl".into()
+            }
+        );
         assert_eq!(l[2].name, "my file");
     }
 }

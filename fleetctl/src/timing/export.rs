@@ -20,7 +20,9 @@ pub struct ExportError {
 
 /// Label values are quoted strings in the exposition format.
 fn label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// The exposition text for one host.
@@ -45,13 +47,24 @@ pub fn host_text(host: &str, scan: &Scan) -> String {
             for le in PHASE_BUCKETS_SECONDS {
                 let le_us = (le * 1e6) as u64;
                 let n = hist.count_between(0, le_us);
-                let _ = writeln!(out, r#"{PHASE_DURATION_SECONDS}_bucket{{{labels},le="{le}"}} {n}"#);
+                let _ = writeln!(
+                    out,
+                    r#"{PHASE_DURATION_SECONDS}_bucket{{{labels},le="{le}"}} {n}"#
+                );
             }
-            let _ = writeln!(out, r#"{PHASE_DURATION_SECONDS}_bucket{{{labels},le="+Inf"}} {}"#, hist.len());
+            let _ = writeln!(
+                out,
+                r#"{PHASE_DURATION_SECONDS}_bucket{{{labels},le="+Inf"}} {}"#,
+                hist.len()
+            );
             // The sum is reconstructed from the histogram's mean (0.1% precision).
             let sum_s = hist.mean() * hist.len() as f64 / 1e6;
             let _ = writeln!(out, "{PHASE_DURATION_SECONDS}_sum{{{labels}}} {sum_s}");
-            let _ = writeln!(out, "{PHASE_DURATION_SECONDS}_count{{{labels}}} {}", hist.len());
+            let _ = writeln!(
+                out,
+                "{PHASE_DURATION_SECONDS}_count{{{labels}}} {}",
+                hist.len()
+            );
         }
     }
     out
@@ -70,7 +83,13 @@ pub fn write_dir(dir: &Path, scan: &Scan) -> Result<Vec<PathBuf>, ExportError> {
     for host in hosts.keys() {
         let safe: String = host
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         let path = dir.join(format!("prover_timing_{safe}.prom"));
         let tmp = dir.join(format!(".prover_timing_{safe}.tmp"));

@@ -29,7 +29,16 @@ pub fn table(report: &Report) -> String {
     let mut out = String::new();
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
-        "host", "build", "partitions", "failed", "proofs", "h2d GB/s", "pinned", "GPU busy", "synth s", "device s",
+        "host",
+        "build",
+        "partitions",
+        "failed",
+        "proofs",
+        "h2d GB/s",
+        "pinned",
+        "GPU busy",
+        "synth s",
+        "device s",
         "bottleneck",
     ]);
     for s in &report.sections {
@@ -50,8 +59,9 @@ pub fn table(report: &Report) -> String {
     let _ = writeln!(out, "{t}");
     for b in &report.builds {
         let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED)
-            .set_header(vec!["phase", "count", "p50 ms", "p95 ms", "p99 ms", "max ms"]);
+        t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+            "phase", "count", "p50 ms", "p95 ms", "p99 ms", "max ms",
+        ]);
         for p in &b.phases {
             t.add_row(vec![
                 Cell::new(p.phase),
@@ -66,8 +76,12 @@ pub fn table(report: &Report) -> String {
     }
     for c in &report.comparisons {
         let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED)
-            .set_header(vec!["phase", "baseline p50 ms", "p50 ms", "change"]);
+        t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+            "phase",
+            "baseline p50 ms",
+            "p50 ms",
+            "change",
+        ]);
         for p in &c.phases {
             t.add_row(vec![
                 Cell::new(p.phase),
@@ -96,7 +110,10 @@ pub fn table(report: &Report) -> String {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 const PALETTE: [&str; 4] = ["#2b6cb0", "#dd6b20", "#c53030", "#718096"];
@@ -104,13 +121,23 @@ const PALETTE: [&str; 4] = ["#2b6cb0", "#dd6b20", "#c53030", "#718096"];
 /// Horizontal bars of p50/p95/p99 per phase, on a log scale so NTT
 /// milliseconds and MSM seconds fit one chart.
 fn phase_chart(s: &Section) -> String {
-    let phases: Vec<_> = s.phases.iter().filter(|p| p.phase != Phase::Unknown).collect();
+    let phases: Vec<_> = s
+        .phases
+        .iter()
+        .filter(|p| p.phase != Phase::Unknown)
+        .collect();
     let (w, row, left) = (760.0, 26.0, 150.0);
     let h = 30.0 + row * phases.len() as f64;
     let max = phases.iter().map(|p| p.max_ms).fold(1e-3_f64, f64::max);
-    let min = phases.iter().map(|p| p.p50_ms).fold(max, f64::min).max(1e-3);
+    let min = phases
+        .iter()
+        .map(|p| p.p50_ms)
+        .fold(max, f64::min)
+        .max(1e-3);
     let (lmin, lmax) = ((min / 2.0).log10(), (max * 1.2).log10());
-    let x = |ms: f64| left + (ms.max(1e-3).log10() - lmin) / (lmax - lmin).max(1e-9) * (w - left - 20.0);
+    let x = |ms: f64| {
+        left + (ms.max(1e-3).log10() - lmin) / (lmax - lmin).max(1e-9) * (w - left - 20.0)
+    };
     let mut svg = format!(
         r#"<svg class="chart" data-chart="phases" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}">"#
     );
@@ -122,7 +149,10 @@ fn phase_chart(s: &Section) -> String {
             y + 14.0,
             esc(p.phase.as_str())
         );
-        for (j, (v, label)) in [(p.p99_ms, "p99"), (p.p95_ms, "p95"), (p.p50_ms, "p50")].iter().enumerate() {
+        for (j, (v, label)) in [(p.p99_ms, "p99"), (p.p95_ms, "p95"), (p.p50_ms, "p50")]
+            .iter()
+            .enumerate()
+        {
             let _ = write!(
                 svg,
                 r#"<rect x="{left}" y="{:.1}" width="{:.1}" height="18" fill="{}"><title>{} {label} {v:.3} ms</title></rect>"#,
@@ -146,7 +176,10 @@ fn phase_chart(s: &Section) -> String {
 
 /// One bar per host: h2d GB/s, with the outlier threshold as a line.
 fn h2d_chart(hosts: &[Section], threshold: f64) -> String {
-    let rows: Vec<_> = hosts.iter().filter_map(|s| s.h2d.gbps.map(|g| (s, g))).collect();
+    let rows: Vec<_> = hosts
+        .iter()
+        .filter_map(|s| s.h2d.gbps.map(|g| (s, g)))
+        .collect();
     if rows.is_empty() {
         return "<p>No host uploaded to a GPU (CPU backend only).</p>".into();
     }
@@ -159,7 +192,11 @@ fn h2d_chart(hosts: &[Section], threshold: f64) -> String {
     );
     for (i, (s, g)) in rows.iter().enumerate() {
         let y = 10.0 + row * i as f64;
-        let color = if *g < threshold { PALETTE[2] } else { PALETTE[0] };
+        let color = if *g < threshold {
+            PALETTE[2]
+        } else {
+            PALETTE[0]
+        };
         let _ = write!(
             svg,
             r#"<text x="4" y="{:.1}" font-size="12">{}</text><rect x="{left}" y="{y:.1}" width="{:.1}" height="18" fill="{color}"><title>{} {g:.1} GB/s</title></rect><text x="{:.1}" y="{:.1}" font-size="11">{g:.1}</text>"#,

@@ -156,7 +156,8 @@ fn section(host: &str, build: &str, acc: &Acc) -> Section {
         bytes: acc.h2d_bytes,
         partitions: acc.h2d_partitions,
         gbps: (acc.h2d_seconds > 0.0).then(|| acc.h2d_bytes as f64 / acc.h2d_seconds / 1e9),
-        pinned_fraction: (acc.h2d_partitions > 0).then(|| acc.h2d_pinned_partitions as f64 / acc.h2d_partitions as f64),
+        pinned_fraction: (acc.h2d_partitions > 0)
+            .then(|| acc.h2d_pinned_partitions as f64 / acc.h2d_partitions as f64),
     };
     let bottleneck = if acc.synthesis_ms <= 0.0 || acc.device_ms <= 0.0 {
         Bottleneck::Unknown
@@ -200,7 +201,10 @@ fn flags_for(s: &Section, t: &Thresholds, out: &mut Vec<Flag>) {
     };
     if let Some(g) = s.h2d.gbps {
         if g < t.min_h2d_gbps {
-            flag(format!("h2d {g:.1} GB/s is under {:.1} GB/s", t.min_h2d_gbps));
+            flag(format!(
+                "h2d {g:.1} GB/s is under {:.1} GB/s",
+                t.min_h2d_gbps
+            ));
         }
     }
     if let Some(p) = s.h2d.pinned_fraction {
@@ -214,7 +218,9 @@ fn flags_for(s: &Section, t: &Thresholds, out: &mut Vec<Flag>) {
     if let Some(b) = s.busy_fraction {
         if b < t.min_busy {
             let why = match s.bottleneck {
-                Bottleneck::Synthesis => "; synthesis is slower than the device, so the GPU waits for it",
+                Bottleneck::Synthesis => {
+                    "; synthesis is slower than the device, so the GPU waits for it"
+                }
                 _ => "",
             };
             flag(format!(
@@ -248,9 +254,15 @@ pub fn build(scan: &Scan, thresholds: &Thresholds, baseline: Option<&str>) -> Re
             .accs
             .iter()
             .filter(|((_, build), _)| *build == b.build)
-            .filter_map(|(_, acc)| acc.intervals.values().filter_map(|iv| merged_busy_fraction(iv)).reduce(f64::min))
+            .filter_map(|(_, acc)| {
+                acc.intervals
+                    .values()
+                    .filter_map(|iv| merged_busy_fraction(iv))
+                    .reduce(f64::min)
+            })
             .collect();
-        b.busy_fraction = (!per_host.is_empty()).then(|| per_host.iter().sum::<f64>() / per_host.len() as f64);
+        b.busy_fraction =
+            (!per_host.is_empty()).then(|| per_host.iter().sum::<f64>() / per_host.len() as f64);
         b.timeline.clear();
     }
     let mut flags = Vec::new();
@@ -319,7 +331,14 @@ mod tests {
     };
     use std::io::Write;
 
-    fn record(build: &str, i: u64, synth_ms: f64, h2d_ms: f64, bytes: u64, pinned: bool) -> TimingLine {
+    fn record(
+        build: &str,
+        i: u64,
+        synth_ms: f64,
+        h2d_ms: f64,
+        bytes: u64,
+        pinned: bool,
+    ) -> TimingLine {
         let mut phases = BTreeMap::new();
         phases.insert(Phase::Synthesis, synth_ms);
         phases.insert(Phase::H2d, h2d_ms);
@@ -386,7 +405,12 @@ mod tests {
         }
         // Timeline: busy [0,100], [100,150], idle until 250, busy [250,300] -> 200/300.
         for (i, (s, e)) in [(0u64, 100u64), (100, 150), (250, 300)].iter().enumerate() {
-            writeln!(f, "{}", event(i as u64, TimelineKind::GpuStart, *s).to_line()).unwrap();
+            writeln!(
+                f,
+                "{}",
+                event(i as u64, TimelineKind::GpuStart, *s).to_line()
+            )
+            .unwrap();
             writeln!(f, "{}", event(i as u64, TimelineKind::GpuEnd, *e).to_line()).unwrap();
         }
         writeln!(f, "{{\"kind\":\"partition\",\"truncated").unwrap();
@@ -399,7 +423,10 @@ mod tests {
         }])
         .unwrap();
         assert_eq!(s.malformed_count, 2);
-        assert_eq!(s.malformed[0].line, 1007, "malformed lines keep their line number");
+        assert_eq!(
+            s.malformed[0].line, 1007,
+            "malformed lines keep their line number"
+        );
         assert_eq!(s.malformed[0].file, path);
 
         let r = build(&s, &Thresholds::default(), None);
@@ -407,39 +434,64 @@ mod tests {
         let sec = &r.sections[0];
         assert_eq!(sec.partitions, 1000);
         synth.sort_by(f64::total_cmp);
-        let ps = sec.phases.iter().find(|p| p.phase == Phase::Synthesis).unwrap();
+        let ps = sec
+            .phases
+            .iter()
+            .find(|p| p.phase == Phase::Synthesis)
+            .unwrap();
         assert_eq!(ps.count, 1000);
         for (got, q) in [(ps.p50_ms, 0.5), (ps.p95_ms, 0.95), (ps.p99_ms, 0.99)] {
             let want = exact_quantile(&synth, q);
-            assert!((got - want).abs() <= want * 0.002 + 0.002, "q{q}: got {got}, want {want}");
+            assert!(
+                (got - want).abs() <= want * 0.002 + 0.002,
+                "q{q}: got {got}, want {want}"
+            );
         }
         let max = *synth.last().unwrap();
         assert!((ps.max_ms - max).abs() <= max * 0.002);
         let want_gbps = bytes as f64 / h2d_s / 1e9;
         let got = sec.h2d.gbps.unwrap();
-        assert!((got - want_gbps).abs() < want_gbps * 1e-9, "{got} vs {want_gbps}");
+        assert!(
+            (got - want_gbps).abs() < want_gbps * 1e-9,
+            "{got} vs {want_gbps}"
+        );
         assert_eq!(sec.h2d.pinned_fraction, Some(1.0));
         let busy = sec.busy_fraction.unwrap();
         assert!((busy - 200.0 / 300.0).abs() < 1e-9, "{busy}");
         // 66% busy is under the 70% default: flagged with the reason.
-        assert!(r.flags.iter().any(|f| f.host == "h01" && f.reason.contains("GPU busy 67%")), "{:?}", r.flags);
+        assert!(
+            r.flags
+                .iter()
+                .any(|f| f.host == "h01" && f.reason.contains("GPU busy 67%")),
+            "{:?}",
+            r.flags
+        );
         // Synthesis (~36 ms per partition on average) against device work
         // (h2d 2-5 ms + NTT 5 ms + MSM 20 ms): the GPU waits for synthesis.
         let synth_sum: f64 = synth.iter().sum();
         assert!((sec.synthesis_ms - synth_sum).abs() < 1e-6);
         assert_eq!(sec.bottleneck, Bottleneck::Synthesis);
-        assert!(r.flags.iter().any(|f| f.reason.contains("synthesis is slower than the device")));
+        assert!(r
+            .flags
+            .iter()
+            .any(|f| f.reason.contains("synthesis is slower than the device")));
     }
 
     #[test]
     fn slow_pageable_host_is_flagged_and_builds_compare() {
         let dir = tempfile::tempdir().unwrap();
         let mut sources = Vec::new();
-        for (host, build, h2d_ms, pinned) in [("h1", "old", 40.0, false), ("h2", "new", 2.0, true)] {
+        for (host, build, h2d_ms, pinned) in [("h1", "old", 40.0, false), ("h2", "new", 2.0, true)]
+        {
             let path = dir.path().join(format!("{host}.jsonl"));
             let mut f = std::fs::File::create(&path).unwrap();
             for i in 0..10 {
-                writeln!(f, "{}", record(build, i, 10.0, h2d_ms, 100_000_000, pinned).to_line()).unwrap();
+                writeln!(
+                    f,
+                    "{}",
+                    record(build, i, 10.0, h2d_ms, 100_000_000, pinned).to_line()
+                )
+                .unwrap();
             }
             sources.push(Source {
                 host: host.into(),
@@ -453,7 +505,10 @@ mod tests {
             .flags
             .iter()
             .any(|f| f.host == "h1" && f.reason.contains("h2d 2.5 GB/s is under 20.0")));
-        assert!(r.flags.iter().any(|f| f.host == "h1" && f.reason.contains("pageable")));
+        assert!(r
+            .flags
+            .iter()
+            .any(|f| f.host == "h1" && f.reason.contains("pageable")));
         assert!(!r.flags.iter().any(|f| f.host == "h2"));
         let c = &r.comparisons[0];
         assert_eq!((c.baseline.as_str(), c.build.as_str()), ("old", "new"));
@@ -496,6 +551,10 @@ mod tests {
         assert_eq!(bucket("1.024"), 4);
         assert_eq!(bucket("+Inf"), 4);
         assert!(text.contains("# TYPE prover_phase_duration_seconds histogram"));
-        assert!(std::fs::read_dir(&out).unwrap().all(|e| e.unwrap().file_name().to_string_lossy().ends_with(".prom")));
+        assert!(std::fs::read_dir(&out).unwrap().all(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".prom")));
     }
 }

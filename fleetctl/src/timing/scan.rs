@@ -83,7 +83,8 @@ impl Default for Acc {
 
 fn new_hist() -> Histogram<u64> {
     // Bounds are constants that hdrhistogram accepts.
-    Histogram::new_with_bounds(1, MAX_US, SIGFIG).unwrap_or_else(|_| Histogram::new(SIGFIG).unwrap_or_else(|_| unreachable!()))
+    Histogram::new_with_bounds(1, MAX_US, SIGFIG)
+        .unwrap_or_else(|_| Histogram::new(SIGFIG).unwrap_or_else(|_| unreachable!()))
 }
 
 /// Milliseconds to the histogram's microsecond unit, clamped into its range.
@@ -100,12 +101,19 @@ pub fn device_ms(phases: &BTreeMap<Phase, f64>) -> f64 {
     let ntt = if phases.contains_key(&Phase::NttKernels) {
         get(Phase::NttKernels)
     } else {
-        get(Phase::NttIfft) + get(Phase::NttCosetFft) + get(Phase::NttMulSubDivZ) + get(Phase::NttCosetIfft)
+        get(Phase::NttIfft)
+            + get(Phase::NttCosetFft)
+            + get(Phase::NttMulSubDivZ)
+            + get(Phase::NttCosetIfft)
     };
     let msm = if phases.contains_key(&Phase::Msm) {
         get(Phase::Msm)
     } else {
-        get(Phase::MsmH) + get(Phase::MsmL) + get(Phase::MsmA) + get(Phase::MsmBG1) + get(Phase::MsmBG2)
+        get(Phase::MsmH)
+            + get(Phase::MsmL)
+            + get(Phase::MsmA)
+            + get(Phase::MsmBG1)
+            + get(Phase::MsmBG2)
     };
     get(Phase::H2d) + ntt + msm
 }
@@ -121,7 +129,11 @@ impl Acc {
                 *self.backends.entry(p.backend.clone()).or_insert(0) += 1;
                 for (phase, ms) in &p.phases_ms {
                     // Recording a clamped value into a histogram sized for it cannot fail.
-                    let _ = self.phases.entry(*phase).or_insert_with(new_hist).record(ms_to_us(*ms));
+                    let _ = self
+                        .phases
+                        .entry(*phase)
+                        .or_insert_with(new_hist)
+                        .record(ms_to_us(*ms));
                 }
                 if p.h2d_bytes > 0 {
                     self.h2d_partitions += 1;
@@ -154,7 +166,10 @@ impl Acc {
                     TimelineKind::GpuEnd => {
                         if let Some(start) = self.open.remove(&key) {
                             if e.ts_us >= start {
-                                self.intervals.entry(key.2).or_default().push((start, e.ts_us));
+                                self.intervals
+                                    .entry(key.2)
+                                    .or_default()
+                                    .push((start, e.ts_us));
                             }
                         }
                     }
@@ -379,8 +394,14 @@ fn merge_into(map: &mut BTreeMap<(String, String), Acc>, key: (String, String), 
 }
 
 fn trim_ascii(b: &[u8]) -> &[u8] {
-    let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
-    let end = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
     &b[start..end]
 }
 
@@ -399,7 +420,10 @@ pub fn store_sources(store: &super::store::Store) -> Result<Vec<Source>, super::
     let mut out = Vec::new();
     for host in store.hosts()? {
         for path in store.files(&host)? {
-            out.push(Source { host: host.clone(), path });
+            out.push(Source {
+                host: host.clone(),
+                path,
+            });
         }
     }
     Ok(out)

@@ -17,7 +17,9 @@ pub enum StoreError {
         action: &'static str,
         source: io::Error,
     },
-    #[error("timing store {path}: state file is corrupt ({source}); move it away to re-fetch that host")]
+    #[error(
+        "timing store {path}: state file is corrupt ({source}); move it away to re-fetch that host"
+    )]
     State {
         path: PathBuf,
         source: serde_json::Error,
@@ -111,7 +113,9 @@ impl Store {
     pub fn load_state(&self, host: &str) -> Result<HostState, StoreError> {
         let path = self.host_dir(host).join(".collect.json");
         match fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| StoreError::State { path, source }),
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|source| StoreError::State { path, source })
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(HostState::default()),
             Err(e) => Err(io_err(&path, "read")(e)),
         }
@@ -152,7 +156,10 @@ mod tests {
         store.save_state("h01", &st).unwrap();
         assert_eq!(store.load_state("h01").unwrap(), st);
         assert_eq!(store.hosts().unwrap(), vec!["h01".to_string()]);
-        assert!(store.files("h01").unwrap().is_empty(), "state file is not a timing file");
+        assert!(
+            store.files("h01").unwrap().is_empty(),
+            "state file is not a timing file"
+        );
     }
 
     #[test]
@@ -162,6 +169,9 @@ mod tests {
         fs::create_dir_all(dir.path().join("h1")).unwrap();
         fs::write(dir.path().join("h1/.collect.json"), b"{nope").unwrap();
         let err = store.load_state("h1").unwrap_err().to_string();
-        assert!(err.contains(".collect.json") && err.contains("move it away"), "{err}");
+        assert!(
+            err.contains(".collect.json") && err.contains("move it away"),
+            "{err}"
+        );
     }
 }
