@@ -1,1 +1,739 @@
 //! Groth16 parameters: bellperson's file format, read, mmap, write, and the on-disk cache.
+//!
+//! Files are bellperson's `Parameters::write` format, byte for byte, so
+//! bellperson reads ours and we read its. Before handing a file to bellperson
+//! we walk its length fields ([`ParamsLayout`]) and check them against the file
+//! size: bellperson's readers trust those lengths (the mmap reader indexes past
+//! the end and panics on a truncated file). The [`ParamStore`] keeps one file
+//! per circuit kind and size (`chain-1024.params`) with a JSON sidecar
+//! (`chain-1024.json`) holding the shape, provenance and the file's SHA-256.
+//! Every write goes to a temporary file that is synced and renamed into place.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bellperson::groth16::{MappedParameters, Parameters};
+use blstrs::Bls12;
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+
+use crate::circuit::{self, CircuitError, CircuitKind, CircuitShape};
+use crate::setup::{self, SetupError};
+
+/// Groth16 parameters over BLS12-381.
+pub type Params = Parameters<Bls12>;
+/// Parameters read lazily from a memory-mapped file.
+pub type MappedParams = MappedParameters<Bls12>;
+
+/// Uncompressed G1 point (x, y).
+pub const G1_BYTES: u64 = 96;
+/// Uncompressed G2 point (x, y over Fp2).
+pub const G2_BYTES: u64 = 192;
+/// The fixed verifying-key prefix: α₁, β₁, β₂, γ₂, δ₁, δ₂.
+const VK_FIXED_BYTES: u64 = 3 * G1_BYTES + 3 * G2_BYTES;
+/// Version of the sidecar format.
+pub const META_FORMAT: u32 = 1;
+/// Seed [`ParamStore::get_or_generate`] uses when nobody picked one.
+pub const DEFAULT_SEED: u64 = 0;
+
+/// Why parameters could not be read, written, found or used.
+#[derive(Debug, thiserror::Error)]
+pub enum ParamsError {
+    #[error("{action} {path}: {source}")]
+    Io {
+        path: PathBuf,
+        action: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("malformed parameter file {path}: {reason}")]
+    Malformed { path: PathBuf, reason: String },
+    #[error(
+        "truncated parameter file {path}: the {section} section needs {needed} more bytes at offset {offset} but the file has {available}"
+    )]
+    Truncated {
+        path: PathBuf,
+        section: &'static str,
+        offset: u64,
+        needed: u64,
+        available: u64,
+    },
+    #[error(
+        "parameters in {path} have domain 2^{have_log2}, circuit `{kind}` size {size} needs 2^{need_log2}: run `prover setup --circuit {kind} --size {size}`"
+    )]
+    DomainMismatch {
+        path: PathBuf,
+        kind: CircuitKind,
+        size: usize,
+        have_log2: u32,
+        need_log2: u32,
+    },
+    #[error(
+        "parameters in {path} do not fit circuit `{kind}` size {size}: {what}: run `prover setup --circuit {kind} --size {size}`"
+    )]
+    ShapeMismatch {
+        path: PathBuf,
+        kind: CircuitKind,
+        size: usize,
+        what: String,
+    },
+    #[error(
+        "parameter file {path} is corrupt: its SHA-256 is {actual}, its sidecar recorded {expected}"
+    )]
+    ChecksumMismatch {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+    #[error(
+        "no parameters for circuit `{kind}` size {size} in {dir}: run `prover setup --circuit {kind} --size {size} --params-dir {dir}`"
+    )]
+    Missing {
+        dir: PathBuf,
+        kind: CircuitKind,
+        size: usize,
+    },
+    #[error("parameter sidecar {path}: {reason}")]
+    Meta { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Circuit(#[from] CircuitError),
+    #[error("generating parameters for circuit `{kind}` size {size}: {source}")]
+    Generate {
+        kind: CircuitKind,
+        size: usize,
+        #[source]
+        source: SetupError,
+    },
+}
+
+fn io_err(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> ParamsError {
+    let path = path.to_path_buf();
+    move |source| ParamsError::Io {
+        path,
+        action,
+        source,
+    }
+}
+
+/// Element counts of a parameter file, read from its length fields and
+/// checked to add up to exactly the file's size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ParamsLayout {
+    pub ic: u64,
+    pub h: u64,
+    pub l: u64,
+    pub a: u64,
+    pub b_g1: u64,
+    pub b_g2: u64,
+    pub file_len: u64,
+}
+
+impl ParamsLayout {
+    /// Reads and checks the layout of the file at `path` (only the length fields).
+    pub fn read(path: &Path) -> Result<Self, ParamsError> {
+        let mut file = File::open(path).map_err(io_err(path, "opening"))?;
+        let file_len = file
+            .metadata()
+            .map_err(io_err(path, "reading metadata of"))?
+            .len();
+        Self::from_reader(&mut file, file_len, path)
+    }
+
+    /// Walks the length fields of a parameter file of `file_len` bytes.
+    pub fn from_reader<R: Read + Seek>(
+        reader: &mut R,
+        file_len: u64,
+        path: &Path,
+    ) -> Result<Self, ParamsError> {
+        let mut offset = 0u64;
+        let mut skip = |reader: &mut R, section: &'static str, bytes: u64| {
+            let available = file_len.saturating_sub(offset);
+            if bytes > available {
+                return Err(ParamsError::Truncated {
+                    path: path.to_path_buf(),
+                    section,
+                    offset,
+                    needed: bytes,
+                    available,
+                });
+            }
+            offset += bytes;
+            reader
+                .seek(SeekFrom::Start(offset))
+                .map_err(io_err(path, "seeking in"))?;
+            Ok(())
+        };
+        skip(reader, "verifying key", VK_FIXED_BYTES)?;
+        let mut section = |reader: &mut R, name: &'static str, point_bytes: u64| {
+            skip(reader, name, 4)?;
+            let mut len = [0u8; 4];
+            reader
+                .seek(SeekFrom::Current(-4))
+                .and_then(|_| reader.read_exact(&mut len))
+                .map_err(io_err(path, "reading"))?;
+            let count = u64::from(u32::from_be_bytes(len));
+            skip(reader, name, count * point_bytes)?;
+            Ok::<u64, ParamsError>(count)
+        };
+        let ic = section(reader, "ic", G1_BYTES)?;
+        let h = section(reader, "h", G1_BYTES)?;
+        let l = section(reader, "l", G1_BYTES)?;
+        let a = section(reader, "a", G1_BYTES)?;
+        let b_g1 = section(reader, "b_g1", G1_BYTES)?;
+        let b_g2 = section(reader, "b_g2", G2_BYTES)?;
+        let layout = ParamsLayout {
+            ic,
+            h,
+            l,
+            a,
+            b_g1,
+            b_g2,
+            file_len,
+        };
+        let end = layout.expected_len();
+        if end != file_len {
+            return Err(ParamsError::Malformed {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "{} trailing bytes after the b_g2 section",
+                    file_len.saturating_sub(end)
+                ),
+            });
+        }
+        if ic == 0 {
+            return Err(ParamsError::Malformed {
+                path: path.to_path_buf(),
+                reason: "the verifying key has no IC points (not even the ONE input)".into(),
+            });
+        }
+        if b_g1 != b_g2 {
+            return Err(ParamsError::Malformed {
+                path: path.to_path_buf(),
+                reason: format!("b_g1 has {b_g1} points but b_g2 has {b_g2}"),
+            });
+        }
+        Ok(layout)
+    }
+
+    /// The size a file with these counts has.
+    pub fn expected_len(&self) -> u64 {
+        VK_FIXED_BYTES
+            + 6 * 4
+            + (self.ic + self.h + self.l + self.a + self.b_g1) * G1_BYTES
+            + self.b_g2 * G2_BYTES
+    }
+
+    /// The evaluation-domain size the `h` query was made for (`h + 1`).
+    pub fn domain_size(&self) -> u64 {
+        self.h + 1
+    }
+
+    /// Checks these parameters can prove `kind` at `size`, whose shape is `shape`.
+    pub fn check_fits(
+        &self,
+        path: &Path,
+        kind: CircuitKind,
+        size: usize,
+        shape: &CircuitShape,
+    ) -> Result<(), ParamsError> {
+        let domain = self.domain_size();
+        if !domain.is_power_of_two() {
+            return Err(ParamsError::Malformed {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "h has {} points; a domain of {domain} is not a power of two",
+                    self.h
+                ),
+            });
+        }
+        if domain != shape.domain_size() as u64 {
+            return Err(ParamsError::DomainMismatch {
+                path: path.to_path_buf(),
+                kind,
+                size,
+                have_log2: domain.trailing_zeros(),
+                need_log2: shape.log2_domain(),
+            });
+        }
+        let mismatch = |what: String| ParamsError::ShapeMismatch {
+            path: path.to_path_buf(),
+            kind,
+            size,
+            what,
+        };
+        if self.ic != shape.num_inputs as u64 {
+            return Err(mismatch(format!(
+                "they have {} inputs, the circuit {}",
+                self.ic, shape.num_inputs
+            )));
+        }
+        if self.l != shape.num_aux as u64 {
+            return Err(mismatch(format!(
+                "they have {} private variables, the circuit {}",
+                self.l, shape.num_aux
+            )));
+        }
+        let variables = (shape.num_inputs + shape.num_aux) as u64;
+        if self.a > variables || self.b_g1 > variables {
+            return Err(mismatch(format!(
+                "their A/B queries have {}/{} points, more than the circuit's {variables} variables",
+                self.a, self.b_g1
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Counts the bytes passing through and hashes them.
+struct Hashing<T> {
+    inner: T,
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl<T> Hashing<T> {
+    fn new(inner: T) -> Self {
+        Hashing {
+            inner,
+            hasher: Sha256::new(),
+            bytes: 0,
+        }
+    }
+
+    fn finish(self) -> (T, String, u64) {
+        (self.inner, hex::encode(self.hasher.finalize()), self.bytes)
+    }
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+}
+
+fn malformed(path: &Path, err: io::Error) -> ParamsError {
+    ParamsError::Malformed {
+        path: path.to_path_buf(),
+        reason: err.to_string(),
+    }
+}
+
+/// Reads a parameter file fully into memory after checking its layout.
+/// `checked` also verifies every point is on the curve and in the subgroup
+/// (slow; needed for files of unknown origin). Returns the file's SHA-256.
+pub fn read_params(
+    path: &Path,
+    checked: bool,
+) -> Result<(Params, ParamsLayout, String), ParamsError> {
+    let layout = ParamsLayout::read(path)?;
+    let file = File::open(path).map_err(io_err(path, "opening"))?;
+    let mut reader = Hashing::new(BufReader::with_capacity(1 << 20, file));
+    let params = Params::read(&mut reader, checked).map_err(|e| malformed(path, e))?;
+    let (_, sha256, bytes) = reader.finish();
+    if bytes != layout.file_len {
+        return Err(ParamsError::Malformed {
+            path: path.to_path_buf(),
+            reason: format!(
+                "read {bytes} bytes but the file has {} (changed while reading?)",
+                layout.file_len
+            ),
+        });
+    }
+    Ok((params, layout, sha256))
+}
+
+/// Maps a parameter file after checking its layout; points are decoded when
+/// the prover asks for them.
+///
+/// The layout check makes bellperson's mmap reader safe from truncated or
+/// inconsistent files, as long as nobody rewrites the file in place between
+/// the check and the mapping (the store only ever replaces files by rename).
+pub fn read_mapped(
+    path: &Path,
+    checked: bool,
+) -> Result<(MappedParams, ParamsLayout), ParamsError> {
+    let layout = ParamsLayout::read(path)?;
+    let mapped = Params::build_mapped_parameters(path.to_path_buf(), checked)
+        .map_err(|e| malformed(path, e))?;
+    Ok((mapped, layout))
+}
+
+/// SHA-256 of a file, streamed.
+pub fn file_sha256(path: &Path) -> Result<String, ParamsError> {
+    let file = File::open(path).map_err(io_err(path, "opening"))?;
+    let mut reader = Hashing::new(BufReader::with_capacity(1 << 20, file));
+    io::copy(&mut reader, &mut io::sink()).map_err(io_err(path, "reading"))?;
+    Ok(reader.finish().1)
+}
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `path` through a temporary file in the same directory that is
+/// synced and renamed into place, so readers see the old file or the complete
+/// new one. Returns what `write` returned plus the SHA-256 and length written.
+fn write_atomic<T>(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<T>,
+) -> Result<(T, String, u64), ParamsError> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.tmp.{}.{}",
+        std::process::id(),
+        TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let file = File::create(&tmp).map_err(io_err(&tmp, "creating"))?;
+        let mut writer = Hashing::new(BufWriter::with_capacity(1 << 20, file));
+        let value = write(&mut writer).map_err(io_err(&tmp, "writing"))?;
+        writer.flush().map_err(io_err(&tmp, "writing"))?;
+        let (buffered, sha256, bytes) = writer.finish();
+        let file = buffered
+            .into_inner()
+            .map_err(|e| io_err(&tmp, "writing")(e.into_error()))?;
+        file.sync_all().map_err(io_err(&tmp, "syncing"))?;
+        fs::rename(&tmp, path).map_err(io_err(path, "renaming into place"))?;
+        // Make the rename itself durable.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok((value, sha256, bytes))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Writes parameters atomically in bellperson's format; returns SHA-256 and length.
+pub fn write_params(path: &Path, params: &Params) -> Result<(String, u64), ParamsError> {
+    let ((), sha256, bytes) = write_atomic(path, |w| params.write(w))?;
+    Ok((sha256, bytes))
+}
+
+/// Where a cached parameter file came from.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ParamsOrigin {
+    /// Our parallel generator with seeded toxic waste: NOT a trusted setup.
+    TestSetup { seed: u64 },
+    /// Copied from a file made elsewhere (for example bellperson's generator).
+    Imported { from: String },
+    /// Handed to the store by a caller.
+    Inserted,
+}
+
+/// The JSON sidecar stored next to each cached parameter file.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ParamsMeta {
+    pub format: u32,
+    pub circuit: CircuitKind,
+    pub size: usize,
+    pub shape: CircuitShape,
+    pub domain_size: usize,
+    pub layout: ParamsLayout,
+    pub sha256: String,
+    pub origin: ParamsOrigin,
+    pub created_unix_s: u64,
+}
+
+/// Parameters cached on disk per circuit kind and size, and in memory once loaded.
+pub struct ParamStore {
+    root: PathBuf,
+    loaded: Mutex<HashMap<(CircuitKind, usize), Arc<Params>>>,
+    /// Serialises generation so two callers asking for the same missing
+    /// parameters generate them once.
+    generating: Mutex<()>,
+}
+
+impl std::fmt::Debug for ParamStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParamStore")
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+impl ParamStore {
+    /// A store rooted at `root`, created if missing.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self, ParamsError> {
+        let root = root.into();
+        fs::create_dir_all(&root).map_err(io_err(&root, "creating parameter directory"))?;
+        Ok(ParamStore {
+            root,
+            loaded: Mutex::new(HashMap::new()),
+            generating: Mutex::new(()),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<root>/<kind>-<size>.params`
+    pub fn params_path(&self, kind: CircuitKind, size: usize) -> PathBuf {
+        self.root.join(format!("{kind}-{size}.params"))
+    }
+
+    /// `<root>/<kind>-<size>.json`
+    pub fn meta_path(&self, kind: CircuitKind, size: usize) -> PathBuf {
+        self.root.join(format!("{kind}-{size}.json"))
+    }
+
+    /// Whether a parameter file and its sidecar exist (not whether they are valid).
+    pub fn contains(&self, kind: CircuitKind, size: usize) -> bool {
+        self.params_path(kind, size).is_file() && self.meta_path(kind, size).is_file()
+    }
+
+    /// Reads the sidecar of `kind`/`size` and checks it describes that entry.
+    pub fn meta(&self, kind: CircuitKind, size: usize) -> Result<ParamsMeta, ParamsError> {
+        let path = self.meta_path(kind, size);
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(ParamsError::Missing {
+                    dir: self.root.clone(),
+                    kind,
+                    size,
+                })
+            }
+            Err(e) => return Err(io_err(&path, "reading")(e)),
+        };
+        let meta: ParamsMeta = serde_json::from_str(&text).map_err(|e| ParamsError::Meta {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        if meta.format != META_FORMAT || meta.circuit != kind || meta.size != size {
+            return Err(ParamsError::Meta {
+                path,
+                reason: format!(
+                    "describes format {} circuit `{}` size {}, expected format {META_FORMAT} `{kind}` size {size}",
+                    meta.format, meta.circuit, meta.size
+                ),
+            });
+        }
+        Ok(meta)
+    }
+
+    /// Checks the cached file's layout against its sidecar and the circuit,
+    /// without decoding points. Does not hash the file.
+    fn check_entry(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+    ) -> Result<(ParamsMeta, ParamsLayout, PathBuf), ParamsError> {
+        let meta = self.meta(kind, size)?;
+        let path = self.params_path(kind, size);
+        if !path.is_file() {
+            return Err(ParamsError::Missing {
+                dir: self.root.clone(),
+                kind,
+                size,
+            });
+        }
+        let layout = ParamsLayout::read(&path)?;
+        let shape = circuit::shape(kind, size)?;
+        layout.check_fits(&path, kind, size, &shape)?;
+        if layout != meta.layout {
+            return Err(ParamsError::Meta {
+                path: self.meta_path(kind, size),
+                reason: format!(
+                    "records layout {:?} but {} has {:?}",
+                    meta.layout,
+                    path.display(),
+                    layout
+                ),
+            });
+        }
+        Ok((meta, layout, path))
+    }
+
+    /// Full check of a cached entry: sidecar, layout, fit and checksum.
+    pub fn verify(&self, kind: CircuitKind, size: usize) -> Result<ParamsMeta, ParamsError> {
+        let (meta, _, path) = self.check_entry(kind, size)?;
+        let actual = file_sha256(&path)?;
+        if actual != meta.sha256 {
+            return Err(ParamsError::ChecksumMismatch {
+                path,
+                expected: meta.sha256,
+                actual,
+            });
+        }
+        Ok(meta)
+    }
+
+    /// Loads `kind`/`size` into memory (once; later calls share it), checking
+    /// layout, fit and checksum. Points are decoded unchecked: the checksum
+    /// proves the file is the one the store wrote from valid points.
+    pub fn load(&self, kind: CircuitKind, size: usize) -> Result<Arc<Params>, ParamsError> {
+        if let Some(params) = self.loaded.lock().get(&(kind, size)) {
+            return Ok(params.clone());
+        }
+        let (meta, _, path) = self.check_entry(kind, size)?;
+        let (params, _, actual) = read_params(&path, false)?;
+        if actual != meta.sha256 {
+            return Err(ParamsError::ChecksumMismatch {
+                path,
+                expected: meta.sha256,
+                actual,
+            });
+        }
+        let params = Arc::new(params);
+        self.loaded.lock().insert((kind, size), params.clone());
+        Ok(params)
+    }
+
+    /// Maps `kind`/`size` after checking sidecar, layout, fit and checksum.
+    pub fn load_mapped(&self, kind: CircuitKind, size: usize) -> Result<MappedParams, ParamsError> {
+        let meta = self.verify(kind, size)?;
+        let path = self.params_path(kind, size);
+        let (mapped, layout) = read_mapped(&path, false)?;
+        if layout != meta.layout {
+            return Err(ParamsError::Malformed {
+                path,
+                reason: "the file changed while it was being mapped".into(),
+            });
+        }
+        Ok(mapped)
+    }
+
+    /// Writes `params` as the entry for `kind`/`size` (file first, then the
+    /// sidecar, each atomically), after checking they fit the circuit.
+    pub fn insert(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+        params: &Params,
+        origin: ParamsOrigin,
+    ) -> Result<ParamsMeta, ParamsError> {
+        let shape = circuit::shape(kind, size)?;
+        let path = self.params_path(kind, size);
+        let layout = ParamsLayout {
+            ic: params.vk.ic.len() as u64,
+            h: params.h.len() as u64,
+            l: params.l.len() as u64,
+            a: params.a.len() as u64,
+            b_g1: params.b_g1.len() as u64,
+            b_g2: params.b_g2.len() as u64,
+            file_len: 0,
+        };
+        let layout = ParamsLayout {
+            file_len: layout.expected_len(),
+            ..layout
+        };
+        layout.check_fits(&path, kind, size, &shape)?;
+        self.loaded.lock().remove(&(kind, size));
+        let (sha256, file_len) = write_params(&path, params)?;
+        if file_len != layout.file_len {
+            return Err(ParamsError::Malformed {
+                path,
+                reason: format!("wrote {file_len} bytes, expected {}", layout.file_len),
+            });
+        }
+        let meta = ParamsMeta {
+            format: META_FORMAT,
+            circuit: kind,
+            size,
+            shape,
+            domain_size: shape.domain_size(),
+            layout,
+            sha256,
+            origin,
+            created_unix_s: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+        };
+        let meta_path = self.meta_path(kind, size);
+        let json = serde_json::to_vec_pretty(&meta).map_err(|e| ParamsError::Meta {
+            path: meta_path.clone(),
+            reason: e.to_string(),
+        })?;
+        write_atomic(&meta_path, |w| w.write_all(&json))?;
+        Ok(meta)
+    }
+
+    /// Copies a parameter file made elsewhere (for example by bellperson's
+    /// generator) into the store, checking every point on the way in.
+    pub fn import(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+        from: &Path,
+    ) -> Result<ParamsMeta, ParamsError> {
+        let shape = circuit::shape(kind, size)?;
+        ParamsLayout::read(from)?.check_fits(from, kind, size, &shape)?;
+        let (params, _, _) = read_params(from, true)?;
+        self.insert(
+            kind,
+            size,
+            &params,
+            ParamsOrigin::Imported {
+                from: from.display().to_string(),
+            },
+        )
+    }
+
+    /// Loads `kind`/`size`, generating and caching it with [`DEFAULT_SEED`]
+    /// when it is missing. Generated parameters are TEST-ONLY (seeded toxic waste).
+    pub fn get_or_generate(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+    ) -> Result<Arc<Params>, ParamsError> {
+        self.get_or_generate_with_seed(kind, size, DEFAULT_SEED)
+    }
+
+    /// [`ParamStore::get_or_generate`] with an explicit setup seed (used only when generating).
+    pub fn get_or_generate_with_seed(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+        seed: u64,
+    ) -> Result<Arc<Params>, ParamsError> {
+        match self.load(kind, size) {
+            Err(ParamsError::Missing { .. }) => {}
+            other => return other,
+        }
+        let _generating = self.generating.lock();
+        // Someone may have generated them while we waited.
+        match self.load(kind, size) {
+            Err(ParamsError::Missing { .. }) => {}
+            other => return other,
+        }
+        let circuit = circuit::shape_circuit(kind, size)?;
+        let params = setup::generate(&circuit, seed).map_err(|source| ParamsError::Generate {
+            kind,
+            size,
+            source,
+        })?;
+        self.insert(kind, size, &params, ParamsOrigin::TestSetup { seed })?;
+        let params = Arc::new(params);
+        self.loaded.lock().insert((kind, size), params.clone());
+        Ok(params)
+    }
+}

@@ -1,1 +1,455 @@
 //! Fast parallel (test-only randomness) parameter generation.
+//!
+//! **These parameters are NOT from a trusted setup.** The toxic waste (τ, α, β,
+//! γ, δ and the two generators) is drawn from a seeded RNG, so anyone who knows
+//! the seed can forge proofs. They exist to test and benchmark the prover.
+//!
+//! Output is exactly what `bellperson::groth16::generate_random_parameters`
+//! returns for an RNG in the same state (same points, same filtering of the
+//! identity out of `a`/`b_g1`/`b_g2`, same order of `h` and `l`), computed
+//! differently: a counting pass sizes the domain, the Lagrange coefficients
+//! `L_j(τ)` come in closed form with batch inversion, the QAP is evaluated at τ
+//! during synthesis ([`qap`]), and all group elements come from fixed-base
+//! window tables in parallel ([`fixed_base`]).
+
+pub mod bench;
+pub mod fixed_base;
+pub mod qap;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use bellperson::groth16::{Parameters, VerifyingKey};
+use bellperson::{Circuit, SynthesisError};
+use blstrs::{Bls12, G1Affine, G1Projective, G2Projective, Scalar};
+use ff::{Field, PrimeField};
+use group::prime::PrimeCurveAffine;
+use group::{Curve, Group};
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use rayon::prelude::*;
+
+use crate::circuit::{self, CircuitError, CircuitKind, CircuitShape};
+use crate::params::{ParamStore, Params, ParamsOrigin, DEFAULT_SEED};
+use fixed_base::FixedBaseTable;
+use qap::QapEvaluator;
+
+/// Said wherever generated parameters are announced.
+pub const TEST_ONLY_WARNING: &str =
+    "TEST-ONLY parameters: the toxic waste comes from a seeded RNG, this is NOT a trusted setup; anyone who knows the seed can forge proofs";
+
+/// Scalars per parallel work item for field-element passes.
+const CHUNK: usize = 4096;
+
+/// Why parameters could not be generated.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("synthesising the circuit while {stage}: {source}")]
+    Synthesis {
+        stage: &'static str,
+        #[source]
+        source: SynthesisError,
+    },
+    #[error("the circuit needs a domain of 2^{log2}, beyond the field's 2^{max} roots of unity")]
+    DomainTooLarge { log2: u32, max: u32 },
+    #[error("the circuit is not deterministic in shape: {0}")]
+    ShapeChanged(String),
+    #[error("the seed drew a degenerate trapdoor ({0}); pick another seed")]
+    DegenerateTrapdoor(&'static str),
+    #[error("private variable {index} is unconstrained (its L query point is the identity)")]
+    UnconstrainedVariable { index: usize },
+    #[error(transparent)]
+    Circuit(#[from] CircuitError),
+}
+
+/// The secret randomness of a Groth16 setup.
+#[derive(Clone, Debug)]
+pub struct ToxicWaste {
+    pub g1: G1Projective,
+    pub g2: G2Projective,
+    pub alpha: Scalar,
+    pub beta: Scalar,
+    pub gamma: Scalar,
+    pub delta: Scalar,
+    pub tau: Scalar,
+}
+
+impl ToxicWaste {
+    /// Draws the toxic waste from ChaCha20 seeded with `seed`, in the order
+    /// bellperson's `generate_random_parameters` draws it from its RNG.
+    pub fn from_seed(seed: u64) -> Self {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        ToxicWaste {
+            g1: G1Projective::random(&mut rng),
+            g2: G2Projective::random(&mut rng),
+            alpha: Scalar::random(&mut rng),
+            beta: Scalar::random(&mut rng),
+            gamma: Scalar::random(&mut rng),
+            delta: Scalar::random(&mut rng),
+            tau: Scalar::random(&mut rng),
+        }
+    }
+}
+
+/// TEST-ONLY parameters for `circuit` from toxic waste seeded with `seed`.
+///
+/// The circuit is synthesised twice (count, then evaluate), hence `Clone`;
+/// clone a shape (no witness) circuit, which is cheap.
+pub fn generate<C: Circuit<Scalar> + Clone>(circuit: &C, seed: u64) -> Result<Params, SetupError> {
+    generate_with(circuit, &ToxicWaste::from_seed(seed))
+}
+
+/// Inverts every element in place with one field inversion per chunk.
+/// All elements must be non-zero.
+fn batch_invert(values: &mut [Scalar]) -> Result<(), SetupError> {
+    values.par_chunks_mut(CHUNK).try_for_each(|chunk| {
+        let mut prefix = Vec::with_capacity(chunk.len());
+        let mut acc = Scalar::ONE;
+        for v in chunk.iter() {
+            prefix.push(acc);
+            acc *= v;
+        }
+        let mut inv = Option::<Scalar>::from(acc.invert()).ok_or(
+            SetupError::DegenerateTrapdoor("τ lies in the evaluation domain"),
+        )?;
+        for (v, before) in chunk.iter_mut().zip(prefix).rev() {
+            let next = inv * *v;
+            *v = inv * before;
+            inv = next;
+        }
+        Ok(())
+    })
+}
+
+/// `out[i] = start · ratio^i` for the whole slice, in parallel.
+fn geometric(out: &mut [Scalar], start: Scalar, ratio: Scalar) {
+    out.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let mut p = start * ratio.pow_vartime([(c * CHUNK) as u64]);
+            for v in chunk {
+                *v = p;
+                p *= ratio;
+            }
+        });
+}
+
+/// Lagrange basis of the size-`2^log2` domain evaluated at τ:
+/// `L_j(τ) = (τ^m − 1)/m · ω^j/(τ − ω^j)`, the values bellperson obtains with
+/// an inverse FFT of the powers of τ. Also returns `t(τ) = τ^m − 1`.
+fn lagrange_at(tau: Scalar, log2: u32) -> Result<(Vec<Scalar>, Scalar), SetupError> {
+    let m = 1usize << log2;
+    let mut omega = Scalar::ROOT_OF_UNITY;
+    for _ in log2..Scalar::S {
+        omega = omega.square();
+    }
+    let t_tau = tau.pow_vartime([m as u64]) - Scalar::ONE;
+    if bool::from(t_tau.is_zero()) {
+        return Err(SetupError::DegenerateTrapdoor(
+            "τ lies in the evaluation domain",
+        ));
+    }
+    let m_inv = Option::<Scalar>::from(Scalar::from(m as u64).invert()).ok_or(
+        SetupError::DomainTooLarge {
+            log2,
+            max: Scalar::S,
+        },
+    )?;
+    let factor = t_tau * m_inv;
+    let mut powers = vec![Scalar::ZERO; m];
+    geometric(&mut powers, Scalar::ONE, omega);
+    let mut denominators: Vec<Scalar> = powers.par_iter().map(|w| tau - w).collect();
+    batch_invert(&mut denominators)?;
+    powers
+        .par_iter_mut()
+        .zip(denominators.par_iter())
+        .for_each(|(w, d)| *w = factor * *w * d);
+    Ok((powers, t_tau))
+}
+
+/// Points for every non-zero scalar, identity filtered out as bellperson does.
+fn nonzero_points(points: Vec<G1Affine>) -> Vec<G1Affine> {
+    points
+        .into_iter()
+        .filter(|p| !bool::from(p.is_identity()))
+        .collect()
+}
+
+/// Parameters for `circuit` from explicit toxic waste.
+pub fn generate_with<C: Circuit<Scalar> + Clone>(
+    circuit: &C,
+    toxic: &ToxicWaste,
+) -> Result<Params, SetupError> {
+    let started = Instant::now();
+    let counted = CircuitShape::of(circuit.clone()).map_err(|source| SetupError::Synthesis {
+        stage: "counting its shape",
+        source,
+    })?;
+    let log2 = counted.log2_domain();
+    if log2 >= Scalar::S {
+        return Err(SetupError::DomainTooLarge {
+            log2,
+            max: Scalar::S,
+        });
+    }
+    let m = counted.domain_size();
+
+    let gamma_inv = Option::<Scalar>::from(toxic.gamma.invert())
+        .ok_or(SetupError::DegenerateTrapdoor("γ = 0"))?;
+    let delta_inv = Option::<Scalar>::from(toxic.delta.invert())
+        .ok_or(SetupError::DegenerateTrapdoor("δ = 0"))?;
+
+    let (lagrange, t_tau) = lagrange_at(toxic.tau, log2)?;
+    let lagrange_done = Instant::now();
+
+    let mut qap = QapEvaluator::new(&lagrange);
+    circuit
+        .clone()
+        .synthesize(&mut qap)
+        .map_err(|source| SetupError::Synthesis {
+            stage: "evaluating the QAP at τ",
+            source,
+        })?;
+    qap.pad_inputs();
+    if let Some(reason) = qap.malformed {
+        return Err(SetupError::ShapeChanged(reason.into()));
+    }
+    let evaluated = CircuitShape {
+        num_inputs: qap.inputs.len(),
+        num_aux: qap.aux.len(),
+        num_constraints: qap.num_constraints - qap.inputs.len(),
+    };
+    if evaluated != counted {
+        return Err(SetupError::ShapeChanged(format!(
+            "counted {counted:?}, evaluated {evaluated:?}"
+        )));
+    }
+    let (inputs, aux) = (qap.inputs, qap.aux);
+    drop(lagrange);
+    let qap_done = Instant::now();
+
+    let (num_inputs, num_aux) = (counted.num_inputs, counted.num_aux);
+    let variables = num_inputs + num_aux;
+    let g1_table = FixedBaseTable::new(toxic.g1, (m - 1) + 3 * variables);
+    let g2_table = FixedBaseTable::new(toxic.g2, variables);
+    let tables_done = Instant::now();
+
+    // h_i = τ^i · t(τ) / δ for i < m − 1
+    let mut h_scalars = vec![Scalar::ZERO; m - 1];
+    geometric(&mut h_scalars, t_tau * delta_inv, toxic.tau);
+    let h = g1_table.mul_all(&h_scalars);
+    drop(h_scalars);
+
+    let (inputs, aux) = (&inputs, &aux);
+    let at: Vec<Scalar> = inputs.at.iter().chain(&aux.at).copied().collect();
+    let bt: Vec<Scalar> = inputs.bt.iter().chain(&aux.bt).copied().collect();
+    let a = nonzero_points(g1_table.mul_all(&at));
+    let b_g1 = nonzero_points(g1_table.mul_all(&bt));
+    let b_g2: Vec<_> = g2_table
+        .mul_all(&bt)
+        .into_iter()
+        .filter(|p| !bool::from(p.is_identity()))
+        .collect();
+    drop((at, bt));
+
+    // (β·u_i(τ) + α·v_i(τ) + w_i(τ)) / γ for inputs, / δ for aux
+    let ext = |e: &qap::Evaluations, inv: Scalar| -> Vec<Scalar> {
+        e.at.par_iter()
+            .zip(e.bt.par_iter())
+            .zip(e.ct.par_iter())
+            .map(|((a, b), c)| (toxic.beta * a + toxic.alpha * b + c) * inv)
+            .collect()
+    };
+    let ic = g1_table.mul_all(&ext(inputs, gamma_inv));
+    let l = g1_table.mul_all(&ext(aux, delta_inv));
+    if let Some(index) = l.iter().position(|p| bool::from(p.is_identity())) {
+        return Err(SetupError::UnconstrainedVariable { index });
+    }
+
+    let g1 = toxic.g1.to_affine();
+    let g2 = toxic.g2.to_affine();
+    let vk = VerifyingKey::<Bls12> {
+        alpha_g1: (g1 * toxic.alpha).to_affine(),
+        beta_g1: (g1 * toxic.beta).to_affine(),
+        beta_g2: (g2 * toxic.beta).to_affine(),
+        gamma_g2: (g2 * toxic.gamma).to_affine(),
+        delta_g1: (g1 * toxic.delta).to_affine(),
+        delta_g2: (g2 * toxic.delta).to_affine(),
+        ic,
+    };
+    let done = Instant::now();
+    tracing::debug!(
+        domain_log2 = log2,
+        variables,
+        g1_window = g1_table.window(),
+        g2_window = g2_table.window(),
+        lagrange_s = (lagrange_done - started).as_secs_f64(),
+        qap_s = (qap_done - lagrange_done).as_secs_f64(),
+        tables_s = (tables_done - qap_done).as_secs_f64(),
+        points_s = (done - tables_done).as_secs_f64(),
+        "generated parameters"
+    );
+    Ok(Parameters {
+        vk,
+        h: h.into(),
+        l: l.into(),
+        a: a.into(),
+        b_g1: b_g1.into(),
+        b_g2: b_g2.into(),
+    })
+}
+
+/// Parses `1024`, `2^10` or `1<<10`.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let exponent = s
+        .strip_prefix("2^")
+        .or_else(|| s.strip_prefix("1<<"))
+        .map(|e| e.trim().parse::<u32>());
+    let size = match exponent {
+        Some(Ok(e)) if e < usize::BITS => Ok(1usize << e),
+        Some(_) => Err(()),
+        None => s.replace('_', "").parse::<usize>().map_err(|_| ()),
+    };
+    size.map_err(|()| {
+        format!(
+            "`{s}` is not a size: write a number of constraints (1024) or a power of two (2^10)"
+        )
+    })
+}
+
+/// `prover setup`: generate TEST-ONLY Groth16 parameters into the cache.
+#[derive(Debug, Clone, clap::Args)]
+#[command(
+    about = "Generate TEST-ONLY Groth16 parameters (seeded toxic waste, NOT a trusted setup) into the parameter cache",
+    long_about = "Generate Groth16 parameters for a bundled circuit and store them in the parameter cache.\n\n\
+WARNING: the toxic waste (tau, alpha, beta, gamma, delta) is drawn from a seeded RNG. These parameters are \
+NOT from a trusted setup and anyone who knows the seed can forge proofs. Use them only for tests and benchmarks."
+)]
+pub struct SetupArgs {
+    /// Circuit to generate parameters for (chain, sha256).
+    #[arg(long, default_value = "chain")]
+    pub circuit: CircuitKind,
+    /// Circuit size in constraints (the domain holds the circuit's constraints plus one per input): 1024 or 2^10.
+    #[arg(long, value_parser = parse_size, required_unless_present = "bench")]
+    pub size: Option<usize>,
+    /// Parameter cache directory.
+    #[arg(long, default_value = "params")]
+    pub params_dir: PathBuf,
+    /// Seed of the TEST-ONLY toxic waste.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    pub seed: u64,
+    /// Regenerate even when valid parameters are already cached.
+    #[arg(long)]
+    pub force: bool,
+    /// Instead of generating, time this generator against bellperson's at --bench-sizes.
+    #[arg(long)]
+    pub bench: bool,
+    /// Sizes for --bench (comma separated; 1024 or 2^10).
+    #[arg(long, value_parser = parse_size, value_delimiter = ',', default_values = ["2^10", "2^12", "2^14", "2^16"])]
+    pub bench_sizes: Vec<usize>,
+}
+
+/// Runs `prover setup`.
+pub fn run(args: SetupArgs) -> anyhow::Result<()> {
+    if args.bench {
+        let rows = bench::bench_setup(args.circuit, &args.bench_sizes, args.seed)
+            .context("benchmarking parameter generation")?;
+        println!("{}", bench::render_table(&rows));
+        return Ok(());
+    }
+    let size = args.size.context("--size is required")?;
+    let kind = args.circuit;
+    let store = ParamStore::open(&args.params_dir)
+        .with_context(|| format!("opening parameter cache {}", args.params_dir.display()))?;
+    if !args.force {
+        if let Ok(meta) = store.verify(kind, size) {
+            println!(
+                "parameters for `{kind}` size {size} already cached in {} (sha256 {}); --force regenerates",
+                store.params_path(kind, size).display(),
+                meta.sha256
+            );
+            return Ok(());
+        }
+    }
+    tracing::warn!(circuit = %kind, size, seed = args.seed, "{TEST_ONLY_WARNING}");
+    let started = Instant::now();
+    let shape_circuit = circuit::shape_circuit(kind, size)?;
+    let params = generate(&shape_circuit, args.seed)
+        .with_context(|| format!("generating parameters for `{kind}` size {size}"))?;
+    let generated = started.elapsed();
+    let meta = store
+        .insert(
+            kind,
+            size,
+            &params,
+            ParamsOrigin::TestSetup { seed: args.seed },
+        )
+        .with_context(|| format!("caching parameters for `{kind}` size {size}"))?;
+    println!(
+        "wrote {} ({} bytes, domain 2^{}, sha256 {}) in {:.2}s ({:.2}s generating)\n{TEST_ONLY_WARNING}",
+        store.params_path(kind, size).display(),
+        meta.layout.file_len,
+        meta.shape.log2_domain(),
+        meta.sha256,
+        started.elapsed().as_secs_f64(),
+        generated.as_secs_f64(),
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::circuit::ChainCircuit;
+
+    #[test]
+    fn lagrange_coefficients_interpolate_powers_of_tau() {
+        // Σ_j L_j(τ)·ω^(jk) = τ^k for k < m: the basis reproduces polynomials of degree < m.
+        let tau = Scalar::from(123_456_789u64);
+        let log2 = 4;
+        let (lagrange, t_tau) = lagrange_at(tau, log2).expect("lagrange");
+        assert_eq!(t_tau, tau.pow_vartime([16]) - Scalar::ONE);
+        let mut omega = Scalar::ROOT_OF_UNITY;
+        for _ in log2..Scalar::S {
+            omega = omega.square();
+        }
+        for k in [0u64, 1, 5, 15] {
+            let sum: Scalar = lagrange
+                .iter()
+                .enumerate()
+                .map(|(j, l)| *l * omega.pow_vartime([j as u64 * k]))
+                .sum();
+            assert_eq!(sum, tau.pow_vartime([k]), "k = {k}");
+        }
+    }
+
+    #[test]
+    fn tau_in_the_domain_is_rejected() {
+        let err = lagrange_at(Scalar::ONE, 3).expect_err("τ = ω^0");
+        assert!(matches!(err, SetupError::DegenerateTrapdoor(_)));
+    }
+
+    #[test]
+    fn matches_bellperson_generator_for_the_same_rng() {
+        let circuit = ChainCircuit::for_size(64, None);
+        let ours = generate(&circuit, 9).expect("ours");
+        let theirs = bellperson::groth16::generate_random_parameters::<Bls12, _, _>(
+            circuit,
+            &mut ChaCha20Rng::seed_from_u64(9),
+        )
+        .expect("bellperson");
+        assert!(ours == theirs, "parameters differ from bellperson's");
+        assert_eq!(ours.h.len(), 63);
+    }
+
+    #[test]
+    fn sizes_parse_as_numbers_or_powers_of_two() {
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("2^10"), Ok(1024));
+        assert_eq!(parse_size("1<<12"), Ok(4096));
+        assert!(parse_size("2^99").is_err());
+        assert!(parse_size("big").expect_err("not a size").contains("2^10"));
+    }
+}

@@ -1,0 +1,174 @@
+//! Evaluates a circuit's QAP polynomials at τ while it is synthesised.
+//!
+//! bellperson's generator first records every constraint's terms per
+//! variable and evaluates afterwards; we already know the Lagrange
+//! coefficients `L_j(τ)` (the domain size comes from a counting pass), so each
+//! term `coeff · var` in constraint `j` is folded at once into
+//! `u_var(τ) += coeff · L_j(τ)` (`v`, `w` likewise). Memory is three scalars
+//! per variable, whatever the number of terms.
+
+use bellperson::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::Scalar;
+use ff::Field;
+
+/// `u_i(τ)`, `v_i(τ)`, `w_i(τ)` for one class of variables (inputs or aux).
+#[derive(Default)]
+pub struct Evaluations {
+    pub at: Vec<Scalar>,
+    pub bt: Vec<Scalar>,
+    pub ct: Vec<Scalar>,
+}
+
+impl Evaluations {
+    fn push(&mut self) -> usize {
+        self.at.push(Scalar::ZERO);
+        self.bt.push(Scalar::ZERO);
+        self.ct.push(Scalar::ZERO);
+        self.at.len() - 1
+    }
+
+    pub fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.at.is_empty()
+    }
+}
+
+/// A `ConstraintSystem` that accumulates the QAP evaluations at τ.
+pub struct QapEvaluator<'a> {
+    lagrange: &'a [Scalar],
+    pub inputs: Evaluations,
+    pub aux: Evaluations,
+    pub num_constraints: usize,
+    /// Set when the circuit enforces more constraints than the domain holds
+    /// (its shape is not deterministic) or uses a variable it never
+    /// allocated; `enforce` cannot fail, so the caller checks this after.
+    pub malformed: Option<&'static str>,
+}
+
+impl<'a> QapEvaluator<'a> {
+    /// An evaluator over Lagrange coefficients `lagrange[j] = L_j(τ)`, with the
+    /// ONE input already allocated.
+    pub fn new(lagrange: &'a [Scalar]) -> Self {
+        let mut inputs = Evaluations::default();
+        inputs.push();
+        QapEvaluator {
+            lagrange,
+            inputs,
+            aux: Evaluations::default(),
+            num_constraints: 0,
+            malformed: None,
+        }
+    }
+
+    /// Appends bellperson's `input_i · 0 = 0` constraints, which make the IC
+    /// query dense.
+    pub fn pad_inputs(&mut self) {
+        for i in 0..self.inputs.len() {
+            match self.lagrange.get(self.num_constraints) {
+                Some(l) => self.inputs.at[i] += l,
+                None => self.malformed = Some(TOO_MANY_CONSTRAINTS),
+            }
+            self.num_constraints += 1;
+        }
+    }
+}
+
+const TOO_MANY_CONSTRAINTS: &str = "the circuit enforced more constraints than it did when counted";
+const UNKNOWN_VARIABLE: &str = "a constraint uses a variable that was never allocated";
+
+/// Adds `coeff · l` to each term's variable; false if a variable is unknown.
+fn fold(
+    lc: &LinearCombination<Scalar>,
+    l: Scalar,
+    inputs: &mut [Scalar],
+    aux: &mut [Scalar],
+) -> bool {
+    let mut known = true;
+    for (&i, coeff) in lc.iter_inputs() {
+        match inputs.get_mut(i) {
+            Some(e) => *e += *coeff * l,
+            None => known = false,
+        }
+    }
+    for (&i, coeff) in lc.iter_aux() {
+        match aux.get_mut(i) {
+            Some(e) => *e += *coeff * l,
+            None => known = false,
+        }
+    }
+    known
+}
+
+impl ConstraintSystem<Scalar> for QapEvaluator<'_> {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        Ok(Variable::new_unchecked(Index::Aux(self.aux.push())))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        Ok(Variable::new_unchecked(Index::Input(self.inputs.push())))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        let Some(&l) = self.lagrange.get(self.num_constraints) else {
+            self.malformed = Some(TOO_MANY_CONSTRAINTS);
+            self.num_constraints += 1;
+            return;
+        };
+        self.num_constraints += 1;
+        let (inputs, aux) = (&mut self.inputs, &mut self.aux);
+        let known = fold(
+            &a(LinearCombination::zero()),
+            l,
+            &mut inputs.at,
+            &mut aux.at,
+        ) & fold(
+            &b(LinearCombination::zero()),
+            l,
+            &mut inputs.bt,
+            &mut aux.bt,
+        ) & fold(
+            &c(LinearCombination::zero()),
+            l,
+            &mut inputs.ct,
+            &mut aux.ct,
+        );
+        if !known {
+            self.malformed = Some(UNKNOWN_VARIABLE);
+        }
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
