@@ -1,1 +1,271 @@
 //! prover bench: our prover against bellperson on the same circuit and parameters.
+//!
+//! For each circuit and size: the same witness, the same parameters and the
+//! same (r, s) go through [`prove::create_proof`] on the CPU backend and
+//! through `bellperson::groth16::create_proof`; both include synthesis. Wall
+//! times are the fastest of `repeat` runs; memory is the peak resident set
+//! above the resident set at the start of the run (`VmHWM` after resetting it
+//! through `/proc/self/clear_refs`), so the parameters, loaded before, are not
+//! counted for either prover. The two proofs must be byte-identical.
+
+use crate::backend::cpu::CpuBackend;
+use crate::circuit::{self, CircuitError, CircuitKind};
+use crate::params::{ParamStore, ParamsError};
+use crate::prove::{self, partition_randomness, ProveError};
+use crate::synthesis;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    pub circuits: Vec<CircuitKind>,
+    pub log_sizes: Vec<u32>,
+    pub params_dir: PathBuf,
+    pub repeat: u32,
+    /// Also run bellperson.
+    pub baseline: bool,
+}
+
+/// Why the benchmark stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("bench {circuit} 2^{log_size}: {source}")]
+    Circuit {
+        circuit: CircuitKind,
+        log_size: u32,
+        #[source]
+        source: CircuitError,
+    },
+    #[error("bench {circuit} 2^{log_size}: parameters: {source}")]
+    Params {
+        circuit: CircuitKind,
+        log_size: u32,
+        #[source]
+        source: ParamsError,
+    },
+    #[error("bench {circuit} 2^{log_size}: our prover: {source}")]
+    Prove {
+        circuit: CircuitKind,
+        log_size: u32,
+        #[source]
+        source: ProveError,
+    },
+    #[error("bench {circuit} 2^{log_size}: bellperson: {source}")]
+    Baseline {
+        circuit: CircuitKind,
+        log_size: u32,
+        #[source]
+        source: bellperson::SynthesisError,
+    },
+}
+
+/// One measured circuit and size.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRow {
+    pub circuit: String,
+    pub log_size: u32,
+    /// Evaluation domain of the parameters.
+    pub domain: usize,
+    pub ours_ms: f64,
+    pub ours_peak_bytes: Option<u64>,
+    pub bellperson_ms: Option<f64>,
+    pub bellperson_peak_bytes: Option<u64>,
+    /// bellperson time / our time (above 1: we are faster).
+    pub speedup: Option<f64>,
+    /// Whether both proofs had the same bytes.
+    pub identical: Option<bool>,
+    pub threads: usize,
+}
+
+/// Resets the kernel's peak-RSS mark to the current RSS; false when the
+/// kernel does not offer it.
+fn reset_peak() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// (`VmRSS`, `VmHWM`) in bytes.
+fn rss_and_peak() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Runs `f`, returning its result, wall ms and peak RSS growth (bytes).
+fn measure<R>(f: impl FnOnce() -> R) -> (R, f64, Option<u64>) {
+    let can_reset = reset_peak();
+    let before = rss_and_peak().map(|(rss, _)| rss);
+    let t = Instant::now();
+    let r = f();
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let peak = match (can_reset, before, rss_and_peak()) {
+        (true, Some(before), Some((_, hwm))) => Some(hwm.saturating_sub(before)),
+        _ => None,
+    };
+    (r, ms, peak)
+}
+
+fn proof_bytes(p: &bellperson::groth16::Proof<blstrs::Bls12>) -> Vec<u8> {
+    let mut v = Vec::with_capacity(192);
+    // Writing to a Vec cannot fail.
+    let _ = p.write(&mut v);
+    v
+}
+
+/// Runs the benchmark, logging each row as it finishes.
+pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
+    let threads = rayon::current_num_threads();
+    let backend = CpuBackend::new();
+    let mut rows = Vec::new();
+    for &kind in &cfg.circuits {
+        for &log_size in &cfg.log_sizes {
+            let size = 1usize << log_size;
+            let ctx_params = |source| BenchError::Params {
+                circuit: kind,
+                log_size,
+                source,
+            };
+            let store = ParamStore::open(&cfg.params_dir).map_err(ctx_params)?;
+            tracing::info!("bench {kind} 2^{log_size}: loading parameters");
+            let params = store.get_or_generate(kind, size).map_err(ctx_params)?;
+            let domain = params.h.len() + 1;
+            let (r, s) = partition_randomness(1, 0);
+            let witness = || {
+                circuit::bundled(kind, size, 1).map_err(|source| BenchError::Circuit {
+                    circuit: kind,
+                    log_size,
+                    source,
+                })
+            };
+
+            let mut ours: Option<(f64, Option<u64>, Vec<u8>)> = None;
+            for _ in 0..cfg.repeat.max(1) {
+                let (c, _) = witness()?;
+                let pool = synthesis::heap_pool(u64::MAX);
+                let (proof, ms, peak) =
+                    measure(|| prove::create_proof(c, params.as_ref(), r, s, &backend, &pool));
+                let proof = proof.map_err(|source| BenchError::Prove {
+                    circuit: kind,
+                    log_size,
+                    source,
+                })?;
+                if ours.as_ref().is_none_or(|(best, _, _)| ms < *best) {
+                    ours = Some((ms, peak, proof_bytes(&proof)));
+                }
+            }
+            let Some((ours_ms, ours_peak, our_bytes)) = ours else {
+                continue;
+            };
+
+            let mut theirs: Option<(f64, Option<u64>, Vec<u8>)> = None;
+            if cfg.baseline {
+                for _ in 0..cfg.repeat.max(1) {
+                    let (c, _) = witness()?;
+                    let (proof, ms, peak) =
+                        measure(|| bellperson::groth16::create_proof(c, params.as_ref(), r, s));
+                    let proof = proof.map_err(|source| BenchError::Baseline {
+                        circuit: kind,
+                        log_size,
+                        source,
+                    })?;
+                    if theirs.as_ref().is_none_or(|(best, _, _)| ms < *best) {
+                        theirs = Some((ms, peak, proof_bytes(&proof)));
+                    }
+                }
+            }
+            let row = BenchRow {
+                circuit: kind.to_string(),
+                log_size,
+                domain,
+                ours_ms,
+                ours_peak_bytes: ours_peak,
+                bellperson_ms: theirs.as_ref().map(|t| t.0),
+                bellperson_peak_bytes: theirs.as_ref().and_then(|t| t.1),
+                speedup: theirs.as_ref().map(|t| t.0 / ours_ms),
+                identical: theirs.as_ref().map(|t| t.2 == our_bytes),
+                threads,
+            };
+            tracing::info!(
+                "bench {kind} 2^{log_size}: ours {ours_ms:.0} ms, bellperson {:?} ms, identical {:?}",
+                row.bellperson_ms.map(|v| v.round()),
+                row.identical
+            );
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+fn mib(b: Option<u64>) -> String {
+    b.map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The results as a table.
+pub fn render(rows: &[BenchRow]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "circuit",
+        "size",
+        "domain",
+        "ours ms",
+        "bellperson ms",
+        "speedup",
+        "ours peak MiB",
+        "bellperson peak MiB",
+        "identical",
+    ]);
+    for r in rows {
+        let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
+        t.add_row(vec![
+            Cell::new(&r.circuit),
+            right(format!("2^{}", r.log_size)),
+            right(r.domain.to_string()),
+            right(format!("{:.0}", r.ours_ms)),
+            right(
+                r.bellperson_ms
+                    .map(|v| format!("{v:.0}"))
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            right(
+                r.speedup
+                    .map(|v| format!("{v:.2}x"))
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            right(mib(r.ours_peak_bytes)),
+            right(mib(r.bellperson_peak_bytes)),
+            Cell::new(
+                r.identical
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "-".into()),
+            ),
+        ]);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_measurement_sees_an_allocation() {
+        let (v, ms, peak) = measure(|| {
+            let v = vec![1u8; 64 << 20];
+            std::hint::black_box(&v);
+            v.len()
+        });
+        assert_eq!(v, 64 << 20);
+        assert!(ms >= 0.0);
+        if let Some(peak) = peak {
+            assert!(peak >= 32 << 20, "peak {peak}");
+        }
+    }
+}

@@ -1,1 +1,356 @@
 //! Command-line types of the prover binary.
+//!
+//! One [`Command`] enum; `main` dispatches on it. A subcommand is added by
+//! adding a variant here and a match arm in `main.rs`. One-shot `prove` and
+//! `verify` glue lives here too (it is only command-line plumbing over
+//! [`prover::prove`]); `bench` is [`prover::bench`].
+
+use anyhow::{bail, Context, Result};
+use bellperson::groth16::{prepare_verifying_key, verify_proof, Parameters, Proof};
+use blstrs::{Bls12, Scalar};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use fleet_wire::timing::{JobTag, Phase, ProofRecord, TimelineKind, TIMING_SCHEMA_VERSION};
+use prover::backend::cpu::CpuBackend;
+use prover::backend::{Backend, BackendTimes};
+use prover::circuit::{self, CircuitKind};
+use prover::prove::{self, partition_randomness};
+use prover::synthesis;
+use prover::timing::{self, PartitionTimer, TimingLog};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Exit codes of the prover binary.
+pub mod exit {
+    /// Success.
+    pub const OK: u8 = 0;
+    /// Any failure not listed below (I/O, parameters, proving).
+    pub const ERROR: u8 = 1;
+    /// Bad command line (clap's own code for usage errors).
+    pub const USAGE: u8 = 2;
+    /// A proof was produced or read but did not verify.
+    pub const VERIFY_FAILED: u8 = 3;
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "prover", version = prover::VERSION, about = "Groth16 (BLS12-381) prover")]
+pub struct Cli {
+    /// Log filter (tracing-subscriber EnvFilter syntax); RUST_LOG overrides it.
+    #[arg(long, global = true, default_value = "info", env = "PROVER_LOG")]
+    pub log: String,
+    /// Log as JSON lines instead of text.
+    #[arg(long, global = true)]
+    pub log_json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Prove a bundled circuit once, verify it, print the proof and timings.
+    Prove(ProveArgs),
+    /// Verify a proof (hex, as `prove` prints it) against a bundled circuit's parameters.
+    Verify(VerifyArgs),
+    /// Compare this prover with bellperson's on the same circuits and parameters.
+    Bench(BenchArgs),
+    /// Run the proving daemon (HTTP API, pipelined engine) until SIGTERM.
+    Daemon(prover::daemon::command::DaemonArgs),
+    /// Talk to a running daemon (address and token from its config).
+    Client(prover::daemon::command::ClientArgs),
+    /// Print a JSON probe of this host: memory, the daemon, GPUs.
+    Health(prover::daemon::command::HealthArgs),
+}
+
+/// `--backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// CUDA when a device is usable, else the CPU.
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+#[derive(Debug, Args)]
+pub struct ParamsArgs {
+    /// Bundled circuit.
+    #[arg(long, default_value = "chain")]
+    pub circuit: CircuitKind,
+    /// Constraint count the circuit is sized for (domain = next power of two).
+    #[arg(long, default_value_t = 1 << 16)]
+    pub size: usize,
+    /// Parameter cache directory (generated on first use).
+    #[arg(long, default_value = "params")]
+    pub params_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ProveArgs {
+    #[command(flatten)]
+    pub params: ParamsArgs,
+    /// Independent proofs of the same circuit (partitions).
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u32,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Seed of the witness and of each partition's r, s.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Append timing records to this JSON-lines file.
+    #[arg(long)]
+    pub timing_log: Option<PathBuf>,
+    /// CPU backend worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub params: ParamsArgs,
+    /// Proof bytes as hex (bellperson's encoding, 192 bytes per partition).
+    #[arg(long)]
+    pub proof: String,
+    /// Seed the witness was drawn from (it fixes the public inputs).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Circuits to run.
+    #[arg(long, value_delimiter = ',', default_value = "chain,sha256")]
+    pub circuits: Vec<CircuitKind>,
+    /// log2 of the sizes to run.
+    #[arg(long, value_delimiter = ',', default_value = "14,15,16,17,18,19,20")]
+    pub log_sizes: Vec<u32>,
+    /// Parameter cache directory.
+    #[arg(long, default_value = "params")]
+    pub params_dir: PathBuf,
+    /// Repetitions per measurement (the fastest is reported).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// Skip bellperson (only time this prover).
+    #[arg(long)]
+    pub no_baseline: bool,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Loads the parameters of `kind` at `size` from the cache in `dir`,
+/// generating and storing them on first use.
+pub fn load_params(
+    kind: CircuitKind,
+    size: usize,
+    dir: &std::path::Path,
+) -> Result<Arc<Parameters<Bls12>>> {
+    let store = prover::params::ParamStore::open(dir)
+        .with_context(|| format!("opening the parameter cache {}", dir.display()))?;
+    store
+        .get_or_generate(kind, size)
+        .with_context(|| format!("parameters for {kind} at size {size}"))
+}
+
+/// The backend `choice` names: CUDA needs a usable device.
+pub fn make_backend(choice: BackendChoice, threads: Option<usize>) -> Result<Box<dyn Backend>> {
+    let cpu = || -> Result<Box<dyn Backend>> {
+        Ok(match threads {
+            Some(t) => Box::new(CpuBackend::with_threads(t)?),
+            None => Box::new(CpuBackend::new()),
+        })
+    };
+    match choice {
+        BackendChoice::Cpu => cpu(),
+        BackendChoice::Auto if !prover::backend::cuda::cuda_available() => {
+            tracing::info!("no usable CUDA device; proving on the CPU");
+            cpu()
+        }
+        BackendChoice::Cuda | BackendChoice::Auto => {
+            if !prover::backend::cuda::cuda_available() {
+                bail!("--backend cuda: no CUDA driver, device or NVRTC library here");
+            }
+            let b = prover::backend::cuda::CudaBackend::new(0).context("opening CUDA device 0")?;
+            Ok(Box::new(b))
+        }
+    }
+}
+
+fn timing_table(rows: &[(u32, std::collections::BTreeMap<Phase, f64>)]) -> Table {
+    let phases: Vec<Phase> = Phase::ALL
+        .into_iter()
+        .filter(|p| rows.iter().any(|(_, m)| m.contains_key(p)))
+        .collect();
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut header = vec![Cell::new("phase (ms)")];
+    header.extend(
+        rows.iter()
+            .map(|(i, _)| Cell::new(format!("partition {i}"))),
+    );
+    t.set_header(header);
+    for p in phases {
+        let mut row = vec![Cell::new(p.as_str())];
+        row.extend(rows.iter().map(|(_, m)| {
+            Cell::new(m.get(&p).map(|v| format!("{v:.1}")).unwrap_or_default())
+                .set_alignment(CellAlignment::Right)
+        }));
+        t.add_row(row);
+    }
+    t
+}
+
+/// `prover prove`.
+pub fn run_prove(args: ProveArgs) -> Result<u8> {
+    if args.partitions == 0 {
+        bail!("--partitions must be at least 1");
+    }
+    let submitted = Instant::now();
+    let kind = args.params.circuit;
+    let size = args.params.size;
+    let params = load_params(kind, size, &args.params.params_dir)?;
+    let backend = make_backend(args.backend, args.threads)?;
+    let log = args
+        .timing_log
+        .as_ref()
+        .map(|p| TimingLog::open(p, timing::DEFAULT_MAX_BYTES, timing::DEFAULT_KEEP))
+        .transpose()?;
+    let tag = JobTag {
+        host: timing::host_name(),
+        build: prover::BUILD_HASH.to_string(),
+        job_id: format!("cli-{}-{}", std::process::id(), timing::unix_millis()),
+        circuit: kind.to_string(),
+        size: size as u64,
+    };
+    let shape = prove::shape_of_key(params.as_ref());
+    let pool = synthesis::heap_pool(u64::MAX);
+    let pvk = prepare_verifying_key(&params.vk);
+
+    let mut proofs = Vec::new();
+    let mut rows = Vec::new();
+    let mut all_ok = true;
+    for partition in 0..args.partitions {
+        let mut timer = PartitionTimer::new(tag.clone(), partition, args.partitions, submitted);
+        timer.picked_up();
+        let (c, inputs) = circuit::bundled(kind, size, args.seed)?;
+        let mut events = vec![timer.event(TimelineKind::SynthesisStart, None)];
+        let t = Instant::now();
+        let bufs = synthesis::SynthesisBuffers::checkout(&pool, "prove", &shape)?;
+        timer.since(Phase::PoolCheckout, t);
+        let syn = synthesis::synthesize_into(c, &shape, bufs)?;
+        timer.add(Phase::Synthesis, syn.synthesis_ms);
+        events.push(timer.event(TimelineKind::SynthesisEnd, None));
+        let (domain, pinned) = (syn.domain() as u64, syn.pinned());
+        let (r, s) = partition_randomness(args.seed, partition);
+        let mut bt = BackendTimes::default();
+        events.push(timer.event(TimelineKind::GpuStart, backend.device()));
+        let proof =
+            prove::prove_synthesized(backend.as_ref(), params.as_ref(), syn, r, s, &mut bt)?;
+        events.push(timer.event(TimelineKind::GpuEnd, backend.device()));
+        timer.merge_backend(&bt);
+        let ok = verify_proof(&pvk, &proof, &inputs).context("verifying")?;
+        all_ok &= ok;
+        let rec = timer.finish(domain, backend.kind(), backend.device(), pinned, None);
+        if let Some(log) = &log {
+            for e in &events {
+                log.event(e)?;
+            }
+            log.partition(&rec)?;
+        } else {
+            tracing::info!("{rec}");
+        }
+        rows.push((partition, rec.phases_ms));
+        proofs.push(proof);
+    }
+    let total_ms = submitted.elapsed().as_secs_f64() * 1e3;
+    let fin = ProofRecord {
+        v: TIMING_SCHEMA_VERSION,
+        ts_ms: timing::unix_millis(),
+        tag,
+        partitions: args.partitions,
+        backend: backend.kind().as_str().to_string(),
+        verified: Some(all_ok),
+        total_ms,
+        error: (!all_ok).then(|| "proof did not verify".to_string()),
+    };
+    match &log {
+        Some(log) => log.proof(&fin)?,
+        None => tracing::info!("{fin}"),
+    }
+    let mut bytes = Vec::new();
+    for p in &proofs {
+        p.write(&mut bytes).context("encoding the proof")?;
+    }
+    println!("{}", timing_table(&rows));
+    println!(
+        "circuit {kind} size {size}: {} partition(s) on {} in {total_ms:.1} ms, verified: {all_ok}",
+        args.partitions,
+        backend.kind().as_str()
+    );
+    println!("proof {}", hex::encode(bytes));
+    if let Some(log) = log {
+        log.close()?;
+    }
+    Ok(if all_ok {
+        exit::OK
+    } else {
+        exit::VERIFY_FAILED
+    })
+}
+
+/// `prover verify`.
+pub fn run_verify(args: VerifyArgs) -> Result<u8> {
+    let kind = args.params.circuit;
+    let size = args.params.size;
+    let params = load_params(kind, size, &args.params.params_dir)?;
+    let bytes = hex::decode(args.proof.trim()).context("--proof is not hex")?;
+    if bytes.is_empty() || bytes.len() % 192 != 0 {
+        bail!(
+            "--proof holds {} bytes; expected a multiple of 192",
+            bytes.len()
+        );
+    }
+    let (_, inputs): (_, Vec<Scalar>) = circuit::bundled(kind, size, args.seed)?;
+    let pvk = prepare_verifying_key(&params.vk);
+    let mut all_ok = true;
+    for (i, chunk) in bytes.chunks(192).enumerate() {
+        let proof = Proof::<Bls12>::read(chunk).with_context(|| format!("decoding proof {i}"))?;
+        let ok = verify_proof(&pvk, &proof, &inputs).context("verifying")?;
+        println!("partition {i}: {}", if ok { "valid" } else { "INVALID" });
+        all_ok &= ok;
+    }
+    Ok(if all_ok {
+        exit::OK
+    } else {
+        exit::VERIFY_FAILED
+    })
+}
+
+impl From<BenchArgs> for prover::bench::BenchConfig {
+    fn from(a: BenchArgs) -> Self {
+        prover::bench::BenchConfig {
+            circuits: a.circuits,
+            log_sizes: a.log_sizes,
+            params_dir: a.params_dir,
+            repeat: a.repeat,
+            baseline: !a.no_baseline,
+        }
+    }
+}
+
+/// `prover bench`.
+pub fn run_bench(args: BenchArgs) -> Result<u8> {
+    let json = args.json.clone();
+    let rows = prover::bench::run(&args.into())?;
+    println!("{}", prover::bench::render(&rows));
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(&rows)?;
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let all_identical = rows.iter().all(|r| r.identical != Some(false));
+    Ok(if all_identical {
+        exit::OK
+    } else {
+        exit::VERIFY_FAILED
+    })
+}

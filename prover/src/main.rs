@@ -1,3 +1,56 @@
-fn main() {
-    println!("prover {} ({})", prover::VERSION, prover::BUILD_HASH);
+//! The prover binary: parse the command line, set up logging, hand over to
+//! the library, turn the outcome into an exit code (see `cli::exit`).
+
+mod cli;
+
+use clap::Parser;
+use cli::{Cli, Command};
+use std::process::ExitCode;
+
+fn init_tracing(cli: &Cli) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if cli.log_json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version are not errors.
+            let code = if e.use_stderr() {
+                cli::exit::USAGE
+            } else {
+                cli::exit::OK
+            };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    // The daemon logs where its config says (file and stderr) and sets that up itself.
+    if !matches!(cli.command, Command::Daemon(_)) {
+        init_tracing(&cli);
+    }
+    let outcome = match cli.command {
+        Command::Prove(args) => cli::run_prove(args),
+        Command::Verify(args) => cli::run_verify(args),
+        Command::Bench(args) => cli::run_bench(args),
+        Command::Daemon(args) => prover::daemon::command::run_daemon(args),
+        Command::Client(args) => prover::daemon::command::run_client(args),
+        Command::Health(args) => prover::daemon::command::run_health(args),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(cli::exit::ERROR)
+        }
+    }
 }

@@ -1,1 +1,298 @@
 //! Proof assembly: MSM results and r, s into A, B, C, as bellperson does.
+//!
+//! With `[x]₁`, `[x]₂` the parameters' points (names as in ARCHITECTURE.md)
+//! and the witness split into inputs (ONE first) and aux:
+//!
+//! - `A = α + Σ aᵢ·[uᵢ] + r·δ` (G1; `params.a`, inputs dense, aux by A-density)
+//! - `B = β + Σ bᵢ·[vᵢ] + s·δ` (G2 `params.b_g2`; its G1 twin `params.b_g1` feeds C)
+//! - `C = s·A' + r·B'₁ + r·s·δ + s·α + r·β + Σ hᵢ·[τⁱt(τ)/δ] + Σ auxᵢ·[lᵢ]`
+//!   where `A'`, `B'₁` are the bare sums: identical to `sA + rB₁ − rsδ + h + l`.
+//!
+//! The A and B queries hold only the variables with a non-zero coefficient
+//! (the densities), inputs first then aux, so one MSM per query runs over a
+//! contiguous run of bases with the matching assignment values gathered.
+//!
+//! # Partitions
+//! A job of k partitions is k independent proofs of the same circuit and
+//! parameters. Partition `i` of a job with seed `seed` uses
+//! `(r, s) = partition_randomness(seed, i)`: a ChaCha20 stream keyed by
+//! SHA-256(`"fleet-groth16-rs/v1"` ‖ seed as 8 little-endian bytes ‖ i as 4
+//! little-endian bytes), from which `r` then `s` are drawn with
+//! `Scalar::random` (ff's rejection sampling). Re-proving a partition with the
+//! same seed therefore gives byte-identical proofs on every backend.
+
+use crate::backend::{Backend, BackendError, BackendTimes};
+use crate::circuit::CircuitShape;
+use crate::pool::PinnedPool;
+use crate::synthesis::{self, Density, SynthesisError, Synthesized};
+use bellperson::groth16::{Parameters, Proof, VerifyingKey};
+use bellperson::Circuit;
+use blstrs::{Bls12, G1Affine, G2Affine, Scalar};
+use ff::Field;
+use fleet_wire::timing::Phase;
+use group::prime::PrimeCurveAffine;
+use group::Curve;
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use sha2::{Digest, Sha256};
+use std::time::Instant;
+
+/// Why a partition could not be proven.
+#[derive(Debug, thiserror::Error)]
+pub enum ProveError {
+    #[error(transparent)]
+    Synthesis(#[from] SynthesisError),
+    #[error("{backend} backend: {source}")]
+    Backend {
+        backend: &'static str,
+        #[source]
+        source: BackendError,
+    },
+    #[error(
+        "parameters do not match the synthesized circuit: {what} is {got}, expected {expected}"
+    )]
+    ParamsMismatch {
+        what: &'static str,
+        got: usize,
+        expected: usize,
+    },
+    #[error("parameters hold the identity as delta (a subverted CRS); refusing to prove")]
+    UnexpectedIdentity,
+}
+
+/// Read access to a Groth16 proving key, whatever holds it in memory.
+pub trait ProvingKey: Sync {
+    fn vk(&self) -> &VerifyingKey<Bls12>;
+    /// `[τⁱ·t(τ)/δ]₁` for i < m − 1.
+    fn h(&self) -> &[G1Affine];
+    /// `[(βuᵢ+αvᵢ+wᵢ)/δ]₁` for every aux variable.
+    fn l(&self) -> &[G1Affine];
+    /// `[uᵢ(τ)]₁`, inputs then dense aux.
+    fn a(&self) -> &[G1Affine];
+    /// `[vᵢ(τ)]₁`, dense inputs then dense aux.
+    fn b_g1(&self) -> &[G1Affine];
+    /// `[vᵢ(τ)]₂`, dense inputs then dense aux.
+    fn b_g2(&self) -> &[G2Affine];
+}
+
+impl ProvingKey for Parameters<Bls12> {
+    fn vk(&self) -> &VerifyingKey<Bls12> {
+        &self.vk
+    }
+    fn h(&self) -> &[G1Affine] {
+        &self.h
+    }
+    fn l(&self) -> &[G1Affine] {
+        &self.l
+    }
+    fn a(&self) -> &[G1Affine] {
+        &self.a
+    }
+    fn b_g1(&self) -> &[G1Affine] {
+        &self.b_g1
+    }
+    fn b_g2(&self) -> &[G2Affine] {
+        &self.b_g2
+    }
+}
+
+/// The largest shape a proving key admits: its input and aux counts, and as
+/// many constraints as fill its domain (m = `h.len() + 1`).
+pub fn shape_of_key(key: &dyn ProvingKey) -> CircuitShape {
+    let m = key.h().len() + 1;
+    let num_inputs = key.vk().ic.len();
+    CircuitShape {
+        num_inputs,
+        num_aux: key.l().len(),
+        num_constraints: m.saturating_sub(num_inputs),
+    }
+}
+
+/// The (r, s) of partition `partition` of a job seeded with `seed` (see the
+/// module docs for the derivation).
+pub fn partition_randomness(seed: u64, partition: u32) -> (Scalar, Scalar) {
+    let mut h = Sha256::new();
+    h.update(b"fleet-groth16-rs/v1");
+    h.update(seed.to_le_bytes());
+    h.update(partition.to_le_bytes());
+    let mut rng = ChaCha20Rng::from_seed(h.finalize().into());
+    let r = Scalar::random(&mut rng);
+    let s = Scalar::random(&mut rng);
+    (r, s)
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn check(what: &'static str, got: usize, expected: usize) -> Result<(), ProveError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(ProveError::ParamsMismatch {
+            what,
+            got,
+            expected,
+        })
+    }
+}
+
+/// `values` at the set positions of `density`, appended to `out`.
+fn gather(out: &mut Vec<Scalar>, values: &[Scalar], density: &Density) {
+    if density.is_full() {
+        out.extend_from_slice(values);
+    } else {
+        out.extend(
+            values
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| density.get(*i))
+                .map(|(_, v)| *v),
+        );
+    }
+}
+
+/// Proves one synthesized partition with randomness `r`, `s`. Buffers go
+/// back to the pool as soon as they are no longer needed (b, c after the
+/// quotient, a after the h MSM). Backend and MSM phases are added to `times`.
+pub fn prove_synthesized(
+    backend: &dyn Backend,
+    key: &dyn ProvingKey,
+    syn: Synthesized,
+    r: Scalar,
+    s: Scalar,
+    times: &mut BackendTimes,
+) -> Result<Proof<Bls12>, ProveError> {
+    let backend_err = |source| ProveError::Backend {
+        backend: backend.kind().as_str(),
+        source,
+    };
+    let vk = key.vk();
+    let Synthesized {
+        mut a,
+        mut b,
+        mut c,
+        input_assignment,
+        aux_assignment,
+        a_aux_density,
+        b_input_density,
+        b_aux_density,
+        ..
+    } = syn;
+    let m = a.len();
+    let num_inputs = input_assignment.len();
+    check("the domain size (h query + 1)", key.h().len() + 1, m)?;
+    check("the number of inputs (vk.ic)", vk.ic.len(), num_inputs)?;
+    check(
+        "the number of aux variables (l query)",
+        key.l().len(),
+        aux_assignment.len(),
+    )?;
+    let a_len = num_inputs + a_aux_density.total();
+    let b_len = b_input_density.total() + b_aux_density.total();
+    check("the A query length", key.a().len(), a_len)?;
+    check("the B query length in G1", key.b_g1().len(), b_len)?;
+    check("the B query length in G2", key.b_g2().len(), b_len)?;
+    if bool::from(vk.delta_g1.is_identity() | vk.delta_g2.is_identity()) {
+        return Err(ProveError::UnexpectedIdentity);
+    }
+
+    let pinned = a.page_locked() && b.page_locked() && c.page_locked();
+    backend
+        .quotient(&mut a, &mut b, &mut c, pinned, times)
+        .map_err(backend_err)?;
+    drop((b, c));
+
+    let msm_start = Instant::now();
+    // h has m coefficients; the top one is zero for a satisfied system and
+    // bellperson drops it, as the h query holds m − 1 points.
+    let t = Instant::now();
+    let h = backend
+        .msm_g1(key.h(), &a[..m - 1], times)
+        .map_err(backend_err)?;
+    times.add(Phase::MsmH, ms_since(t));
+    drop(a);
+
+    let t = Instant::now();
+    let l = backend
+        .msm_g1(key.l(), &aux_assignment, times)
+        .map_err(backend_err)?;
+    times.add(Phase::MsmL, ms_since(t));
+
+    let t = Instant::now();
+    let mut scalars = Vec::with_capacity(a_len.max(b_len));
+    scalars.extend_from_slice(&input_assignment);
+    gather(&mut scalars, &aux_assignment, &a_aux_density);
+    let a_answer = backend
+        .msm_g1(key.a(), &scalars, times)
+        .map_err(backend_err)?;
+    times.add(Phase::MsmA, ms_since(t));
+
+    let t = Instant::now();
+    scalars.clear();
+    gather(&mut scalars, &input_assignment, &b_input_density);
+    gather(&mut scalars, &aux_assignment, &b_aux_density);
+    drop((input_assignment, aux_assignment));
+    let b1_answer = backend
+        .msm_g1(key.b_g1(), &scalars, times)
+        .map_err(backend_err)?;
+    times.add(Phase::MsmBG1, ms_since(t));
+
+    let t = Instant::now();
+    let b2_answer = backend
+        .msm_g2(key.b_g2(), &scalars, times)
+        .map_err(backend_err)?;
+    times.add(Phase::MsmBG2, ms_since(t));
+    times.add(Phase::Msm, ms_since(msm_start));
+    drop(scalars);
+
+    let t = Instant::now();
+    let g_a = vk.delta_g1 * r + vk.alpha_g1 + a_answer;
+    let g_b = vk.delta_g2 * s + vk.beta_g2 + b2_answer;
+    let g_c = a_answer * s
+        + b1_answer * r
+        + vk.delta_g1 * (r * s)
+        + vk.alpha_g1 * s
+        + vk.beta_g1 * r
+        + h
+        + l;
+    let proof = Proof {
+        a: g_a.to_affine(),
+        b: g_b.to_affine(),
+        c: g_c.to_affine(),
+    };
+    times.add(Phase::Assembly, ms_since(t));
+    Ok(proof)
+}
+
+/// Synthesises `circuit` into buffers from `pool` and proves it: the
+/// one-call path for tools and tests.
+pub fn create_proof<C: Circuit<Scalar>>(
+    circuit: C,
+    key: &dyn ProvingKey,
+    r: Scalar,
+    s: Scalar,
+    backend: &dyn Backend,
+    pool: &PinnedPool,
+) -> Result<Proof<Bls12>, ProveError> {
+    let shape = shape_of_key(key);
+    let syn = synthesis::synthesize(circuit, &shape, pool)?;
+    let mut times = BackendTimes::default();
+    prove_synthesized(backend, key, syn, r, s, &mut times)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_randomness_is_deterministic_and_distinct() {
+        let (r0, s0) = partition_randomness(42, 0);
+        assert_eq!(partition_randomness(42, 0), (r0, s0));
+        assert_ne!(r0, s0);
+        let (r1, _) = partition_randomness(42, 1);
+        assert_ne!(r0, r1);
+        let (r2, _) = partition_randomness(43, 0);
+        assert_ne!(r0, r2);
+    }
+}

@@ -1,1 +1,602 @@
 //! A ConstraintSystem that writes a/b/c evaluations and assignments straight into pinned buffers.
+//!
+//! It is bellperson's `ProvingAssignment` with its `Vec`s replaced by
+//! fixed-capacity [`PinnedVec`]s checked out of the pool before synthesis, so
+//! the buffers a device uploads from are the ones the circuit wrote: no copy
+//! in between. Capacities come from a [`CircuitShape`]; a circuit that
+//! outgrows them fails with [`SynthesisError::TooLarge`], never a panic.
+
+use crate::budget::MemoryBudget;
+use crate::circuit::CircuitShape;
+use crate::pool::{HeapAllocator, PinnedPool, PinnedVec, PinnedVecError, PoolError, PoolLimits};
+use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, Variable};
+use blstrs::Scalar;
+use ff::Field;
+use std::mem::size_of;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why synthesis failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SynthesisError {
+    #[error("circuit synthesis failed: {0}")]
+    Circuit(#[from] bellperson::SynthesisError),
+    #[error(
+        "circuit is larger than its parameters: more than {limit} {what} (the parameters were \
+         made for a different or smaller circuit)"
+    )]
+    TooLarge { what: &'static str, limit: usize },
+    #[error(
+        "circuit does not match its parameters: {what} is {got}, the parameters expect {expected}"
+    )]
+    Mismatch {
+        what: &'static str,
+        got: usize,
+        expected: usize,
+    },
+    #[error("checking out synthesis buffers ({bytes} bytes) from the pool: {source}")]
+    Pool {
+        bytes: usize,
+        #[source]
+        source: PoolError,
+    },
+    #[error("synthesis buffer: {0}")]
+    Buffer(#[from] PinnedVecError),
+}
+
+/// Which variables of one query (A or B, inputs or aux) have a non-zero
+/// coefficient somewhere: those are the ones whose bases the parameters keep.
+/// Mirrors bellperson's `DensityTracker`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Density {
+    words: Vec<u64>,
+    len: usize,
+    total: usize,
+}
+
+impl Density {
+    fn with_capacity(bits: usize) -> Self {
+        Density {
+            words: Vec::with_capacity(bits.div_ceil(64)),
+            len: 0,
+            total: 0,
+        }
+    }
+
+    fn add_element(&mut self) {
+        if self.len % 64 == 0 {
+            self.words.push(0);
+        }
+        self.len += 1;
+    }
+
+    #[inline]
+    fn inc(&mut self, i: usize) {
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        if let Some(word) = self.words.get_mut(w) {
+            if *word & b == 0 {
+                *word |= b;
+                self.total += 1;
+            }
+        }
+    }
+
+    pub fn get(&self, i: usize) -> bool {
+        i < self.len && self.words[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    /// Number of tracked variables.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of variables set (the number of bases the parameters hold).
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Whether every variable is set (then no compaction is needed).
+    pub fn is_full(&self) -> bool {
+        self.total == self.len
+    }
+}
+
+/// Checked-out buffers sized for one shape, not yet written.
+#[derive(Debug)]
+pub struct SynthesisBuffers {
+    a: PinnedVec<Scalar>,
+    b: PinnedVec<Scalar>,
+    c: PinnedVec<Scalar>,
+    input_assignment: PinnedVec<Scalar>,
+    aux_assignment: PinnedVec<Scalar>,
+}
+
+impl SynthesisBuffers {
+    /// Checks out all five buffers at once (all or nothing, so two partitions
+    /// never deadlock holding half each): a, b, c of the domain size, and the
+    /// input and aux assignments.
+    pub fn checkout(
+        pool: &PinnedPool,
+        who: &str,
+        shape: &CircuitShape,
+    ) -> Result<Self, SynthesisError> {
+        let m = shape.domain_size();
+        let elems = [m, m, m, shape.num_inputs.max(1), shape.num_aux.max(1)];
+        let sizes = elems.map(|e| e * size_of::<Scalar>());
+        let bytes = sizes.iter().sum();
+        let bufs = pool
+            .checkout_many(who, &sizes)
+            .map_err(|source| SynthesisError::Pool { bytes, source })?;
+        let mut it = bufs.into_iter();
+        let mut next = || -> Result<PinnedVec<Scalar>, SynthesisError> {
+            let buf = it.next().ok_or(SynthesisError::Pool {
+                bytes,
+                source: PoolError::Alloc {
+                    allocator: pool.allocator_name(),
+                    bytes,
+                    reason: "pool returned fewer buffers than requested".into(),
+                },
+            })?;
+            Ok(PinnedVec::new(buf)?)
+        };
+        Ok(SynthesisBuffers {
+            a: next()?,
+            b: next()?,
+            c: next()?,
+            input_assignment: next()?,
+            aux_assignment: next()?,
+        })
+    }
+
+    /// Total bytes held.
+    pub fn bytes(&self) -> usize {
+        [
+            &self.a,
+            &self.b,
+            &self.c,
+            &self.input_assignment,
+            &self.aux_assignment,
+        ]
+        .iter()
+        .map(|v| v.capacity() * size_of::<Scalar>())
+        .sum()
+    }
+}
+
+/// The result of synthesising one partition: everything the backend and
+/// proof assembly need, in the buffers it was written to. `Send`, so it moves
+/// from a synthesis thread to a device thread.
+#[derive(Debug)]
+pub struct Synthesized {
+    /// Evaluations of the A, B, C polynomials over the domain, zero-padded to
+    /// its size `m` (a power of two).
+    pub a: PinnedVec<Scalar>,
+    pub b: PinnedVec<Scalar>,
+    pub c: PinnedVec<Scalar>,
+    /// Input assignment, ONE first.
+    pub input_assignment: PinnedVec<Scalar>,
+    pub aux_assignment: PinnedVec<Scalar>,
+    pub a_aux_density: Density,
+    pub b_input_density: Density,
+    pub b_aux_density: Density,
+    /// Constraints written, bellperson's `x·0 = 0` input constraints included.
+    pub num_constraints: usize,
+    /// Milliseconds spent running the circuit (checkout excluded).
+    pub synthesis_ms: f64,
+}
+
+impl Synthesized {
+    /// Domain size m.
+    pub fn domain(&self) -> usize {
+        self.a.len()
+    }
+
+    /// Whether a, b, c live in page-locked memory.
+    pub fn pinned(&self) -> bool {
+        self.a.page_locked() && self.b.page_locked() && self.c.page_locked()
+    }
+}
+
+/// Checks buffers out of `pool` and synthesises `circuit` into them.
+pub fn synthesize<C: Circuit<Scalar>>(
+    circuit: C,
+    shape: &CircuitShape,
+    pool: &PinnedPool,
+) -> Result<Synthesized, SynthesisError> {
+    let bufs = SynthesisBuffers::checkout(pool, "synthesis", shape)?;
+    synthesize_into(circuit, shape, bufs)
+}
+
+/// A pool over ordinary heap memory with a budget of `bytes`, for tests and
+/// one-shot CPU proving where page-locking buys nothing.
+pub fn heap_pool(bytes: u64) -> PinnedPool {
+    PinnedPool::new(
+        Arc::new(HeapAllocator),
+        MemoryBudget::new(bytes),
+        PoolLimits::default(),
+    )
+}
+
+/// Synthesises `circuit` into already checked-out buffers, exactly as
+/// bellperson's prover does: allocate ONE as input 0, run the circuit, then
+/// enforce `input_i · 0 = 0` for every input; pad a, b, c with zeros to the
+/// domain size.
+pub fn synthesize_into<C: Circuit<Scalar>>(
+    circuit: C,
+    shape: &CircuitShape,
+    bufs: SynthesisBuffers,
+) -> Result<Synthesized, SynthesisError> {
+    let start = Instant::now();
+    let mut cs = ProvingSystem::new(bufs, shape);
+    cs.alloc_input(|| "", || Ok(Scalar::ONE))
+        .map_err(|e| cs.explain(e))?;
+    circuit.synthesize(&mut cs).map_err(|e| cs.explain(e))?;
+    for i in 0..cs.input_assignment.len() {
+        cs.enforce(|| "", |lc| lc + Variable(Index::Input(i)), |lc| lc, |lc| lc);
+    }
+    if let Some(e) = cs.overflow.take() {
+        return Err(e);
+    }
+    let num_constraints = cs.a.len();
+    for (what, got, expected) in [
+        (
+            "the number of inputs",
+            cs.input_assignment.len(),
+            shape.num_inputs,
+        ),
+        (
+            "the number of aux variables",
+            cs.aux_assignment.len(),
+            shape.num_aux,
+        ),
+    ] {
+        if got != expected {
+            return Err(SynthesisError::Mismatch {
+                what,
+                got,
+                expected,
+            });
+        }
+    }
+    let m = shape.domain_size();
+    for v in [&mut cs.a, &mut cs.b, &mut cs.c] {
+        v.resize(m, Scalar::ZERO)
+            .map_err(|_| SynthesisError::TooLarge {
+                what: "domain elements",
+                limit: v.capacity(),
+            })?;
+    }
+    Ok(Synthesized {
+        a: cs.a,
+        b: cs.b,
+        c: cs.c,
+        input_assignment: cs.input_assignment,
+        aux_assignment: cs.aux_assignment,
+        a_aux_density: cs.a_aux_density,
+        b_input_density: cs.b_input_density,
+        b_aux_density: cs.b_aux_density,
+        num_constraints,
+        synthesis_ms: start.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+/// bellperson's `ProvingAssignment` over fixed-capacity buffers.
+struct ProvingSystem {
+    a: PinnedVec<Scalar>,
+    b: PinnedVec<Scalar>,
+    c: PinnedVec<Scalar>,
+    input_assignment: PinnedVec<Scalar>,
+    aux_assignment: PinnedVec<Scalar>,
+    a_aux_density: Density,
+    b_input_density: Density,
+    b_aux_density: Density,
+    /// Capacity limits (the shape's, which may be below the buffers' rounded-up capacity).
+    max_constraints: usize,
+    max_inputs: usize,
+    max_aux: usize,
+    /// The first overflow; `enforce` cannot return an error, so it is kept
+    /// here and reported when the circuit returns.
+    overflow: Option<SynthesisError>,
+}
+
+impl ProvingSystem {
+    fn new(bufs: SynthesisBuffers, shape: &CircuitShape) -> Self {
+        let SynthesisBuffers {
+            mut a,
+            mut b,
+            mut c,
+            mut input_assignment,
+            mut aux_assignment,
+        } = bufs;
+        for v in [
+            &mut a,
+            &mut b,
+            &mut c,
+            &mut input_assignment,
+            &mut aux_assignment,
+        ] {
+            v.clear();
+        }
+        ProvingSystem {
+            a,
+            b,
+            c,
+            input_assignment,
+            aux_assignment,
+            a_aux_density: Density::with_capacity(shape.num_aux),
+            b_input_density: Density::with_capacity(shape.num_inputs),
+            b_aux_density: Density::with_capacity(shape.num_aux),
+            max_constraints: shape.domain_size(),
+            max_inputs: shape.num_inputs,
+            max_aux: shape.num_aux,
+            overflow: None,
+        }
+    }
+
+    /// Replaces the generic error an allocation returned after an overflow
+    /// with the overflow itself.
+    fn explain(&mut self, e: bellperson::SynthesisError) -> SynthesisError {
+        self.overflow.take().unwrap_or(SynthesisError::Circuit(e))
+    }
+
+    fn too_large(&mut self, what: &'static str, limit: usize) -> bellperson::SynthesisError {
+        if self.overflow.is_none() {
+            self.overflow = Some(SynthesisError::TooLarge { what, limit });
+        }
+        bellperson::SynthesisError::PolynomialDegreeTooLarge
+    }
+}
+
+/// bellperson's `eval_with_trackers`: Σ coeff·value, skipping zero
+/// coefficients, marking the variables used in the trackers given.
+#[inline]
+fn eval(
+    lc: &LinearCombination<Scalar>,
+    mut input_density: Option<&mut Density>,
+    mut aux_density: Option<&mut Density>,
+    inputs: &[Scalar],
+    aux: &[Scalar],
+) -> Scalar {
+    let mut acc = Scalar::ZERO;
+    for (&i, coeff) in lc.iter_inputs() {
+        if !bool::from(coeff.is_zero()) {
+            let v = inputs.get(i).copied().unwrap_or(Scalar::ZERO);
+            acc += if *coeff == Scalar::ONE { v } else { v * coeff };
+            if let Some(d) = input_density.as_deref_mut() {
+                d.inc(i);
+            }
+        }
+    }
+    for (&i, coeff) in lc.iter_aux() {
+        if !bool::from(coeff.is_zero()) {
+            let v = aux.get(i).copied().unwrap_or(Scalar::ZERO);
+            acc += if *coeff == Scalar::ONE { v } else { v * coeff };
+            if let Some(d) = aux_density.as_deref_mut() {
+                d.inc(i);
+            }
+        }
+    }
+    acc
+}
+
+impl ConstraintSystem<Scalar> for ProvingSystem {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, bellperson::SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, bellperson::SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        if self.aux_assignment.len() >= self.max_aux {
+            return Err(self.too_large("aux variables", self.max_aux));
+        }
+        let value = f()?;
+        if self.aux_assignment.push(value).is_err() {
+            return Err(self.too_large("aux variables", self.max_aux));
+        }
+        self.a_aux_density.add_element();
+        self.b_aux_density.add_element();
+        Ok(Variable(Index::Aux(self.aux_assignment.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, bellperson::SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, bellperson::SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        if self.input_assignment.len() >= self.max_inputs {
+            return Err(self.too_large("inputs", self.max_inputs));
+        }
+        let value = f()?;
+        if self.input_assignment.push(value).is_err() {
+            return Err(self.too_large("inputs", self.max_inputs));
+        }
+        self.b_input_density.add_element();
+        Ok(Variable(Index::Input(self.input_assignment.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        if self.a.len() >= self.max_constraints {
+            self.too_large("constraints (domain size)", self.max_constraints);
+            return;
+        }
+        let a = a(LinearCombination::zero());
+        let b = b(LinearCombination::zero());
+        let c = c(LinearCombination::zero());
+        let inputs = self.input_assignment.as_slice();
+        let aux = self.aux_assignment.as_slice();
+        // Inputs have full density in A because of the x·0 = 0 constraints.
+        let a_res = eval(&a, None, Some(&mut self.a_aux_density), inputs, aux);
+        let b_res = eval(
+            &b,
+            Some(&mut self.b_input_density),
+            Some(&mut self.b_aux_density),
+            inputs,
+            aux,
+        );
+        let c_res = eval(&c, None, None, inputs, aux);
+        // Capacity was checked above: a, b, c hold at least max_constraints.
+        let pushed = self
+            .a
+            .push(a_res)
+            .and(self.b.push(b_res))
+            .and(self.c.push(c_res));
+        if pushed.is_err() {
+            self.too_large("constraints (domain size)", self.max_constraints);
+        }
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// x³ + x + 5 = out, with `out` public: three constraints.
+    struct Cubic(Option<u64>);
+
+    impl Circuit<Scalar> for Cubic {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), bellperson::SynthesisError> {
+            let x_val = self.0.map(Scalar::from);
+            let x = cs.alloc(
+                || "x",
+                || x_val.ok_or(bellperson::SynthesisError::AssignmentMissing),
+            )?;
+            let x2_val = x_val.map(|x| x.square());
+            let x2 = cs.alloc(
+                || "x2",
+                || x2_val.ok_or(bellperson::SynthesisError::AssignmentMissing),
+            )?;
+            cs.enforce(|| "x2", |lc| lc + x, |lc| lc + x, |lc| lc + x2);
+            let x3_val = x2_val.zip(x_val).map(|(a, b)| a * b);
+            let x3 = cs.alloc(
+                || "x3",
+                || x3_val.ok_or(bellperson::SynthesisError::AssignmentMissing),
+            )?;
+            cs.enforce(|| "x3", |lc| lc + x2, |lc| lc + x, |lc| lc + x3);
+            let out_val = x3_val.zip(x_val).map(|(a, b)| a + b + Scalar::from(5));
+            let out = cs.alloc_input(
+                || "out",
+                || out_val.ok_or(bellperson::SynthesisError::AssignmentMissing),
+            )?;
+            cs.enforce(
+                || "out",
+                |lc| lc + x3 + x + (Scalar::from(5), CS::one()),
+                |lc| lc + CS::one(),
+                |lc| lc + out,
+            );
+            Ok(())
+        }
+    }
+
+    fn shape() -> CircuitShape {
+        CircuitShape {
+            num_inputs: 2,
+            num_aux: 3,
+            num_constraints: 3,
+        }
+    }
+
+    #[test]
+    fn writes_evaluations_assignments_and_densities_as_bellperson_does() {
+        let pool = heap_pool(1 << 20);
+        let syn = synthesize(Cubic(Some(3)), &shape(), &pool).unwrap();
+        // 3 circuit constraints + 2 input constraints, padded to 8.
+        assert_eq!(syn.num_constraints, 5);
+        assert_eq!(syn.domain(), 8);
+        let s = Scalar::from;
+        assert_eq!(syn.input_assignment.as_slice(), &[s(1), s(35)]);
+        assert_eq!(syn.aux_assignment.as_slice(), &[s(3), s(9), s(27)]);
+        assert_eq!(
+            syn.a.as_slice(),
+            &[s(3), s(9), s(35), s(1), s(35), s(0), s(0), s(0)]
+        );
+        assert_eq!(
+            syn.b.as_slice(),
+            &[s(3), s(3), s(1), s(0), s(0), s(0), s(0), s(0)]
+        );
+        assert_eq!(
+            syn.c.as_slice(),
+            &[s(9), s(27), s(35), s(0), s(0), s(0), s(0), s(0)]
+        );
+        assert_eq!(syn.a_aux_density.total(), 3);
+        assert!(syn.b_input_density.get(0) && !syn.b_input_density.get(1));
+        assert!(syn.b_aux_density.get(0) && !syn.b_aux_density.get(1) && !syn.b_aux_density.get(2));
+    }
+
+    #[test]
+    fn circuit_larger_than_its_shape_is_a_clear_error() {
+        let pool = heap_pool(1 << 20);
+        let small = CircuitShape {
+            num_inputs: 2,
+            num_aux: 2,
+            num_constraints: 3,
+        };
+        let err = synthesize(Cubic(Some(3)), &small, &pool).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SynthesisError::TooLarge {
+                    what: "aux variables",
+                    limit: 2
+                }
+            ),
+            "{err}"
+        );
+        let few = CircuitShape {
+            num_inputs: 2,
+            num_aux: 3,
+            num_constraints: 0,
+        };
+        let err = synthesize(Cubic(Some(3)), &few, &pool).unwrap_err();
+        assert!(
+            matches!(err, SynthesisError::TooLarge { limit: 2, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("larger than its parameters"));
+    }
+
+    #[test]
+    fn missing_witness_is_reported_as_the_circuit_error() {
+        let pool = heap_pool(1 << 20);
+        let err = synthesize(Cubic(None), &shape(), &pool).unwrap_err();
+        assert!(matches!(
+            err,
+            SynthesisError::Circuit(bellperson::SynthesisError::AssignmentMissing)
+        ));
+    }
+
+    #[test]
+    fn synthesized_moves_between_threads() {
+        fn assert_send<T: Send>() {}
+        assert_send::<Synthesized>();
+    }
+}
