@@ -33,15 +33,17 @@ pub struct SubmitRequest {
     pub circuit: String,
     /// Constraint count to size the circuit for.
     pub size: u64,
-    /// Number of partitions (independent proofs); partition `i` uses the
-    /// witness derived from `(seed, i)`.
+    /// Number of partitions: independent proofs of the same statement, each
+    /// with its own r, s.
     #[serde(default = "one")]
     pub partitions: u32,
     /// Seed of the public input and witness.
     #[serde(default)]
     pub seed: u64,
-    /// Seed of the proof randomness r, s; `None` draws it from the OS, so the
-    /// proof bytes are only reproducible when it is set.
+    /// Seed of the proof randomness: partition `i` uses
+    /// `prove::partition_randomness(rs_seed, i)`. `None` draws the seed from
+    /// the OS, so proof bytes are reproducible only when it is set (with
+    /// `rs_seed = seed` they equal `prover prove --seed <seed>`'s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rs_seed: Option<u64>,
 }

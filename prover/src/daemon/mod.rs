@@ -3,4 +3,17 @@
 //! # Layout
 //! - [`config`]: the TOML file, validated with key paths.
 //! - [`lifecycle`]: `run(config, listener, shutdown)`, start-up to exit.
+//! - [`api`]: HTTP routes, authentication, error mapping.
+//! - [`engine`]: synthesis and device workers, jobs, admission.
+//! - [`metrics`]: Prometheus registry behind `/metrics`.
+//! - [`pidfile`]: exclusive pid file with stale detection.
+//! - [`client`]: blocking API client used by `prover client` and `prover health`.
+//! - [`command`]: the `daemon`, `client` and `health` subcommands (signals, logging, exit codes).
+pub mod api;
+pub mod client;
+pub mod command;
 pub mod config;
+pub mod engine;
+pub mod lifecycle;
+pub mod metrics;
+pub mod pidfile;

@@ -1,0 +1,409 @@
+//! The HTTP API (axum): routes, bearer authentication, and the mapping of
+//! every refusal to a status code with an [`ErrorBody`]. Bodies are the
+//! types of [`fleet_wire::api`].
+
+use crate::budget::MemoryBudget;
+use crate::daemon::engine::{Engine, SubmitError};
+use crate::daemon::metrics::{Metrics, Sample};
+use crate::pool::PinnedPool;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use fleet_wire::api::{
+    self as wire, BudgetStats, DaemonState, ErrorBody, Health, PoolStats, Ready, Status,
+    SubmitRequest, SubmitResponse,
+};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Longest a `/wait` request may hold the connection.
+pub const MAX_WAIT: Duration = Duration::from_secs(600);
+
+/// Where the daemon is in its life, and why it is not ready.
+#[derive(Debug)]
+pub struct Readiness {
+    inner: Mutex<(DaemonState, Option<String>)>,
+}
+
+impl Readiness {
+    pub fn new() -> Self {
+        Self {
+            inner: Mutex::new((DaemonState::Starting, Some("starting".into()))),
+        }
+    }
+
+    /// Still starting; `reason` says which step runs.
+    pub fn starting(&self, reason: impl Into<String>) {
+        *self.inner.lock() = (
+            DaemonState::Starting,
+            Some(format!("starting: {}", reason.into())),
+        );
+    }
+
+    pub fn ready(&self) {
+        *self.inner.lock() = (DaemonState::Ready, None);
+    }
+
+    pub fn draining(&self) {
+        *self.inner.lock() = (DaemonState::Draining, Some("draining".into()));
+    }
+
+    pub fn get(&self) -> (DaemonState, Option<String>) {
+        self.inner.lock().clone()
+    }
+}
+
+impl Default for Readiness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Everything the handlers share. Parts built during start-up are set once
+/// they exist; until then the routes that need them answer 503.
+pub struct AppState {
+    pub engine: OnceLock<Arc<Engine>>,
+    pub budget: OnceLock<Arc<MemoryBudget>>,
+    pub pool: OnceLock<PinnedPool>,
+    pub readiness: Readiness,
+    pub metrics: Arc<Metrics>,
+    pub token: Option<String>,
+    pub listen: SocketAddr,
+    pub started: Instant,
+}
+
+impl AppState {
+    pub fn new(metrics: Arc<Metrics>, token: Option<String>, listen: SocketAddr) -> Self {
+        Self {
+            engine: OnceLock::new(),
+            budget: OnceLock::new(),
+            pool: OnceLock::new(),
+            readiness: Readiness::new(),
+            metrics,
+            token,
+            listen,
+            started: Instant::now(),
+        }
+    }
+
+    fn budget_stats(&self) -> BudgetStats {
+        self.budget
+            .get()
+            .map(|b| {
+                let s = b.stats();
+                BudgetStats {
+                    total_bytes: s.total,
+                    reserved_bytes: s.reserved,
+                    available_bytes: s.available,
+                    waiters: s.waiters as u64,
+                }
+            })
+            .unwrap_or_default()
+    }
+
+    fn pool_stats(&self) -> PoolStats {
+        self.pool
+            .get()
+            .map(|p| {
+                let s = p.stats();
+                PoolStats {
+                    allocator: s.allocator,
+                    pinned: s.page_locked,
+                    held_bytes: s.bytes_pinned,
+                    in_use_bytes: s.bytes_in_use,
+                    max_bytes: s.max_bytes,
+                }
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn status(&self) -> Status {
+        let engine = self.engine.get();
+        let (completed, failed, last) = engine.map(|e| e.counters()).unwrap_or((0, 0, None));
+        Status {
+            api_version: wire::API_VERSION,
+            version: crate::VERSION.to_string(),
+            build: crate::BUILD_HASH.to_string(),
+            pid: std::process::id(),
+            state: self.readiness.get().0,
+            listen: self.listen.to_string(),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            queue: engine.map(|e| e.queue_stats()).unwrap_or_default(),
+            budget: self.budget_stats(),
+            pool: self.pool_stats(),
+            backend: engine
+                .map(|e| e.backend_name())
+                .unwrap_or("none")
+                .to_string(),
+            devices: engine.map(|e| e.devices()).unwrap_or_default(),
+            proofs_completed: completed,
+            proofs_failed: failed,
+            last_proof_ms: last,
+        }
+    }
+}
+
+/// An error answer: status plus [`ErrorBody`].
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    body: ErrorBody,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, error: &str, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            body: ErrorBody {
+                error: error.to_string(),
+                detail: detail.into(),
+            },
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status, Json(self.body)).into_response();
+        match self.status {
+            StatusCode::UNAUTHORIZED => {
+                resp.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            }
+            _ => {}
+        }
+        resp
+    }
+}
+
+impl From<SubmitError> for ApiError {
+    fn from(e: SubmitError) -> Self {
+        let (status, code) = match &e {
+            SubmitError::UnknownCircuit(_) => (StatusCode::BAD_REQUEST, "unknown_circuit"),
+            SubmitError::SizeOutOfRange(_) => (StatusCode::BAD_REQUEST, "size_out_of_range"),
+            SubmitError::BadPartitions { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
+            SubmitError::TooLarge { .. } => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "too_large_for_budget")
+            }
+            SubmitError::QueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, "queue_full"),
+            SubmitError::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
+            SubmitError::Params { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        ApiError::new(status, code, e.to_string())
+    }
+}
+
+type Shared = Arc<AppState>;
+
+/// The router over `state`.
+pub fn router(state: Shared) -> Router {
+    let protected = Router::new()
+        .route(wire::JOBS_PATH, axum::routing::post(submit))
+        .route("/v1/jobs/{id}", get(job).delete(cancel))
+        .route("/v1/jobs/{id}/wait", get(wait))
+        .route(wire::READYZ_PATH, get(readyz))
+        .route(wire::STATUS_PATH, get(status))
+        .route(wire::METRICS_PATH, get(metrics))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth));
+    Router::new()
+        .route(wire::HEALTHZ_PATH, get(healthz))
+        .merge(protected)
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// Compares without an early exit, so response time does not leak the token.
+fn token_matches(given: &[u8], want: &[u8]) -> bool {
+    given.len() == want.len()
+        && given
+            .iter()
+            .zip(want)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+async fn auth(State(state): State<Shared>, req: Request, next: Next) -> Response {
+    let Some(want) = &state.token else {
+        return next.run(req).await;
+    };
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(t) if token_matches(t.trim().as_bytes(), want.as_bytes()) => next.run(req).await,
+        Some(_) => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "wrong bearer token",
+        )
+        .into_response(),
+        None => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing `Authorization: Bearer <token>` header (the daemon's config sets api_token)",
+        )
+        .into_response(),
+    }
+}
+
+fn engine(state: &AppState) -> Result<&Arc<Engine>, ApiError> {
+    state.engine.get().ok_or_else(|| {
+        let reason = state.readiness.get().1.unwrap_or_else(|| "starting".into());
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", reason)
+    })
+}
+
+async fn submit(State(state): State<Shared>, body: Bytes) -> Result<Response, ApiError> {
+    let req: SubmitRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("invalid job JSON: {e}"),
+        )
+    })?;
+    if state.readiness.get().0 == DaemonState::Draining {
+        return Err(SubmitError::Draining.into());
+    }
+    let engine = engine(&state)?.clone();
+    // Sizing a circuit counts its constraints: keep it off the async threads.
+    let id = tokio::task::spawn_blocking(move || engine.submit(req))
+        .await
+        .map_err(|e| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        })??;
+    Ok((StatusCode::ACCEPTED, Json(SubmitResponse { job_id: id })).into_response())
+}
+
+fn not_found_job(id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no job {id:?} (finished jobs are forgotten after a while)"),
+    )
+}
+
+async fn job(State(state): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let status = engine(&state)?.job(&id).ok_or_else(|| not_found_job(&id))?;
+    Ok(Json(status).into_response())
+}
+
+async fn wait(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let timeout = match q.get("timeout") {
+        None => Duration::from_secs(30),
+        Some(t) => wire::parse_timeout(t).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("invalid timeout {t:?}: expected e.g. 30s, 2m, 1500ms"),
+            )
+        })?,
+    }
+    .min(MAX_WAIT);
+    let engine = engine(&state)?.clone();
+    let status = engine
+        .wait(&id, timeout)
+        .await
+        .ok_or_else(|| not_found_job(&id))?;
+    Ok(Json(status).into_response())
+}
+
+async fn cancel(State(state): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let status = engine(&state)?
+        .cancel(&id)
+        .ok_or_else(|| not_found_job(&id))?;
+    Ok(Json(status).into_response())
+}
+
+async fn healthz() -> Json<Health> {
+    Json(Health {
+        alive: true,
+        version: crate::VERSION.to_string(),
+        build: crate::BUILD_HASH.to_string(),
+    })
+}
+
+async fn readyz(State(state): State<Shared>) -> Response {
+    let (s, reason) = state.readiness.get();
+    let ready = s == DaemonState::Ready;
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Json(Ready { ready, reason })).into_response()
+}
+
+async fn status(State(state): State<Shared>) -> Json<Status> {
+    Json(state.status())
+}
+
+async fn metrics(State(state): State<Shared>) -> Response {
+    let st = state.status();
+    let text = state.metrics.render(&Sample {
+        queue_depth: st.queue.depth,
+        partitions_in_flight: st.queue.partitions_in_flight,
+        pool_held_bytes: st.pool.held_bytes,
+        pool_in_use_bytes: st.pool.in_use_bytes,
+        budget_total_bytes: st.budget.total_bytes,
+        budget_reserved_bytes: st.budget.reserved_bytes,
+        budget_waiters: st.budget.waiters,
+        ready: st.state == DaemonState::Ready,
+        uptime_s: st.uptime_s,
+    });
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no route {} {}", req.method(), req.uri().path()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_comparison() {
+        assert!(token_matches(b"abc", b"abc"));
+        assert!(!token_matches(b"abd", b"abc"));
+        assert!(!token_matches(b"ab", b"abc"));
+    }
+
+    #[test]
+    fn submit_errors_map_to_documented_statuses() {
+        let e: ApiError = SubmitError::QueueFull { depth: 2, max: 2 }.into();
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.body.error, "queue_full");
+        let e: ApiError = SubmitError::Draining.into();
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        let r = e.into_response();
+        assert!(r.headers().contains_key(header::RETRY_AFTER));
+    }
+}

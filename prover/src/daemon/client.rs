@@ -1,0 +1,220 @@
+//! A blocking client of the daemon's API for `prover client …` and
+//! `prover health`: it reads the listen address and token from the same
+//! config the daemon uses, so fleetctl's steps can run it on the host.
+
+use crate::daemon::config::Config;
+use fleet_wire::api::{
+    ErrorBody, JobStatus, Ready, Status, SubmitRequest, SubmitResponse, JOBS_PATH, READYZ_PATH,
+    STATUS_PATH,
+};
+use reqwest::blocking::{Client, RequestBuilder, Response};
+use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot build an HTTP client: {0}")]
+    Build(reqwest::Error),
+    #[error("{url}: {source}")]
+    Request { url: String, source: reqwest::Error },
+    #[error("{url}: HTTP {status}: {error}: {detail}")]
+    Api {
+        url: String,
+        status: u16,
+        error: String,
+        detail: String,
+    },
+    #[error("{url}: unexpected answer (HTTP {status}): {reason}")]
+    Body {
+        url: String,
+        status: u16,
+        reason: String,
+    },
+}
+
+/// Talks to one daemon.
+#[derive(Debug, Clone)]
+pub struct ApiClient {
+    http: Client,
+    base: String,
+    token: Option<String>,
+}
+
+/// The address to connect to for a listen address: a wildcard listen means
+/// "this host", reached over loopback.
+pub fn connect_addr(listen: SocketAddr) -> SocketAddr {
+    match listen.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), listen.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), listen.port())
+        }
+        _ => listen,
+    }
+}
+
+impl ApiClient {
+    /// A client for the daemon `config` describes; `timeout` bounds each request.
+    pub fn new(config: &Config, timeout: Duration) -> Result<Self, ClientError> {
+        Self::for_addr(config.listen, config.api_token.clone(), timeout)
+    }
+
+    pub fn for_addr(
+        listen: SocketAddr,
+        token: Option<String>,
+        timeout: Duration,
+    ) -> Result<Self, ClientError> {
+        let http = Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .build()
+            .map_err(ClientError::Build)?;
+        Ok(Self {
+            http,
+            base: format!("http://{}", connect_addr(listen)),
+            token,
+        })
+    }
+
+    fn auth(&self, req: RequestBuilder) -> RequestBuilder {
+        match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    }
+
+    fn send(&self, url: &str, req: RequestBuilder) -> Result<Response, ClientError> {
+        self.auth(req)
+            .send()
+            .map_err(|source| ClientError::Request {
+                url: url.to_string(),
+                source,
+            })
+    }
+
+    /// Decodes a 2xx body as `T`, anything else as the API's error body.
+    fn decode<T: DeserializeOwned>(url: &str, resp: Response) -> Result<T, ClientError> {
+        let status = resp.status();
+        let text = resp.text().map_err(|source| ClientError::Request {
+            url: url.to_string(),
+            source,
+        })?;
+        if status.is_success() {
+            return serde_json::from_str(&text).map_err(|e| ClientError::Body {
+                url: url.to_string(),
+                status: status.as_u16(),
+                reason: e.to_string(),
+            });
+        }
+        Err(match serde_json::from_str::<ErrorBody>(&text) {
+            Ok(b) => ClientError::Api {
+                url: url.to_string(),
+                status: status.as_u16(),
+                error: b.error,
+                detail: b.detail,
+            },
+            Err(_) => ClientError::Body {
+                url: url.to_string(),
+                status: status.as_u16(),
+                reason: text.chars().take(200).collect(),
+            },
+        })
+    }
+
+    pub fn submit(&self, req: &SubmitRequest) -> Result<SubmitResponse, ClientError> {
+        let url = format!("{}{JOBS_PATH}", self.base);
+        let resp = self.send(&url, self.http.post(&url).json(req))?;
+        Self::decode(&url, resp)
+    }
+
+    pub fn job(&self, id: &str) -> Result<JobStatus, ClientError> {
+        let url = format!("{}{JOBS_PATH}/{id}", self.base);
+        let resp = self.send(&url, self.http.get(&url))?;
+        Self::decode(&url, resp)
+    }
+
+    /// Waits up to `timeout` for the job to finish, re-asking the server in
+    /// slices so neither side holds a request open too long. Returns the last
+    /// status seen (finished or not).
+    pub fn wait(&self, id: &str, timeout: Duration) -> Result<JobStatus, ClientError> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let slice = left.min(Duration::from_secs(20));
+            let url = format!(
+                "{}{JOBS_PATH}/{id}/wait?timeout={}ms",
+                self.base,
+                slice.as_millis()
+            );
+            // The request itself may take the whole slice.
+            let req = self.http.get(&url).timeout(slice + Duration::from_secs(10));
+            let status: JobStatus = Self::decode(&url, self.send(&url, req)?)?;
+            if status.state.is_finished() || left.is_zero() {
+                return Ok(status);
+            }
+        }
+    }
+
+    pub fn cancel(&self, id: &str) -> Result<JobStatus, ClientError> {
+        let url = format!("{}{JOBS_PATH}/{id}", self.base);
+        let resp = self.send(&url, self.http.delete(&url))?;
+        Self::decode(&url, resp)
+    }
+
+    pub fn status(&self) -> Result<Status, ClientError> {
+        let url = format!("{}{STATUS_PATH}", self.base);
+        let resp = self.send(&url, self.http.get(&url))?;
+        Self::decode(&url, resp)
+    }
+
+    /// `/readyz`: 200 and 503 both carry a [`Ready`] body.
+    pub fn ready(&self) -> Result<Ready, ClientError> {
+        let url = format!("{}{READYZ_PATH}", self.base);
+        let resp = self.send(&url, self.http.get(&url))?;
+        let status = resp.status();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            let text = resp.text().unwrap_or_default();
+            return serde_json::from_str(&text).map_err(|e| ClientError::Body {
+                url,
+                status: status.as_u16(),
+                reason: e.to_string(),
+            });
+        }
+        Self::decode(&url, resp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcard_listen_is_reached_over_loopback() {
+        assert_eq!(
+            connect_addr("0.0.0.0:7878".parse().unwrap()).to_string(),
+            "127.0.0.1:7878"
+        );
+        assert_eq!(
+            connect_addr("[::]:1".parse().unwrap()).to_string(),
+            "[::1]:1"
+        );
+        assert_eq!(
+            connect_addr("10.0.0.5:9".parse().unwrap()).to_string(),
+            "10.0.0.5:9"
+        );
+    }
+
+    #[test]
+    fn nothing_listening_is_a_request_error_naming_the_url() {
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let c = ApiClient::for_addr(addr, None, Duration::from_secs(2)).unwrap();
+        let e = c.status().unwrap_err().to_string();
+        assert!(e.contains(&format!("http://{addr}/status")), "{e}");
+    }
+}

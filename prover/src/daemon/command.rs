@@ -1,0 +1,316 @@
+//! The `prover daemon`, `prover client …` and `prover health` subcommands:
+//! their arguments, the daemon's logging and signal handling (the only place
+//! signals are handled), and the mapping of outcomes to exit codes.
+
+use crate::daemon::client::ApiClient;
+use crate::daemon::config::{Config, LogFormat};
+use crate::daemon::lifecycle;
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use fleet_wire::api::{JobState, SubmitRequest};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Exit codes of the daemon and client subcommands (besides 0 = success and
+/// 1 = error, shared with the rest of the binary).
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const ERROR: u8 = 1;
+    /// `client ready`: the daemon answered but is not ready.
+    pub const NOT_READY: u8 = 4;
+    /// `daemon`: the drain was aborted (second signal or drain timeout).
+    pub const ABORTED: u8 = 5;
+    /// `client submit --wait`: the job failed, was cancelled, did not verify,
+    /// or did not finish within the timeout.
+    pub const JOB_FAILED: u8 = 6;
+}
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// The daemon's TOML configuration (see docs/prover.example.toml).
+    #[arg(long)]
+    pub config: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// Describe the daemon this configuration starts (pid file, API).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    #[command(subcommand)]
+    pub command: ClientCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Submit a job; with --wait, wait for it and print its result.
+    Submit(SubmitArgs),
+    /// Print the daemon's /status.
+    Status(ConfigArg),
+    /// Exit 0 if the daemon is ready (/readyz 200), 4 if it answers but is not.
+    Ready(ConfigArg),
+    /// Print a job's status.
+    Job(JobArgs),
+    /// Cancel a job.
+    Cancel(JobArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArg {
+    /// The daemon's configuration (listen address and token are read from it).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    #[command(flatten)]
+    pub common: ConfigArg,
+    /// Job id as `submit` printed it.
+    pub job_id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    #[arg(long)]
+    pub config: PathBuf,
+    #[arg(long, default_value = "chain")]
+    pub circuit: String,
+    #[arg(long)]
+    pub size: u64,
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u32,
+    /// Seed of the public input and witness.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Seed of r, s (default: random).
+    #[arg(long)]
+    pub rs_seed: Option<u64>,
+    /// Wait for the result and print it.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+fn load(path: &Path) -> Result<Config> {
+    Config::load(path).map_err(anyhow::Error::from)
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).context("encoding JSON")?
+    );
+    Ok(())
+}
+
+/// `prover health`: prints the probe; always exits 0 when it could print one.
+pub fn run_health(args: HealthArgs) -> Result<u8> {
+    let probe = crate::health::probe(args.config.as_deref());
+    print_json(&probe)?;
+    Ok(exit::OK)
+}
+
+/// `prover client …`.
+pub fn run_client(args: ClientArgs) -> Result<u8> {
+    match args.command {
+        ClientCommand::Submit(a) => {
+            let config = load(&a.config)?;
+            let client = ApiClient::new(&config, Duration::from_secs(30))?;
+            let resp = client.submit(&SubmitRequest {
+                circuit: a.circuit,
+                size: a.size,
+                partitions: a.partitions,
+                seed: a.seed,
+                rs_seed: a.rs_seed,
+            })?;
+            if !a.wait {
+                print_json(&resp)?;
+                return Ok(exit::OK);
+            }
+            let status = client.wait(&resp.job_id, a.timeout)?;
+            print_json(&status)?;
+            let ok = status.state == JobState::Done
+                && status.result.as_ref().is_some_and(|r| r.verified);
+            Ok(if ok { exit::OK } else { exit::JOB_FAILED })
+        }
+        ClientCommand::Status(a) => {
+            let client = ApiClient::new(&load(&a.config)?, a.timeout)?;
+            print_json(&client.status()?)?;
+            Ok(exit::OK)
+        }
+        ClientCommand::Ready(a) => {
+            let client = ApiClient::new(&load(&a.config)?, a.timeout)?;
+            let ready = client.ready()?;
+            print_json(&ready)?;
+            Ok(if ready.ready {
+                exit::OK
+            } else {
+                exit::NOT_READY
+            })
+        }
+        ClientCommand::Job(a) => {
+            let client = ApiClient::new(&load(&a.common.config)?, a.common.timeout)?;
+            print_json(&client.job(&a.job_id)?)?;
+            Ok(exit::OK)
+        }
+        ClientCommand::Cancel(a) => {
+            let client = ApiClient::new(&load(&a.common.config)?, a.common.timeout)?;
+            print_json(&client.cancel(&a.job_id)?)?;
+            Ok(exit::OK)
+        }
+    }
+}
+
+/// `prover daemon --config FILE`: loads the config, sets up logging, binds,
+/// turns SIGTERM/SIGINT into stop requests and runs [`lifecycle::run`].
+pub fn run_daemon(args: DaemonArgs) -> Result<u8> {
+    let config = load(&args.config)?;
+    init_logging(&config)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("prover-rt")
+        .build()
+        .context("starting the async runtime")?;
+    crate::daemon::pidfile::check_free(&config.paths.pid_file)?;
+    let result = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("binding the API to {} (listen)", config.listen))?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .context("installing the SIGINT handler")?;
+        tokio::spawn(async move {
+            loop {
+                let name = tokio::select! {
+                    Some(()) = term.recv() => "SIGTERM",
+                    Some(()) = int.recv() => "SIGINT",
+                    else => break,
+                };
+                tracing::info!(signal = name, "stop requested");
+                if tx.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok::<_, anyhow::Error>(lifecycle::run(config, listener, rx).await)
+    });
+    // Blocking start-up work (parameter generation) may still run after an
+    // early stop; do not wait for it.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    match result? {
+        Ok(()) => Ok(exit::OK),
+        Err(e @ lifecycle::DaemonError::Aborted(_)) => {
+            eprintln!("error: {e}");
+            Ok(exit::ABORTED)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Logs to stderr and, unless stderr already is the log file (fleetctl
+/// appends the daemon's stderr there), to the log file too: each line lands
+/// in the log file exactly once either way.
+fn init_logging(config: &Config) -> Result<()> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{fmt, EnvFilter, Layer};
+    let log_file = &config.paths.log_file;
+    if let Some(dir) = log_file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_file)
+        .with_context(|| {
+            format!(
+                "opening the log file {} (paths.log_file)",
+                log_file.display()
+            )
+        })?;
+    let stderr_is_file = same_file_as_stderr(&file);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let filter = || EnvFilter::new(config.log.level.as_str());
+    let json = config.log.format == LogFormat::Json;
+    let stderr_layer = if json {
+        fmt::layer()
+            .json()
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .with_filter(filter())
+            .boxed()
+    } else {
+        fmt::layer()
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+            .with_filter(filter())
+            .boxed()
+    };
+    let file_layer = (!stderr_is_file).then(|| {
+        let file = std::sync::Arc::new(file);
+        let writer = move || log_writer::FileWriter(file.clone());
+        if json {
+            fmt::layer()
+                .json()
+                .with_ansi(false)
+                .with_writer(writer)
+                .with_filter(filter())
+                .boxed()
+        } else {
+            fmt::layer()
+                .with_ansi(false)
+                .with_writer(writer)
+                .with_filter(filter())
+                .boxed()
+        }
+    });
+    tracing_subscriber::registry()
+        .with(stderr_layer)
+        .with(file_layer)
+        .try_init()
+        .context("installing the logger")?;
+    Ok(())
+}
+
+fn same_file_as_stderr(file: &std::fs::File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsFd;
+    let Ok(stderr) = std::io::stderr().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    let stderr = std::fs::File::from(stderr);
+    match (stderr.metadata(), file.metadata()) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// The log file as a `MakeWriter` target: the formatter writes each line in
+/// one `write` to an `O_APPEND` file, so lines never interleave mid-line.
+mod log_writer {
+    use std::io::Write;
+    use std::sync::Arc;
+
+    pub struct FileWriter(pub Arc<std::fs::File>);
+
+    impl Write for FileWriter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            (&*self.0).write(buf)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            (&*self.0).flush()
+        }
+    }
+}

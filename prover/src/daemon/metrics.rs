@@ -1,0 +1,242 @@
+//! Prometheus metrics at `/metrics`: phase histograms fed by every finished
+//! partition, counters fed by every finished job, and gauges (queue, pool,
+//! budget) sampled when the endpoint is scraped. Names come from
+//! [`fleet_wire::metrics`] so fleetctl's exporter spells them the same way.
+
+use fleet_wire::metrics as names;
+use fleet_wire::timing::Phase;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// What `/metrics` samples right before encoding.
+#[derive(Debug, Clone, Default)]
+pub struct Sample {
+    pub queue_depth: u64,
+    pub partitions_in_flight: u64,
+    pub pool_held_bytes: u64,
+    pub pool_in_use_bytes: u64,
+    pub budget_total_bytes: u64,
+    pub budget_reserved_bytes: u64,
+    pub budget_waiters: u64,
+    pub ready: bool,
+    pub uptime_s: f64,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    phases: Family<Labels, Histogram>,
+    job_duration: Histogram,
+    proofs_completed: Counter,
+    proofs_failed: Counter,
+    partitions_completed: Counter,
+    rejected_queue_full: Counter,
+    queue_depth: Gauge,
+    partitions_in_flight: Gauge,
+    pool_held: Gauge,
+    pool_in_use: Gauge,
+    budget_total: Gauge,
+    budget_reserved: Gauge,
+    budget_waiters: Gauge,
+    ready: Gauge,
+    uptime: Gauge<f64, std::sync::atomic::AtomicU64>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+fn seconds_buckets() -> Histogram {
+    // 100 µs .. ~15 min: covers a 2^10 CPU phase and a 2^27 GPU job alike.
+    Histogram::new(exponential_buckets(1e-4, 2.0, 24))
+}
+
+impl Metrics {
+    pub fn new(version: &str, build: &str) -> Self {
+        let mut registry = Registry::default();
+        let phases =
+            Family::<Labels, Histogram>::new_with_constructor(seconds_buckets as fn() -> Histogram);
+        registry.register(
+            names::PHASE_DURATION_SECONDS,
+            "Duration of each proving phase per partition",
+            phases.clone(),
+        );
+        let job_duration = seconds_buckets();
+        registry.register(
+            names::JOB_DURATION_SECONDS,
+            "Duration of whole jobs, submission to result",
+            job_duration.clone(),
+        );
+        let counter = |registry: &mut Registry, name: &str, help: &str| {
+            let c = Counter::default();
+            registry.register(name, help, c.clone());
+            c
+        };
+        let proofs_completed = counter(
+            &mut registry,
+            names::PROOFS_COMPLETED,
+            "Jobs proved and verified",
+        );
+        let proofs_failed = counter(&mut registry, names::PROOFS_FAILED, "Jobs failed");
+        let partitions_completed = counter(
+            &mut registry,
+            names::PARTITIONS_COMPLETED,
+            "Partitions proved",
+        );
+        let rejected_queue_full = counter(
+            &mut registry,
+            names::JOBS_REJECTED_QUEUE_FULL,
+            "Submissions refused because the queue was full",
+        );
+        let gauge = |registry: &mut Registry, name: &str, help: &str| {
+            let g = Gauge::default();
+            registry.register(name, help, g.clone());
+            g
+        };
+        let queue_depth = gauge(
+            &mut registry,
+            names::QUEUE_DEPTH,
+            "Jobs accepted and not finished",
+        );
+        let partitions_in_flight = gauge(
+            &mut registry,
+            names::PARTITIONS_IN_FLIGHT,
+            "Partitions being synthesised, queued for a device or on a device",
+        );
+        let pool_held = gauge(
+            &mut registry,
+            names::POOL_HELD_BYTES,
+            "Bytes the pinned pool holds",
+        );
+        let pool_in_use = gauge(
+            &mut registry,
+            names::POOL_IN_USE_BYTES,
+            "Pool bytes checked out",
+        );
+        let budget_total = gauge(
+            &mut registry,
+            names::BUDGET_TOTAL_BYTES,
+            "Memory budget size",
+        );
+        let budget_reserved = gauge(
+            &mut registry,
+            names::BUDGET_RESERVED_BYTES,
+            "Bytes reserved against the budget",
+        );
+        let budget_waiters = gauge(
+            &mut registry,
+            names::BUDGET_WAITERS,
+            "Requests waiting for the budget",
+        );
+        let ready = gauge(&mut registry, names::READY, "1 when /readyz answers 200");
+        let uptime = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(names::UPTIME_SECONDS, "Seconds since start", uptime.clone());
+        let info = Family::<Labels, Gauge>::default();
+        info.get_or_create(&vec![
+            ("version", version.to_string()),
+            ("build", build.to_string()),
+        ])
+        .set(1);
+        registry.register(
+            names::BUILD_INFO,
+            "Version and build of the running binary",
+            info,
+        );
+        Self {
+            registry,
+            phases,
+            job_duration,
+            proofs_completed,
+            proofs_failed,
+            partitions_completed,
+            rejected_queue_full,
+            queue_depth,
+            partitions_in_flight,
+            pool_held,
+            pool_in_use,
+            budget_total,
+            budget_reserved,
+            budget_waiters,
+            ready,
+            uptime,
+        }
+    }
+
+    /// A finished partition's phases (milliseconds, as in the timing record).
+    pub fn partition_done(&self, phases_ms: &BTreeMap<Phase, f64>) {
+        for (phase, ms) in phases_ms {
+            self.phases
+                .get_or_create(&vec![(names::PHASE_LABEL, phase.as_str().to_string())])
+                .observe(ms / 1e3);
+        }
+        self.partitions_completed.inc();
+    }
+
+    pub fn job_done(&self, ok: bool, total_ms: f64) {
+        self.job_duration.observe(total_ms / 1e3);
+        if ok {
+            self.proofs_completed.inc();
+        } else {
+            self.proofs_failed.inc();
+        }
+    }
+
+    pub fn rejected_queue_full(&self) {
+        self.rejected_queue_full.inc();
+    }
+
+    /// The Prometheus text exposition, gauges set from `sample` first.
+    pub fn render(&self, sample: &Sample) -> String {
+        let g = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.queue_depth.set(g(sample.queue_depth));
+        self.partitions_in_flight
+            .set(g(sample.partitions_in_flight));
+        self.pool_held.set(g(sample.pool_held_bytes));
+        self.pool_in_use.set(g(sample.pool_in_use_bytes));
+        self.budget_total.set(g(sample.budget_total_bytes));
+        self.budget_reserved.set(g(sample.budget_reserved_bytes));
+        self.budget_waiters.set(g(sample.budget_waiters));
+        self.ready.set(i64::from(sample.ready));
+        self.uptime.set(sample.uptime_s);
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_wire_name_is_exported_and_phases_are_labelled() {
+        let m = Metrics::new("0.1.0", "abc");
+        let mut phases = BTreeMap::new();
+        phases.insert(Phase::Synthesis, 12.0);
+        m.partition_done(&phases);
+        m.job_done(true, 30.0);
+        let text = m.render(&Sample {
+            queue_depth: 3,
+            ready: true,
+            ..Default::default()
+        });
+        for name in names::ALL {
+            assert!(text.contains(name), "{name} missing from:\n{text}");
+        }
+        assert!(
+            text.contains("prover_phase_duration_seconds_count{phase=\"synthesis\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("prover_queue_depth 3"), "{text}");
+        assert!(text.contains("prover_proofs_completed_total 1"), "{text}");
+    }
+}
