@@ -64,6 +64,6 @@ pub const ALL: [&str; 16] = [
 /// about 17 minutes, doubling, so NTT milliseconds and whole-partition minutes
 /// share one histogram. The daemon and `fleetctl timing export` use the same bounds.
 pub const PHASE_BUCKETS_SECONDS: [f64; 21] = [
-    0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384,
-    32.768, 65.536, 131.072, 262.144, 524.288, 1048.576,
+    0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096,
+    8.192, 16.384, 32.768, 65.536, 131.072, 262.144, 524.288, 1048.576,
 ];
