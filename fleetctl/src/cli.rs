@@ -75,6 +75,10 @@ pub struct ExecArgs {
     /// Never draw progress spinners, even on a terminal.
     #[arg(long)]
     pub plain: bool,
+    /// Where run state (`state/<run-id>.json`) and audit logs
+    /// (`audit/<run-id>.jsonl`) are kept.
+    #[arg(long, value_name = "DIR", env = "FLEETCTL_STATE_DIR", default_value = ".fleetctl")]
+    pub state_dir: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -1,1 +1,303 @@
-//! Final table of a run.
+//! Final table of a run, built from the same events as the progress display
+//! and the audit log: host, result, build, each step's time.
+
+use crate::executor::event::{Event, EventKind, HostStatus, Reporter};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// How one step ended on one host.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepCell {
+    Running,
+    Done { ms: u64 },
+    Skipped { ms: u64 },
+    Failed { ms: u64 },
+}
+
+/// One host's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub host: String,
+    pub status: Option<HostStatus>,
+    pub build: Option<String>,
+    pub error: Option<String>,
+    pub steps: BTreeMap<String, StepCell>,
+    /// Last `detail` of the `smoke` step (the verified proof).
+    pub smoke: Option<String>,
+}
+
+/// Collects rows from events; shared so the caller can render after the run.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    inner: Arc<Mutex<SummaryData>>,
+}
+
+#[derive(Debug, Default)]
+struct SummaryData {
+    run_id: String,
+    playbook: String,
+    hosts: Vec<String>,
+    rows: BTreeMap<String, Row>,
+    /// Step columns in first-seen order.
+    columns: Vec<String>,
+    halted: Option<String>,
+}
+
+impl Summary {
+    pub fn new() -> Summary {
+        Summary::default()
+    }
+
+    /// Rows in the order the run listed its hosts.
+    pub fn rows(&self) -> Vec<Row> {
+        let d = self.lock();
+        d.hosts.iter().filter_map(|h| d.rows.get(h).cloned()).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SummaryData> {
+        // A poisoned lock only means a reporter panicked mid-update; the
+        // rows are still worth printing.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The final table and, under it, each failed host's error.
+    pub fn render(&self) -> String {
+        let d = self.lock();
+        let mut table = Table::new();
+        table
+            .load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic);
+        let mut header = vec!["host".to_string(), "result".into(), "build".into()];
+        header.extend(d.columns.iter().cloned());
+        table.set_header(header);
+        for host in &d.hosts {
+            let Some(row) = d.rows.get(host) else { continue };
+            let mut cells = vec![
+                Cell::new(&row.host),
+                Cell::new(row.status.map_or("?", HostStatus::label)),
+                Cell::new(row.build.as_deref().unwrap_or("-")),
+            ];
+            for c in &d.columns {
+                cells.push(Cell::new(match row.steps.get(c) {
+                    None => "-".to_string(),
+                    Some(StepCell::Running) => "…".to_string(),
+                    Some(StepCell::Done { ms }) => secs(*ms),
+                    Some(StepCell::Skipped { ms }) => format!("skip {}", secs(*ms)),
+                    Some(StepCell::Failed { ms }) => format!("FAIL {}", secs(*ms)),
+                }));
+            }
+            table.add_row(cells);
+        }
+        let mut out = format!("run {} ({})\n{table}\n", d.run_id, d.playbook);
+        for host in &d.hosts {
+            if let Some(row) = d.rows.get(host) {
+                if let Some(proof) = &row.smoke {
+                    out.push_str(&format!("{host}: smoke: {proof}\n"));
+                }
+            }
+        }
+        for host in &d.hosts {
+            if let Some(Row {
+                error: Some(e),
+                status,
+                ..
+            }) = d.rows.get(host)
+            {
+                out.push_str(&format!(
+                    "{host}: {}: {e}\n",
+                    status.map_or("?", HostStatus::label)
+                ));
+            }
+        }
+        if let Some(h) = &d.halted {
+            out.push_str(h);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+impl Reporter for Summary {
+    fn on_event(&mut self, e: &Event) {
+        let mut d = self.lock();
+        match &e.kind {
+            EventKind::RunStarted {
+                playbook, hosts, ..
+            } => {
+                d.run_id = e.run_id.clone();
+                d.playbook = playbook.clone();
+                d.hosts = hosts.clone();
+                for h in hosts {
+                    d.rows.insert(
+                        h.clone(),
+                        Row {
+                            host: h.clone(),
+                            status: None,
+                            build: None,
+                            error: None,
+                            steps: BTreeMap::new(),
+                            smoke: None,
+                        },
+                    );
+                }
+            }
+            EventKind::StepStarted { step } => {
+                if !d.columns.contains(step) {
+                    d.columns.push(step.clone());
+                }
+                if let Some(row) = e.host.as_ref().and_then(|h| d.rows.get_mut(h)) {
+                    row.steps.insert(step.clone(), StepCell::Running);
+                }
+            }
+            EventKind::StepFinished {
+                step,
+                duration_ms,
+                skipped,
+                detail,
+            } => {
+                if let Some(row) = e.host.as_ref().and_then(|h| d.rows.get_mut(h)) {
+                    let ms = *duration_ms;
+                    row.steps.insert(
+                        step.clone(),
+                        if *skipped {
+                            StepCell::Skipped { ms }
+                        } else {
+                            StepCell::Done { ms }
+                        },
+                    );
+                    if step == "smoke" && !*skipped {
+                        row.smoke = Some(detail.clone());
+                    }
+                }
+            }
+            EventKind::StepFailed {
+                step, duration_ms, ..
+            } => {
+                if !d.columns.contains(step) {
+                    d.columns.push(step.clone());
+                }
+                if let Some(row) = e.host.as_ref().and_then(|h| d.rows.get_mut(h)) {
+                    row.steps
+                        .insert(step.clone(), StepCell::Failed { ms: *duration_ms });
+                }
+            }
+            EventKind::HostFinished {
+                status,
+                build,
+                error,
+                ..
+            } => {
+                if let Some(row) = e.host.as_ref().and_then(|h| d.rows.get_mut(h)) {
+                    row.status = Some(*status);
+                    row.build = build.clone();
+                    row.error = error.clone();
+                }
+            }
+            EventKind::Halted {
+                failed,
+                max_fail,
+                not_started,
+            } => {
+                d.halted = Some(format!(
+                    "HALTED: {failed} host(s) failed, more than max_fail {max_fail}; not started: {}. Fix the cause, then: fleetctl run ... --resume {}",
+                    not_started.join(", "),
+                    e.run_id
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(host: Option<&str>, kind: EventKind) -> Event {
+        Event::new("r1", host, kind)
+    }
+
+    #[test]
+    fn table_shows_each_hosts_result_build_and_step_times() {
+        let mut s = Summary::new();
+        let events = vec![
+            ev(
+                None,
+                EventKind::RunStarted {
+                    playbook: "rollout".into(),
+                    source: "x".into(),
+                    inventory: "i".into(),
+                    hosts: vec!["a".into(), "b".into()],
+                    batches: 1,
+                    check: false,
+                    resumed: false,
+                    release: None,
+                },
+            ),
+            ev(Some("a"), EventKind::StepStarted { step: "upload".into() }),
+            ev(
+                Some("a"),
+                EventKind::StepFinished {
+                    step: "upload".into(),
+                    duration_ms: 1500,
+                    skipped: false,
+                    detail: String::new(),
+                },
+            ),
+            ev(Some("a"), EventKind::StepStarted { step: "smoke".into() }),
+            ev(
+                Some("a"),
+                EventKind::StepFinished {
+                    step: "smoke".into(),
+                    duration_ms: 2000,
+                    skipped: false,
+                    detail: "proof verified".into(),
+                },
+            ),
+            ev(
+                Some("a"),
+                EventKind::HostFinished {
+                    status: HostStatus::Ok,
+                    build: Some("abcdef123456".into()),
+                    error: None,
+                    duration_ms: 3600,
+                },
+            ),
+            ev(Some("b"), EventKind::StepStarted { step: "connect".into() }),
+            ev(
+                Some("b"),
+                EventKind::StepFailed {
+                    step: "connect".into(),
+                    duration_ms: 100,
+                    error: "refused".into(),
+                    kept: "everything".into(),
+                },
+            ),
+            ev(
+                Some("b"),
+                EventKind::HostFinished {
+                    status: HostStatus::Unreachable,
+                    build: None,
+                    error: Some("connection refused".into()),
+                    duration_ms: 100,
+                },
+            ),
+        ];
+        for e in &events {
+            s.on_event(e);
+        }
+        let text = s.render();
+        let a = text.lines().find(|l| l.contains(" a ")).unwrap();
+        assert!(a.contains("ok") && a.contains("abcdef123456") && a.contains("1.5s") && a.contains("2.0s"), "{text}");
+        let b = text.lines().find(|l| l.contains(" b ")).unwrap();
+        assert!(b.contains("UNREACHABLE") && b.contains("FAIL 0.1s"), "{text}");
+        assert!(text.contains("a: smoke: proof verified"), "{text}");
+        assert!(text.contains("b: UNREACHABLE: connection refused"), "{text}");
+        assert_eq!(s.rows().len(), 2);
+    }
+}

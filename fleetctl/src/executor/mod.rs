@@ -1,15 +1,209 @@
 //! Dispatcher and one task per host; canary, batches, failure budget.
+//!
+//! [`prepare`] loads the playbook and inventory and hashes the build;
+//! [`dispatch::dispatch`] runs batches of [`host::run_host`] tasks; every
+//! task and the dispatcher emit [`event::Event`]s that the live
+//! [`progress::Progress`], the [`crate::audit::AuditLog`] and the final
+//! [`crate::report::Summary`] read. [`state`] lets `--resume` continue.
 
+pub mod dispatch;
+pub mod event;
 mod exit;
+pub mod host;
+pub mod progress;
+pub mod state;
 
+pub use dispatch::{dispatch, Dispatch, HostRunner, RealRunner, RunSummary};
+pub use event::{Event, EventKind, HostStatus, Reporter};
 pub use exit::{
     exit_code, RunEnd, EXIT_ERROR, EXIT_HALTED, EXIT_HOSTS_FAILED, EXIT_INTERRUPTED, EXIT_OK,
 };
+pub use host::{HostEnd, HostJob, ReleaseSpec};
 
-use crate::cli::RunArgs;
+use crate::audit::AuditLog;
+use crate::cli::{RunArgs, TargetArgs};
+use crate::inventory::{self, Host, InventoryError};
+use crate::playbook::{self, Playbook, PlaybookError};
+use crate::report::Summary;
+use crate::steps;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Ctrl-C level: the first asks hosts to stop after their current step,
+/// the second aborts the running steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stop {
+    Run,
+    Finish,
+    Abort,
+}
+
+/// Everything that can stop a run before any host is touched.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
+    #[error(transparent)]
+    Playbook(#[from] PlaybookError),
+    #[error("binary {}: {cause} (build it with `cargo build --release -p prover`, or pass --binary PATH)", path.display())]
+    Binary { path: PathBuf, cause: steps::Cause },
+    #[error(transparent)]
+    State(#[from] state::StateError),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
+}
+
+/// A run ready to go: the playbook, the selected hosts, the build.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub playbook: Arc<Playbook>,
+    pub inventory: String,
+    pub hosts: Vec<Host>,
+    pub release: Arc<ReleaseSpec>,
+}
+
+/// Loads playbook and inventory, applies `--limit`, and hashes the binary
+/// when the playbook ships it.
+pub fn prepare(playbook: &str, target: &TargetArgs, binary: &Path) -> Result<Prepared, ExecError> {
+    let playbook = playbook::load(playbook)?;
+    let (inv, hosts) = inventory::load_selected(target)?;
+    let sha256 = if playbook.uploads() {
+        Some(steps::sha256_file(binary).map_err(|cause| ExecError::Binary {
+            path: binary.to_owned(),
+            cause,
+        })?)
+    } else {
+        None
+    };
+    Ok(Prepared {
+        playbook: Arc::new(playbook),
+        inventory: inv.file,
+        hosts,
+        release: Arc::new(ReleaseSpec {
+            binary: binary.to_owned(),
+            sha256,
+        }),
+    })
+}
+
+/// A new run id: UTC time plus a random suffix, sortable and unique.
+pub fn new_run_id() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let fmt = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
+    format!(
+        "{}-{:04x}",
+        now.format(&fmt).unwrap_or_else(|_| "run".into()),
+        rand::random::<u16>()
+    )
+}
+
+/// Options of one run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub check: bool,
+    /// Run id to resume (its completed hosts are skipped).
+    pub resume: Option<String>,
+    /// Root of `state/` and `audit/` (`.fleetctl` by default).
+    pub state_dir: PathBuf,
+}
+
+/// What a finished run leaves for the caller.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub summary: RunSummary,
+    pub table: Summary,
+    pub audit: PathBuf,
+}
+
+/// Runs a prepared playbook with the given reporters (plus the audit log and
+/// the summary, always). `stop` carries Ctrl-C.
+pub async fn execute(
+    prepared: Prepared,
+    opts: &RunOptions,
+    runner: Arc<dyn HostRunner>,
+    mut reporters: Vec<Box<dyn Reporter>>,
+    stop: watch::Receiver<Stop>,
+) -> Result<Finished, ExecError> {
+    let resume = match &opts.resume {
+        Some(id) => {
+            let st = state::load(&opts.state_dir, id)?;
+            if st.playbook != prepared.playbook.name {
+                return Err(state::StateError::OtherPlaybook {
+                    run_id: id.clone(),
+                    was: st.playbook,
+                    now: prepared.playbook.name.clone(),
+                }
+                .into());
+            }
+            Some(st)
+        }
+        None => None,
+    };
+    let run_id = opts.resume.clone().unwrap_or_else(new_run_id);
+    let audit = AuditLog::open(&opts.state_dir, &run_id)?;
+    let audit_path = audit.path().to_owned();
+    let table = Summary::new();
+    reporters.push(Box::new(audit));
+    reporters.push(Box::new(table.clone()));
+    let d = Dispatch {
+        run_id,
+        playbook: prepared.playbook,
+        inventory: prepared.inventory,
+        hosts: prepared.hosts,
+        release: prepared.release,
+        check: opts.check,
+        state_dir: (!opts.check).then(|| opts.state_dir.clone()),
+        resume,
+    };
+    let summary = dispatch(d, runner, &mut reporters, stop).await?;
+    Ok(Finished {
+        summary,
+        table,
+        audit: audit_path,
+    })
+}
+
+/// Sends Ctrl-C presses into the stop channel: first `Finish`, then `Abort`.
+fn watch_ctrl_c(tx: watch::Sender<Stop>) {
+    tokio::spawn(async move {
+        for level in [Stop::Finish, Stop::Abort] {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return;
+            }
+            if tx.send(level).is_err() {
+                return;
+            }
+        }
+    });
+}
 
 /// `fleetctl run` / `fleetctl rollout`.
-pub async fn cli_run(_args: RunArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("run: being built")
+pub async fn cli_run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let prepared = prepare(&args.playbook, &args.target, &args.exec.binary)?;
+    if args.exec.check {
+        print!("{}", crate::plan::render(&prepared));
+    }
+    let opts = RunOptions {
+        check: args.exec.check,
+        resume: args.exec.resume.clone(),
+        state_dir: args.exec.state_dir.clone(),
+    };
+    let (tx, rx) = watch::channel(Stop::Run);
+    watch_ctrl_c(tx);
+    let tty = !args.exec.plain && std::io::stderr().is_terminal();
+    let progress: Box<dyn Reporter> = Box::new(progress::Progress::new(tty));
+    let done = execute(prepared, &opts, Arc::new(RealRunner), vec![progress], rx).await?;
+    print!("{}", done.table.render());
+    println!("audit log: {}", done.audit.display());
+    if matches!(done.summary.end, RunEnd::Halted | RunEnd::Interrupted) && !opts.check {
+        println!(
+            "resume with: fleetctl {} --resume {}",
+            if args.playbook == "rollout" { "rollout" } else { "run -p ..." },
+            done.summary.run_id
+        );
+    }
+    Ok(exit_code(done.summary.end))
 }

@@ -305,7 +305,11 @@ fn merge(layers: &[(Origin, Map<String, Value>)]) -> BTreeMap<String, (Value, Ve
                     }
                     from.push(origin.clone());
                 }
-                _ => {
+                (_, Some((value, from))) => {
+                    *value = v.clone();
+                    from.push(origin.clone());
+                }
+                (_, None) => {
                     out.insert(k.clone(), (v.clone(), vec![origin.clone()]));
                 }
             }

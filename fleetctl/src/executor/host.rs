@@ -1,0 +1,344 @@
+//! One task per host: connect, take the host's lock, run the steps in order
+//! over one transport, roll the host back when a step fails after it was
+//! changed, give the lock back, close. Emits an event for everything.
+
+use super::event::{millis, Emitter, EventKind, HostStatus};
+use super::Stop;
+use crate::inventory::Host;
+use crate::playbook::Playbook;
+use crate::steps::{self, remote, Release, StartParams, StepCtx, StepSpec};
+use crate::transport::Transport;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::watch;
+
+/// Host variable that makes `upload` corrupt the binary in flight (a test
+/// hook for the lab: proves the on-host checksum check and the rollback).
+pub const FAULT_CORRUPT_UPLOAD: &str = "fault_corrupt_upload";
+
+/// The build a run ships, shared by every host task.
+#[derive(Debug, Clone)]
+pub struct ReleaseSpec {
+    pub binary: PathBuf,
+    /// sha256 of `binary`; `None` when the playbook uploads nothing (then
+    /// each host's `current` release is the one the steps act on).
+    pub sha256: Option<String>,
+}
+
+/// Everything one host task needs.
+#[derive(Debug, Clone)]
+pub struct HostJob {
+    pub host: Host,
+    pub playbook: Arc<Playbook>,
+    pub release: Arc<ReleaseSpec>,
+    pub run_id: String,
+    pub check: bool,
+}
+
+/// How a host task ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostEnd {
+    pub status: HostStatus,
+    pub build: Option<String>,
+    pub error: Option<String>,
+}
+
+/// Resolves once the run is aborted (second Ctrl-C); never if the
+/// dispatcher is gone.
+async fn aborted(stop: &mut watch::Receiver<Stop>) {
+    if stop.wait_for(|s| *s == Stop::Abort).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+fn short(sha: &str) -> String {
+    sha.chars().take(12).collect()
+}
+
+/// Runs `job` to the end and reports it; never panics on host errors.
+pub async fn run_host(job: HostJob, emit: Emitter, mut stop: watch::Receiver<Stop>) -> HostEnd {
+    let begin = Instant::now();
+    emit.emit(EventKind::HostStarted);
+    let end = run_inner(&job, &emit, &mut stop).await;
+    emit.emit(EventKind::HostFinished {
+        status: end.status,
+        build: end.build.clone(),
+        error: end.error.clone(),
+        duration_ms: millis(begin.elapsed()),
+    });
+    end
+}
+
+/// Times one pseudo-step (`connect`, `lock`) or step and emits its events.
+struct Timer<'a> {
+    emit: &'a Emitter,
+    step: String,
+    begin: Instant,
+}
+
+impl<'a> Timer<'a> {
+    fn start(emit: &'a Emitter, step: &str) -> Timer<'a> {
+        emit.emit(EventKind::StepStarted {
+            step: step.to_string(),
+        });
+        Timer {
+            emit,
+            step: step.to_string(),
+            begin: Instant::now(),
+        }
+    }
+
+    fn done(self, skipped: bool, detail: String) {
+        self.emit.emit(EventKind::StepFinished {
+            step: self.step,
+            duration_ms: millis(self.begin.elapsed()),
+            skipped,
+            detail,
+        });
+    }
+
+    fn failed(self, error: String, kept: String) {
+        self.emit.emit(EventKind::StepFailed {
+            step: self.step,
+            duration_ms: millis(self.begin.elapsed()),
+            error,
+            kept,
+        });
+    }
+}
+
+async fn run_inner(job: &HostJob, emit: &Emitter, stop: &mut watch::Receiver<Stop>) -> HostEnd {
+    let host = &job.host;
+    let fail = |status, error: String| HostEnd {
+        status,
+        build: None,
+        error: Some(error),
+    };
+
+    let t = Timer::start(emit, "connect");
+    let connected = tokio::select! {
+        r = Transport::connect(host) => r,
+        () = aborted(stop) => {
+            t.failed("aborted".into(), "everything".into());
+            return fail(HostStatus::Interrupted, "aborted while connecting".into());
+        }
+    };
+    let transport = match connected {
+        Ok(tr) => {
+            t.done(false, format!("{:?}", host.transport).to_lowercase());
+            tr
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            t.failed(msg.clone(), "everything (nothing was reached)".into());
+            return fail(HostStatus::Unreachable, msg);
+        }
+    };
+
+    let end = with_transport(job, emit, stop, &transport).await;
+    if let Err(e) = transport.close().await {
+        tracing::warn!(host = %host.name, "closing the connection: {e}");
+    }
+    end
+}
+
+async fn with_transport(
+    job: &HostJob,
+    emit: &Emitter,
+    stop: &mut watch::Receiver<Stop>,
+    transport: &Transport,
+) -> HostEnd {
+    let host = &job.host;
+    let mut release = Release {
+        binary: job.release.binary.clone(),
+        sha256: job.release.sha256.clone().unwrap_or_default(),
+        config: host.config_file.clone(),
+    };
+    if job.release.sha256.is_none() {
+        // Nothing shipped: the steps act on the release the host runs.
+        let probe_ctx = StepCtx::new(host, transport, &release);
+        if let Ok(Some(current)) = remote::current_release(&probe_ctx).await {
+            release.sha256 = current;
+        }
+    }
+
+    let lock = if job.check {
+        None
+    } else {
+        let t = Timer::start(emit, "lock");
+        match steps::acquire_lock(host, transport, &job.run_id).await {
+            Ok(g) => {
+                t.done(false, g.path.clone());
+                Some(g)
+            }
+            Err(e) => {
+                let msg = e.cause.to_string();
+                t.failed(msg.clone(), e.kept.clone());
+                let status = if matches!(e.cause, steps::Cause::Check(_)) {
+                    HostStatus::Locked
+                } else {
+                    HostStatus::Unreachable
+                };
+                return HostEnd {
+                    status,
+                    build: None,
+                    error: Some(format!("lock: {msg}")),
+                };
+            }
+        }
+    };
+
+    let mut ctx = StepCtx::new(host, transport, &release);
+    ctx.check = job.check;
+    ctx.faults.corrupt_upload = host
+        .vars
+        .get(FAULT_CORRUPT_UPLOAD)
+        .is_some_and(|v| v.as_bool() == Some(true) || v.as_str() == Some("true"));
+
+    let mut end = run_steps(job, emit, stop, &mut ctx).await;
+
+    if !job.check {
+        end.build = remote::current_release(&ctx)
+            .await
+            .ok()
+            .flatten()
+            .map(|s| short(&s));
+    }
+    if let Some(guard) = lock {
+        if let Err(e) = steps::release_lock(host, transport, &guard).await {
+            tracing::warn!(host = %host.name, "giving the lock back: {e}");
+            if end.status == HostStatus::Ok {
+                end.error = Some(format!("lock not released: {}", e.cause));
+            }
+        }
+    }
+    end
+}
+
+async fn run_steps(
+    job: &HostJob,
+    emit: &Emitter,
+    stop: &mut watch::Receiver<Stop>,
+    ctx: &mut StepCtx<'_>,
+) -> HostEnd {
+    let mut changed = false;
+    for spec in &job.playbook.steps {
+        if *stop.borrow() != Stop::Run {
+            return HostEnd {
+                status: HostStatus::Interrupted,
+                build: None,
+                error: Some(format!(
+                    "stopped by Ctrl-C before `{}`{}",
+                    spec.name(),
+                    if ctx.state.drained.is_some() && ctx.state.started.is_none() {
+                        " (the daemon is drained and not restarted: --resume continues)"
+                    } else {
+                        ""
+                    }
+                )),
+            };
+        }
+        changed |= Playbook::changes_daemon(spec);
+        let t = Timer::start(emit, spec.name());
+        let result = tokio::select! {
+            r = steps::run(spec, ctx) => r,
+            () = aborted(stop) => {
+                t.failed("aborted by a second Ctrl-C".into(), "unknown: the step was cut short".into());
+                return HostEnd {
+                    status: HostStatus::Interrupted,
+                    build: None,
+                    error: Some(format!("aborted during `{}`", spec.name())),
+                };
+            }
+        };
+        match result {
+            Ok(steps::StepOutcome::Done { detail }) => t.done(false, detail),
+            Ok(steps::StepOutcome::Skipped { reason }) => t.done(true, reason),
+            Err(e) => {
+                let error = format!("{}: {}", e.step, e.cause);
+                t.failed(e.cause.to_string(), e.kept.clone());
+                let mut error = error;
+                if changed && job.playbook.strategy.rollback_on_failure && !ctx.check {
+                    error.push_str(&recover(emit, ctx).await);
+                }
+                return HostEnd {
+                    status: HostStatus::Failed,
+                    build: None,
+                    error: Some(error),
+                };
+            }
+        }
+    }
+    HostEnd {
+        status: HostStatus::Ok,
+        build: (!ctx.release.sha256.is_empty()).then(|| short(&ctx.release.sha256)),
+        error: None,
+    }
+}
+
+/// Puts a host that failed after it was changed back on the build it ran
+/// before: `rollback` when `start` already switched releases, otherwise a
+/// fresh start of the (unchanged) current release after a drain. Returns a
+/// suffix for the host's error.
+async fn recover(emit: &Emitter, ctx: &mut StepCtx<'_>) -> String {
+    if ctx.state.previous_release.is_some() || ctx.state.started.is_some() {
+        let spec = StepSpec::Rollback(Default::default());
+        let t = Timer::start(emit, "rollback");
+        return match steps::run(&spec, ctx).await {
+            Ok(o) => {
+                t.done(false, outcome_text(&o));
+                "; rolled back to the previous release".to_string()
+            }
+            Err(e) => {
+                let msg = e.cause.to_string();
+                t.failed(msg.clone(), e.kept);
+                format!("; ROLLBACK FAILED: {msg}")
+            }
+        };
+    }
+    if ctx.state.drained.is_none() {
+        return String::new();
+    }
+    // Drained but nothing switched: start what `current` points at again.
+    let t = Timer::start(emit, "rollback");
+    let current = match remote::current_release(ctx).await {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            t.failed(
+                "no release in `current` to restart".into(),
+                "the host as it is (daemon stopped)".into(),
+            );
+            return "; the daemon stays stopped: no previous release to restart".into();
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            t.failed(msg.clone(), "the host as it is (daemon stopped)".into());
+            return format!("; ROLLBACK FAILED: {msg}");
+        }
+    };
+    let release = Release {
+        sha256: current.clone(),
+        ..ctx.release.clone()
+    };
+    let mut restart = StepCtx::new(ctx.host, ctx.transport, &release);
+    restart.state = ctx.state.clone();
+    match steps::run(&StepSpec::Start(StartParams::default()), &mut restart).await {
+        Ok(o) => {
+            t.done(false, format!("restarted {}: {}", short(&current), outcome_text(&o)));
+            format!("; restarted the previous release {}", short(&current))
+        }
+        Err(e) => {
+            let msg = e.cause.to_string();
+            t.failed(msg.clone(), e.kept);
+            format!("; ROLLBACK FAILED: {msg}")
+        }
+    }
+}
+
+fn outcome_text(o: &steps::StepOutcome) -> String {
+    match o {
+        steps::StepOutcome::Done { detail } => detail.clone(),
+        steps::StepOutcome::Skipped { reason } => reason.clone(),
+    }
+}

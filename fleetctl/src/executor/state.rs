@@ -1,0 +1,134 @@
+//! The state file of a run (`.fleetctl/state/<run-id>.json`): which hosts
+//! finished, so `--resume RUN_ID` continues a halted or interrupted run
+//! without touching them again.
+
+use super::event::HostStatus;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const STATE_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    pub version: u32,
+    pub run_id: String,
+    pub playbook: String,
+    pub inventory: String,
+    /// Host -> latest status in this run.
+    pub hosts: BTreeMap<String, HostStatus>,
+    pub updated: String,
+}
+
+impl RunState {
+    pub fn new(run_id: &str, playbook: &str, inventory: &str) -> RunState {
+        RunState {
+            version: STATE_VERSION,
+            run_id: run_id.to_string(),
+            playbook: playbook.to_string(),
+            inventory: inventory.to_string(),
+            hosts: BTreeMap::new(),
+            updated: super::event::now_rfc3339(),
+        }
+    }
+
+    /// Hosts a resumed run skips.
+    pub fn completed(&self, host: &str) -> bool {
+        matches!(
+            self.hosts.get(host),
+            Some(HostStatus::Ok | HostStatus::DoneEarlier)
+        )
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("run {run_id}: no state file {} (runs are resumed from the directory they were started in): {source}", path.display())]
+    Missing {
+        run_id: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("state file {}: {source}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("state file {}: version {found}, this fleetctl reads version {STATE_VERSION}", path.display())]
+    Version { path: PathBuf, found: u32 },
+    #[error("cannot write state file {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--resume {run_id}: that run ran playbook `{was}`, not `{now}`")]
+    OtherPlaybook {
+        run_id: String,
+        was: String,
+        now: String,
+    },
+}
+
+pub fn path(dir: &Path, run_id: &str) -> PathBuf {
+    dir.join("state").join(format!("{run_id}.json"))
+}
+
+pub fn load(dir: &Path, run_id: &str) -> Result<RunState, StateError> {
+    let p = path(dir, run_id);
+    let text = std::fs::read_to_string(&p).map_err(|source| StateError::Missing {
+        run_id: run_id.to_string(),
+        path: p.clone(),
+        source,
+    })?;
+    let state: RunState = serde_json::from_str(&text).map_err(|source| StateError::Corrupt {
+        path: p.clone(),
+        source,
+    })?;
+    if state.version != STATE_VERSION {
+        return Err(StateError::Version {
+            path: p,
+            found: state.version,
+        });
+    }
+    Ok(state)
+}
+
+/// Writes atomically (temporary file + rename): a crash never leaves half a file.
+pub fn save(dir: &Path, state: &mut RunState) -> Result<(), StateError> {
+    state.updated = super::event::now_rfc3339();
+    let p = path(dir, &state.run_id);
+    let tmp = p.with_extension("json.tmp");
+    let write = || -> std::io::Result<()> {
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let text = serde_json::to_string_pretty(state).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, &p)
+    };
+    write().map_err(|source| StateError::Write { path: p.clone(), source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_round_trips_and_reports_missing_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = RunState::new("r1", "rollout", "inv.yaml");
+        s.hosts.insert("a".into(), HostStatus::Ok);
+        s.hosts.insert("b".into(), HostStatus::NotStarted);
+        save(dir.path(), &mut s).unwrap();
+        let back = load(dir.path(), "r1").unwrap();
+        assert_eq!(back, s);
+        assert!(back.completed("a"));
+        assert!(!back.completed("b"));
+        assert!(!back.completed("c"));
+        let e = load(dir.path(), "r2").unwrap_err().to_string();
+        assert!(e.contains("run r2: no state file"), "{e}");
+    }
+}
