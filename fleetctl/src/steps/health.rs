@@ -70,10 +70,23 @@ pub fn gate(host: &Host, probe: &Probe) -> Vec<Finding> {
             }
         }
     }
-    let found = probe.gpus.devices.len() as u32;
-    if found < host.gpus {
-        let why = probe.gpus.nvml.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
-        out.push(Finding::fail(format!("{found} GPU(s) visible, inventory expects {}{why}", host.gpus)));
+    // The fleet-wide health policy (the same rules as `fleetctl health`),
+    // with the host's group overrides; it also checks the GPU count.
+    match crate::health::policy::Policy::for_host(host) {
+        Ok(policy) => {
+            let verdict = crate::health::policy::evaluate(host, probe, None, &policy);
+            for f in verdict.findings {
+                let severity = match f.severity {
+                    crate::health::policy::Severity::Fail => Severity::Fail,
+                    _ => Severity::Warn,
+                };
+                out.push(Finding {
+                    severity,
+                    message: format!("{} ({}: {}, threshold {})", f.message, f.rule, f.reading, f.threshold),
+                });
+            }
+        }
+        Err(e) => out.push(Finding::fail(e.to_string())),
     }
     out
 }
@@ -145,7 +158,10 @@ mod tests {
             }),
             gpus: Gpus {
                 devices: (0..gpus).map(|i| Gpu { index: i, ..Default::default() }).collect(),
-                ..Default::default()
+                nvml: fleet_wire::health::Nvml {
+                    available: true,
+                    ..Default::default()
+                },
             },
         }
     }
@@ -160,6 +176,7 @@ mod tests {
         let f = gate(&host(8), &probe(Some(false), 7));
         assert_eq!(f.len(), 2, "{f:?}");
         assert!(f[0].message.contains("not ready: loading parameters"));
-        assert!(f[1].message.contains("7 GPU(s) visible, inventory expects 8"));
+        assert!(f[1].message.contains("7 of 8 GPUs visible"), "{f:?}");
+        assert!(f[1].message.contains("gpu_count: 7 GPUs, threshold >= 8"), "{f:?}");
     }
 }
