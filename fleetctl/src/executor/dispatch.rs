@@ -271,3 +271,254 @@ pub async fn dispatch(
         end,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    //! The dispatcher's own logic (batches, budget, resume) with a scripted
+    //! host runner; the real host task runs end to end in `tests/rollout.rs`.
+    use super::*;
+    use crate::inventory::TransportKind;
+    use crate::playbook::{BatchSize, Strategy};
+    use std::collections::{BTreeMap, HashSet};
+    use std::sync::Mutex;
+
+    /// Fails the hosts named in `fail`; records every host it ran.
+    struct Scripted {
+        fail: HashSet<String>,
+        ran: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl HostRunner for Scripted {
+        fn run(&self, job: HostJob, emit: Emitter, _stop: watch::Receiver<Stop>) -> HostFuture {
+            let fails = self.fail.contains(&job.host.name);
+            self.ran.lock().unwrap().push(job.host.name.clone());
+            Box::pin(async move {
+                emit.emit(EventKind::HostStarted);
+                emit.emit(EventKind::StepStarted { step: "health".into() });
+                let status = if fails { HostStatus::Failed } else { HostStatus::Ok };
+                if fails {
+                    emit.emit(EventKind::StepFailed {
+                        step: "health".into(),
+                        duration_ms: 1,
+                        error: "scripted".into(),
+                        kept: "all".into(),
+                    });
+                } else {
+                    emit.emit(EventKind::StepFinished {
+                        step: "health".into(),
+                        duration_ms: 1,
+                        skipped: false,
+                        detail: String::new(),
+                    });
+                }
+                emit.emit(EventKind::HostFinished {
+                    status,
+                    build: None,
+                    error: None,
+                    duration_ms: 1,
+                });
+                HostEnd {
+                    status,
+                    build: None,
+                    error: fails.then(|| "scripted".to_string()),
+                }
+            })
+        }
+    }
+
+    /// Keeps every event.
+    #[derive(Clone, Default)]
+    struct Recorder(Arc<Mutex<Vec<Event>>>);
+
+    impl Reporter for Recorder {
+        fn on_event(&mut self, e: &Event) {
+            self.0.lock().unwrap().push(e.clone());
+        }
+    }
+
+    fn host(i: usize) -> Host {
+        Host {
+            name: format!("h{i}"),
+            transport: TransportKind::Local,
+            address: "x".into(),
+            port: 22,
+            user: "u".into(),
+            identity_file: None,
+            jump_host: None,
+            known_hosts: None,
+            connect_timeout_s: 1,
+            install_dir: "/tmp/x".into(),
+            config_path: "/tmp/x/current/prover.toml".into(),
+            config_file: None,
+            gpus: 0,
+            tags: vec![],
+            groups: vec![],
+            vars: BTreeMap::new(),
+        }
+    }
+
+    fn run(
+        n: usize,
+        strategy: Strategy,
+        fail: &[&str],
+        state_dir: Option<PathBuf>,
+        resume: Option<RunState>,
+    ) -> (RunSummary, Vec<String>, Vec<Event>) {
+        let playbook = Playbook {
+            name: "t".into(),
+            description: None,
+            source: "test".into(),
+            strategy,
+            steps: vec![crate::steps::StepSpec::Health(Default::default())],
+        };
+        let d = Dispatch {
+            run_id: "r1".into(),
+            playbook: Arc::new(playbook),
+            inventory: "inv".into(),
+            hosts: (0..n).map(host).collect(),
+            release: Arc::new(ReleaseSpec {
+                binary: "p".into(),
+                sha256: None,
+            }),
+            check: false,
+            state_dir,
+            resume,
+        };
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let runner = Arc::new(Scripted {
+            fail: fail.iter().map(|s| s.to_string()).collect(),
+            ran: ran.clone(),
+        });
+        let rec = Recorder::default();
+        let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(rec.clone())];
+        let (_tx, rx) = watch::channel(Stop::Run);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let summary = rt
+            .block_on(dispatch(d, runner, &mut reporters, rx))
+            .unwrap();
+        let ran = ran.lock().unwrap().clone();
+        let events = rec.0.lock().unwrap().clone();
+        (summary, ran, events)
+    }
+
+    fn strategy(canary: usize, batch: BatchSize, max_fail: usize) -> Strategy {
+        Strategy {
+            canary,
+            batch,
+            max_fail,
+            rollback_on_failure: true,
+        }
+    }
+
+    fn status_of(s: &RunSummary, h: &str) -> HostStatus {
+        s.hosts.iter().find(|(n, _)| n == h).unwrap().1
+    }
+
+    #[test]
+    fn canary_runs_alone_then_batches_in_order() {
+        let (s, ran, events) = run(8, strategy(1, BatchSize::Count(3), 0), &[], None, None);
+        assert_eq!(s.end, RunEnd::Ok);
+        let batches: Vec<Vec<String>> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::BatchStarted { hosts, .. } => Some(hosts.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(batches, vec![vec!["h0"], vec!["h1", "h2", "h3"], vec!["h4", "h5", "h6"], vec!["h7"]]);
+        assert_eq!(ran.len(), 8);
+        // Every host of batch k finished before any host of batch k+1 started.
+        let pos = |pred: &dyn Fn(&Event) -> bool| events.iter().position(pred).unwrap();
+        let h0_done = pos(&|e| e.host.as_deref() == Some("h0") && matches!(e.kind, EventKind::HostFinished { .. }));
+        let h1_start = pos(&|e| e.host.as_deref() == Some("h1") && matches!(e.kind, EventKind::HostStarted));
+        assert!(h0_done < h1_start);
+    }
+
+    #[test]
+    fn failure_in_a_batch_never_stops_its_neighbours_but_halts_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, ran, events) = run(
+            8,
+            strategy(1, BatchSize::Count(3), 0),
+            &["h2"],
+            Some(dir.path().to_owned()),
+            None,
+        );
+        assert_eq!(s.end, RunEnd::Halted);
+        assert_eq!(ran, vec!["h0", "h1", "h2", "h3"]);
+        assert_eq!(status_of(&s, "h1"), HostStatus::Ok);
+        assert_eq!(status_of(&s, "h2"), HostStatus::Failed);
+        assert_eq!(status_of(&s, "h3"), HostStatus::Ok);
+        for h in ["h4", "h5", "h6", "h7"] {
+            assert_eq!(status_of(&s, h), HostStatus::NotStarted, "{h}");
+        }
+        assert!(events.iter().any(|e| matches!(&e.kind, EventKind::Halted { not_started, .. } if not_started.len() == 4)));
+        let st = state::load(dir.path(), "r1").unwrap();
+        assert_eq!(st.hosts["h4"], HostStatus::NotStarted);
+        assert_eq!(st.hosts["h3"], HostStatus::Ok);
+    }
+
+    #[test]
+    fn budget_tolerates_max_fail_failures() {
+        let (s, ran, _) = run(6, strategy(0, BatchSize::Count(2), 1), &["h0"], None, None);
+        assert_eq!(ran.len(), 6, "one failure is within max_fail 1");
+        assert_eq!(s.end, RunEnd::HostsFailed);
+        let (s, ran, _) = run(6, strategy(0, BatchSize::Count(2), 1), &["h0", "h3"], None, None);
+        assert_eq!(ran.len(), 4, "the second failure halts after its batch");
+        assert_eq!(s.end, RunEnd::Halted);
+    }
+
+    #[test]
+    fn resume_skips_completed_hosts_and_retries_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, _, _) = run(
+            5,
+            strategy(0, BatchSize::Count(2), 0),
+            &["h1"],
+            Some(dir.path().to_owned()),
+            None,
+        );
+        assert_eq!(s.end, RunEnd::Halted);
+        let st = state::load(dir.path(), "r1").unwrap();
+        let (s, ran, _) = run(
+            5,
+            strategy(0, BatchSize::Count(2), 0),
+            &[],
+            Some(dir.path().to_owned()),
+            Some(st),
+        );
+        assert_eq!(s.end, RunEnd::Ok);
+        assert_eq!(ran, vec!["h1", "h2", "h3", "h4"], "h0 completed before");
+        assert_eq!(status_of(&s, "h0"), HostStatus::DoneEarlier);
+        assert!(state::load(dir.path(), "r1").unwrap().completed("h4"));
+    }
+
+    #[test]
+    fn a_stop_before_the_run_starts_nothing() {
+        let playbook = Playbook {
+            name: "t".into(),
+            description: None,
+            source: "test".into(),
+            strategy: Strategy::default(),
+            steps: vec![],
+        };
+        let d = Dispatch {
+            run_id: "r".into(),
+            playbook: Arc::new(playbook),
+            inventory: "i".into(),
+            hosts: (0..3).map(host).collect(),
+            release: Arc::new(ReleaseSpec { binary: "p".into(), sha256: None }),
+            check: false,
+            state_dir: None,
+            resume: None,
+        };
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let runner = Arc::new(Scripted { fail: HashSet::new(), ran: ran.clone() });
+        let (tx, rx) = watch::channel(Stop::Run);
+        tx.send(Stop::Finish).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let s = rt.block_on(dispatch(d, runner, &mut [], rx)).unwrap();
+        assert_eq!(s.end, RunEnd::Interrupted);
+        assert!(ran.lock().unwrap().is_empty());
+    }
+}
