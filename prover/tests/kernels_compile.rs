@@ -13,12 +13,18 @@ fn nvrtc_skipped() -> bool {
 }
 
 fn kernel_files(dir: &Path, base: &Path, out: &mut Vec<String>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
     for entry in entries {
-        let path = entry.unwrap_or_else(|e| panic!("listing {}: {e}", dir.display())).path();
+        let path = entry
+            .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
+            .path();
         if path.is_dir() {
             kernel_files(&path, base, out);
-        } else if matches!(path.extension().and_then(|e| e.to_str()), Some("cu" | "cuh")) {
+        } else if matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("cu" | "cuh")
+        ) {
             let rel = path.strip_prefix(base).unwrap_or(&path);
             out.push(rel.to_string_lossy().replace('\\', "/"));
         }
@@ -33,7 +39,11 @@ fn kernels_dir() -> PathBuf {
 fn every_kernel_file_belongs_to_a_unit() {
     let mut files = Vec::new();
     kernel_files(&kernels_dir(), &kernels_dir(), &mut files);
-    assert!(!files.is_empty(), "no kernel files under {}", kernels_dir().display());
+    assert!(
+        !files.is_empty(),
+        "no kernel files under {}",
+        kernels_dir().display()
+    );
     for f in &files {
         assert!(
             UNITS.iter().any(|u| u.files.iter().any(|k| k.path == f)),
@@ -59,8 +69,16 @@ fn every_unit_compiles_for_sm_90_without_warnings() {
     for unit in UNITS {
         match kernels::compile(unit, ARCH) {
             Ok(ptx) => {
-                assert!(ptx.contains(".target sm_90"), "unit {}: PTX lacks its target", unit.name);
-                assert!(ptx.contains(".entry"), "unit {}: PTX has no kernel", unit.name);
+                assert!(
+                    ptx.contains(".target sm_90"),
+                    "unit {}: PTX lacks its target",
+                    unit.name
+                );
+                assert!(
+                    ptx.contains(".entry"),
+                    "unit {}: PTX has no kernel",
+                    unit.name
+                );
             }
             Err(e @ (CompileError::Failed { .. } | CompileError::Warnings { .. })) => {
                 failures.push(e.to_string())
@@ -74,7 +92,9 @@ fn every_unit_compiles_for_sm_90_without_warnings() {
 #[test]
 fn compile_reports_errors_with_the_file_name() {
     if nvrtc_skipped() || !kernels::nvrtc_available() {
-        eprintln!("libnvrtc not loadable: error-reporting check skipped (the test above fails instead)");
+        eprintln!(
+            "libnvrtc not loadable: error-reporting check skipped (the test above fails instead)"
+        );
         return;
     }
     const BROKEN: kernels::KernelUnit = kernels::KernelUnit {

@@ -126,11 +126,12 @@ pub fn compile(unit: &KernelUnit, arch: &str) -> Result<String, CompileError> {
     if !nvrtc_available() {
         return Err(CompileError::NoNvrtc);
     }
-    let nvrtc_err = |call: &'static str, e: cudarc::nvrtc::result::NvrtcError| CompileError::Nvrtc {
-        unit: unit.name,
-        call,
-        reason: format!("{e:?}"),
-    };
+    let nvrtc_err =
+        |call: &'static str, e: cudarc::nvrtc::result::NvrtcError| CompileError::Nvrtc {
+            unit: unit.name,
+            call,
+            reason: format!("{e:?}"),
+        };
     let src = CString::new(unit.source()).map_err(|e| CompileError::Nvrtc {
         unit: unit.name,
         call: "nvrtcCreateProgram",

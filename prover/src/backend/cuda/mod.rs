@@ -1,3 +1,480 @@
 //! The CUDA backend: NVRTC-compiled kernels from kernels/, pinned uploads, device NTTs.
+//!
+//! Chosen at run time: [`cuda_available`] says whether the driver library
+//! loads and a device answers; without it the caller falls back to the CPU
+//! backend. Nothing here may call into cudarc's safe API before that check:
+//! with dynamic loading a missing libcuda panics inside cudarc.
+//!
+//! - [`kernels`]: the embedded CUDA C sources and their NVRTC compilation.
+//! - [`domain`]: per-size twiddle and coset tables.
+//! - [`ntt`]: pass planning and the launch of one transform.
+//! - [`quotient`]: the h phase with overlapped uploads.
+//! - [`host_alloc`]: [`CudaHostAllocator`], the pinned pool's `cuMemHostAlloc` source.
+//! - [`memory`]: owned device allocations.
+//! - [`bench`]: H2D and NTT measurements for `scripts/gpu-check.sh`.
+//!
+//! Multi-exponentiations run on the CPU backend for now (a GPU MSM is a
+//! later step); the h vector can already stay on the device for it
+//! ([`CudaBackend::quotient_on_device`]).
 
+pub mod bench;
+pub(crate) mod check;
+pub mod domain;
+pub mod host_alloc;
 pub mod kernels;
+pub mod memory;
+pub mod ntt;
+pub mod quotient;
+
+pub use host_alloc::CudaHostAllocator;
+
+use crate::backend::cpu::CpuBackend;
+use crate::backend::{Backend, BackendError, BackendKind, BackendTimes};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use check::check;
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
+use cudarc::nvrtc::Ptx;
+use domain::{scalar_bytes_mut, DomainTables};
+use fleet_wire::timing::Phase;
+use memory::DeviceBuffer;
+use parking_lot::Mutex;
+use quotient::{NttKernels, Run, Workspace};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Smallest domain run on the device (log2): below it a launch costs more
+/// than the whole transform on the CPU, so the CPU backend computes h.
+pub const MIN_DEVICE_LOG_N: u32 = 10;
+/// Largest domain the kernels index (log2), memory permitting.
+pub const MAX_DEVICE_LOG_N: u32 = 30;
+
+/// Whether the CUDA driver library loads (no device query). Safe to call anywhere.
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda by its usual names.
+    unsafe { sys::is_culib_present() }
+}
+
+/// Number of CUDA devices, 0 when there is no driver or it fails to start.
+pub fn device_count() -> u32 {
+    if !driver_present() {
+        return 0;
+    }
+    if result::init().is_err() {
+        return 0;
+    }
+    result::device::get_count().map_or(0, |n| n.max(0) as u32)
+}
+
+/// Whether the CUDA backend can run here: the driver loads, at least one
+/// device answers, and NVRTC loads to compile the kernels.
+pub fn cuda_available() -> bool {
+    device_count() > 0 && kernels::nvrtc_available()
+}
+
+/// Opens device `ordinal`, or logs why not (the caller then proves on the
+/// CPU backend). Never panics, with or without a GPU.
+pub fn open_or_log(ordinal: u32) -> Option<CudaBackend> {
+    if !driver_present() {
+        tracing::info!("CUDA driver library not found: using the CPU backend");
+        return None;
+    }
+    if !kernels::nvrtc_available() {
+        tracing::warn!(
+            "libnvrtc (CUDA 13) not found, kernels cannot be compiled: using the CPU backend"
+        );
+        return None;
+    }
+    match CudaBackend::new(ordinal) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            tracing::warn!(device = ordinal, error = %e, "CUDA device unusable: using the CPU backend");
+            None
+        }
+    }
+}
+
+/// Mutable per-device state, one h computation at a time.
+#[derive(Debug)]
+pub struct DeviceState {
+    pub compute: Arc<CudaStream>,
+    pub copy: Arc<CudaStream>,
+    workspace: Option<Workspace>,
+    tables: HashMap<u32, Arc<DomainTables>>,
+}
+
+impl DeviceState {
+    fn workspace(&mut self) -> Result<&mut Workspace, BackendError> {
+        self.workspace.as_mut().ok_or_else(|| BackendError::Device {
+            device: u32::MAX,
+            call: "workspace".into(),
+            file: file!(),
+            line: line!(),
+            reason: "no device workspace allocated (internal ordering error)".into(),
+        })
+    }
+}
+
+/// One GPU behind the [`Backend`] trait.
+pub struct CudaBackend {
+    ordinal: u32,
+    ctx: Arc<CudaContext>,
+    name: String,
+    arch: String,
+    kernels: NttKernels,
+    state: Mutex<DeviceState>,
+    cpu: CpuBackend,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("ordinal", &self.ordinal)
+            .field("name", &self.name)
+            .field("arch", &self.arch)
+            .finish()
+    }
+}
+
+/// h left on the device by [`CudaBackend::quotient_on_device`].
+#[derive(Debug)]
+pub struct DeviceH {
+    pub buffer: DeviceBuffer,
+    pub len: usize,
+}
+
+impl CudaBackend {
+    /// Opens device `ordinal`, compiles the kernels for its architecture
+    /// (cached per process) and creates its streams.
+    pub fn new(ordinal: u32) -> Result<Self, BackendError> {
+        let dev = ordinal;
+        let unavailable = |reason: String| BackendError::Device {
+            device: dev,
+            call: "CudaBackend::new".into(),
+            file: file!(),
+            line: line!(),
+            reason,
+        };
+        if !driver_present() {
+            return Err(unavailable(
+                "libcuda could not be loaded (no NVIDIA driver)".into(),
+            ));
+        }
+        let count = device_count();
+        if ordinal >= count {
+            return Err(unavailable(format!(
+                "no device {ordinal}: {count} CUDA device(s) present"
+            )));
+        }
+        let ctx = check!(
+            dev,
+            "cuDevicePrimaryCtxRetain",
+            CudaContext::new(ordinal as usize)
+        )?;
+        let name = check!(dev, "cuDeviceGetName", ctx.name())?;
+        let (major, minor) = check!(dev, "cuDeviceGetAttribute", ctx.compute_capability())?;
+        let arch = kernels::arch_for(major, minor);
+        let ptx = kernels::compile_cached(&kernels::NTT, &arch)
+            .map_err(|e| unavailable(format!("compiling kernels for {arch}: {e}")))?;
+        let module = check!(dev, "cuModuleLoadData", ctx.load_module(Ptx::from_src(ptx)))?;
+        let kernels = NttKernels {
+            pass: check!(
+                dev,
+                "cuModuleGetFunction(ntt_pass)",
+                module.load_function("ntt_pass")
+            )?,
+            mul_sub_div_z: check!(
+                dev,
+                "cuModuleGetFunction(mul_sub_div_z)",
+                module.load_function("mul_sub_div_z")
+            )?,
+        };
+        let compute = check!(dev, "cuStreamCreate", ctx.new_stream())?;
+        let copy = check!(dev, "cuStreamCreate", ctx.new_stream())?;
+        tracing::info!(device = ordinal, %name, %arch, "CUDA backend ready");
+        Ok(Self {
+            ordinal,
+            ctx,
+            name,
+            arch,
+            kernels,
+            state: Mutex::new(DeviceState {
+                compute,
+                copy,
+                workspace: None,
+                tables: HashMap::new(),
+            }),
+            cpu: CpuBackend::new(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device ordinal (also [`Backend::device`]).
+    pub fn device_ordinal(&self) -> u32 {
+        self.ordinal
+    }
+
+    /// `sm_XY` the kernels were compiled for.
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// (free, total) device memory in bytes.
+    pub fn memory(&self) -> Result<(usize, usize), BackendError> {
+        check!(self.ordinal, "cuMemGetInfo", self.ctx.mem_get_info())
+    }
+
+    fn log_n(&self, a: &[Scalar], b: &[Scalar], c: &[Scalar]) -> Result<u32, BackendError> {
+        if a.len() != b.len() || a.len() != c.len() {
+            return Err(BackendError::LengthMismatch {
+                a: a.len(),
+                b: b.len(),
+                c: c.len(),
+            });
+        }
+        let n = a.len();
+        if n < 2 || !n.is_power_of_two() || n.trailing_zeros() > MAX_DEVICE_LOG_N {
+            return Err(BackendError::BadDomain {
+                size: n,
+                max_log: MAX_DEVICE_LOG_N,
+            });
+        }
+        Ok(n.trailing_zeros())
+    }
+
+    /// Makes sure the state has a workspace and tables for 2^log_n.
+    fn prepare(&self, st: &mut DeviceState, log_n: u32) -> Result<Arc<DomainTables>, BackendError> {
+        check!(self.ordinal, "cuCtxSetCurrent", self.ctx.bind_to_thread())?;
+        if st.workspace.as_ref().map(|w| w.log_n) != Some(log_n) {
+            // Free the old one first: two large workspaces may not fit together.
+            st.workspace = None;
+            st.workspace = Some(Workspace::new(&self.ctx, self.ordinal, log_n)?);
+        }
+        if let Some(t) = st.tables.get(&log_n) {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(DomainTables::new(&self.ctx, self.ordinal, log_n)?);
+        st.tables.insert(log_n, t.clone());
+        Ok(t)
+    }
+
+    /// Waits for both streams, best effort: on an error path the copy
+    /// engine may still be reading the caller's host buffers.
+    fn drain(&self, st: &DeviceState) {
+        let _ = st.copy.synchronize();
+        let _ = st.compute.synchronize();
+    }
+
+    /// Runs the h phase from host a, b, c; leaves h in logical vector 0 of the
+    /// workspace with everything complete. Records times.
+    fn h_from_host(
+        &self,
+        st: &mut DeviceState,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        times: &mut BackendTimes,
+    ) -> Result<(), BackendError> {
+        let log_n = self.log_n(a, b, c)?;
+        let tables = self.prepare(st, log_n)?;
+        let mut run = Run {
+            device: self.ordinal,
+            ctx: &self.ctx,
+            st,
+            kernels: &self.kernels,
+            tables: &tables,
+        };
+        let tl = run.enqueue_from_host([a, b, c])?;
+        let dt = tl.read()?;
+        dt.add_to(times);
+        let bytes = 3 * std::mem::size_of_val(a) as u64;
+        times.h2d_bytes += bytes;
+        times.add(Phase::H2d, dt.h2d_ms);
+        if dt.h2d_ms > 0.0 {
+            times.h2d_gbps = Some(bytes as f64 / (dt.h2d_ms * 1e6));
+        }
+        Ok(())
+    }
+
+    /// The quotient with h left on the device (for a device h-MSM): the
+    /// returned buffer holds h's 2^log_n coefficients.
+    pub fn quotient_on_device(
+        &self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        times: &mut BackendTimes,
+    ) -> Result<DeviceH, BackendError> {
+        let mut st = self.state.lock();
+        let out = self.h_from_host(&mut st, a, b, c, times);
+        if out.is_err() {
+            self.drain(&st);
+        }
+        out?;
+        let ws = st.workspace.take().ok_or_else(|| {
+            check::device_error(
+                self.ordinal,
+                "workspace",
+                file!(),
+                line!(),
+                &"missing after h",
+            )
+        })?;
+        let h_slot = ws.slot[0];
+        let buffer = ws.bufs.into_iter().nth(h_slot).ok_or_else(|| {
+            check::device_error(self.ordinal, "workspace", file!(), line!(), &"bad h slot")
+        })?;
+        Ok(DeviceH {
+            buffer,
+            len: a.len(),
+        })
+    }
+
+    /// Device-resident h computation over a, b, c already uploaded by
+    /// [`Self::upload_abc`]: the NTT phase alone, for measurements.
+    pub fn ntt_phase_on_device(&self) -> Result<quotient::DeviceTimes, BackendError> {
+        let mut st = self.state.lock();
+        let log_n = st.workspace.as_ref().map(|w| w.log_n).ok_or_else(|| {
+            check::device_error(
+                self.ordinal,
+                "workspace",
+                file!(),
+                line!(),
+                &"call upload_abc first",
+            )
+        })?;
+        let tables = self.prepare(&mut st, log_n)?;
+        let mut run = Run {
+            device: self.ordinal,
+            ctx: &self.ctx,
+            st: &mut st,
+            kernels: &self.kernels,
+            tables: &tables,
+        };
+        let tl = run.enqueue_on_device()?;
+        tl.read()
+    }
+
+    /// Uploads a, b, c into the workspace (synchronously) for
+    /// [`Self::ntt_phase_on_device`].
+    pub fn upload_abc(&self, a: &[Scalar], b: &[Scalar], c: &[Scalar]) -> Result<(), BackendError> {
+        let log_n = self.log_n(a, b, c)?;
+        let mut st = self.state.lock();
+        self.prepare(&mut st, log_n)?;
+        let ws = st.workspace()?;
+        for (v, host) in [a, b, c].into_iter().enumerate() {
+            // SAFETY: the buffer holds 2^log_n scalars; the copy is synchronous.
+            check!(self.ordinal, "cuMemcpyHtoD", unsafe {
+                result::memcpy_htod_sync(ws.ptr(v), domain::scalar_bytes(host))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Copies logical vector 0 (h after [`Self::ntt_phase_on_device`]) to `out`.
+    pub fn download_h(&self, out: &mut [Scalar]) -> Result<(), BackendError> {
+        let mut st = self.state.lock();
+        check!(self.ordinal, "cuCtxSetCurrent", self.ctx.bind_to_thread())?;
+        let ws = st.workspace()?;
+        if out.len() != 1usize << ws.log_n {
+            return Err(BackendError::LengthMismatch {
+                a: out.len(),
+                b: 1 << ws.log_n,
+                c: 1 << ws.log_n,
+            });
+        }
+        // SAFETY: sizes checked above; synchronous copy.
+        check!(self.ordinal, "cuMemcpyDtoH", unsafe {
+            result::memcpy_dtoh_sync(scalar_bytes_mut(out), ws.ptr(0))
+        })
+    }
+}
+
+impl DeviceH {
+    /// Copies h to the host (synchronously).
+    pub fn copy_to_host(&self, out: &mut [Scalar]) -> Result<(), BackendError> {
+        let dev = self.buffer.device();
+        if out.len() != self.len {
+            return Err(BackendError::LengthMismatch {
+                a: out.len(),
+                b: self.len,
+                c: self.len,
+            });
+        }
+        // SAFETY: the buffer holds `len` scalars; synchronous copy.
+        check!(dev, "cuMemcpyDtoH", unsafe {
+            result::memcpy_dtoh_sync(scalar_bytes_mut(out), self.buffer.ptr())
+        })
+    }
+}
+
+impl Backend for CudaBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn device(&self) -> Option<u32> {
+        Some(self.ordinal)
+    }
+
+    fn quotient(
+        &self,
+        a: &mut [Scalar],
+        b: &mut [Scalar],
+        c: &mut [Scalar],
+        pinned: bool,
+        times: &mut BackendTimes,
+    ) -> Result<(), BackendError> {
+        let log_n = self.log_n(a, b, c)?;
+        if log_n < MIN_DEVICE_LOG_N {
+            return self.cpu.quotient(a, b, c, pinned, times);
+        }
+        // `pinned` needs no branch: the driver DMAs straight from page-locked
+        // memory and stages pageable memory through its own bounce buffers,
+        // which is exactly the slow path the flag exists to measure.
+        let start = Instant::now();
+        let mut st = self.state.lock();
+        let mut out = self.h_from_host(&mut st, a, b, c, times);
+        if out.is_ok() {
+            out = (|| {
+                let ws = st.workspace()?;
+                // SAFETY: h holds a.len() scalars; synchronous copy.
+                check!(self.ordinal, "cuMemcpyDtoH", unsafe {
+                    result::memcpy_dtoh_sync(scalar_bytes_mut(a), ws.ptr(0))
+                })
+            })();
+        }
+        if out.is_err() {
+            self.drain(&st);
+        }
+        times.add(Phase::NttKernels, start.elapsed().as_secs_f64() * 1e3);
+        out
+    }
+
+    /// Delegates to the CPU backend's Pippenger: a GPU MSM is a later step.
+    fn msm_g1(
+        &self,
+        bases: &[G1Affine],
+        scalars: &[Scalar],
+        times: &mut BackendTimes,
+    ) -> Result<G1Projective, BackendError> {
+        self.cpu.msm_g1(bases, scalars, times)
+    }
+
+    /// Delegates to the CPU backend (see `msm_g1`).
+    fn msm_g2(
+        &self,
+        bases: &[G2Affine],
+        scalars: &[Scalar],
+        times: &mut BackendTimes,
+    ) -> Result<G2Projective, BackendError> {
+        self.cpu.msm_g2(bases, scalars, times)
+    }
+}

@@ -1,0 +1,54 @@
+//! Raw device allocations with an owner: freed on drop with the context
+//! made current, so buffers can be handed between threads and kept alive
+//! past one call (h left on the device for a later h-MSM).
+
+use super::check::check;
+use crate::backend::BackendError;
+use cudarc::driver::{result, sys, CudaContext};
+use std::sync::Arc;
+
+/// `bytes` of device memory on one context.
+#[derive(Debug)]
+pub struct DeviceBuffer {
+    ptr: sys::CUdeviceptr,
+    bytes: usize,
+    ctx: Arc<CudaContext>,
+    device: u32,
+}
+
+impl DeviceBuffer {
+    /// Allocates `bytes` (synchronously, outside any stream ordering).
+    pub fn alloc(ctx: &Arc<CudaContext>, device: u32, bytes: usize) -> Result<Self, BackendError> {
+        check!(device, "cuCtxSetCurrent", ctx.bind_to_thread())?;
+        // SAFETY: the context is current; the pointer is owned by the value.
+        let ptr = check!(device, "cuMemAlloc", unsafe { result::malloc_sync(bytes) })?;
+        Ok(Self {
+            ptr,
+            bytes,
+            ctx: ctx.clone(),
+            device,
+        })
+    }
+
+    pub fn ptr(&self) -> sys::CUdeviceptr {
+        self.ptr
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn device(&self) -> u32 {
+        self.device
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // A failed free leaks device memory but must not panic in drop.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by `alloc` and freed exactly once here.
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The h phase on one device: uploads of a, b, c from host memory on the
+//! copy stream, in chunks, overlapped with the transforms of the vector
+//! before (ordered by events, never by host waits), then the transforms,
+//! a·b − c over Z, the coset inverse transform, and h back to the host.
+//!
+//! Order of work per vector v: iNTT whose last pass also multiplies by
+//! g^i/n (so the coset NTT needs no separate shift), then the NTT. After c,
+//! a ← (a·b − c)/Z(g); then the coset iNTT of a, whose last pass multiplies
+//! by g^-i/n. Every value equals bellperson's (exact field arithmetic).
+
+use super::check::check;
+use super::domain::{scalar_bytes, DomainTables};
+use super::memory::DeviceBuffer;
+use super::ntt::{self, Post};
+use super::DeviceState;
+use crate::backend::{BackendError, BackendTimes};
+use blstrs::Scalar;
+use cudarc::driver::{
+    result, sys, CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
+};
+use fleet_wire::timing::Phase;
+use std::sync::Arc;
+
+/// Bytes per asynchronous H2D copy: big enough to run at line rate, small
+/// enough that the copy engine interleaves with other streams' copies.
+pub const H2D_CHUNK: usize = 64 << 20;
+
+/// Device buffers for one domain size: a, b, c and a scratch vector the
+/// passes ping-pong through. `slot[v]` maps logical vector v (0 = a,
+/// 1 = b, 2 = c, 3 = scratch) to a buffer, so an odd pass count is a swap.
+#[derive(Debug)]
+pub struct Workspace {
+    pub log_n: u32,
+    pub bufs: Vec<DeviceBuffer>,
+    pub slot: [usize; 4],
+}
+
+impl Workspace {
+    pub fn new(ctx: &Arc<CudaContext>, device: u32, log_n: u32) -> Result<Self, BackendError> {
+        let bytes = (1usize << log_n) * std::mem::size_of::<Scalar>();
+        let (free, _) = check!(device, "cuMemGetInfo", ctx.mem_get_info())?;
+        let need = 4 * bytes;
+        if free < need {
+            return Err(BackendError::DeviceMemory {
+                device,
+                need: need as u64,
+                free: free as u64,
+            });
+        }
+        let bufs = (0..4)
+            .map(|_| DeviceBuffer::alloc(ctx, device, bytes))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            log_n,
+            bufs,
+            slot: [0, 1, 2, 3],
+        })
+    }
+
+    pub fn ptr(&self, v: usize) -> sys::CUdeviceptr {
+        self.bufs[self.slot[v]].ptr()
+    }
+
+    /// After a transform of v that ended in scratch, scratch holds v.
+    fn swap_with_scratch(&mut self, v: usize) {
+        self.slot.swap(v, 3);
+    }
+}
+
+/// Per-phase device times of one h computation, from events.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeviceTimes {
+    pub intt_ms: f64,
+    pub coset_ntt_ms: f64,
+    pub mul_sub_ms: f64,
+    pub coset_intt_ms: f64,
+    /// H2D of a, b, c: from the first chunk's start to the last chunk's end.
+    pub h2d_ms: f64,
+}
+
+impl DeviceTimes {
+    pub fn ntt_total_ms(&self) -> f64 {
+        self.intt_ms + self.coset_ntt_ms + self.mul_sub_ms + self.coset_intt_ms
+    }
+
+    pub fn add_to(&self, times: &mut BackendTimes) {
+        times.add(Phase::NttIfft, self.intt_ms);
+        times.add(Phase::NttCosetFft, self.coset_ntt_ms);
+        times.add(Phase::NttMulSubDivZ, self.mul_sub_ms);
+        times.add(Phase::NttCosetIfft, self.coset_intt_ms);
+    }
+}
+
+/// Events with timing enabled (the default flags), one per boundary.
+fn timing_event(device: u32, ctx: &Arc<CudaContext>) -> Result<CudaEvent, BackendError> {
+    check!(
+        device,
+        "cuEventCreate",
+        ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+    )
+}
+
+fn record(device: u32, ev: &CudaEvent, stream: &CudaStream) -> Result<(), BackendError> {
+    check!(device, "cuEventRecord", ev.record(stream))
+}
+
+fn elapsed(device: u32, start: &CudaEvent, end: &CudaEvent) -> Result<f64, BackendError> {
+    check!(device, "cuEventElapsedTime", start.elapsed_ms(end)).map(f64::from)
+}
+
+/// Kernels of the ntt unit.
+#[derive(Debug)]
+pub struct NttKernels {
+    pub pass: CudaFunction,
+    pub mul_sub_div_z: CudaFunction,
+}
+
+/// Enqueues the chunked upload of `src` into `dst` on `stream`.
+fn upload(
+    device: u32,
+    stream: &CudaStream,
+    dst: sys::CUdeviceptr,
+    src: &[u8],
+) -> Result<(), BackendError> {
+    for (i, chunk) in src.chunks(H2D_CHUNK).enumerate() {
+        let at = dst + (i * H2D_CHUNK) as u64;
+        // SAFETY: `dst` has room for all of `src`; the caller keeps `src`
+        // alive and unmoved until the stream has been synchronised.
+        check!(device, "cuMemcpyHtoDAsync", unsafe {
+            result::memcpy_htod_async(at, chunk, stream.cu_stream())
+        })?;
+    }
+    Ok(())
+}
+
+/// Everything one h computation needs from the device state.
+pub struct Run<'a> {
+    pub device: u32,
+    pub ctx: &'a Arc<CudaContext>,
+    pub st: &'a mut DeviceState,
+    pub kernels: &'a NttKernels,
+    pub tables: &'a DomainTables,
+}
+
+impl Run<'_> {
+    /// Uploads a, b, c (each enqueued right before the previous vector's
+    /// transforms, so a pageable copy blocking the host still overlaps the
+    /// device work already queued) and computes h into logical vector 0.
+    /// Does not synchronise: the caller waits (or leaves h on the device).
+    pub fn enqueue_from_host(&mut self, host: [&[Scalar]; 3]) -> Result<Timeline, BackendError> {
+        let tl = Timeline::new(self.device, self.ctx)?;
+        record(self.device, &tl.h2d_start, &self.st.copy)?;
+        let uploaded: Vec<CudaEvent> = (0..3)
+            .map(|_| check!(self.device, "cuEventCreate", self.ctx.new_event(None)))
+            .collect::<Result<_, _>>()?;
+        for v in 0..3 {
+            let dst = self.st.workspace()?.ptr(v);
+            upload(self.device, &self.st.copy, dst, scalar_bytes(host[v]))?;
+            record(self.device, &uploaded[v], &self.st.copy)?;
+            if v == 2 {
+                record(self.device, &tl.h2d_end, &self.st.copy)?;
+            }
+            check!(
+                self.device,
+                "cuStreamWaitEvent",
+                self.st.compute.wait(&uploaded[v])
+            )?;
+            self.coset_evaluations(v, &tl)?;
+        }
+        self.finish_h(&tl)?;
+        Ok(tl)
+    }
+
+    /// The same computation on a, b, c already on the device (benchmarks,
+    /// a future device-side synthesis).
+    pub fn enqueue_on_device(&mut self) -> Result<Timeline, BackendError> {
+        let tl = Timeline::new(self.device, self.ctx)?;
+        record(self.device, &tl.h2d_start, &self.st.compute)?;
+        record(self.device, &tl.h2d_end, &self.st.compute)?;
+        for v in 0..3 {
+            self.coset_evaluations(v, &tl)?;
+        }
+        self.finish_h(&tl)?;
+        Ok(tl)
+    }
+
+    fn transform(&mut self, v: usize, forward: bool, post: Post) -> Result<(), BackendError> {
+        let log_n = self.tables.log_n;
+        let roots = if forward {
+            self.tables.forward
+        } else {
+            self.tables.inverse
+        };
+        let ws = self.st.workspace()?;
+        let (src, scratch) = (ws.ptr(v), ws.ptr(3));
+        let in_scratch = ntt::transform(
+            self.device,
+            &self.st.compute,
+            &self.kernels.pass,
+            log_n,
+            src,
+            scratch,
+            &roots,
+            post,
+        )?;
+        if in_scratch {
+            self.st.workspace()?.swap_with_scratch(v);
+        }
+        Ok(())
+    }
+
+    /// Evaluations over H -> evaluations over the coset gH, for vector v.
+    fn coset_evaluations(&mut self, v: usize, tl: &Timeline) -> Result<(), BackendError> {
+        record(self.device, &tl.intt[v].0, &self.st.compute)?;
+        self.transform(v, false, Post::Table(self.tables.to_coset))?;
+        record(self.device, &tl.intt[v].1, &self.st.compute)?;
+        self.transform(v, true, Post::None)?;
+        record(self.device, &tl.coset[v], &self.st.compute)?;
+        Ok(())
+    }
+
+    /// a ← (a·b − c)/Z(g), then the coset iNTT of a.
+    fn finish_h(&mut self, tl: &Timeline) -> Result<(), BackendError> {
+        let n: u32 = 1 << self.tables.log_n;
+        let ws = self.st.workspace()?;
+        let (a, b, c) = (ws.ptr(0), ws.ptr(1), ws.ptr(2));
+        let threads = 256u32;
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(threads), 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = self.st.compute.launch_builder(&self.kernels.mul_sub_div_z);
+        launch
+            .arg(&a)
+            .arg(&b)
+            .arg(&c)
+            .arg(&self.tables.z_inv)
+            .arg(&n);
+        // SAFETY: matches `mul_sub_div_z(fr*, const fr*, const fr*, const fr*, u32)`;
+        // a, b, c hold n elements.
+        check!(self.device, "cuLaunchKernel(mul_sub_div_z)", unsafe {
+            launch.launch(cfg)
+        })?;
+        record(self.device, &tl.mul_sub, &self.st.compute)?;
+        self.transform(0, false, Post::Table(self.tables.from_coset))?;
+        record(self.device, &tl.done, &self.st.compute)?;
+        Ok(())
+    }
+}
+
+/// The events of one h computation, read after the work completed.
+pub struct Timeline {
+    pub h2d_start: CudaEvent,
+    pub h2d_end: CudaEvent,
+    /// Per vector: (iNTT start, iNTT end = coset NTT start).
+    pub intt: Vec<(CudaEvent, CudaEvent)>,
+    /// Per vector: coset NTT end.
+    pub coset: Vec<CudaEvent>,
+    pub mul_sub: CudaEvent,
+    pub done: CudaEvent,
+    device: u32,
+}
+
+impl Timeline {
+    fn new(device: u32, ctx: &Arc<CudaContext>) -> Result<Self, BackendError> {
+        let ev = || timing_event(device, ctx);
+        Ok(Self {
+            h2d_start: ev()?,
+            h2d_end: ev()?,
+            intt: (0..3)
+                .map(|_| Ok((ev()?, ev()?)))
+                .collect::<Result<_, BackendError>>()?,
+            coset: (0..3).map(|_| ev()).collect::<Result<_, _>>()?,
+            mul_sub: ev()?,
+            done: ev()?,
+            device,
+        })
+    }
+
+    /// Blocks until h is complete and reads the phase times.
+    pub fn read(&self) -> Result<DeviceTimes, BackendError> {
+        let d = self.device;
+        check!(d, "cuEventSynchronize", self.done.synchronize())?;
+        let mut t = DeviceTimes {
+            h2d_ms: elapsed(d, &self.h2d_start, &self.h2d_end)?,
+            ..Default::default()
+        };
+        for v in 0..3 {
+            t.intt_ms += elapsed(d, &self.intt[v].0, &self.intt[v].1)?;
+            t.coset_ntt_ms += elapsed(d, &self.intt[v].1, &self.coset[v])?;
+        }
+        t.mul_sub_ms = elapsed(d, &self.coset[2], &self.mul_sub)?;
+        t.coset_intt_ms = elapsed(d, &self.mul_sub, &self.done)?;
+        Ok(t)
+    }
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# GPU check for a host with an NVIDIA GPU: device query, the GPU tests
+# (quotient bit-exact against bellperson up to 2^24, pinned allocation,
+# h kept on the device, proofs byte-identical to CPU and bellperson), the
+# NVRTC compile test, then the benchmark table (H2D pinned vs pageable,
+# idle and under memory load; NTT phase per size; quotient from host).
+#
+# Usage:
+#   scripts/gpu-check.sh                 build with cargo, then run
+#   scripts/gpu-check.sh --bin-dir DIR   run prebuilt test binaries from DIR
+#                                        (cuda-*, kernels_compile-*), e.g.
+#                                        on a GPU host without cargo
+# Environment: GPU_CHECK_OUT (log folder, default target/gpu-check),
+# PROVER_CUDA_MAX_LOG (largest bit-exact size, default 24),
+# PROVER_BENCH_MAX_LOG (largest NTT bench size, default 26).
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+bin_dir=""
+if [ "${1:-}" = "--bin-dir" ]; then
+    bin_dir=${2:?--bin-dir needs a folder}
+fi
+out=${GPU_CHECK_OUT:-target/gpu-check}
+mkdir -p "$out"
+
+# libnvrtc: the pip wheel's folder if present, and the toolkit's.
+if nvrtc_dir=$(scripts/nvrtc-libdir.sh 2>/dev/null); then
+    export LD_LIBRARY_PATH="$nvrtc_dir:${LD_LIBRARY_PATH:-}"
+fi
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -d "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+done
+
+if [ -z "$bin_dir" ]; then
+    bin_dir=target/gpu-check-bin
+    mkdir -p "$bin_dir"
+    cargo test --release -p prover --test cuda --test kernels_compile --no-run \
+        --message-format=json 2>/dev/null |
+        python3 -c 'import json,sys
+for l in sys.stdin:
+    m=json.loads(l)
+    if m.get("reason")=="compiler-artifact" and m.get("executable"): print(m["executable"])' |
+        while read -r exe; do cp "$exe" "$bin_dir/"; done
+fi
+cuda_bin=$(ls -t "$bin_dir"/cuda-* 2>/dev/null | grep -v '\.d$' | head -1)
+compile_bin=$(ls -t "$bin_dir"/kernels_compile-* 2>/dev/null | grep -v '\.d$' | head -1)
+if [ -z "$cuda_bin" ] || [ -z "$compile_bin" ]; then
+    echo "test binaries not found in $bin_dir" >&2
+    exit 2
+fi
+
+status=0
+echo "== device" | tee "$out/device.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem \
+    --format=csv 2>&1 | tee -a "$out/device.txt"
+
+echo "== NVRTC compile test"
+"$compile_bin" --test-threads=1 2>&1 | tee "$out/kernels_compile.txt" || status=1
+
+echo "== GPU tests (bit-exact up to 2^${PROVER_CUDA_MAX_LOG:-24})"
+PROVER_CUDA_MAX_LOG=${PROVER_CUDA_MAX_LOG:-24} "$cuda_bin" --test-threads=1 --nocapture 2>&1 |
+    tee "$out/cuda_tests.txt" || status=1
+
+echo "== benchmark table"
+"$cuda_bin" --ignored --exact gpu_bench_table --nocapture --test-threads=1 2>&1 |
+    tee "$out/bench.txt" || status=1
+
+echo "== summary"
+grep -E "^test |test result" "$out/kernels_compile.txt" "$out/cuda_tests.txt" | sed 's/^[^:]*://'
+grep -E '^\||^device|pinned/pageable' "$out/bench.txt"
+exit $status
