@@ -533,21 +533,23 @@ mod tests {
     fn waiters_served_in_arrival_order() {
         let budget = MemoryBudget::new(100);
         let held = budget.reserve("hold", 100).unwrap();
-        let (tx, rx) = mpsc::channel();
+        let (granted_tx, granted) = mpsc::channel();
+        let mut releases = Vec::new();
         let mut threads = Vec::new();
-        // Without strict order the 10 would overtake the 30 (it fits first).
         for (i, bytes) in [80u64, 30, 10].into_iter().enumerate() {
             let b = Arc::clone(&budget);
-            let tx = tx.clone();
+            let granted_tx = granted_tx.clone();
+            let (release_tx, release) = mpsc::channel::<()>();
+            releases.push(release_tx);
             // Queue them one at a time so arrival order is known.
             let before = b.stats().waiters;
             threads.push(thread::spawn(move || {
-                let r = b
-                    .reserve_timeout("w", bytes, Duration::from_secs(10))
-                    .unwrap();
-                tx.send(i).unwrap();
-                thread::sleep(Duration::from_millis(50));
-                drop(r);
+                let r = b.reserve_timeout("w", bytes, Duration::from_secs(10));
+                let ok = r.is_ok();
+                granted_tx.send(i).unwrap();
+                // Hold until told (or the test gave up).
+                let _ = release.recv_timeout(Duration::from_secs(10));
+                ok
             }));
             let deadline = Instant::now() + Duration::from_secs(10);
             while budget.stats().waiters == before {
@@ -556,12 +558,21 @@ mod tests {
             }
         }
         drop(held);
-        let order: Vec<usize> = (0..3)
-            .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        assert_eq!(granted.recv_timeout(Duration::from_secs(10)), Ok(0));
+        // 20 bytes are free: the 10 would fit, but the 30 queued before it.
+        assert!(granted.recv_timeout(Duration::from_millis(100)).is_err());
+        assert_eq!(budget.stats().waiters, 2);
+        releases[0].send(()).unwrap();
+        let mut rest: Vec<usize> = (0..2)
+            .map(|_| granted.recv_timeout(Duration::from_secs(10)).unwrap())
             .collect();
-        assert_eq!(order, [0, 1, 2], "requests must be served in arrival order");
+        rest.sort_unstable();
+        assert_eq!(rest, [1, 2]);
+        for r in &releases[1..] {
+            r.send(()).unwrap();
+        }
         for t in threads {
-            t.join().unwrap();
+            assert!(t.join().unwrap());
         }
         assert_eq!(budget.available(), 100);
     }

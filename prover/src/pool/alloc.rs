@@ -297,4 +297,25 @@ mod tests {
         // SAFETY: from this allocator, no longer used.
         unsafe { MlockAllocator.free(region) };
     }
+
+    #[cfg(unix)]
+    #[test]
+    fn memlock_refusal_names_the_limit_and_the_fix() {
+        let err = mlock_error(1 << 30, std::io::Error::from_raw_os_error(libc::EPERM));
+        assert!(matches!(err, PoolError::MemlockLimit { bytes, .. } if bytes == 1 << 30));
+        let text = err.to_string();
+        assert!(text.contains("RLIMIT_MEMLOCK is soft"), "{text}");
+        assert!(
+            text.contains("ulimit -l") && text.contains("LimitMEMLOCK"),
+            "{text}"
+        );
+        let other = mlock_error(4096, std::io::Error::from_raw_os_error(libc::EINVAL));
+        assert!(matches!(
+            other,
+            PoolError::Alloc {
+                allocator: "mlock",
+                ..
+            }
+        ));
+    }
 }

@@ -34,19 +34,15 @@ impl PinnedBuf {
         region: Region,
         reservation: Reservation,
         len: usize,
+        who: &str,
     ) -> Self {
-        let who = reservation
-            .who()
-            .strip_prefix("pool:")
-            .unwrap_or("")
-            .to_owned();
         Self {
             ptr: region.as_ptr(),
             len: len.min(region.len()),
             capacity: region.len(),
             owned: Some((region, reservation)),
             pool,
-            who,
+            who: who.to_owned(),
         }
     }
 

@@ -462,12 +462,26 @@ impl Inner {
     /// success the chosen and evicted regions are already out of the idle
     /// list and the growth is counted as pending.
     fn plan(&self, st: &mut State, sizes: &[u64]) -> Option<Plan> {
+        if let Some(plan) = self.plan_with(st, sizes, true) {
+            return Some(plan);
+        }
+        // Reusing some idle regions can leave too little room to grow the
+        // rest (idle [4 pages], max 4, request [1, 3]). When no buffer can
+        // come back to change that, start over from scratch instead of
+        // waiting for nothing: the request fits `max_bytes` (checked).
+        if st.in_use == 0 && st.pending == 0 {
+            return self.plan_with(st, sizes, false);
+        }
+        None
+    }
+
+    fn plan_with(&self, st: &mut State, sizes: &[u64], reuse_idle: bool) -> Option<Plan> {
         st.idle.sort_by_key(|i| i.region.len());
         let mut chosen: Vec<Option<usize>> = vec![None; sizes.len()];
         let mut used = vec![false; st.idle.len()];
         let mut order: Vec<usize> = (0..sizes.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
-        for &req in &order {
+        for &req in order.iter().filter(|_| reuse_idle) {
             // Idle is sorted ascending: the first adequate unused one is the best fit.
             let fit = st
                 .idle
@@ -605,7 +619,13 @@ impl Inner {
                             None => unreachable_plan(),
                         },
                     };
-                    bufs.push(PinnedBuf::new(Arc::clone(self), region, reservation, len));
+                    bufs.push(PinnedBuf::new(
+                        Arc::clone(self),
+                        region,
+                        reservation,
+                        len,
+                        who,
+                    ));
                 }
                 tracing::debug!(
                     who,
@@ -846,6 +866,22 @@ mod tests {
         );
         assert_eq!(big.capacity(), 3 * PAGE);
         assert_eq!(p.budget().stats().reserved, 4 * PAGE as u64);
+    }
+
+    #[test]
+    fn starts_over_when_reuse_leaves_no_room_and_nothing_can_come_back() {
+        let p = pool(4 * PAGE as u64, 1 << 20);
+        p.preallocate(&[4 * PAGE]).unwrap();
+        let abc = p
+            .checkout_many_timeout("abc", &[PAGE, 3 * PAGE], Duration::from_secs(5))
+            .unwrap();
+        let caps: Vec<usize> = abc.iter().map(|b| b.capacity()).collect();
+        assert_eq!(caps, [PAGE, 3 * PAGE]);
+        let s = p.stats();
+        assert_eq!(
+            (s.evictions, s.grows, s.bytes_pinned),
+            (1, 3, 4 * PAGE as u64)
+        );
     }
 
     #[test]

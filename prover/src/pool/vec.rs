@@ -51,7 +51,7 @@ impl<T: Copy> PinnedVec<T> {
             return Err(PinnedVecError::ZeroSized { type_name });
         }
         let addr = buf.as_ptr() as usize;
-        if addr % align_of::<T>() != 0 {
+        if !addr.is_multiple_of(align_of::<T>()) {
             return Err(PinnedVecError::Misaligned {
                 addr,
                 align: align_of::<T>(),

@@ -1,0 +1,436 @@
+//! Pinned pool and memory budget from the outside: reuse, best fit,
+//! all-or-nothing checkout, concurrency, shrink order, budget waits, and
+//! the kernel's view of mlocked memory.
+
+use parking_lot::Mutex;
+use prover::budget::{BudgetError, MemoryBudget};
+use prover::pool::{
+    vm_locked_bytes, HeapAllocator, HostAllocator, MlockAllocator, PinnedPool, PinnedVec,
+    PoolError, PoolLimits, Region,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const PAGE: usize = 4096;
+/// Every wait in this file is bounded by this.
+const BOUND: Duration = Duration::from_secs(20);
+
+/// Tests that lock memory change this process's `VmLck`; they run one at a
+/// time so a delta measured in one is not disturbed by another.
+static MLOCK_TESTS: Mutex<()> = Mutex::new(());
+
+/// Wraps a real allocator and records what the pool asks of it.
+struct Counting<A> {
+    inner: A,
+    allocs: AtomicU64,
+    frees: AtomicU64,
+    freed_sizes: Mutex<Vec<usize>>,
+}
+
+impl<A: HostAllocator> Counting<A> {
+    fn new(inner: A) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            allocs: AtomicU64::new(0),
+            frees: AtomicU64::new(0),
+            freed_sizes: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn allocs(&self) -> u64 {
+        self.allocs.load(Ordering::SeqCst)
+    }
+
+    fn frees(&self) -> u64 {
+        self.frees.load(Ordering::SeqCst)
+    }
+}
+
+impl<A: HostAllocator> HostAllocator for Counting<A> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn page_locked(&self) -> bool {
+        self.inner.page_locked()
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<Region, PoolError> {
+        let region = self.inner.alloc(bytes)?;
+        self.allocs.fetch_add(1, Ordering::SeqCst);
+        Ok(region)
+    }
+
+    unsafe fn free(&self, region: Region) {
+        self.frees.fetch_add(1, Ordering::SeqCst);
+        self.freed_sizes.lock().push(region.len());
+        // SAFETY: forwarded unchanged from the pool, which upholds the contract.
+        unsafe { self.inner.free(region) }
+    }
+}
+
+fn limits(max_bytes: u64) -> PoolLimits {
+    PoolLimits {
+        max_bytes,
+        idle_shrink_after: Duration::from_secs(3600),
+        checkout_timeout: BOUND,
+    }
+}
+
+fn heap_pool(max_bytes: u64, budget: u64) -> (PinnedPool, Arc<Counting<HeapAllocator>>) {
+    let alloc = Counting::new(HeapAllocator);
+    let pool = PinnedPool::new(alloc.clone(), MemoryBudget::new(budget), limits(max_bytes));
+    (pool, alloc)
+}
+
+#[test]
+fn reuse_does_not_reallocate() {
+    let (pool, alloc) = heap_pool(1 << 20, 1 << 20);
+    for job in 0..50u8 {
+        let mut bufs = pool
+            .checkout_many("job", &[3 * PAGE, 2 * PAGE, PAGE])
+            .unwrap();
+        for buf in &mut bufs {
+            buf.fill(job);
+        }
+    }
+    let s = pool.stats();
+    assert_eq!(alloc.allocs(), 3, "one region per buffer, made once");
+    assert_eq!((s.grows, s.misses, s.hits), (3, 3, 147));
+    assert_eq!(s.bytes_pinned, 6 * PAGE as u64);
+    assert_eq!(s.bytes_in_use, 0);
+    assert_eq!(alloc.frees(), 0);
+}
+
+#[test]
+fn best_fit_picks_the_smallest_adequate_region() {
+    let (pool, alloc) = heap_pool(1 << 20, 1 << 20);
+    pool.preallocate(&[8 * PAGE, 3 * PAGE, 4 * PAGE, 2 * PAGE])
+        .unwrap();
+    let buf = pool.checkout("job", 2 * PAGE + 1).unwrap();
+    assert_eq!(buf.capacity(), 3 * PAGE);
+    assert_eq!(buf.len(), 2 * PAGE + 1);
+    // Together: the largest request is matched first, each to its best fit.
+    let many = pool.checkout_many("job", &[PAGE, 4 * PAGE]).unwrap();
+    let caps: Vec<usize> = many.iter().map(|b| b.capacity()).collect();
+    assert_eq!(caps, [2 * PAGE, 4 * PAGE]);
+    assert_eq!(alloc.allocs(), 4, "all served from preallocated regions");
+    assert_eq!(pool.stats().hits, 3);
+}
+
+#[test]
+fn checkout_many_is_all_or_nothing() {
+    let (pool, _) = heap_pool(4 * PAGE as u64, 1 << 20);
+    let held = pool.checkout("other", 2 * PAGE).unwrap();
+    let before = pool.stats();
+    // 1 + 2 pages would fit one by one only partly: nothing may be taken.
+    let err = pool
+        .checkout_many_timeout("abc", &[PAGE, 2 * PAGE, PAGE], Duration::from_millis(100))
+        .unwrap_err();
+    assert!(matches!(err, PoolError::Timeout { requested, .. } if requested == 4 * PAGE as u64));
+    let after = pool.stats();
+    assert_eq!(after.bytes_in_use, before.bytes_in_use);
+    assert_eq!(after.bytes_pinned, before.bytes_pinned);
+    drop(held);
+    let abc = pool
+        .checkout_many_timeout("abc", &[PAGE, 2 * PAGE, PAGE], BOUND)
+        .unwrap();
+    assert_eq!(abc.len(), 3);
+    assert_eq!(pool.stats().bytes_in_use, 4 * PAGE as u64);
+}
+
+#[test]
+fn two_jobs_wanting_abc_never_deadlock() {
+    // Room for one job's a, b, c plus one buffer: taken one at a time, two
+    // jobs could each hold two buffers and wait forever for a third.
+    let (pool, _) = heap_pool(4 * PAGE as u64, 1 << 20);
+    let start = Instant::now();
+    let jobs: Vec<_> = (0..2)
+        .map(|j| {
+            let pool = pool.clone();
+            thread::spawn(move || {
+                for _ in 0..200 {
+                    let mut abc = pool.checkout_many(&format!("job{j}"), &[PAGE; 3])?;
+                    for buf in &mut abc {
+                        buf.fill(j);
+                    }
+                    assert!(abc.iter().all(|b| b.iter().all(|x| *x == j)));
+                }
+                Ok::<(), PoolError>(())
+            })
+        })
+        .collect();
+    for job in jobs {
+        job.join().unwrap().unwrap();
+    }
+    assert!(start.elapsed() < BOUND);
+    assert_eq!(pool.stats().bytes_in_use, 0);
+}
+
+#[test]
+fn concurrent_checkouts_keep_buffers_exclusive_and_books_balanced() {
+    const THREADS: usize = 16;
+    const ROUNDS: usize = 100;
+    let max = 24 * PAGE as u64;
+    let (pool, alloc) = heap_pool(max, 1 << 24);
+    let start = Instant::now();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let pool = pool.clone();
+            thread::spawn(move || {
+                let mark = t as u8 + 1;
+                for round in 0..ROUNDS {
+                    let pages = 1 + (t + round) % 4;
+                    let mut bufs = if round % 3 == 0 {
+                        pool.checkout_many("many", &[pages * PAGE, PAGE])?
+                    } else {
+                        vec![pool.checkout("one", pages * PAGE - 7)?]
+                    };
+                    for buf in &mut bufs {
+                        buf.fill(mark);
+                    }
+                    thread::yield_now();
+                    for buf in &bufs {
+                        // Another thread writing the same region would show here.
+                        assert!(buf.iter().all(|b| *b == mark), "buffer shared");
+                    }
+                    let s = pool.stats();
+                    assert!(s.bytes_pinned <= max, "pool above max_bytes: {s:?}");
+                    assert!(s.bytes_in_use <= s.bytes_pinned);
+                }
+                Ok::<(), PoolError>(())
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap().unwrap();
+    }
+    assert!(start.elapsed() < BOUND, "took {:?}", start.elapsed());
+    let s = pool.stats();
+    assert_eq!(s.bytes_in_use, 0);
+    assert_eq!(s.regions_in_use, 0);
+    assert_eq!(
+        s.hits + s.misses,
+        (THREADS * ROUNDS + THREADS * ROUNDS.div_ceil(3)) as u64
+    );
+    assert_eq!(alloc.allocs() - alloc.frees(), s.regions as u64);
+    assert_eq!(s.grows, alloc.allocs());
+    // Every byte held is a budget reservation, and nothing else is.
+    assert_eq!(pool.budget().stats().reserved, s.bytes_pinned);
+}
+
+#[test]
+fn request_beyond_budget_or_limit_fails_at_once() {
+    let budget = MemoryBudget::new(1 << 20);
+    let start = Instant::now();
+    let err = budget.reserve("params", 2 << 20).unwrap_err();
+    assert!(
+        matches!(err, BudgetError::ExceedsBudget { requested, budget, .. }
+        if requested == 2 << 20 && budget == 1 << 20)
+    );
+    assert!(err.to_string().contains("params"));
+
+    let pool = PinnedPool::new(Arc::new(HeapAllocator), budget.clone(), limits(u64::MAX));
+    let err = pool.checkout("a", 2 << 20).unwrap_err();
+    assert!(matches!(
+        err,
+        PoolError::Budget(BudgetError::ExceedsBudget { .. })
+    ));
+    let small = PinnedPool::new(Arc::new(HeapAllocator), budget, limits(PAGE as u64));
+    let err = small.checkout_many("abc", &[PAGE, PAGE]).unwrap_err();
+    assert!(
+        matches!(err, PoolError::ExceedsLimit { requested, max_bytes, .. }
+        if requested == 2 * PAGE as u64 && max_bytes == PAGE as u64)
+    );
+    assert!(err.to_string().contains("can never be granted"));
+    // The pool's timeout is BOUND; failing fast means not waiting on it.
+    assert!(start.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn budget_waiter_wakes_when_memory_is_released() {
+    let budget = MemoryBudget::new(1000);
+    let held = budget.reserve("synthesis", 800).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let b = budget.clone();
+    let waiter = thread::spawn(move || {
+        let start = Instant::now();
+        let r = b.reserve_timeout("params", 500, BOUND);
+        tx.send(start.elapsed()).unwrap();
+        r
+    });
+    // Not granted while the memory is held.
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+    assert_eq!(budget.stats().waiters, 1);
+    drop(held);
+    let waited = rx.recv_timeout(BOUND).unwrap();
+    assert!(waited >= Duration::from_millis(100) && waited < BOUND);
+    assert_eq!(waiter.join().unwrap().unwrap().bytes(), 500);
+    assert_eq!(budget.stats().reserved, 0);
+}
+
+#[test]
+fn partial_release_wakes_a_waiter_that_now_fits() {
+    let budget = MemoryBudget::new(1000);
+    let mut job = budget.reserve("job", 1000).unwrap();
+    let b = budget.clone();
+    let waiter = thread::spawn(move || b.reserve_timeout("next", 400, BOUND));
+    let deadline = Instant::now() + BOUND;
+    while budget.stats().waiters == 0 {
+        assert!(Instant::now() < deadline, "waiter never queued");
+        thread::yield_now();
+    }
+    job.release_partial(300).unwrap();
+    assert_eq!(budget.stats().waiters, 1, "300 bytes do not fit 400");
+    job.release_partial(100).unwrap();
+    let next = waiter.join().unwrap().unwrap();
+    assert_eq!((job.bytes(), next.bytes()), (600, 400));
+    assert_eq!(budget.available(), 0);
+}
+
+#[test]
+fn pool_waiter_wakes_when_a_buffer_comes_back() {
+    let (pool, alloc) = heap_pool(2 * PAGE as u64, 1 << 20);
+    let held = pool.checkout("first", 2 * PAGE).unwrap();
+    let p = pool.clone();
+    let waiter = thread::spawn(move || {
+        let start = Instant::now();
+        p.checkout_timeout("second", PAGE, BOUND)
+            .map(|b| (b.capacity(), start.elapsed()))
+    });
+    let deadline = Instant::now() + BOUND;
+    while pool.stats().waits == 0 {
+        assert!(Instant::now() < deadline, "waiter never blocked");
+        thread::yield_now();
+    }
+    drop(held);
+    let (capacity, waited) = waiter.join().unwrap().unwrap();
+    assert_eq!(capacity, 2 * PAGE, "served by the returned region");
+    assert!(waited < BOUND);
+    assert_eq!(alloc.allocs(), 1);
+}
+
+#[test]
+fn shrink_releases_largest_first() {
+    let (pool, alloc) = heap_pool(1 << 20, 1 << 20);
+    pool.preallocate(&[PAGE, 3 * PAGE, 5 * PAGE, 2 * PAGE])
+        .unwrap();
+    let in_use = pool.checkout("job", 4 * PAGE).unwrap();
+    assert_eq!(in_use.capacity(), 5 * PAGE);
+
+    // Down to 8 of 11 pages held: the 3-page region alone is enough.
+    let r = pool.shrink_to(8 * PAGE as u64);
+    assert_eq!((r.regions, r.bytes), (1, 3 * PAGE as u64));
+    assert_eq!(*alloc.freed_sizes.lock(), [3 * PAGE]);
+
+    // Not idle long enough yet: nothing goes.
+    assert_eq!(pool.shrink_idle(Instant::now()).regions, 0);
+    let later = Instant::now() + Duration::from_secs(7200);
+    let r = pool.shrink_idle(later);
+    assert_eq!((r.regions, r.bytes), (2, 3 * PAGE as u64));
+    assert_eq!(*alloc.freed_sizes.lock(), [3 * PAGE, 2 * PAGE, PAGE]);
+    // The buffer in use is untouched.
+    let s = pool.stats();
+    assert_eq!(
+        (s.regions, s.bytes_pinned, s.shrinks),
+        (1, 5 * PAGE as u64, 3)
+    );
+    assert_eq!(pool.budget().stats().reserved, 5 * PAGE as u64);
+    drop(in_use);
+    assert_eq!(pool.shrink_to(0).bytes, 5 * PAGE as u64);
+    assert_eq!(pool.budget().stats().reserved, 0);
+}
+
+#[test]
+fn buffers_move_between_threads_and_return_home() {
+    let (pool, _) = heap_pool(1 << 20, 1 << 20);
+    let mut buf = pool.checkout("job", PAGE).unwrap();
+    buf[0] = 42;
+    let back = thread::spawn(move || {
+        assert_eq!(buf[0], 42);
+        drop(buf);
+    });
+    back.join().unwrap();
+    assert_eq!(pool.stats().bytes_in_use, 0);
+}
+
+#[test]
+fn dropping_the_pool_frees_every_region_once_buffers_return() {
+    let alloc = Counting::new(HeapAllocator);
+    let budget = MemoryBudget::new(1 << 20);
+    let pool = PinnedPool::new(alloc.clone(), budget.clone(), limits(1 << 20));
+    pool.preallocate(&[PAGE, 2 * PAGE]).unwrap();
+    let buf = pool.checkout("late", PAGE).unwrap();
+    drop(pool);
+    assert_eq!(alloc.frees(), 0, "a buffer out keeps the pool alive");
+    drop(buf);
+    assert_eq!(alloc.frees(), 2);
+    assert_eq!(budget.stats().reserved, 0);
+}
+
+#[test]
+fn pinned_vec_holds_field_elements_padded_to_the_domain() {
+    use ff::Field;
+    let (pool, _) = heap_pool(1 << 20, 1 << 20);
+    let n: usize = 100;
+    let domain = n.next_power_of_two();
+    let mut a = PinnedVec::<blstrs::Scalar>::with_capacity(&pool, "a", domain).unwrap();
+    for i in 0..n as u64 {
+        a.push(blstrs::Scalar::from(i)).unwrap();
+    }
+    a.resize(domain, blstrs::Scalar::ZERO).unwrap();
+    assert_eq!(a.len(), domain);
+    assert_eq!(a[n - 1], blstrs::Scalar::from(n as u64 - 1));
+    assert!(a[n..].iter().all(|x| bool::from(x.is_zero())));
+    assert!(a.push(blstrs::Scalar::ONE).is_err(), "capacity is fixed");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn mlock_pool_bytes_show_as_vm_lck() {
+    let _one_at_a_time = MLOCK_TESTS.lock();
+    let base = vm_locked_bytes();
+    let budget = MemoryBudget::new(64 << 20);
+    let pool = PinnedPool::new(Arc::new(MlockAllocator), budget, limits(32 << 20));
+    assert!(pool.page_locked());
+    pool.preallocate(&[4 << 20, 2 << 20]).unwrap();
+    // 3 and 1 MiB reuse the 4 and 2 MiB regions; 5 MiB grows the pool.
+    let bufs = pool
+        .checkout_many("abc", &[1 << 20, 3 << 20, 5 << 20])
+        .unwrap();
+    let s = pool.stats();
+    assert_eq!((s.bytes_pinned, s.grows, s.hits), (11 << 20, 3, 2));
+    assert_eq!(vm_locked_bytes() - base, s.bytes_pinned);
+    drop(bufs);
+    assert_eq!(
+        vm_locked_bytes() - base,
+        s.bytes_pinned,
+        "idle regions stay locked"
+    );
+    pool.shrink_to(0);
+    assert_eq!(vm_locked_bytes(), base);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn mlock_regions_are_reused_not_relocked() {
+    let _one_at_a_time = MLOCK_TESTS.lock();
+    let base = vm_locked_bytes();
+    let alloc = Counting::new(MlockAllocator);
+    let pool = PinnedPool::new(alloc.clone(), MemoryBudget::new(64 << 20), limits(32 << 20));
+    for _ in 0..20 {
+        let mut buf = pool.checkout("job", 1 << 20).unwrap();
+        assert!(buf.page_locked());
+        buf.fill(1);
+    }
+    assert_eq!(alloc.allocs(), 1);
+    assert_eq!(vm_locked_bytes() - base, 1 << 20);
+    drop(pool);
+    assert_eq!(
+        vm_locked_bytes(),
+        base,
+        "dropping the pool unlocks everything"
+    );
+}
