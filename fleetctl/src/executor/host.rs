@@ -278,11 +278,17 @@ async fn run_steps(
 }
 
 /// Puts a host that failed after it was changed back on the build it ran
-/// before: `rollback` when `start` already switched releases, otherwise a
-/// fresh start of the (unchanged) current release after a drain. Returns a
-/// suffix for the host's error.
+/// before: `rollback` when `start` switched releases, a fresh start of the
+/// unchanged current release when it was drained but not switched, nothing
+/// on a first install. Returns a suffix for the host's error.
 async fn recover(emit: &Emitter, ctx: &mut StepCtx<'_>) -> String {
-    if ctx.state.previous_release.is_some() || ctx.state.started.is_some() {
+    if ctx.state.started.is_some() && ctx.state.previous_release.is_none() {
+        // `start` switched nothing: a first install, or the same release
+        // again. There is no other build to go back to.
+        return "; no earlier release to roll back to: the new daemon is left as it is for inspection"
+            .to_string();
+    }
+    if ctx.state.previous_release.is_some() {
         let spec = StepSpec::Rollback(Default::default());
         let t = Timer::start(emit, "rollback");
         return match steps::run(&spec, ctx).await {
