@@ -162,9 +162,12 @@ pub fn render_show(r: &Resolved) -> String {
     let h = &r.host;
     let mut out = format!("host {}\n", h.name);
     out.push_str(&format!(
-        "  groups (outermost first): [{}]\n  resolved: transport={:?} address={} port={} user={} install_dir={} config_path={}\n",
+        "  groups (outermost first): [{}]\n  resolved: transport={} address={} port={} user={} install_dir={} config_path={}\n",
         h.groups.join(", "),
-        h.transport,
+        match h.transport {
+            TransportKind::Ssh => "ssh",
+            TransportKind::Local => "local",
+        },
         h.address,
         h.port,
         h.user,
