@@ -50,6 +50,9 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long teardown waits for a host's processes to die.
 const KILL_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// A started host's init and public host key line, or why it did not start.
+type HostStart = Result<(ProcStamp, String), LabError>;
+
 /// How to build a lab; [`LabConfig::new`] gives the defaults.
 #[derive(Debug, Clone)]
 pub struct LabConfig {
@@ -175,8 +178,7 @@ impl Lab {
         };
         let n = config.hosts;
         let next = AtomicUsize::new(0);
-        let results: Vec<Mutex<Option<Result<(ProcStamp, String), LabError>>>> =
-            (0..n).map(|_| Mutex::new(None)).collect();
+        let results: Vec<Mutex<Option<HostStart>>> = (0..n).map(|_| Mutex::new(None)).collect();
         let workers = n.min(16);
         let deadline = Instant::now() + config.start_timeout;
         thread::scope(|scope| {
@@ -232,12 +234,7 @@ impl Lab {
     }
 
     /// Network, files, init and the wait for sshd of host `i` (0-based).
-    fn start_host(
-        &self,
-        spec: &HostSpec<'_>,
-        i: usize,
-        deadline: Instant,
-    ) -> Result<(ProcStamp, String), LabError> {
+    fn start_host(&self, spec: &HostSpec<'_>, i: usize, deadline: Instant) -> HostStart {
         let record = &self.state.hosts[i];
         let address = net::host_address(self.subnet, i + 1);
         let paths = HostPaths::new(&self.dir, &record.name);
