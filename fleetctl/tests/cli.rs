@@ -1,0 +1,148 @@
+//! The fleetctl binary as a user runs it: exit codes, error locations,
+//! plans, inventory inspection, a check-mode run on the local host.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fleetctl(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("FLEETCTL_STATE_DIR")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("fleetctl runs")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn malformed_inventory_exits_1_with_file_line_column_and_expected_form() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "vars:\n  user: prover\nhosts:\n  gpu-01:\n    adress: 10.0.0.1\n",
+    )
+    .unwrap();
+    let o = fleetctl(dir.path(), &["inventory", "list", "-i", "bad.yaml"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("bad.yaml:5:5: hosts.gpu-01: unknown field `adress`"), "{err}");
+    assert!(err.contains("expected form:"), "{err}");
+    assert!(err.contains("HOST: { address: ADDR"), "{err}");
+}
+
+#[test]
+fn malformed_playbook_exits_1_with_file_line_column_and_expected_form() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pb.yaml"),
+        "name: x\nstrategy: { batch: 2 }\nsteps:\n  - upload: {}\n  - reboot: {}\n",
+    )
+    .unwrap();
+    let o = fleetctl(dir.path(), &["plan", "-p", "pb.yaml"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("pb.yaml:5:5:"), "{err}");
+    assert!(err.contains("unknown variant `reboot`"), "{err}");
+    assert!(err.contains("expected form:\n    name: NAME"), "{err}");
+}
+
+#[test]
+fn plan_shows_canary_then_batches_of_three_for_the_example_fleet() {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = std::env::current_exe().unwrap();
+    let inv = repo().join("inventories/example-fleet.yaml");
+    let o = fleetctl(
+        dir.path(),
+        &[
+            "plan",
+            "-p",
+            "rollout",
+            "-i",
+            inv.to_str().unwrap(),
+            "--binary",
+            binary.to_str().unwrap(),
+        ],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("on 9 host(s)"), "{out}");
+    assert!(out.contains("batch 1/4 (canary): gpu-a01\n"), "{out}");
+    assert!(out.contains("batch 2/4: gpu-a02, gpu-a03, gpu-a04\n"), "{out}");
+    assert!(out.contains("batch 4/4: cpu-01, cpu-02\n"), "{out}");
+    assert!(out.contains("gpu-b03 (ssh prover@10.20.2.13:2222 via ops@bastion.prover.example:22"), "{out}");
+    assert!(out.contains("1. upload: upload"), "{out}");
+    assert!(out.contains("7. health:"), "{out}");
+    // --limit narrows the plan to one group.
+    let o = fleetctl(
+        dir.path(),
+        &["plan", "-p", "health", "-i", inv.to_str().unwrap(), "--limit", "rack-b"],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("on 3 host(s)") && out.contains("batch 1/1: gpu-b01, gpu-b02, gpu-b03"), "{out}");
+}
+
+#[test]
+fn inventory_show_explains_precedence_and_limit_errors_list_what_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = repo().join("inventories/example-fleet.yaml");
+    let inv = inv.to_str().unwrap();
+    let o = fleetctl(dir.path(), &["inventory", "show", "gpu-b03", "-i", inv, "-e", "gpus=2"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("gpus            = 2  <- default < vars < group rack-b < -e"), "{out}");
+    assert!(out.contains("\"max_gpu_temp_c\":80"), "{out}");
+    assert!(out.contains("port=2222"), "{out}");
+
+    let o = fleetctl(dir.path(), &["inventory", "list", "-i", inv, "--limit", "gpu-z*"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("`gpu-z*` matches no host, group or tag"), "{err}");
+    assert!(err.contains("groups: gpu, rack-a, rack-b, cpu"), "{err}");
+
+    let o = fleetctl(dir.path(), &["inventory", "list", "-i", inv, "--limit", "tag:canary,cpu"]);
+    let (out, _) = text(&o);
+    assert!(out.contains("(3 of 9 hosts)"), "{out}");
+}
+
+#[test]
+fn check_run_on_the_builtin_local_inventory_changes_nothing_and_audits() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = fleetctl(dir.path(), &["run", "-p", "restart", "--check", "--plain"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("plan: playbook `restart`"), "{out}");
+    assert!(out.contains("│ local"), "{out}");
+    assert!(err.contains("[local] drain skipped"), "{err}");
+    assert!(!dir.path().join(".deploy").exists(), "check mode created the install dir");
+    assert!(!dir.path().join(".fleetctl/state").exists(), "check mode keeps no state");
+    let audits: Vec<_> = std::fs::read_dir(dir.path().join(".fleetctl/audit"))
+        .unwrap()
+        .collect();
+    assert_eq!(audits.len(), 1);
+}
+
+#[test]
+fn missing_binary_and_unknown_resume_are_errors_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = fleetctl(dir.path(), &["rollout", "--binary", "no/such/prover"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no/such/prover") && err.contains("cargo build --release -p prover"), "{err}");
+    let o = fleetctl(dir.path(), &["run", "-p", "health", "--resume", "20990101T000000Z-0000"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no state file"), "{err}");
+    assert!(!dir.path().join(".deploy").exists());
+}
