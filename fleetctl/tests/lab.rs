@@ -399,3 +399,65 @@ fn thirty_two_hosts_start_and_stop() {
     footprint.assert_gone();
     eprintln!("lab of 32 hosts: start {start:.2?}, stop {stop:.2?}");
 }
+
+/// The inventory the lab writes is one fleetctl loads as it is, and
+/// fleetctl's own SSH transport (mux, pinned keys) reaches every host
+/// through it, many commands at once. Also: starting a lab from async code.
+#[test]
+fn fleetctl_reaches_the_lab_through_its_inventory_and_transport() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    runtime.block_on(async {
+        let lab = tokio::task::spawn_blocking(|| Lab::start(3))
+            .await
+            .expect("start task")
+            .expect("lab starts");
+        let inventory = fleetctl::inventory::load(Some(&lab.inventory_path()), &[])
+            .expect("the lab's inventory loads");
+        let hosts: Vec<_> = inventory.hosts.iter().map(|r| r.host.clone()).collect();
+        let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["h01", "h02", "h03"]);
+        for (host, lab_host) in hosts.iter().zip(lab.hosts()) {
+            assert_eq!(host.address, lab_host.address.to_string());
+            assert_eq!(
+                host.identity_file.as_deref(),
+                Some(lab.client_key().as_path())
+            );
+            assert_eq!(
+                host.known_hosts.as_deref(),
+                Some(lab.known_hosts().as_path())
+            );
+            assert_eq!(host.install_dir, "/data/prover");
+            assert!(host.groups.iter().any(|g| g == "lab"));
+        }
+        assert!(hosts[0].tags.iter().any(|t| t == "canary"));
+        assert!(hosts[1].tags.is_empty());
+
+        for host in &hosts {
+            let transport = fleetctl::transport::Transport::connect(host)
+                .await
+                .unwrap_or_else(|e| panic!("connect {}: {e}", host.name));
+            let transport = std::sync::Arc::new(transport);
+            // More commands at once than one connection has channels.
+            let mut runs = tokio::task::JoinSet::new();
+            for _ in 0..12 {
+                let transport = transport.clone();
+                runs.spawn(
+                    async move { transport.run(&["hostname"], Duration::from_secs(30)).await },
+                );
+            }
+            while let Some(out) = runs.join_next().await {
+                let out = out.expect("task").expect("run hostname");
+                assert!(out.success(), "{}", out.stderr_text());
+                assert_eq!(out.stdout_text().trim(), host.name);
+            }
+        }
+        tokio::task::spawn_blocking(move || lab.teardown())
+            .await
+            .expect("teardown task")
+            .expect("teardown");
+    });
+}
