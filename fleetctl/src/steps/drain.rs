@@ -60,7 +60,10 @@ pub(super) async fn run(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOu
     kept(signal(ctx, pid, "TERM").await, KEPT)?;
     let start = Instant::now();
     if kept(wait_exit(ctx, pid, p.timeout, p.poll).await, KEPT)? {
-        return Ok(StepOutcome::done(format!("pid {pid} exited {} after SIGTERM", show(start.elapsed()))));
+        return Ok(StepOutcome::done(format!(
+            "pid {pid} exited {} after SIGTERM",
+            show(start.elapsed())
+        )));
     }
     kept(signal(ctx, pid, "KILL").await, KEPT)?;
     drained.killed = true;
@@ -84,24 +87,46 @@ pub(super) async fn run(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOu
 
 /// Sends a signal; a process that is already gone is not an error.
 pub(super) async fn signal(ctx: &StepCtx<'_>, pid: u32, sig: &str) -> Result<(), Cause> {
-    let out = ctx.transport.run(&["kill", &format!("-{sig}"), &pid.to_string()], QUICK).await?;
-    if out.success() || remote::proc_info(ctx, pid).await?.is_none_or(|i| i.zombie()) {
+    let out = ctx
+        .transport
+        .run(&["kill", &format!("-{sig}"), &pid.to_string()], QUICK)
+        .await?;
+    if out.success()
+        || remote::proc_info(ctx, pid)
+            .await?
+            .is_none_or(|i| i.zombie())
+    {
         return Ok(());
     }
-    Err(Cause::Check(format!("cannot send SIG{sig} to pid {pid}: {}", out.stderr_text())))
+    Err(Cause::Check(format!(
+        "cannot send SIG{sig} to pid {pid}: {}",
+        out.stderr_text()
+    )))
 }
 
 /// Polls /proc until the process has exited (gone or a zombie) or the
 /// deadline passes; true when it exited.
-pub(super) async fn wait_exit(ctx: &StepCtx<'_>, pid: u32, deadline: Duration, poll: Duration) -> Result<bool, Cause> {
+pub(super) async fn wait_exit(
+    ctx: &StepCtx<'_>,
+    pid: u32,
+    deadline: Duration,
+    poll: Duration,
+) -> Result<bool, Cause> {
     let start = Instant::now();
     loop {
-        if remote::proc_info(ctx, pid).await?.is_none_or(|i| i.zombie()) {
+        if remote::proc_info(ctx, pid)
+            .await?
+            .is_none_or(|i| i.zombie())
+        {
             return Ok(true);
         }
         if start.elapsed() >= deadline {
             return Ok(false);
         }
-        tokio::time::sleep(poll.min(deadline.saturating_sub(start.elapsed())).max(Duration::from_millis(10))).await;
+        tokio::time::sleep(
+            poll.min(deadline.saturating_sub(start.elapsed()))
+                .max(Duration::from_millis(10)),
+        )
+        .await;
     }
 }

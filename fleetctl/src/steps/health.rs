@@ -82,7 +82,10 @@ pub fn gate(host: &Host, probe: &Probe) -> Vec<Finding> {
                 };
                 out.push(Finding {
                     severity,
-                    message: format!("{} ({}: {}, threshold {})", f.message, f.rule, f.reading, f.threshold),
+                    message: format!(
+                        "{} ({}: {}, threshold {})",
+                        f.message, f.rule, f.reading, f.threshold
+                    ),
                 });
             }
         }
@@ -103,14 +106,21 @@ const KEPT: &str = "everything: the health step changes nothing";
 pub(super) async fn run(p: &HealthParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
     let probe = kept(remote::probe(ctx, p.timeout).await, KEPT)?;
     let findings = gate(ctx.host, &probe);
-    let fails: Vec<&str> = findings.iter().filter(|f| f.severity == Severity::Fail).map(|f| f.message.as_str()).collect();
+    let fails: Vec<&str> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Fail)
+        .map(|f| f.message.as_str())
+        .collect();
     if !fails.is_empty() {
         return Err((Cause::Check(fails.join("; ")), KEPT.to_owned()));
     }
     Ok(StepOutcome::done(format!(
         "ready, {} GPU(s), MemAvailable {}",
         probe.gpus.devices.len(),
-        probe.memory.available_bytes.map_or("?".to_owned(), |b| ByteSize(b).to_string())
+        probe
+            .memory
+            .available_bytes
+            .map_or("?".to_owned(), |b| ByteSize(b).to_string())
     )))
 }
 
@@ -157,7 +167,12 @@ mod tests {
                 ..Default::default()
             }),
             gpus: Gpus {
-                devices: (0..gpus).map(|i| Gpu { index: i, ..Default::default() }).collect(),
+                devices: (0..gpus)
+                    .map(|i| Gpu {
+                        index: i,
+                        ..Default::default()
+                    })
+                    .collect(),
                 nvml: fleet_wire::health::Nvml {
                     available: true,
                     ..Default::default()
@@ -177,6 +192,9 @@ mod tests {
         assert_eq!(f.len(), 2, "{f:?}");
         assert!(f[0].message.contains("not ready: loading parameters"));
         assert!(f[1].message.contains("7 of 8 GPUs visible"), "{f:?}");
-        assert!(f[1].message.contains("gpu_count: 7 GPUs, threshold >= 8"), "{f:?}");
+        assert!(
+            f[1].message.contains("gpu_count: 7 GPUs, threshold >= 8"),
+            "{f:?}"
+        );
     }
 }

@@ -32,11 +32,17 @@ fn error(host: &Host, cause: Cause, kept: &str) -> StepError {
 
 /// Takes the host's lock or says who holds it. `run` names this run in the
 /// owner file (e.g. the run id).
-pub async fn acquire_lock(host: &Host, transport: &Transport, run: &str) -> Result<LockGuard, StepError> {
+pub async fn acquire_lock(
+    host: &Host,
+    transport: &Transport,
+    run: &str,
+) -> Result<LockGuard, StepError> {
     let layout = Layout::new(host);
     let path = layout.lock_dir();
     let token = format!("{:032x}", rand::random::<u128>());
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let owner = format!(
         "{token}\nrun={run} user={} host={} pid={} since={now}\n",
         std::env::var("USER").unwrap_or_else(|_| "?".to_owned()),
@@ -71,15 +77,29 @@ pub async fn acquire_lock(host: &Host, transport: &Transport, run: &str) -> Resu
                 .filter_map(|l| l.strip_prefix("age="))
                 .find_map(|a| a.trim().parse::<u64>().ok())
                 .map(Duration::from_secs);
-            Err(error(host, Cause::Check(held_message(&path, &holder, age)), "the other holder's lock"))
+            Err(error(
+                host,
+                Cause::Check(held_message(&path, &holder, age)),
+                "the other holder's lock",
+            ))
         }
-        _ => Err(error(host, Cause::Check(format!("unexpected answer taking the lock: {text:?}")), "nothing was changed")),
+        _ => Err(error(
+            host,
+            Cause::Check(format!("unexpected answer taking the lock: {text:?}")),
+            "nothing was changed",
+        )),
     }
 }
 
 fn held_message(path: &str, holder: &str, age: Option<Duration>) -> String {
-    let holder = if holder.is_empty() { "an unknown owner (no owner file)" } else { holder };
-    let age_text = age.map_or("an unknown time".to_owned(), |a| humantime::format_duration(a).to_string());
+    let holder = if holder.is_empty() {
+        "an unknown owner (no owner file)"
+    } else {
+        holder
+    };
+    let age_text = age.map_or("an unknown time".to_owned(), |a| {
+        humantime::format_duration(a).to_string()
+    });
     let stale = match age {
         Some(a) if a > STALE_AFTER => format!(
             " -- older than {}, probably STALE: if that rollout is gone, remove {path} by hand",
@@ -91,7 +111,11 @@ fn held_message(path: &str, holder: &str, age: Option<Duration>) -> String {
 }
 
 /// Gives the lock back; a lock that now has another owner is left alone.
-pub async fn release_lock(host: &Host, transport: &Transport, guard: &LockGuard) -> Result<(), StepError> {
+pub async fn release_lock(
+    host: &Host,
+    transport: &Transport,
+    guard: &LockGuard,
+) -> Result<(), StepError> {
     let script = (|| -> Result<String, Cause> {
         let lock = q(&guard.path)?;
         Ok(format!(
@@ -109,7 +133,10 @@ pub async fn release_lock(host: &Host, transport: &Transport, guard: &LockGuard)
     } else {
         Err(error(
             host,
-            Cause::Check(format!("{} is no longer ours (removed or taken over); left as it is", guard.path)),
+            Cause::Check(format!(
+                "{} is no longer ours (removed or taken over); left as it is",
+                guard.path
+            )),
             "the lock as found",
         ))
     }
@@ -127,9 +154,19 @@ mod tests {
 
     #[test]
     fn held_lock_message_names_owner_and_flags_stale_ones() {
-        let m = held_message("/opt/p/state/lock", "run=r1 user=ops host=ctl pid=9 since=1", Some(Duration::from_secs(60)));
-        assert!(m.contains("run=r1 user=ops") && m.contains("1m") && !m.contains("STALE"), "{m}");
+        let m = held_message(
+            "/opt/p/state/lock",
+            "run=r1 user=ops host=ctl pid=9 since=1",
+            Some(Duration::from_secs(60)),
+        );
+        assert!(
+            m.contains("run=r1 user=ops") && m.contains("1m") && !m.contains("STALE"),
+            "{m}"
+        );
         let m = held_message("/opt/p/state/lock", "", Some(Duration::from_secs(7 * 3600)));
-        assert!(m.contains("unknown owner") && m.contains("STALE") && m.contains("/opt/p/state/lock"), "{m}");
+        assert!(
+            m.contains("unknown owner") && m.contains("STALE") && m.contains("/opt/p/state/lock"),
+            "{m}"
+        );
     }
 }

@@ -53,7 +53,16 @@ pub enum StepSpec {
 }
 
 /// Step names as written in playbooks.
-pub const STEP_NAMES: [&str; 8] = ["upload", "drain", "wait_release", "start", "verify", "smoke", "health", "rollback"];
+pub const STEP_NAMES: [&str; 8] = [
+    "upload",
+    "drain",
+    "wait_release",
+    "start",
+    "verify",
+    "smoke",
+    "health",
+    "rollback",
+];
 
 impl Serialize for StepSpec {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -80,7 +89,9 @@ impl<'de> Deserialize<'de> for StepSpec {
         struct SpecVisitor;
 
         /// `- drain:` (null) means the defaults, like `- drain: {}`.
-        fn params<'de, A: MapAccess<'de>, P: Deserialize<'de> + Default>(map: &mut A) -> Result<P, A::Error> {
+        fn params<'de, A: MapAccess<'de>, P: Deserialize<'de> + Default>(
+            map: &mut A,
+        ) -> Result<P, A::Error> {
             Ok(map.next_value::<Option<P>>()?.unwrap_or_default())
         }
 
@@ -102,7 +113,9 @@ impl<'de> Deserialize<'de> for StepSpec {
             type Value = StepSpec;
 
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a step: a one-key map like `drain: {timeout: 30s}`, or a bare step name")
+                f.write_str(
+                    "a step: a one-key map like `drain: {timeout: 30s}`, or a bare step name",
+                )
             }
 
             fn visit_str<E: de::Error>(self, name: &str) -> Result<StepSpec, E> {
@@ -163,10 +176,14 @@ pub enum StepOutcome {
 
 impl StepOutcome {
     pub fn done(detail: impl Into<String>) -> StepOutcome {
-        StepOutcome::Done { detail: detail.into() }
+        StepOutcome::Done {
+            detail: detail.into(),
+        }
     }
     pub fn skipped(reason: impl Into<String>) -> StepOutcome {
-        StepOutcome::Skipped { reason: reason.into() }
+        StepOutcome::Skipped {
+            reason: reason.into(),
+        }
     }
 }
 
@@ -329,7 +346,10 @@ impl<'a> StepCtx<'a> {
 /// Runs one step on the context's host.
 pub async fn run(spec: &StepSpec, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, StepError> {
     if ctx.check && !matches!(spec, StepSpec::Upload(_)) {
-        return Ok(StepOutcome::skipped(format!("check mode: would {}", describe(spec, ctx))));
+        return Ok(StepOutcome::skipped(format!(
+            "check mode: would {}",
+            describe(spec, ctx)
+        )));
     }
     let result = match spec {
         StepSpec::Upload(p) => upload::run(p, ctx).await,
@@ -381,12 +401,18 @@ mod tests {
         let yaml = "- upload: {keep_releases: 5}\n- drain: {timeout: 45s}\n- wait_release: {tolerance: 512MiB, min_available: 2GiB}\n- start: {}\n- verify: {fail_patterns: [OOM]}\n- smoke: {size: 2048}\n- health: {}\n- rollback: {}\n";
         let steps: Vec<StepSpec> = serde_yaml::from_str(yaml).unwrap();
         assert_eq!(steps.len(), 8);
-        let StepSpec::Upload(u) = &steps[0] else { panic!("{:?}", steps[0]) };
+        let StepSpec::Upload(u) = &steps[0] else {
+            panic!("{:?}", steps[0])
+        };
         assert_eq!(u.keep_releases, 5);
-        let StepSpec::Drain(d) = &steps[1] else { panic!("{:?}", steps[1]) };
+        let StepSpec::Drain(d) = &steps[1] else {
+            panic!("{:?}", steps[1])
+        };
         assert_eq!(d.timeout, Duration::from_secs(45));
         assert_eq!(d.kill_wait, DrainParams::default().kill_wait);
-        let StepSpec::WaitRelease(w) = &steps[2] else { panic!("{:?}", steps[2]) };
+        let StepSpec::WaitRelease(w) = &steps[2] else {
+            panic!("{:?}", steps[2])
+        };
         assert_eq!(w.tolerance, ByteSize::mib(512));
         assert_eq!(w.min_available, Some(ByteSize::gib(2)));
         let names: Vec<_> = steps.iter().map(StepSpec::name).collect();
@@ -395,7 +421,8 @@ mod tests {
 
     #[test]
     fn bare_names_and_empty_values_mean_defaults() {
-        let steps: Vec<StepSpec> = serde_yaml::from_str("- health\n- drain:\n- start: {}\n").unwrap();
+        let steps: Vec<StepSpec> =
+            serde_yaml::from_str("- health\n- drain:\n- start: {}\n").unwrap();
         assert_eq!(
             steps,
             [
@@ -404,22 +431,31 @@ mod tests {
                 StepSpec::Start(StartParams::default())
             ]
         );
-        let err = serde_yaml::from_str::<Vec<StepSpec>>("- drain: {}\n  start: {}\n").unwrap_err().to_string();
+        let err = serde_yaml::from_str::<Vec<StepSpec>>("- drain: {}\n  start: {}\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("one step per list item"), "{err}");
     }
 
     #[test]
     fn unknown_steps_and_fields_are_rejected() {
-        let err = serde_yaml::from_str::<Vec<StepSpec>>("- drain: {timout: 30s}\n").unwrap_err().to_string();
+        let err = serde_yaml::from_str::<Vec<StepSpec>>("- drain: {timout: 30s}\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("timout"), "{err}");
         assert!(serde_yaml::from_str::<Vec<StepSpec>>("- reboot: {}\n").is_err());
-        let err = serde_yaml::from_str::<Vec<StepSpec>>("- drain: {timeout: soon}\n").unwrap_err().to_string();
+        let err = serde_yaml::from_str::<Vec<StepSpec>>("- drain: {timeout: soon}\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("invalid duration"), "{err}");
     }
 
     #[test]
     fn specs_serialize_back_to_the_same_steps() {
-        let steps = vec![StepSpec::Drain(DrainParams::default()), StepSpec::WaitRelease(WaitReleaseParams::default())];
+        let steps = vec![
+            StepSpec::Drain(DrainParams::default()),
+            StepSpec::WaitRelease(WaitReleaseParams::default()),
+        ];
         let text = serde_yaml::to_string(&steps).unwrap();
         let back: Vec<StepSpec> = serde_yaml::from_str(&text).unwrap();
         assert_eq!(back, steps);

@@ -20,9 +20,13 @@ impl ByteSize {
     /// Parses `1234`, `64KiB`, `2GiB`, `1.5 GiB`, `1GB`, `512M`.
     pub fn parse(text: &str) -> Result<ByteSize, String> {
         let t = text.trim();
-        let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
         let (num, unit) = t.split_at(split);
-        let value: f64 = num.parse().map_err(|_| format!("invalid size {text:?}: expected a number and a unit like 2GiB"))?;
+        let value: f64 = num.parse().map_err(|_| {
+            format!("invalid size {text:?}: expected a number and a unit like 2GiB")
+        })?;
         let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
             "" | "b" => 1,
             "k" | "kib" => 1 << 10,
@@ -49,7 +53,7 @@ impl std::fmt::Display for ByteSize {
         for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
             if b >= 1 << shift {
                 let v = b as f64 / (1u64 << shift) as f64;
-                return if b % (1 << shift) == 0 {
+                return if b.is_multiple_of(1 << shift) {
                     write!(f, "{}{unit}", b >> shift)
                 } else {
                     write!(f, "{v:.1}{unit}")
@@ -91,7 +95,11 @@ pub mod duration {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(|e| de::Error::custom(format!("invalid duration {text:?}: {e} (write e.g. 30s, 2m, 1m 30s)")))
+        humantime::parse_duration(&text).map_err(|e| {
+            de::Error::custom(format!(
+                "invalid duration {text:?}: {e} (write e.g. 30s, 2m, 1m 30s)"
+            ))
+        })
     }
 }
 
@@ -115,7 +123,9 @@ mod tests {
         assert_eq!(ByteSize::parse("1.5GiB").unwrap(), ByteSize(3 << 29));
         assert_eq!(ByteSize::parse("1GB").unwrap(), ByteSize(1_000_000_000));
         assert_eq!(ByteSize::parse("4096").unwrap(), ByteSize(4096));
-        assert!(ByteSize::parse("2 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(ByteSize::parse("2 parsecs")
+            .unwrap_err()
+            .contains("unknown unit"));
         assert!(ByteSize::parse("GiB").is_err());
     }
 

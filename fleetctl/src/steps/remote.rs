@@ -70,7 +70,9 @@ pub fn q(s: &str) -> Result<String, Cause> {
 /// A release id is a lowercase sha256: anything else in `current` or
 /// `state/previous` is not ours and must not be turned into a path.
 pub fn is_release_id(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// What the pid file says.
@@ -86,7 +88,10 @@ pub async fn read_pid_file(ctx: &StepCtx<'_>) -> Result<PidFile, Cause> {
     let f = q(&layout.pid_file())?;
     let out = ctx
         .transport
-        .run_script_ok(&format!("if [ -f {f} ]; then printf 'pid:'; head -c 64 {f}; fi"), QUICK)
+        .run_script_ok(
+            &format!("if [ -f {f} ]; then printf 'pid:'; head -c 64 {f}; fi"),
+            QUICK,
+        )
         .await?;
     let text = out.stdout_text();
     let Some(body) = text.strip_prefix("pid:") else {
@@ -128,7 +133,9 @@ pub fn parse_proc_status(text: &str) -> Option<ProcInfo> {
     let mut info = ProcInfo::default();
     let mut seen = false;
     for line in text.lines() {
-        let Some((key, value)) = line.split_once(':') else { continue };
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
         let value = value.trim();
         match key {
             "State" => {
@@ -145,7 +152,12 @@ pub fn parse_proc_status(text: &str) -> Option<ProcInfo> {
 }
 
 fn kb(value: &str) -> u64 {
-    value.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) * 1024
+    value
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
 }
 
 /// The host's memory, bytes, straight from `/proc/meminfo`.
@@ -158,15 +170,21 @@ pub struct MemInfo {
 }
 
 pub async fn meminfo(ctx: &StepCtx<'_>) -> Result<MemInfo, Cause> {
-    let out = ctx.transport.run_script_ok("cat /proc/meminfo", QUICK).await?;
-    parse_meminfo(&out.stdout_text()).ok_or_else(|| Cause::Check("/proc/meminfo has no MemTotal/MemAvailable".to_owned()))
+    let out = ctx
+        .transport
+        .run_script_ok("cat /proc/meminfo", QUICK)
+        .await?;
+    parse_meminfo(&out.stdout_text())
+        .ok_or_else(|| Cause::Check("/proc/meminfo has no MemTotal/MemAvailable".to_owned()))
 }
 
 pub fn parse_meminfo(text: &str) -> Option<MemInfo> {
     let mut m = MemInfo::default();
     let (mut total, mut avail) = (false, false);
     for line in text.lines() {
-        let Some((key, value)) = line.split_once(':') else { continue };
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
         match key {
             "MemTotal" => {
                 total = true;
@@ -188,7 +206,10 @@ pub fn parse_meminfo(text: &str) -> Option<MemInfo> {
 /// releases. A stale pid now owned by some other program is not ours.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DaemonState {
-    Running { pid: u32, info: ProcInfo },
+    Running {
+        pid: u32,
+        info: ProcInfo,
+    },
     /// Nothing to act on, and why.
     NotRunning(String),
 }
@@ -196,15 +217,29 @@ pub enum DaemonState {
 pub async fn daemon_state(ctx: &StepCtx<'_>) -> Result<DaemonState, Cause> {
     let layout = ctx.layout();
     let pid = match read_pid_file(ctx).await? {
-        PidFile::Missing => return Ok(DaemonState::NotRunning(format!("no pid file at {}", layout.pid_file()))),
-        PidFile::Garbage(g) => return Ok(DaemonState::NotRunning(format!("pid file {} holds {g:?}, not a pid", layout.pid_file()))),
+        PidFile::Missing => {
+            return Ok(DaemonState::NotRunning(format!(
+                "no pid file at {}",
+                layout.pid_file()
+            )))
+        }
+        PidFile::Garbage(g) => {
+            return Ok(DaemonState::NotRunning(format!(
+                "pid file {} holds {g:?}, not a pid",
+                layout.pid_file()
+            )))
+        }
         PidFile::Pid(pid) => pid,
     };
     let Some(info) = proc_info(ctx, pid).await? else {
-        return Ok(DaemonState::NotRunning(format!("stale pid file: pid {pid} is not running")));
+        return Ok(DaemonState::NotRunning(format!(
+            "stale pid file: pid {pid} is not running"
+        )));
     };
     if info.zombie() {
-        return Ok(DaemonState::NotRunning(format!("pid {pid} has exited (zombie, not yet reaped)")));
+        return Ok(DaemonState::NotRunning(format!(
+            "pid {pid} has exited (zombie, not yet reaped)"
+        )));
     }
     let releases = format!("{}/", canonical(ctx, &layout.releases()).await?);
     if !info.exe.starts_with(&releases) {
@@ -218,9 +253,16 @@ pub async fn daemon_state(ctx: &StepCtx<'_>) -> Result<DaemonState, Cause> {
 
 /// `readlink -f`, so a symlinked install dir still matches `/proc/<pid>/exe`.
 pub async fn canonical(ctx: &StepCtx<'_>, path: &str) -> Result<String, Cause> {
-    let out = ctx.transport.run_script_ok(&format!("readlink -f {}", q(path)?), QUICK).await?;
+    let out = ctx
+        .transport
+        .run_script_ok(&format!("readlink -f {}", q(path)?), QUICK)
+        .await?;
     let text = out.stdout_text();
-    Ok(if text.is_empty() { path.to_owned() } else { text })
+    Ok(if text.is_empty() {
+        path.to_owned()
+    } else {
+        text
+    })
 }
 
 /// Size of a remote file; 0 when it does not exist yet.
@@ -228,21 +270,34 @@ pub async fn file_size(ctx: &StepCtx<'_>, path: &str) -> Result<u64, Cause> {
     let p = q(path)?;
     let out = ctx
         .transport
-        .run_script_ok(&format!("if [ -f {p} ]; then wc -c < {p}; else echo 0; fi"), QUICK)
+        .run_script_ok(
+            &format!("if [ -f {p} ]; then wc -c < {p}; else echo 0; fi"),
+            QUICK,
+        )
         .await?;
-    out.stdout_text()
-        .parse()
-        .map_err(|_| Cause::Check(format!("cannot read the size of {path}: {:?}", out.stdout_text())))
+    out.stdout_text().parse().map_err(|_| {
+        Cause::Check(format!(
+            "cannot read the size of {path}: {:?}",
+            out.stdout_text()
+        ))
+    })
 }
 
 /// The release `current` points at, if it is one of ours.
 pub async fn current_release(ctx: &StepCtx<'_>) -> Result<Option<String>, Cause> {
     let out = ctx
         .transport
-        .run_script_ok(&format!("readlink {} || true", q(&ctx.layout().current())?), QUICK)
+        .run_script_ok(
+            &format!("readlink {} || true", q(&ctx.layout().current())?),
+            QUICK,
+        )
         .await?;
     let target = out.stdout_text();
-    let id = target.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    let id = target
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("");
     Ok(is_release_id(id).then(|| id.to_owned()))
 }
 
@@ -257,7 +312,8 @@ pub async fn probe(ctx: &StepCtx<'_>, timeout: Duration) -> Result<Probe, Cause>
         q(&layout.config)?
     );
     let out = ctx.transport.run_script_ok(&script, timeout).await?;
-    Probe::parse(&String::from_utf8_lossy(&out.stdout)).map_err(|e| Cause::Check(format!("`prover health` output: {e}")))
+    Probe::parse(&String::from_utf8_lossy(&out.stdout))
+        .map_err(|e| Cause::Check(format!("`prover health` output: {e}")))
 }
 
 #[cfg(test)]
@@ -273,7 +329,9 @@ mod tests {
         assert_eq!(info.rss_shmem, 1024 * 1024);
         assert_eq!(info.exe, "/opt/p/releases/ab/prover");
         assert!(!info.zombie());
-        assert!(parse_proc_status("State:\tZ (zombie)\nExe:\t\n").unwrap().zombie());
+        assert!(parse_proc_status("State:\tZ (zombie)\nExe:\t\n")
+            .unwrap()
+            .zombie());
         assert_eq!(parse_proc_status(""), None);
     }
 
@@ -281,7 +339,10 @@ mod tests {
     fn meminfo_needs_total_and_available() {
         let text = "MemTotal:       16384 kB\nMemFree: 1 kB\nMemAvailable:    8192 kB\nShmem:  4 kB\nMlocked: 8 kB\n";
         let m = parse_meminfo(text).unwrap();
-        assert_eq!((m.total, m.available, m.shmem, m.mlocked), (16384 * 1024, 8192 * 1024, 4096, 8192));
+        assert_eq!(
+            (m.total, m.available, m.shmem, m.mlocked),
+            (16384 * 1024, 8192 * 1024, 4096, 8192)
+        );
         assert_eq!(parse_meminfo("MemFree: 1 kB\n"), None);
     }
 

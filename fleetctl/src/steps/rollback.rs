@@ -43,7 +43,13 @@ pub(super) async fn run(p: &RollbackParams, ctx: &mut StepCtx<'_>) -> Result<Ste
     let layout = ctx.layout();
     let prev = kept(
         ctx.transport
-            .run_script_ok(&format!("cat {} 2>/dev/null || true", kept(q(&layout.previous_file()), KEPT)?), QUICK)
+            .run_script_ok(
+                &format!(
+                    "cat {} 2>/dev/null || true",
+                    kept(q(&layout.previous_file()), KEPT)?
+                ),
+                QUICK,
+            )
             .await,
         KEPT,
     )?
@@ -59,13 +65,22 @@ pub(super) async fn run(p: &RollbackParams, ctx: &mut StepCtx<'_>) -> Result<Ste
     }
     let present = kept(
         ctx.transport
-            .run_script(&format!("[ -x {} ]", kept(q(&format!("{}/prover", layout.release(&prev))), KEPT)?), QUICK)
+            .run_script(
+                &format!(
+                    "[ -x {} ]",
+                    kept(q(&format!("{}/prover", layout.release(&prev))), KEPT)?
+                ),
+                QUICK,
+            )
             .await,
         KEPT,
     )?;
     if !present.success() {
         return Err((
-            Cause::Check(format!("previous release {} is no longer on the host", layout.release(&prev))),
+            Cause::Check(format!(
+                "previous release {} is no longer on the host",
+                layout.release(&prev)
+            )),
             KEPT.to_owned(),
         ));
     }

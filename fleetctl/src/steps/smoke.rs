@@ -54,11 +54,19 @@ pub(super) async fn run(p: &SmokeParams, ctx: &mut StepCtx<'_>) -> Result<StepOu
     );
     let start = Instant::now();
     // The client enforces its own deadline; ours is a backstop past it.
-    let out = kept(ctx.transport.run_script_ok(&script, p.timeout + Duration::from_secs(15)).await, KEPT)?;
+    let out = kept(
+        ctx.transport
+            .run_script_ok(&script, p.timeout + Duration::from_secs(15))
+            .await,
+        KEPT,
+    )?;
     let took = start.elapsed();
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
         (
-            Cause::Check(format!("client output is not JSON ({e}): {}", out.stdout_text())),
+            Cause::Check(format!(
+                "client output is not JSON ({e}): {}",
+                out.stdout_text()
+            )),
             KEPT.to_owned(),
         )
     })?;
@@ -71,14 +79,21 @@ pub(super) async fn run(p: &SmokeParams, ctx: &mut StepCtx<'_>) -> Result<StepOu
     let after = kept(remote::file_size(ctx, &timing).await, KEPT)?;
     // A smaller file was rotated: everything in it is new.
     let from = if after < before { 0 } else { before };
-    let fresh = kept(ctx.transport.read_range(&timing, from, 1 << 20, remote::QUICK).await, KEPT)?;
+    let fresh = kept(
+        ctx.transport
+            .read_range(&timing, from, 1 << 20, remote::QUICK)
+            .await,
+        KEPT,
+    )?;
     let records = String::from_utf8_lossy(&fresh)
         .lines()
         .filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
         .count();
     if records == 0 {
         return Err((
-            Cause::Check(format!("proof verified but no new timing record in {timing}")),
+            Cause::Check(format!(
+                "proof verified but no new timing record in {timing}"
+            )),
             KEPT.to_owned(),
         ));
     }
@@ -108,7 +123,10 @@ mod tests {
     #[test]
     fn verified_is_found_at_top_or_in_the_result() {
         assert_eq!(verified(&serde_json::json!({"verified": true})), Some(true));
-        assert_eq!(verified(&serde_json::json!({"result": {"verified": false}})), Some(false));
+        assert_eq!(
+            verified(&serde_json::json!({"result": {"verified": false}})),
+            Some(false)
+        );
         assert_eq!(verified(&serde_json::json!({"state": "failed"})), None);
     }
 }

@@ -40,24 +40,38 @@ pub(super) async fn run(p: &StartParams, ctx: &mut StepCtx<'_>) -> Result<StepOu
     let begin = Instant::now();
     let previous = start_release(ctx, &sha, p.timeout).await?;
     let Some(started) = &ctx.state.started else {
-        return Err((Cause::Check("start recorded no process".to_owned()), String::new()));
+        return Err((
+            Cause::Check("start recorded no process".to_owned()),
+            String::new(),
+        ));
     };
     Ok(StepOutcome::done(format!(
         "release {} started as pid {} in {} (previous: {})",
         &sha[..12.min(sha.len())],
         started.pid,
         show(begin.elapsed()),
-        previous.as_deref().map_or("none", |s| &s[..12.min(s.len())])
+        previous
+            .as_deref()
+            .map_or("none", |s| &s[..12.min(s.len())])
     )))
 }
 
 /// Switches `current` to `sha` and starts it; returns the release `current`
 /// pointed at before. Shared with `rollback`.
-pub(super) async fn start_release(ctx: &mut StepCtx<'_>, sha: &str, timeout: Duration) -> Result<Option<String>, Failed> {
-    const KEPT_BEFORE: &str = "`current`, `state/previous` and the releases (nothing was switched or started)";
-    if let DaemonState::Running { pid, info } = kept(remote::daemon_state(ctx).await, KEPT_BEFORE)? {
+pub(super) async fn start_release(
+    ctx: &mut StepCtx<'_>,
+    sha: &str,
+    timeout: Duration,
+) -> Result<Option<String>, Failed> {
+    const KEPT_BEFORE: &str =
+        "`current`, `state/previous` and the releases (nothing was switched or started)";
+    if let DaemonState::Running { pid, info } = kept(remote::daemon_state(ctx).await, KEPT_BEFORE)?
+    {
         return Err((
-            Cause::Check(format!("a daemon is still running (pid {pid}, {}): drain it first", info.exe)),
+            Cause::Check(format!(
+                "a daemon is still running (pid {pid}, {}): drain it first",
+                info.exe
+            )),
             KEPT_BEFORE.to_owned(),
         ));
     }
@@ -71,29 +85,46 @@ pub(super) async fn start_release(ctx: &mut StepCtx<'_>, sha: &str, timeout: Dur
     let out = kept(ctx.transport.run_script(&ready, QUICK).await, KEPT_BEFORE)?;
     if !out.success() {
         return Err((
-            Cause::Check(format!("release {dir} is not on the host (run upload first)")),
+            Cause::Check(format!(
+                "release {dir} is not on the host (run upload first)"
+            )),
             KEPT_BEFORE.to_owned(),
         ));
     }
 
     let previous = kept(remote::current_release(ctx).await, KEPT_BEFORE)?;
     let tag: u64 = rand::random();
-    let script = kept(switch_script(&layout.install, sha, previous.as_deref(), tag), KEPT_BEFORE)?;
-    kept(ctx.transport.run_script_ok(&script, QUICK).await, KEPT_BEFORE)?;
+    let script = kept(
+        switch_script(&layout.install, sha, previous.as_deref(), tag),
+        KEPT_BEFORE,
+    )?;
+    kept(
+        ctx.transport.run_script_ok(&script, QUICK).await,
+        KEPT_BEFORE,
+    )?;
     if previous.as_deref() != Some(sha) {
         ctx.state.previous_release = previous.clone();
     }
 
-    const KEPT_SWITCHED: &str = "the releases; `current` now points at the new release and `state/previous` at the old one";
+    const KEPT_SWITCHED: &str =
+        "the releases; `current` now points at the new release and `state/previous` at the old one";
     let log_offset = kept(remote::file_size(ctx, &layout.log()).await, KEPT_SWITCHED)?;
     let launch = kept(launch_script(&layout.install), KEPT_SWITCHED)?;
-    let out = kept(ctx.transport.run_script_ok(&launch, timeout).await, KEPT_SWITCHED)?;
-    let pid: u32 = out.stdout_text().lines().last().and_then(|l| l.trim().parse().ok()).ok_or_else(|| {
-        (
-            Cause::Check(format!("launch printed no pid: {:?}", out.stdout_text())),
-            KEPT_SWITCHED.to_owned(),
-        )
-    })?;
+    let out = kept(
+        ctx.transport.run_script_ok(&launch, timeout).await,
+        KEPT_SWITCHED,
+    )?;
+    let pid: u32 = out
+        .stdout_text()
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or_else(|| {
+            (
+                Cause::Check(format!("launch printed no pid: {:?}", out.stdout_text())),
+                KEPT_SWITCHED.to_owned(),
+            )
+        })?;
     ctx.state.started = Some(Started {
         pid,
         release: sha.to_owned(),
@@ -105,7 +136,12 @@ pub(super) async fn start_release(ctx: &mut StepCtx<'_>, sha: &str, timeout: Dur
 /// Records the old release in `state/previous` (temp file + rename) and
 /// swaps `current` with `ln -sfn` to a temporary link + `mv -T`, so readers
 /// see either the old or the new target, never a missing link.
-fn switch_script(install: &str, sha: &str, previous: Option<&str>, tag: u64) -> Result<String, Cause> {
+fn switch_script(
+    install: &str,
+    sha: &str,
+    previous: Option<&str>,
+    tag: u64,
+) -> Result<String, Cause> {
     let mut s = format!("cd {} && mkdir -p state", q(install)?);
     if let Some(prev) = previous.filter(|p| *p != sha) {
         s.push_str(&format!(
@@ -146,13 +182,18 @@ mod tests {
             "cd /opt/p && mkdir -p state && printf '%s\\n' aa > state/.previous.0000000000000001 && mv -f state/.previous.0000000000000001 state/previous && ln -sfn releases/bb .current.0000000000000001 && mv -T .current.0000000000000001 current"
         );
         // Restarting the same release leaves `previous` alone.
-        assert!(!switch_script("/opt/p", "bb", Some("bb"), 1).unwrap().contains("previous"));
+        assert!(!switch_script("/opt/p", "bb", Some("bb"), 1)
+            .unwrap()
+            .contains("previous"));
     }
 
     #[test]
     fn launch_detaches_every_stream() {
         let s = launch_script("/opt/my prover/").unwrap();
         assert!(s.contains("setsid '/opt/my prover/current/prover' daemon --config '/opt/my prover/current/prover.toml'"), "{s}");
-        assert!(s.contains(">> '/opt/my prover/logs/prover.log' 2>&1 < /dev/null &"), "{s}");
+        assert!(
+            s.contains(">> '/opt/my prover/logs/prover.log' 2>&1 < /dev/null &"),
+            "{s}"
+        );
     }
 }

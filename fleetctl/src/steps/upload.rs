@@ -54,14 +54,26 @@ pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepO
 
     if kept(present(ctx, &dir, &sha, config_sha.as_deref()).await, KEPT)? {
         if ctx.check {
-            return Ok(StepOutcome::skipped(format!("check mode: release {short} already present and verified")));
+            return Ok(StepOutcome::skipped(format!(
+                "check mode: release {short} already present and verified"
+            )));
         }
-        kept(ctx.transport.run_script_ok(&format!("touch {}", kept(q(&dir), KEPT)?), QUICK).await, KEPT)?;
+        kept(
+            ctx.transport
+                .run_script_ok(&format!("touch {}", kept(q(&dir), KEPT)?), QUICK)
+                .await,
+            KEPT,
+        )?;
         let pruned = kept(prune(ctx, p.keep_releases).await, KEPT)?;
-        return Ok(StepOutcome::skipped(format!("release {short} already present and verified{pruned}")));
+        return Ok(StepOutcome::skipped(format!(
+            "release {short} already present and verified{pruned}"
+        )));
     }
     if ctx.check {
-        return Ok(StepOutcome::skipped(format!("check mode: would {}", describe(p, ctx))));
+        return Ok(StepOutcome::skipped(format!(
+            "check mode: would {}",
+            describe(p, ctx)
+        )));
     }
 
     let qdir = kept(q(&dir), KEPT)?;
@@ -81,11 +93,20 @@ pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepO
     let transfer = async {
         // The fault hook sends a copy with one byte flipped, as a bad disk or
         // link would, so the host-side check is exercised for real.
-        let corrupted = if ctx.faults.corrupt_upload { Some(corrupt_copy(&ctx.release.binary)?) } else { None };
-        let source = corrupted.as_ref().map_or(ctx.release.binary.as_path(), |t| t.path());
+        let corrupted = if ctx.faults.corrupt_upload {
+            Some(corrupt_copy(&ctx.release.binary)?)
+        } else {
+            None
+        };
+        let source = corrupted
+            .as_ref()
+            .map_or(ctx.release.binary.as_path(), |t| t.path());
         ctx.transport.upload(source, &tmp_bin, p.timeout).await?;
         let mut sum_cmd = format!("sha256sum {}", q(&tmp_bin)?);
-        let mut mv_cmd = format!("chmod 0755 {tb} && mv -f {tb} {qdir}/prover", tb = q(&tmp_bin)?);
+        let mut mv_cmd = format!(
+            "chmod 0755 {tb} && mv -f {tb} {qdir}/prover",
+            tb = q(&tmp_bin)?
+        );
         if let Some(config) = &ctx.release.config {
             ctx.transport.upload(config, &tmp_cfg, p.timeout).await?;
             sum_cmd.push_str(&format!(" {}", q(&tmp_cfg)?));
@@ -118,15 +139,25 @@ pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepO
         return Err((disk_full_hint(cause), kept_cleaned));
     }
     let pruned = kept(prune(ctx, p.keep_releases).await, KEPT)?;
-    Ok(StepOutcome::done(format!("uploaded release {short} ({}){pruned}", super::params::ByteSize(file_len(ctx)))))
+    Ok(StepOutcome::done(format!(
+        "uploaded release {short} ({}){pruned}",
+        super::params::ByteSize(file_len(ctx))
+    )))
 }
 
 fn file_len(ctx: &StepCtx<'_>) -> u64 {
-    std::fs::metadata(&ctx.release.binary).map(|m| m.len()).unwrap_or(0)
+    std::fs::metadata(&ctx.release.binary)
+        .map(|m| m.len())
+        .unwrap_or(0)
 }
 
 /// True when both files are there with the right sums.
-async fn present(ctx: &StepCtx<'_>, dir: &str, sha: &str, config_sha: Option<&str>) -> Result<bool, Cause> {
+async fn present(
+    ctx: &StepCtx<'_>,
+    dir: &str,
+    sha: &str,
+    config_sha: Option<&str>,
+) -> Result<bool, Cause> {
     let bin = q(&format!("{dir}/prover"))?;
     let cfg = q(&format!("{dir}/prover.toml"))?;
     let script = match config_sha {
@@ -142,10 +173,18 @@ async fn present(ctx: &StepCtx<'_>, dir: &str, sha: &str, config_sha: Option<&st
 }
 
 fn parse_sums(text: &str) -> Vec<String> {
-    text.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect()
+    text.lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
 }
 
-fn cleanup_script(tmp_bin: &str, tmp_cfg: &str, dir: &str, dir_existed: bool) -> Result<String, Cause> {
+fn cleanup_script(
+    tmp_bin: &str,
+    tmp_cfg: &str,
+    dir: &str,
+    dir_existed: bool,
+) -> Result<String, Cause> {
     let mut s = format!("rm -f {} {}", q(tmp_bin)?, q(tmp_cfg)?);
     if !dir_existed {
         // Only a directory this step created goes, and only if it is empty.
@@ -172,7 +211,9 @@ fn corrupt_copy(binary: &std::path::Path) -> Result<tempfile::NamedTempFile, Cau
 fn disk_full_hint(cause: Cause) -> Cause {
     let text = cause.to_string();
     if text.contains("No space left on device") {
-        Cause::Check(format!("the host's disk is full (free space under the install dir and retry): {text}"))
+        Cause::Check(format!(
+            "the host's disk is full (free space under the install dir and retry): {text}"
+        ))
     } else {
         cause
     }
@@ -189,12 +230,21 @@ async fn prune(ctx: &StepCtx<'_>, keep: usize) -> Result<String, Cause> {
     let current = remote::current_release(ctx).await?;
     let prev = ctx
         .transport
-        .run_script_ok(&format!("cat {} 2>/dev/null || true", q(&layout.previous_file())?), QUICK)
+        .run_script_ok(
+            &format!("cat {} 2>/dev/null || true", q(&layout.previous_file())?),
+            QUICK,
+        )
         .await?
         .stdout_text();
     let protected = [Some(ctx.release.sha256.clone()), current, Some(prev)];
     let mut doomed = Vec::new();
-    for (i, name) in listing.stdout_text().lines().map(str::trim).filter(|n| is_release_id(n)).enumerate() {
+    for (i, name) in listing
+        .stdout_text()
+        .lines()
+        .map(str::trim)
+        .filter(|n| is_release_id(n))
+        .enumerate()
+    {
         let name = name.to_owned();
         if i >= keep && !protected.contains(&Some(name.clone())) {
             doomed.push(name);
@@ -208,6 +258,8 @@ async fn prune(ctx: &StepCtx<'_>, keep: usize) -> Result<String, Cause> {
         .map(|d| q(&layout.release(d)))
         .collect::<Result<Vec<_>, _>>()?
         .join(" ");
-    ctx.transport.run_script_ok(&format!("rm -rf -- {paths}"), Duration::from_secs(60)).await?;
+    ctx.transport
+        .run_script_ok(&format!("rm -rf -- {paths}"), Duration::from_secs(60))
+        .await?;
     Ok(format!("; pruned {} old release(s)", doomed.len()))
 }

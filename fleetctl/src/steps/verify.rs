@@ -63,10 +63,19 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
                 kept(remote::file_size(ctx, &layout.log()).await, KEPT)?,
                 false,
             ),
-            DaemonState::NotRunning(reason) => return Err((Cause::Check(format!("no daemon to verify: {reason}")), KEPT.to_owned())),
+            DaemonState::NotRunning(reason) => {
+                return Err((
+                    Cause::Check(format!("no daemon to verify: {reason}")),
+                    KEPT.to_owned(),
+                ))
+            }
         },
     };
-    let patterns: Vec<String> = BUILTIN_PATTERNS.iter().map(|s| s.to_string()).chain(p.fail_patterns.iter().cloned()).collect();
+    let patterns: Vec<String> = BUILTIN_PATTERNS
+        .iter()
+        .map(|s| s.to_string())
+        .chain(p.fail_patterns.iter().cloned())
+        .collect();
     let start = Instant::now();
     let mut last_probe;
     let build = loop {
@@ -109,11 +118,20 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
     kept(check_alive(ctx, pid, &log).await, KEPT)?;
 
     let Some(release) = release else {
-        return Err((Cause::Check("`current` does not point at a release".to_owned()), KEPT.to_owned()));
+        return Err((
+            Cause::Check("`current` does not point at a release".to_owned()),
+            KEPT.to_owned(),
+        ));
     };
     let version = kept(
         ctx.transport
-            .run_script_ok(&format!("{} --version", kept(q(&format!("{}/prover", layout.release(&release))), KEPT)?), QUICK)
+            .run_script_ok(
+                &format!(
+                    "{} --version",
+                    kept(q(&format!("{}/prover", layout.release(&release))), KEPT)?
+                ),
+                QUICK,
+            )
             .await,
         KEPT,
     )?
@@ -135,29 +153,59 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
 }
 
 async fn new_log(ctx: &StepCtx<'_>, offset: u64) -> Result<String, Cause> {
-    let bytes = ctx.transport.read_range(&ctx.layout().log(), offset, LOG_WINDOW, QUICK).await?;
+    let bytes = ctx
+        .transport
+        .read_range(&ctx.layout().log(), offset, LOG_WINDOW, QUICK)
+        .await?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// Shows each offending line with the one after it: a Rust panic puts
+/// its message on the line below `panicked at`.
 fn check_log(log: &str, patterns: &[String]) -> Result<(), Cause> {
-    let bad: Vec<&str> = log.lines().filter(|l| patterns.iter().any(|p| l.contains(p.as_str()))).take(10).collect();
+    let lines: Vec<&str> = log.lines().collect();
+    let mut bad: Vec<&str> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if bad.len() >= 20 {
+            break;
+        }
+        if patterns.iter().any(|p| line.contains(p.as_str())) {
+            if bad.last() != Some(line) {
+                bad.push(line);
+            }
+            if let Some(next) = lines.get(i + 1) {
+                bad.push(next);
+            }
+        }
+    }
     if bad.is_empty() {
         Ok(())
     } else {
-        Err(Cause::Check(format!("the new log has failure lines:\n{}", bad.join("\n"))))
+        Err(Cause::Check(format!(
+            "the new log has failure lines:\n{}",
+            bad.join("\n")
+        )))
     }
 }
 
 async fn check_alive(ctx: &StepCtx<'_>, pid: u32, log: &str) -> Result<(), Cause> {
-    if remote::proc_info(ctx, pid).await?.is_some_and(|i| !i.zombie()) {
+    if remote::proc_info(ctx, pid)
+        .await?
+        .is_some_and(|i| !i.zombie())
+    {
         return Ok(());
     }
-    Err(Cause::Check(format!("daemon pid {pid} has exited; last log lines:\n{}", tail(log, 10))))
+    Err(Cause::Check(format!(
+        "daemon pid {pid} has exited; last log lines:\n{}",
+        tail(log, 10)
+    )))
 }
 
 /// `ready` as a word of its own (not `ready_reason`, not `already`).
 fn is_ready_line(line: &str) -> bool {
-    line.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')).any(|w| w == "ready") && !line.contains("not ready")
+    line.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+        .any(|w| w == "ready")
+        && !line.contains("not ready")
 }
 
 fn tail(log: &str, n: usize) -> String {
@@ -171,7 +219,9 @@ mod tests {
 
     #[test]
     fn ready_is_matched_as_a_word() {
-        assert!(is_ready_line("2026-11-29T19:00:00Z  INFO prover::daemon: ready listen=127.0.0.1:7070"));
+        assert!(is_ready_line(
+            "2026-11-29T19:00:00Z  INFO prover::daemon: ready listen=127.0.0.1:7070"
+        ));
         assert!(!is_ready_line("INFO already configured"));
         assert!(!is_ready_line("INFO ready_reason=warming"));
         assert!(!is_ready_line("WARN not ready yet"));
@@ -179,9 +229,16 @@ mod tests {
 
     #[test]
     fn failure_lines_are_shown() {
-        let log = "INFO starting\nthread 'main' panicked at src/x.rs:1\nINFO x\n2026 ERROR pool: oom\n";
-        let err = check_log(log, &["panicked".into(), " ERROR ".into()]).unwrap_err().to_string();
-        assert!(err.contains("panicked at src/x.rs:1") && err.contains("ERROR pool: oom") && !err.contains("starting"), "{err}");
+        let log = "INFO starting\nthread 'main' panicked at src/x.rs:1\nboom\nINFO x\n2026 ERROR pool: oom\n";
+        let err = check_log(log, &["panicked".into(), " ERROR ".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("panicked at src/x.rs:1\nboom")
+                && err.contains("ERROR pool: oom")
+                && !err.contains("starting"),
+            "{err}"
+        );
         assert!(check_log("INFO fine\n", &["panicked".into()]).is_ok());
     }
 }

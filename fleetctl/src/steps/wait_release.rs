@@ -45,7 +45,10 @@ pub fn describe(p: &WaitReleaseParams, _ctx: &StepCtx<'_>) -> String {
 
 const KEPT: &str = "`current` and the releases; the new build was NOT started";
 
-pub(super) async fn run(p: &WaitReleaseParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
+pub(super) async fn run(
+    p: &WaitReleaseParams,
+    ctx: &mut StepCtx<'_>,
+) -> Result<StepOutcome, Failed> {
     let Some(drained) = ctx.state.drained.clone() else {
         return Ok(StepOutcome::skipped("no daemon was drained in this run"));
     };
@@ -73,16 +76,28 @@ pub(super) async fn run(p: &WaitReleaseParams, ctx: &mut StepCtx<'_>) -> Result<
                 KEPT.to_owned(),
             ));
         }
-        tokio::time::sleep(p.poll.min(p.timeout.saturating_sub(start.elapsed())).max(Duration::from_millis(10))).await;
+        tokio::time::sleep(
+            p.poll
+                .min(p.timeout.saturating_sub(start.elapsed()))
+                .max(Duration::from_millis(10)),
+        )
+        .await;
     }
 }
 
 /// Everything still in the way, with the numbers seen, and the meminfo read.
-async fn still_held(p: &WaitReleaseParams, ctx: &StepCtx<'_>, d: &Drained) -> Result<(Vec<String>, MemInfo), Cause> {
+async fn still_held(
+    p: &WaitReleaseParams,
+    ctx: &StepCtx<'_>,
+    d: &Drained,
+) -> Result<(Vec<String>, MemInfo), Cause> {
     let mut waiting = Vec::new();
     if let Some(info) = remote::proc_info(ctx, d.pid).await? {
         // A zombie still holds its pinned pages until it is reaped.
-        waiting.push(format!("pid {} still in /proc (state {})", d.pid, info.state));
+        waiting.push(format!(
+            "pid {} still in /proc (state {})",
+            d.pid, info.state
+        ));
     }
     let mem = remote::meminfo(ctx).await?;
     waiting.extend(memory_findings(p, d, &mem));
@@ -90,7 +105,11 @@ async fn still_held(p: &WaitReleaseParams, ctx: &StepCtx<'_>, d: &Drained) -> Re
         match remote::probe(ctx, Duration::from_secs(30)).await {
             Ok(probe) => {
                 for gpu in &probe.gpus.devices {
-                    if gpu.processes.as_ref().is_some_and(|ps| ps.iter().any(|proc| proc.pid == d.pid)) {
+                    if gpu
+                        .processes
+                        .as_ref()
+                        .is_some_and(|ps| ps.iter().any(|proc| proc.pid == d.pid))
+                    {
                         waiting.push(format!("GPU {} still lists pid {}", gpu.index, d.pid));
                     }
                 }
@@ -131,7 +150,11 @@ fn memory_findings(p: &WaitReleaseParams, d: &Drained, mem: &MemInfo) -> Vec<Str
         |b| b.0,
     );
     if mem.available < need {
-        out.push(format!("MemAvailable {} < {}", ByteSize(mem.available), ByteSize(need)));
+        out.push(format!(
+            "MemAvailable {} < {}",
+            ByteSize(mem.available),
+            ByteSize(need)
+        ));
     }
     out
 }

@@ -14,7 +14,9 @@ pub struct LocalTransport {
 
 impl LocalTransport {
     pub fn new(host: &str) -> LocalTransport {
-        LocalTransport { host: host.to_owned() }
+        LocalTransport {
+            host: host.to_owned(),
+        }
     }
 
     pub(super) fn host(&self) -> &str {
@@ -34,7 +36,12 @@ impl LocalTransport {
         cmd
     }
 
-    pub(super) async fn exec(&self, line: &str, shown: &str, timeout: Duration) -> Result<Output, TransportError> {
+    pub(super) async fn exec(
+        &self,
+        line: &str,
+        shown: &str,
+        timeout: Duration,
+    ) -> Result<Output, TransportError> {
         let child = Self::command(line, Stdio::null())
             .spawn()
             .map_err(|source| self.io_error(shown, source))?;
@@ -67,7 +74,10 @@ impl LocalTransport {
             if let Some(mut stdin) = child.stdin.take() {
                 let mut buf = vec![0u8; UPLOAD_CHUNK];
                 loop {
-                    let n = input.read(&mut buf).await.map_err(|source| self.io_error(shown, source))?;
+                    let n = input
+                        .read(&mut buf)
+                        .await
+                        .map_err(|source| self.io_error(shown, source))?;
                     if n == 0 {
                         break;
                     }
@@ -78,7 +88,10 @@ impl LocalTransport {
                 }
                 drop(stdin);
             }
-            child.wait_with_output().await.map_err(|source| self.io_error(shown, source))
+            child
+                .wait_with_output()
+                .await
+                .map_err(|source| self.io_error(shown, source))
         };
         match tokio::time::timeout(timeout + LOCAL_SLACK, fut).await {
             Ok(Ok(out)) => Ok(Output {
@@ -116,8 +129,17 @@ mod tests {
     #[tokio::test]
     async fn argv_is_quoted_and_stdin_is_empty() {
         let t = local();
-        let out = t.run(&["printf", "%s|", "a b", "$(echo no)", "it's"], Duration::from_secs(5)).await.unwrap();
-        assert_eq!(String::from_utf8(out.stdout).unwrap(), "a b|$(echo no)|it's|");
+        let out = t
+            .run(
+                &["printf", "%s|", "a b", "$(echo no)", "it's"],
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            "a b|$(echo no)|it's|"
+        );
         // `cat` would hang forever on an inherited terminal or pipe.
         let out = t.run(&["cat"], Duration::from_secs(5)).await.unwrap();
         assert!(out.success() && out.stdout.is_empty());
@@ -127,7 +149,10 @@ mod tests {
     async fn deadline_kills_the_command() {
         let t = local();
         let start = Instant::now();
-        let err = t.run(&["sleep", "30"], Duration::from_millis(500)).await.unwrap_err();
+        let err = t
+            .run(&["sleep", "30"], Duration::from_millis(500))
+            .await
+            .unwrap_err();
         assert!(matches!(err, TransportError::Timeout { .. }), "{err}");
         assert!(start.elapsed() < Duration::from_secs(5));
         assert!(err.to_string().contains("sleep 30"), "{err}");
@@ -141,9 +166,14 @@ mod tests {
         std::fs::write(&src, &data).unwrap();
         let dst = dir.path().join("dst with space.bin");
         let t = local();
-        t.upload(&src, dst.to_str().unwrap(), Duration::from_secs(10)).await.unwrap();
+        t.upload(&src, dst.to_str().unwrap(), Duration::from_secs(10))
+            .await
+            .unwrap();
         assert_eq!(std::fs::read(&dst).unwrap(), data);
-        let part = t.read_range(dst.to_str().unwrap(), 1000, 50, Duration::from_secs(5)).await.unwrap();
+        let part = t
+            .read_range(dst.to_str().unwrap(), 1000, 50, Duration::from_secs(5))
+            .await
+            .unwrap();
         assert_eq!(part, &data[1000..1050]);
     }
 
@@ -154,6 +184,9 @@ mod tests {
             .await
             .unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("status 3") && msg.contains("oops") && msg.contains("here"), "{msg}");
+        assert!(
+            msg.contains("status 3") && msg.contains("oops") && msg.contains("here"),
+            "{msg}"
+        );
     }
 }

@@ -136,13 +136,24 @@ impl Transport {
 
     /// Runs a script with `sh -c`. The script must be assembled only from
     /// constants and [`quote::quote`]d pieces.
-    pub async fn run_script(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
-        let line = format!("sh -c {}", quote::quote(script).map_err(|source| self.quote_error(source))?);
+    pub async fn run_script(
+        &self,
+        script: &str,
+        timeout: Duration,
+    ) -> Result<Output, TransportError> {
+        let line = format!(
+            "sh -c {}",
+            quote::quote(script).map_err(|source| self.quote_error(source))?
+        );
         self.exec(&line, script, timeout).await
     }
 
     /// [`Transport::run_script`], turning a non-zero exit into [`TransportError::Failed`].
-    pub async fn run_script_ok(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
+    pub async fn run_script_ok(
+        &self,
+        script: &str,
+        timeout: Duration,
+    ) -> Result<Output, TransportError> {
         let out = self.run_script(script, timeout).await?;
         if out.success() {
             Ok(out)
@@ -158,19 +169,30 @@ impl Transport {
 
     /// Streams a local file into `remote_path` (created or truncated) over the
     /// existing connection: stdin of `cat`, in chunks. No scp or sftp needed.
-    pub async fn upload(&self, local_path: &Path, remote_path: &str, timeout: Duration) -> Result<(), TransportError> {
+    pub async fn upload(
+        &self,
+        local_path: &Path,
+        remote_path: &str,
+        timeout: Duration,
+    ) -> Result<(), TransportError> {
         let script = format!(
             "cat > {}",
             quote::quote(remote_path).map_err(|source| self.quote_error(source))?
         );
-        let line = wrap_deadline(&format!("sh -c {}", quote::quote(&script).map_err(|source| self.quote_error(source))?), timeout);
-        let file = tokio::fs::File::open(local_path)
-            .await
-            .map_err(|source| TransportError::LocalFile {
+        let line = wrap_deadline(
+            &format!(
+                "sh -c {}",
+                quote::quote(&script).map_err(|source| self.quote_error(source))?
+            ),
+            timeout,
+        );
+        let file = tokio::fs::File::open(local_path).await.map_err(|source| {
+            TransportError::LocalFile {
                 host: self.host().to_owned(),
                 path: local_path.to_owned(),
                 source,
-            })?;
+            }
+        })?;
         let out = match self {
             Transport::Ssh(t) => t.exec_with_stdin(&line, &script, file, timeout).await?,
             Transport::Local(t) => t.exec_with_stdin(&line, &script, file, timeout).await?,
@@ -189,7 +211,13 @@ impl Transport {
 
     /// Reads at most `max_len` bytes of a remote file starting at byte
     /// `offset` (for logs and timing records that only grow).
-    pub async fn read_range(&self, remote_path: &str, offset: u64, max_len: u64, timeout: Duration) -> Result<Vec<u8>, TransportError> {
+    pub async fn read_range(
+        &self,
+        remote_path: &str,
+        offset: u64,
+        max_len: u64,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, TransportError> {
         let script = format!(
             "tail -c +{} {} | head -c {}",
             offset + 1,
@@ -207,7 +235,12 @@ impl Transport {
         }
     }
 
-    async fn exec(&self, line: &str, shown: &str, timeout: Duration) -> Result<Output, TransportError> {
+    async fn exec(
+        &self,
+        line: &str,
+        shown: &str,
+        timeout: Duration,
+    ) -> Result<Output, TransportError> {
         let wrapped = wrap_deadline(line, timeout);
         let out = match self {
             Transport::Ssh(t) => t.exec(&wrapped, shown, timeout).await?,
@@ -218,7 +251,12 @@ impl Transport {
     }
 
     /// `timeout` exits 124 when it had to stop the command.
-    fn check_deadline(&self, shown: &str, out: &Output, timeout: Duration) -> Result<(), TransportError> {
+    fn check_deadline(
+        &self,
+        shown: &str,
+        out: &Output,
+        timeout: Duration,
+    ) -> Result<(), TransportError> {
         if out.status == Some(124) {
             return Err(TransportError::Timeout {
                 host: self.host().to_owned(),
@@ -250,6 +288,9 @@ mod tests {
 
     #[test]
     fn deadline_wraps_with_kill_escalation() {
-        assert_eq!(wrap_deadline("true", Duration::from_millis(1500)), "timeout -k 3 1.5 true");
+        assert_eq!(
+            wrap_deadline("true", Duration::from_millis(1500)),
+            "timeout -k 3 1.5 true"
+        );
     }
 }

@@ -30,7 +30,11 @@ pub fn quote(arg: &str) -> Result<String, QuoteError> {
     }
     let plain = !arg.is_empty()
         && arg.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'=' | b'/' | b',' | b'.' | b'+' | b':' | b'@' | b'%')
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'-' | b'_' | b'=' | b'/' | b',' | b'.' | b'+' | b':' | b'@' | b'%'
+                )
         });
     if plain {
         return Ok(arg.to_owned());
@@ -60,7 +64,10 @@ pub fn quote_os(arg: &OsStr) -> Result<String, QuoteError> {
 
 /// Quotes every argument and joins them with spaces: one shell command line.
 pub fn join(argv: &[&str]) -> Result<String, QuoteError> {
-    let words = argv.iter().map(|a| quote(a)).collect::<Result<Vec<_>, _>>()?;
+    let words = argv
+        .iter()
+        .map(|a| quote(a))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(words.join(" "))
 }
 
@@ -82,7 +89,10 @@ mod tests {
 
     #[test]
     fn plain_words_stay_readable() {
-        assert_eq!(quote("/opt/prover/releases/ab12").unwrap(), "/opt/prover/releases/ab12");
+        assert_eq!(
+            quote("/opt/prover/releases/ab12").unwrap(),
+            "/opt/prover/releases/ab12"
+        );
         assert_eq!(quote("--config=x.toml").unwrap(), "--config=x.toml");
     }
 
@@ -133,7 +143,10 @@ mod tests {
 
     #[test]
     fn join_keeps_word_boundaries() {
-        let line = format!("set -- {}; printf '%s|' \"$@\"", join(&["a b", "c", "$(x)"]).unwrap());
+        let line = format!(
+            "set -- {}; printf '%s|' \"$@\"",
+            join(&["a b", "c", "$(x)"]).unwrap()
+        );
         let out = Command::new("sh").arg("-c").arg(&line).output().unwrap();
         assert_eq!(String::from_utf8(out.stdout).unwrap(), "a b|c|$(x)|");
     }

@@ -36,7 +36,13 @@ impl ConnectCause {
     /// Causes that another attempt can cure; a wrong key or credential will
     /// be just as wrong a second later.
     fn transient(self) -> bool {
-        matches!(self, ConnectCause::Refused | ConnectCause::Timeout | ConnectCause::Unreachable | ConnectCause::Other)
+        matches!(
+            self,
+            ConnectCause::Refused
+                | ConnectCause::Timeout
+                | ConnectCause::Unreachable
+                | ConnectCause::Other
+        )
     }
 
     /// What the operator should do about it.
@@ -57,11 +63,16 @@ impl ConnectCause {
 
     fn classify(message: &str) -> ConnectCause {
         let m = message.to_ascii_lowercase();
-        if m.contains("remote host identification has changed") || m.contains("host key for") && m.contains("has changed") {
+        if m.contains("remote host identification has changed")
+            || m.contains("host key for") && m.contains("has changed")
+        {
             ConnectCause::HostKeyMismatch
-        } else if m.contains("host key verification failed") || m.contains("no ") && m.contains("host key is known") {
+        } else if m.contains("host key verification failed")
+            || m.contains("no ") && m.contains("host key is known")
+        {
             ConnectCause::HostKeyUnknown
-        } else if m.contains("permission denied") || m.contains("too many authentication failures") {
+        } else if m.contains("permission denied") || m.contains("too many authentication failures")
+        {
             ConnectCause::Auth
         } else if m.contains("connection refused") {
             ConnectCause::Refused
@@ -104,7 +115,9 @@ pub struct SshTransport {
 
 impl fmt::Debug for SshTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SshTransport").field("host", &self.host).finish_non_exhaustive()
+        f.debug_struct("SshTransport")
+            .field("host", &self.host)
+            .finish_non_exhaustive()
     }
 }
 
@@ -157,7 +170,10 @@ impl SshTransport {
                     let detail = error_chain(&e);
                     (ConnectCause::classify(&detail), detail)
                 }
-                Err(_) => (ConnectCause::Timeout, format!("no answer within {}", humantime::format_duration(limit))),
+                Err(_) => (
+                    ConnectCause::Timeout,
+                    format!("no answer within {}", humantime::format_duration(limit)),
+                ),
             };
             if !cause.transient() || attempt >= CONNECT_ATTEMPTS {
                 return Err(TransportError::Connect {
@@ -178,7 +194,12 @@ impl SshTransport {
         &self.host
     }
 
-    pub(super) async fn exec(&self, line: &str, shown: &str, timeout: Duration) -> Result<Output, TransportError> {
+    pub(super) async fn exec(
+        &self,
+        line: &str,
+        shown: &str,
+        timeout: Duration,
+    ) -> Result<Output, TransportError> {
         let _permit = self.permit().await;
         let fut = async {
             let child = self
@@ -227,7 +248,10 @@ impl SshTransport {
             if let Some(mut stdin) = child.stdin().take() {
                 let mut buf = vec![0u8; UPLOAD_CHUNK];
                 loop {
-                    let n = input.read(&mut buf).await.map_err(|source| self.io_error(shown, source))?;
+                    let n = input
+                        .read(&mut buf)
+                        .await
+                        .map_err(|source| self.io_error(shown, source))?;
                     if n == 0 {
                         break;
                     }
@@ -239,7 +263,10 @@ impl SshTransport {
                 }
                 let _ = stdin.shutdown().await;
             }
-            child.wait_with_output().await.map_err(|e| self.session_error(shown, e))
+            child
+                .wait_with_output()
+                .await
+                .map_err(|e| self.session_error(shown, e))
         };
         match tokio::time::timeout(timeout + LOCAL_SLACK, fut).await {
             Ok(Ok(out)) => Ok(Output {
@@ -258,11 +285,14 @@ impl SshTransport {
 
     pub(super) async fn close(self) -> Result<(), TransportError> {
         let host = self.host.clone();
-        self.session.close().await.map_err(|source| TransportError::Session {
-            host,
-            command: "close".to_owned(),
-            source,
-        })
+        self.session
+            .close()
+            .await
+            .map_err(|source| TransportError::Session {
+                host,
+                command: "close".to_owned(),
+                source,
+            })
     }
 
     async fn permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {

@@ -1,0 +1,657 @@
+//! Rollout steps against a real lab fleet (sshd hosts in namespaces): needs
+//! root, and is skipped with a message otherwise.
+//!
+//! The shipped "binary" is a small stand-in prover compiled here from
+//! [`STAND_IN`] (a real ELF, so `/proc/<pid>/exe` checks hold as for the
+//! real daemon); its behaviour is picked by `mode` in the shipped config.
+//! Distinct releases are the same ELF with a different build marker appended.
+
+use fleetctl::inventory::{self, Host};
+use fleetctl::lab::{Lab, LabConfig};
+use fleetctl::steps::{
+    self, acquire_lock, release_lock, DrainParams, Release, StartParams, StepCtx, StepOutcome,
+    StepSpec, UploadParams, VerifyParams, WaitReleaseParams,
+};
+use fleetctl::transport::Transport;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Stand-in for `prover` with the same subcommands the steps call.
+const STAND_IN: &str = r#"
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+static TERM: AtomicBool = AtomicBool::new(false);
+extern "C" { fn signal(sig: i32, handler: usize) -> usize; }
+extern "C" fn on_term(_: i32) { TERM.store(true, Ordering::SeqCst); }
+fn build_of(exe: &str) -> String {
+    let bytes = std::fs::read(exe).unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    text.rsplit("\nFIXTURE_BUILD=").next().unwrap_or("").trim().to_string()
+}
+fn arg(args: &[String], name: &str) -> String {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned().unwrap_or_default()
+}
+fn pid_alive() -> (Option<u32>, bool) {
+    let pid = std::fs::read_to_string("run/prover.pid").ok().and_then(|s| s.trim().parse::<u32>().ok());
+    let alive = pid.map_or(false, |p| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).map_or(false, |s| !s.contains(") Z "))
+    });
+    (pid, alive)
+}
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let config = arg(&args, "--config");
+    let mode = std::fs::read_to_string(&config).unwrap_or_default()
+        .lines().find_map(|l| l.strip_prefix("mode = ")).unwrap_or("\"normal\"").trim_matches('"').to_string();
+    let me = build_of("/proc/self/exe");
+    match args.get(1).map(String::as_str) {
+        Some("--version") => println!("prover 0.1.0 ({me})"),
+        Some("daemon") => {
+            println!("INFO starting build={me}");
+            println!("INFO configuration loaded");
+            if mode == "crash" {
+                eprintln!("Error: cannot bind 127.0.0.1:1: address in use");
+                std::process::exit(1);
+            }
+            std::fs::write("run/prover.pid", format!("{}\n", std::process::id())).unwrap();
+            unsafe { signal(15, if mode == "ignore_term" { 1 } else { on_term as extern "C" fn(i32) as usize }); }
+            println!("INFO pinned pool allocated 0 bytes");
+            if mode == "panic" {
+                let _ = std::thread::spawn(|| panic!("engine lost its device")).join();
+            }
+            println!("INFO ready listen=127.0.0.1:0");
+            loop {
+                if TERM.load(Ordering::SeqCst) {
+                    println!("INFO draining");
+                    println!("INFO drained");
+                    let _ = std::fs::remove_file("run/prover.pid");
+                    println!("INFO exiting");
+                    std::process::exit(0);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        Some("health") => {
+            let (pid, alive) = pid_alive();
+            let build = pid.filter(|_| alive).map(|p| build_of(&format!("/proc/{p}/exe"))).unwrap_or_default();
+            println!(
+                "{{\"probe_version\":1,\"host\":\"h\",\"ts_ms\":0,\"prober_version\":\"0.1.0\",\"prober_build\":\"{me}\",\"memory\":{{}},\
+                 \"daemon\":{{\"config\":\"{config}\",\"pid_file\":\"run/prover.pid\",\"listen\":\"127.0.0.1:0\",\"pid\":{},\"alive\":{alive},\
+                 \"build\":\"{build}\",\"ready\":{alive}}},\"gpus\":{{\"nvml\":{{\"available\":false,\"reason\":\"stand-in\"}},\"devices\":[]}}}}",
+                pid.map_or("null".to_string(), |p| p.to_string())
+            );
+        }
+        Some("client") => {
+            if !pid_alive().1 { eprintln!("daemon not running"); std::process::exit(1); }
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open("logs/timing.jsonl").unwrap();
+            writeln!(f, "{{\"circuit\":\"{}\",\"size\":{},\"total_ms\":1.0}}", arg(&args, "--circuit"), arg(&args, "--size")).unwrap();
+            println!("{{\"job_id\":\"j1\",\"state\":\"done\",\"result\":{{\"verified\":true}}}}");
+        }
+        _ => std::process::exit(2),
+    }
+}
+"#;
+
+/// Compiles the stand-in once per test process.
+fn stand_in() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("fleetctl-steps-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("stand_in.rs");
+        std::fs::write(&src, STAND_IN).unwrap();
+        let rustc = Path::new(env!("CARGO")).with_file_name("rustc");
+        let rustc = if rustc.exists() {
+            rustc
+        } else {
+            PathBuf::from("rustc")
+        };
+        let out = dir.join("stand_in");
+        let status = std::process::Command::new(rustc)
+            .args(["--edition", "2021", "-O", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .status()
+            .unwrap();
+        assert!(status.success(), "compiling the stand-in prover failed");
+        out
+    })
+}
+
+/// A release of the stand-in: its own build marker (hence its own sha256),
+/// optional padding, and a config selecting its behaviour.
+fn release(dir: &Path, build: &str, mode: &str, pad: usize) -> Release {
+    let mut bytes = std::fs::read(stand_in()).unwrap();
+    bytes.extend(std::iter::repeat_n(0u8, pad));
+    bytes.extend(format!("\nFIXTURE_BUILD={build}\n").as_bytes());
+    let bin = dir.join(format!("prover-{build}"));
+    std::fs::write(&bin, bytes).unwrap();
+    let cfg = dir.join(format!("prover-{build}.toml"));
+    std::fs::write(&cfg, format!("mode = \"{mode}\"\n")).unwrap();
+    Release::from_files(&bin, Some(&cfg)).unwrap()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A lab of one host plus its resolved inventory entry; `None` (test
+/// skipped) when not root.
+fn lab(data_size: Option<u64>) -> Option<(Lab, Host)> {
+    if !is_root() {
+        eprintln!("skipping: the lab fleet needs root");
+        return None;
+    }
+    let mut config = LabConfig::new(1);
+    if let Some(size) = data_size {
+        config.data_size = size;
+    }
+    let lab = Lab::start_with(config).unwrap();
+    let inv = inventory::load(Some(&lab.inventory_path()), &[]).unwrap();
+    let host = inv.hosts[0].host.clone();
+    Some((lab, host))
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Every test body is bounded, whatever a step does.
+fn bounded<F: std::future::Future<Output = ()>>(f: F) {
+    rt().block_on(async {
+        tokio::time::timeout(Duration::from_secs(180), f)
+            .await
+            .expect("test exceeded 180 s");
+    });
+}
+
+async fn sh(t: &Transport, script: &str) -> String {
+    let out = t.run_script(script, Duration::from_secs(10)).await.unwrap();
+    out.stdout_text()
+}
+
+async fn step(spec: StepSpec, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, steps::StepError> {
+    steps::run(&spec, ctx).await
+}
+
+fn fast_verify() -> VerifyParams {
+    VerifyParams {
+        timeout: Duration::from_secs(10),
+        settle: Duration::from_millis(500),
+        poll: Duration::from_millis(100),
+        fail_patterns: vec![],
+    }
+}
+
+#[test]
+fn upload_is_content_addressed_skipped_when_present_and_rejects_corruption() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "build-a", "normal", 0);
+    let b = release(dir.path(), "build-b", "normal", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        let first = step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        assert!(matches!(first, StepOutcome::Done { .. }), "{first:?}");
+        let rel_a = format!("/data/prover/releases/{}", a.sha256);
+        assert_eq!(
+            sh(&t, &format!("sha256sum {rel_a}/prover | cut -d' ' -f1")).await,
+            a.sha256
+        );
+        let second = step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&second, StepOutcome::Skipped { reason } if reason.contains("already present")),
+            "{second:?}"
+        );
+
+        let mut ctx = StepCtx::new(&host, &t, &b);
+        ctx.faults.corrupt_upload = true;
+        let err = step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("sha256 mismatch") && msg.contains(&b.sha256) && msg.contains("upload"),
+            "{msg}"
+        );
+        // Release A untouched, nothing of B left behind.
+        assert_eq!(
+            sh(&t, &format!("sha256sum {rel_a}/prover | cut -d' ' -f1")).await,
+            a.sha256
+        );
+        assert_eq!(sh(&t, "ls -A /data/prover/releases").await, a.sha256);
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
+fn upload_to_a_full_disk_fails_clearly_and_leaves_nothing_behind() {
+    let Some((_lab, host)) = lab(Some(2 << 20)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let big = release(dir.path(), "big", "normal", 8 << 20);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &big);
+        let err = step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("disk is full") && msg.contains("temporary files removed"),
+            "{msg}"
+        );
+        assert_eq!(sh(&t, "ls -A /data/prover/releases").await, "");
+        assert_eq!(
+            sh(&t, "df --output=used -B1 /data | tail -1")
+                .await
+                .trim()
+                .parse::<u64>()
+                .unwrap()
+                < (1 << 20),
+            true
+        );
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
+fn rollout_start_detaches_verify_passes_and_rollback_restores_the_previous_release() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "roll-a", "normal", 0);
+    let b = release(dir.path(), "roll-b", "normal", 0);
+    bounded(async {
+        // Release A: upload, start, and the daemon must outlive the connection.
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        let began = Instant::now();
+        let started = step(StepSpec::Start(StartParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        let took = began.elapsed();
+        assert!(
+            took < Duration::from_secs(3),
+            "start took {took:?}: {started:?}"
+        );
+        let pid_a = ctx.state.started.as_ref().unwrap().pid;
+        t.close().await.unwrap();
+
+        let t = Transport::connect(&host).await.unwrap();
+        let alive = sh(&t, &format!("readlink /proc/{pid_a}/exe")).await;
+        assert_eq!(
+            alive,
+            format!("/data/prover/releases/{}/prover", a.sha256),
+            "daemon died with the SSH session"
+        );
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        let v = step(StepSpec::Verify(fast_verify()), &mut ctx)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&v, StepOutcome::Done { detail } if detail.contains("roll-a")),
+            "{v:?}"
+        );
+
+        // Release B: the full sequence.
+        let mut ctx = StepCtx::new(&host, &t, &b);
+        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        let d = step(StepSpec::Drain(DrainParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&d, StepOutcome::Done { detail } if detail.contains("after SIGTERM")),
+            "{d:?}"
+        );
+        step(
+            StepSpec::WaitRelease(WaitReleaseParams::default()),
+            &mut ctx,
+        )
+        .await
+        .unwrap();
+        step(StepSpec::Start(StartParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        step(StepSpec::Verify(fast_verify()), &mut ctx)
+            .await
+            .unwrap();
+        let smoke = step(StepSpec::Smoke(Default::default()), &mut ctx)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&smoke, StepOutcome::Done { detail } if detail.contains("1 new timing record")),
+            "{smoke:?}"
+        );
+        assert_eq!(sh(&t, "cat /data/prover/state/previous").await, a.sha256);
+        let log = sh(&t, "cat /data/prover/logs/prover.log").await;
+        assert!(
+            log.contains("build=roll-a")
+                && log.contains("INFO drained")
+                && log.contains("build=roll-b"),
+            "{log}"
+        );
+
+        // Rollback: back to A, B recorded as previous.
+        let mut ctx = StepCtx::new(&host, &t, &b);
+        let r = step(StepSpec::Rollback(Default::default()), &mut ctx)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&r, StepOutcome::Done { detail } if detail.contains("rolled back")),
+            "{r:?}"
+        );
+        assert_eq!(
+            sh(&t, "readlink /data/prover/current").await,
+            format!("releases/{}", a.sha256)
+        );
+        assert_eq!(sh(&t, "cat /data/prover/state/previous").await, b.sha256);
+        let v = step(StepSpec::Verify(fast_verify()), &mut ctx)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&v, StepOutcome::Done { detail } if detail.contains("roll-a")),
+            "{v:?}"
+        );
+        // Start refuses while a daemon runs.
+        let err = step(StepSpec::Start(StartParams::default()), &mut ctx)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("still running"), "{err}");
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
+fn rollback_without_a_previous_release_fails_clearly() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "only", "normal", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        let err = step(StepSpec::Rollback(Default::default()), &mut ctx)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no previous release"), "{err}");
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
+fn drain_sigkills_a_daemon_that_ignores_sigterm() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let stubborn = release(dir.path(), "stubborn", "ignore_term", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &stubborn);
+        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        step(StepSpec::Start(StartParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        step(StepSpec::Verify(fast_verify()), &mut ctx)
+            .await
+            .unwrap();
+        let pid = ctx.state.started.as_ref().unwrap().pid;
+        let params = DrainParams {
+            timeout: Duration::from_secs(1),
+            ..Default::default()
+        };
+        let began = Instant::now();
+        let out = step(StepSpec::Drain(params), &mut ctx).await.unwrap();
+        assert!(
+            matches!(&out, StepOutcome::Done { detail } if detail.contains("ignored SIGTERM") && detail.contains("SIGKILL")),
+            "{out:?}"
+        );
+        assert!(
+            began.elapsed() < Duration::from_secs(8),
+            "{:?}",
+            began.elapsed()
+        );
+        assert!(ctx.state.drained.as_ref().unwrap().killed);
+        assert_eq!(
+            sh(
+                &t,
+                &format!("[ -d /proc/{pid} ] && cat /proc/{pid}/status | grep State || echo gone")
+            )
+            .await,
+            "gone"
+        );
+        // Nothing left to drain: the pid file is stale now.
+        let again = step(StepSpec::Drain(DrainParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&again, StepOutcome::Skipped { reason } if reason.contains("stale") || reason.contains("no pid file")),
+            "{again:?}"
+        );
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
+fn wait_release_deadline_fails_with_numbers_and_nothing_is_started() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "wr", "normal", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        step(StepSpec::Start(StartParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        step(StepSpec::Verify(fast_verify()), &mut ctx)
+            .await
+            .unwrap();
+        step(StepSpec::Drain(DrainParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        // More MemAvailable than any machine has: the memory never "comes back".
+        let params = WaitReleaseParams {
+            timeout: Duration::from_secs(1),
+            min_available: Some(steps::ByteSize::parse("64TiB").unwrap()),
+            ..Default::default()
+        };
+        let err = step(StepSpec::WaitRelease(params), &mut ctx)
+            .await
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("not released within 1.0s")
+                && msg.contains("MemAvailable")
+                && msg.contains("< 64TiB"),
+            "{msg}"
+        );
+        assert!(msg.contains("NOT started"), "{msg}");
+        assert_eq!(
+            sh(
+                &t,
+                "[ -e /data/prover/run/prover.pid ] && echo running || echo none"
+            )
+            .await,
+            "none"
+        );
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
+fn verify_catches_a_build_that_crashes_at_start_and_one_that_panics() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let crash = release(dir.path(), "crash", "crash", 0);
+    let panic = release(dir.path(), "panic", "panic", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &crash);
+        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        step(StepSpec::Start(StartParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        let err = step(StepSpec::Verify(fast_verify()), &mut ctx)
+            .await
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("has exited") && msg.contains("cannot bind"),
+            "{msg}"
+        );
+
+        let mut ctx = StepCtx::new(&host, &t, &panic);
+        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        step(StepSpec::Start(StartParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        let err = step(StepSpec::Verify(fast_verify()), &mut ctx)
+            .await
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("failure lines")
+                && msg.contains("panicked")
+                && msg.contains("engine lost its device"),
+            "{msg}"
+        );
+        assert!(
+            !msg.contains("crash"),
+            "old log lines must not count: {msg}"
+        );
+        step(StepSpec::Drain(DrainParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
+fn lock_refuses_a_second_holder_and_names_the_first() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let first = acquire_lock(&host, &t, "run-1").await.unwrap();
+        let err = acquire_lock(&host, &t, "run-2").await.unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("locked by run=run-1") && msg.contains("/data/prover/state/lock"),
+            "{msg}"
+        );
+        release_lock(&host, &t, &first).await.unwrap();
+        let second = acquire_lock(&host, &t, "run-2").await.unwrap();
+        // A stale guard cannot remove someone else's lock.
+        assert!(release_lock(&host, &t, &first).await.is_err());
+        release_lock(&host, &t, &second).await.unwrap();
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_host_that_is_down_gives_a_bounded_clear_error() {
+    let Some((lab, mut host)) = lab(None) else {
+        return;
+    };
+    // An address on the lab's bridge that no host owns.
+    let (net, _) = lab.subnet();
+    let o = net.octets();
+    host.address = format!("{}.{}.{}.250", o[0], o[1], o[2]);
+    host.connect_timeout_s = 1;
+    bounded(async {
+        let began = Instant::now();
+        let err = Transport::connect(&host).await.unwrap_err();
+        let took = began.elapsed();
+        let msg = err.to_string();
+        assert!(took < Duration::from_secs(30), "took {took:?}");
+        assert!(
+            msg.contains(&host.name) && msg.contains(&host.address) && msg.contains("fix:"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("3 attempt"),
+            "transient failures are retried: {msg}"
+        );
+    });
+}
+
+#[test]
+fn ssh_commands_are_quoted_deadlined_and_share_one_connection() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let out = t
+            .run(
+                &["printf", "%s|", "a b", "$(id)", "it's", ""],
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), "a b|$(id)|it's||");
+        let began = Instant::now();
+        let err = t
+            .run(&["sleep", "60"], Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("did not finish within 1s"),
+            "{err}"
+        );
+        assert!(began.elapsed() < Duration::from_secs(6));
+        // More concurrent commands than sshd's MaxSessions: the semaphore queues them.
+        let t = std::sync::Arc::new(t);
+        let tasks: Vec<_> = (0..24)
+            .map(|i| {
+                let t = t.clone();
+                tokio::spawn(async move {
+                    t.run(&["echo", &i.to_string()], Duration::from_secs(20))
+                        .await
+                })
+            })
+            .collect();
+        for (i, task) in tasks.into_iter().enumerate() {
+            let out = task.await.unwrap().unwrap();
+            assert_eq!(out.stdout_text(), i.to_string());
+        }
+        let t = std::sync::Arc::try_unwrap(t).unwrap();
+        t.close().await.unwrap();
+    });
+}
