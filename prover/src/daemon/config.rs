@@ -141,7 +141,7 @@ pub struct Pool {
     /// Allocated at start, before `ready`: `auto` sizes it for the pipeline's
     /// partitions of the largest preload entry.
     pub preallocate: BudgetSize,
-    /// Most the pool may hold; `None` = the whole budget.
+    /// Most the pool may hold; `None` = half the budget (the rest is for working sets).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<ByteSize>,
     /// Idle regions are returned after this long unused.
@@ -193,8 +193,9 @@ impl Default for Gpu {
 pub struct Synthesis {
     /// Synthesis worker threads.
     pub concurrency: u32,
-    /// Synthesised partitions that may wait for a device; 0 turns pipelining
-    /// off (each device worker synthesises its own partition, then proves it).
+    /// Partitions synthesised ahead of the devices (being synthesised or
+    /// waiting for a device); workers beyond it idle. 0 turns pipelining off
+    /// (each device worker synthesises its own partition, then proves it).
     pub lookahead: u32,
 }
 

@@ -5,7 +5,7 @@
 //! ```text
 //! submit ─▶ tasks (FIFO, unbounded; the job count is bounded by queue.max_jobs)
 //!        ─▶ synthesis workers ×concurrency: budget reservation, pool checkout, synthesize
-//!        ─▶ ready queue (bounded: lookahead) ─▶ device workers ×(devices × workers_per_device):
+//!        ─▶ ready queue (at most `lookahead` partitions ahead) ─▶ device workers ×(devices × workers_per_device):
 //!           prove, verify ─▶ the job's result; timing record, TIMELINE events, metrics
 //! ```
 //!
@@ -13,9 +13,13 @@
 //! synthesises a partition and then proves it (pipelining off).
 //!
 //! Memory admission: every partition takes a budget reservation for its
-//! working set before synthesis, and its buffers come from the pool, which
-//! reserves against the same budget; both block (FIFO) while memory is short,
-//! so jobs wait instead of the host running out. A panic in synthesis or
+//! working set (MSM scalars, backend scratch) before synthesis, then checks
+//! its buffers out of the pool, which reserves against the same budget but
+//! may hold at most `pool.max_bytes` of it (half the budget by default), so
+//! pool growth and working sets never wait on each other. Both waits block
+//! (FIFO) while memory is short: jobs wait instead of the host running out.
+//! A partition never waits for memory while holding pool buffers, so waits
+//! cannot form a cycle. A panic in synthesis or
 //! proving fails that job with the panic's message; the workers live on.
 
 use crate::backend::{Backend, BackendTimes};
@@ -59,14 +63,17 @@ pub enum SubmitError {
     #[error("partitions must be between 1 and {max}, got {got}")]
     BadPartitions { got: u32, max: u32 },
     #[error(
-        "a partition of {circuit} at size {size} needs {need} bytes of memory but the budget \
-         allows at most {limit} bytes per partition"
+        "a partition of {circuit} at size {size} needs {pool_need} bytes of pool buffers and \
+         {working} bytes of working memory, but the pool may hold {pool_max} bytes and the rest \
+         of the memory budget is {working_max} bytes"
     )]
     TooLarge {
         circuit: String,
         size: u64,
-        need: u64,
-        limit: u64,
+        pool_need: u64,
+        pool_max: u64,
+        working: u64,
+        working_max: u64,
     },
     #[error("queue is full: {depth} jobs accepted and not finished (queue.max_jobs = {max}); retry later")]
     QueueFull { depth: u64, max: u64 },
@@ -329,20 +336,29 @@ impl Engine {
                 }
             }
         } else {
-            let (ready_tx, ready_rx) = bounded::<Ready>(parts.lookahead as usize);
+            // `lookahead` slots: a synthesis worker takes one before it starts a
+            // partition, a device worker gives it back when it picks the
+            // partition up, so at most `lookahead` partitions are synthesised
+            // (or being synthesised) and not yet on a device.
+            let slots = bounded::<()>(parts.lookahead as usize);
+            for _ in 0..parts.lookahead {
+                let _ = slots.0.send(());
+            }
+            let (ready_tx, ready_rx) = unbounded::<Ready>();
             for i in 0..parts.concurrency {
                 let (s, rx, tx) = (shared.clone(), tasks_rx.clone(), ready_tx.clone());
+                let slots = slots.clone();
                 threads.push(spawn(
                     format!("synth-{i}"),
-                    Box::new(move || synthesis_worker(&s, rx, tx)),
+                    Box::new(move || synthesis_worker(&s, rx, tx, slots)),
                 )?);
             }
             for (d, dev) in shared.devices.iter().enumerate() {
                 for w in 0..dev.workers {
-                    let (s, rx) = (shared.clone(), ready_rx.clone());
+                    let (s, rx, slot_tx) = (shared.clone(), ready_rx.clone(), slots.0.clone());
                     threads.push(spawn(
                         format!("device-{d}.{w}"),
-                        Box::new(move || device_worker(&s, d, rx)),
+                        Box::new(move || device_worker(&s, d, rx, slot_tx)),
                     )?);
                 }
             }
@@ -393,15 +409,18 @@ impl Engine {
         }
         let shape = self.shape(kind, req.size)?;
         let pool_need = pool_bytes(&shape);
-        let need = pool_need + working_bytes(&shape);
+        let working = working_bytes(&shape);
+        // The pool may hold `pool_max`; working sets live in the rest of the budget.
         let budget = self.shared.budget.total();
-        let pool_max = self.shared.pool.limits().max_bytes;
-        if need > budget || pool_need > pool_max {
+        let pool_max = self.shared.pool.limits().max_bytes.min(budget);
+        if pool_need > pool_max || working > budget - pool_max {
             return Err(SubmitError::TooLarge {
                 circuit: kind.to_string(),
                 size: req.size,
-                need,
-                limit: budget.min(pool_max.saturating_add(need - pool_need)),
+                pool_need,
+                pool_max,
+                working,
+                working_max: budget - pool_max,
             });
         }
         let rs_seed = req.rs_seed.unwrap_or_else(rand::random);
@@ -929,9 +948,21 @@ pub fn proof_bytes(proof: &Proof<Bls12>) -> Vec<u8> {
     out
 }
 
-fn synthesis_worker(shared: &Shared, tasks: Receiver<Task>, ready: Sender<Ready>) {
-    while let Ok(task) = tasks.recv() {
+fn synthesis_worker(
+    shared: &Shared,
+    tasks: Receiver<Task>,
+    ready: Sender<Ready>,
+    (slot_tx, slot_rx): (Sender<()>, Receiver<()>),
+) {
+    // Slots are only ever returned, never dropped, so a worker waiting for
+    // one at shutdown gets it and sees the closed task queue.
+    while slot_rx.recv().is_ok() {
+        let Ok(task) = tasks.recv() else {
+            let _ = slot_tx.send(());
+            return;
+        };
         if !shared.start_partition(&task) {
+            let _ = slot_tx.send(());
             continue;
         }
         match shared.synthesize(task, None) {
@@ -941,15 +972,20 @@ fn synthesis_worker(shared: &Shared, tasks: Receiver<Task>, ready: Sender<Ready>
                     // Device workers are gone (shutdown): fail the partition.
                     let r = e.into_inner();
                     shared.fail_early(r.task, "the daemon is shutting down".into(), r.phases_ms);
+                    let _ = slot_tx.send(());
                 }
             }
-            Err((task, e, phases)) => shared.fail_early(task, e, phases),
+            Err((task, e, phases)) => {
+                shared.fail_early(task, e, phases);
+                let _ = slot_tx.send(());
+            }
         }
     }
 }
 
-fn device_worker(shared: &Shared, d: usize, ready: Receiver<Ready>) {
+fn device_worker(shared: &Shared, d: usize, ready: Receiver<Ready>, slot_tx: Sender<()>) {
     while let Ok(r) = ready.recv() {
+        let _ = slot_tx.send(());
         shared.prove(d, r);
     }
 }

@@ -403,8 +403,9 @@ fn make_pool(
     per_partition: &[usize],
     device_workers: u32,
 ) -> Result<PinnedPool, DaemonError> {
+    let max_bytes = pool_max_bytes(config, budget.total())?;
     let limits = PoolLimits {
-        max_bytes: config.pool.max_bytes.map_or(u64::MAX, |b| b.0),
+        max_bytes,
         idle_shrink_after: config.pool.idle_shrink_after.0,
         checkout_timeout: CHECKOUT_TIMEOUT,
     };
@@ -448,7 +449,7 @@ fn make_pool(
     };
     let name = allocator.name();
     let pool = PinnedPool::new(allocator, budget, limits);
-    let sizes = prealloc_sizes(config, per_partition, device_workers);
+    let sizes = prealloc_sizes(config, per_partition, device_workers, max_bytes);
     if sizes.is_empty() {
         tracing::info!(allocator = name, "pinned pool allocated 0 bytes in 0 ms");
     } else {
@@ -461,15 +462,42 @@ fn make_pool(
     Ok(pool)
 }
 
+/// The pool's cap: `pool.max_bytes`, or half the budget; it must leave part
+/// of the budget for proving's working memory.
+fn pool_max_bytes(config: &Config, budget: u64) -> Result<u64, DaemonError> {
+    match config.pool.max_bytes {
+        None => Ok(budget / 2),
+        Some(b) if b.0 < budget => Ok(b.0),
+        Some(b) => Err(step("pool.max_bytes")(format!(
+            "{} bytes leave nothing of the {budget}-byte memory budget for proving's working memory; \
+             set it below the budget (default: half)",
+            b.0
+        ))),
+    }
+}
+
 /// Regions to allocate at start: `auto` = one partition's buffers for every
 /// partition the pipeline holds at once (synthesis workers, the lookahead
 /// queue, device workers); a byte count = as many whole partitions as fit
-/// (one region of that size when nothing is preloaded).
-fn prealloc_sizes(config: &Config, per_partition: &[usize], device_workers: u32) -> Vec<usize> {
+/// (one region of that size when nothing is preloaded). `auto` stays within
+/// `max_bytes`, the pool's cap.
+fn prealloc_sizes(
+    config: &Config,
+    per_partition: &[usize],
+    device_workers: u32,
+    max_bytes: u64,
+) -> Vec<usize> {
     let one: usize = per_partition.iter().sum();
     match config.pool.preallocate {
+        BudgetSize::Auto if one == 0 => Vec::new(),
         BudgetSize::Auto => {
-            let n = config.synthesis.concurrency + config.synthesis.lookahead + device_workers;
+            let page = crate::pool::page_size();
+            let rounded: u64 = per_partition
+                .iter()
+                .map(|b| b.div_ceil(page) * page)
+                .sum::<usize>() as u64;
+            let want = u64::from(config.synthesis.lookahead.max(1) + device_workers);
+            let n = want.min(max_bytes / rounded.max(1));
             (0..n).flat_map(|_| per_partition.iter().copied()).collect()
         }
         BudgetSize::Bytes(0) => Vec::new(),
@@ -491,12 +519,16 @@ mod tests {
         c.synthesis.concurrency = 2;
         c.synthesis.lookahead = 1;
         let per = [100, 100, 100, 8, 40];
-        assert_eq!(prealloc_sizes(&c, &per, 1).len(), 4 * 5);
+        // lookahead 1 + one device worker, room for plenty.
+        assert_eq!(prealloc_sizes(&c, &per, 1, u64::MAX).len(), 2 * 5);
+        // Five pages per partition: a cap of 7 pages leaves room for one.
+        let page = crate::pool::page_size() as u64;
+        assert_eq!(prealloc_sizes(&c, &per, 1, 7 * page).len(), 5);
         c.pool.preallocate = BudgetSize::Bytes(700);
-        assert_eq!(prealloc_sizes(&c, &per, 1).len(), 2 * 5);
+        assert_eq!(prealloc_sizes(&c, &per, 1, u64::MAX).len(), 2 * 5);
         c.pool.preallocate = BudgetSize::Bytes(0);
-        assert!(prealloc_sizes(&c, &per, 1).is_empty());
+        assert!(prealloc_sizes(&c, &per, 1, u64::MAX).is_empty());
         c.pool.preallocate = BudgetSize::Bytes(4096);
-        assert_eq!(prealloc_sizes(&c, &[], 1), vec![4096]);
+        assert_eq!(prealloc_sizes(&c, &[], 1, u64::MAX), vec![4096]);
     }
 }

@@ -1,0 +1,684 @@
+//! End-to-end tests of the daemon: the real `prover` binary started on a free
+//! loopback port in a temporary install dir, driven over HTTP.
+
+use fleet_wire::api::{JobState, JobStatus, Ready, Status, SubmitResponse};
+use fleet_wire::timing::{TimelineKind, TimingLine};
+use prover::backend::cpu::CpuBackend;
+use prover::circuit::{self, CircuitKind};
+use prover::daemon::engine::proof_bytes;
+use prover::params::ParamStore;
+use prover::prove::{create_proof, partition_randomness};
+use reqwest::blocking::{Client, RequestBuilder, Response};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "test-token";
+const SIZE: u64 = 1024;
+
+/// A daemon process in its own temporary install dir; killed and cleaned up on drop.
+struct Daemon {
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    port: u16,
+    http: Client,
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// The test defaults (CPU backend, 1 GiB budget, chain/1024 preloaded) with
+/// `extra` TOML merged over them, table by table.
+fn config_text(port: u16, extra: &str) -> String {
+    let base = format!(
+        "listen = \"127.0.0.1:{port}\"\napi_token = \"{TOKEN}\"\ndrain_timeout = \"60s\"\n\
+         [gpu]\ndevices = []\n[memory]\nbudget = \"1GiB\"\n[[preload]]\ncircuit = \"chain\"\nsize = {SIZE}\n"
+    );
+    fn merge(into: &mut toml::Table, from: toml::Table) {
+        for (k, v) in from {
+            match (into.get_mut(&k), v) {
+                (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
+                (_, v) => {
+                    into.insert(k, v);
+                }
+            }
+        }
+    }
+    let mut table: toml::Table = base.parse().expect("base config");
+    merge(&mut table, extra.parse().expect("extra config"));
+    toml::to_string(&table).expect("config text")
+}
+
+impl Daemon {
+    /// Starts a daemon whose config is the test defaults plus `extra` TOML.
+    fn start(extra: &str) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        std::fs::write(dir.path().join("prover.toml"), config_text(port, extra))
+            .expect("write config");
+        let mut d = Daemon {
+            dir,
+            child: None,
+            port,
+            http: Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()
+                .expect("client"),
+        };
+        d.child = Some(d.spawn());
+        d.wait_ready(Duration::from_secs(120));
+        d
+    }
+
+    fn spawn(&self) -> Child {
+        self.command().spawn().expect("spawn prover daemon")
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_prover"));
+        c.args(["daemon", "--config", "prover.toml"])
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn get(&self, path: &str) -> RequestBuilder {
+        self.http.get(self.url(path)).bearer_auth(TOKEN)
+    }
+
+    fn send(&self, req: RequestBuilder) -> (StatusCode, Value) {
+        let resp: Response = req.send().expect("request");
+        let status = resp.status();
+        let text = resp.text().expect("body");
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    fn submit(&self, body: Value) -> (StatusCode, Value) {
+        self.send(
+            self.http
+                .post(self.url("/v1/jobs"))
+                .bearer_auth(TOKEN)
+                .json(&body),
+        )
+    }
+
+    fn submit_ok(&self, body: Value) -> String {
+        let (status, v) = self.submit(body);
+        assert_eq!(status, StatusCode::ACCEPTED, "{v}");
+        let r: SubmitResponse = serde_json::from_value(v).expect("submit response");
+        r.job_id
+    }
+
+    fn wait_job(&self, id: &str) -> JobStatus {
+        let (status, v) = self.send(self.get(&format!("/v1/jobs/{id}/wait?timeout=100s")));
+        assert_eq!(status, StatusCode::OK, "{v}");
+        let job: JobStatus = serde_json::from_value(v).expect("job status");
+        assert!(job.state.is_finished(), "job {id} did not finish: {job:?}");
+        job
+    }
+
+    fn status(&self) -> Status {
+        let (code, v) = self.send(self.get("/status"));
+        assert_eq!(code, StatusCode::OK);
+        serde_json::from_value(v).expect("status")
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!("daemon exited during start-up: {st}\n{}", self.log());
+            }
+            if let Ok(r) = self.get("/readyz").timeout(Duration::from_secs(2)).send() {
+                if r.status() == StatusCode::OK {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("daemon not ready within {timeout:?}\n{}", self.log());
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.path("logs/prover.log")).unwrap_or_default()
+    }
+
+    fn timing_lines(&self) -> Vec<TimingLine> {
+        let text = std::fs::read_to_string(self.path("logs/timing.jsonl")).expect("timing log");
+        text.lines()
+            .map(|l| TimingLine::parse(l).unwrap_or_else(|e| panic!("bad timing line {l:?}: {e}")))
+            .collect()
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: plain kill(2) on our own child.
+        let rc = unsafe { libc::kill(self.pid() as i32, sig) };
+        assert_eq!(rc, 0, "kill failed");
+    }
+
+    fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let child = self.child.as_mut().expect("running");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = child.try_wait().expect("try_wait") {
+                self.child = None;
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "daemon did not exit within {timeout:?}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The one-shot library proof for the same circuit, parameters and seeds.
+fn library_proof(params_dir: &Path, seed: u64, rs_seed: u64, partition: u32) -> String {
+    let store = ParamStore::open(params_dir).expect("param store");
+    let params = store
+        .load(CircuitKind::Chain, SIZE as usize)
+        .expect("params");
+    let (c, _) = circuit::bundled(CircuitKind::Chain, SIZE as usize, seed).expect("circuit");
+    let (r, s) = partition_randomness(rs_seed, partition);
+    let pool = prover::synthesis::heap_pool(1 << 30);
+    let proof = create_proof(c, params.as_ref(), r, s, &CpuBackend::new(), &pool).expect("prove");
+    hex::encode(proof_bytes(&proof))
+}
+
+#[test]
+fn proofs_over_http_are_verified_and_byte_identical_to_the_library() {
+    let d = Daemon::start("");
+    let id = d.submit_ok(
+        json!({"circuit": "chain", "size": SIZE, "partitions": 2, "seed": 7, "rs_seed": 11}),
+    );
+    let job = d.wait_job(&id);
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    let result = job.result.expect("result");
+    assert!(result.verified);
+    assert_eq!(result.proofs.len(), 2);
+    for p in &result.proofs {
+        assert!(p.verified);
+        assert_eq!(
+            p.proof,
+            library_proof(&d.path("params"), 7, 11, p.partition),
+            "partition {}",
+            p.partition
+        );
+    }
+    assert!(result.timing.total_ms > 0.0);
+
+    // Poll, cancel of a finished job, unknown job.
+    let (code, v) = d.send(d.get(&format!("/v1/jobs/{id}")));
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(v["state"], "done");
+    let (code, v) = d.send(
+        d.http
+            .delete(d.url(&format!("/v1/jobs/{id}")))
+            .bearer_auth(TOKEN),
+    );
+    assert_eq!((code, v["state"].as_str()), (StatusCode::OK, Some("done")));
+    let (code, v) = d.send(d.get("/v1/jobs/nope"));
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+
+    // Health, readiness, status, metrics.
+    let (code, v) = d.send(d.http.get(d.url("/healthz")));
+    assert_eq!((code, v["alive"].as_bool()), (StatusCode::OK, Some(true)));
+    let (code, v) = d.send(d.get("/readyz"));
+    assert_eq!(code, StatusCode::OK);
+    let ready: Ready = serde_json::from_value(v).expect("ready");
+    assert!(ready.ready);
+    let st = d.status();
+    assert_eq!(st.proofs_completed, 1);
+    assert_eq!(st.queue.depth, 0);
+    assert_eq!(st.pid, d.pid());
+    assert_eq!(st.backend, "cpu");
+    assert_eq!(st.build, prover::BUILD_HASH);
+    assert!(st.budget.total_bytes == 1 << 30);
+    assert!(st.pool.held_bytes > 0, "pool preallocated: {:?}", st.pool);
+    assert!(st.last_proof_ms.is_some());
+    let text = d
+        .get("/metrics")
+        .send()
+        .expect("metrics")
+        .text()
+        .expect("text");
+    for name in fleet_wire::metrics::ALL {
+        assert!(text.contains(name), "{name} missing");
+    }
+    assert!(text.contains("prover_proofs_completed_total 1"), "{text}");
+    assert!(text.contains("phase=\"msm\""), "{text}");
+
+    // The client subcommands read address and token from the config.
+    let out = Command::new(env!("CARGO_BIN_EXE_prover"))
+        .args([
+            "client",
+            "submit",
+            "--config",
+            "prover.toml",
+            "--size",
+            "1024",
+            "--seed",
+            "7",
+            "--rs-seed",
+            "11",
+            "--wait",
+        ])
+        .current_dir(d.dir.path())
+        .output()
+        .expect("client submit");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job: JobStatus = serde_json::from_slice(&out.stdout).expect("client output");
+    assert_eq!(
+        job.result.expect("result").proofs[0].proof,
+        result.proofs[0].proof
+    );
+    let ready = Command::new(env!("CARGO_BIN_EXE_prover"))
+        .args(["client", "ready", "--config", "prover.toml"])
+        .current_dir(d.dir.path())
+        .output()
+        .expect("client ready");
+    assert!(ready.status.success());
+
+    // The health probe sees this daemon.
+    let out = Command::new(env!("CARGO_BIN_EXE_prover"))
+        .args(["health", "--config", "prover.toml"])
+        .current_dir(d.dir.path())
+        .output()
+        .expect("health");
+    assert!(out.status.success());
+    let probe =
+        fleet_wire::health::Probe::parse(&String::from_utf8_lossy(&out.stdout)).expect("probe");
+    let dm = probe.daemon.expect("daemon section");
+    assert_eq!(dm.pid, Some(d.pid()));
+    assert!(dm.alive);
+    assert_eq!(dm.ready, Some(true));
+    assert_eq!(dm.build.as_deref(), Some(prover::BUILD_HASH));
+    assert!(
+        dm.vm_lck_bytes.unwrap_or(0) > 0,
+        "mlock pool shows as VmLck: {dm:?}"
+    );
+}
+
+#[test]
+fn bad_requests_get_4xx_with_clear_errors() {
+    let d = Daemon::start("[memory]\nbudget = \"64MiB\"\n");
+    let post = |body: &str| {
+        d.send(
+            d.http
+                .post(d.url("/v1/jobs"))
+                .bearer_auth(TOKEN)
+                .body(body.to_string()),
+        )
+    };
+    let (code, v) = post("{\"circuit\": \"chain\", ");
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request")),
+        "{v}"
+    );
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("invalid job JSON"),
+        "{v}"
+    );
+    let (code, v) = post(r#"{"circuit": "chain", "size": 1024, "colour": "red"}"#);
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert!(
+        v["detail"].as_str().unwrap_or_default().contains("colour"),
+        "{v}"
+    );
+    let (code, v) = d.submit(json!({"circuit": "poseidon", "size": 1024}));
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("unknown_circuit"))
+    );
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("chain, sha256"),
+        "{v}"
+    );
+    let (code, v) = d.submit(json!({"circuit": "chain", "size": 3}));
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("size_out_of_range")),
+        "{v}"
+    );
+    let (code, v) = d.submit(json!({"circuit": "chain", "size": 1 << 20}));
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("too_large_for_budget")
+        ),
+        "{v}"
+    );
+    let (code, v) = d.send(
+        d.http
+            .post(d.url("/v1/jobs"))
+            .json(&json!({"circuit": "chain", "size": 1024})),
+    );
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    );
+    let (code, _) = d.send(d.http.get(d.url("/status")).bearer_auth("wrong"));
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    let (code, v) = d.send(d.get("/v2/nothing"));
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+    let (code, _) = d.send(d.get("/v1/jobs/x/wait?timeout=soon"));
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+}
+
+#[test]
+fn a_full_queue_answers_429_and_accepts_again_once_drained() {
+    let d = Daemon::start("[queue]\nmax_jobs = 1\n");
+    let first =
+        d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 4, "rs_seed": 1}));
+    let (code, v) = d.submit(json!({"circuit": "chain", "size": SIZE}));
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, Some("queue_full")),
+        "{v}"
+    );
+    assert_eq!(d.wait_job(&first).state, JobState::Done);
+    let again = d.submit_ok(json!({"circuit": "chain", "size": SIZE}));
+    assert_eq!(d.wait_job(&again).state, JobState::Done);
+    let text = d
+        .get("/metrics")
+        .send()
+        .expect("metrics")
+        .text()
+        .expect("text");
+    assert!(
+        text.contains("prover_jobs_rejected_queue_full_total 1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn sigterm_mid_job_finishes_the_job_and_exits_zero() {
+    let mut d = Daemon::start("");
+    let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 4, "rs_seed": 3}));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, v) = d.send(d.get(&format!("/v1/jobs/{id}")));
+        if v["state"] == "running" {
+            break;
+        }
+        assert!(Instant::now() < deadline && v["state"] == "queued", "{v}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let waiter = {
+        let (url, http) = (
+            d.url(&format!("/v1/jobs/{id}/wait?timeout=60s")),
+            d.http.clone(),
+        );
+        std::thread::spawn(move || {
+            http.get(url)
+                .bearer_auth(TOKEN)
+                .send()
+                .and_then(|r| r.json::<JobStatus>())
+        })
+    };
+    d.signal(libc::SIGTERM);
+    // Intake stops at once; the job in flight still completes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match d
+            .http
+            .post(d.url("/v1/jobs"))
+            .bearer_auth(TOKEN)
+            .json(&json!({"circuit": "chain", "size": SIZE}))
+            .send()
+        {
+            Ok(r) if r.status() == StatusCode::SERVICE_UNAVAILABLE => break,
+            Ok(r) => assert!(
+                Instant::now() < deadline,
+                "submit during drain answered {}",
+                r.status()
+            ),
+            Err(_) => break, // already gone: the drain finished first
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let job = waiter.join().expect("waiter").expect("wait answer");
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    assert!(job.result.expect("result").verified);
+    let st = d.wait_exit(Duration::from_secs(60));
+    assert_eq!(st.code(), Some(0), "{}", d.log());
+    assert!(!d.path("run/prover.pid").exists(), "pid file removed");
+    let log = d.log();
+    let order = [
+        "starting",
+        "configuration loaded",
+        "pinned pool allocated",
+        "ready",
+        "draining",
+        "drained",
+        "exiting",
+    ];
+    let mut at = 0;
+    for line in order {
+        let pos = log[at..]
+            .find(line)
+            .unwrap_or_else(|| panic!("{line:?} missing after byte {at}:\n{log}"));
+        at += pos + line.len();
+    }
+    // Every line of the timing log parses; the job has all its records.
+    let lines = d.timing_lines();
+    let parts = lines
+        .iter()
+        .filter(
+            |l| matches!(l, TimingLine::Partition(p) if p.tag.job_id == id && p.error.is_none()),
+        )
+        .count();
+    let proofs = lines
+        .iter()
+        .filter(|l| matches!(l, TimingLine::Proof(p) if p.tag.job_id == id))
+        .count();
+    let ends = lines
+        .iter()
+        .filter(|l| matches!(l, TimingLine::Timeline(e) if e.job_id == id && e.event == TimelineKind::GpuEnd))
+        .count();
+    assert_eq!((parts, proofs, ends), (4, 1, 4));
+}
+
+#[test]
+fn a_second_daemon_on_the_same_pid_file_is_refused() {
+    let d = Daemon::start("");
+    let out = d
+        .command()
+        .stderr(Stdio::piped())
+        .output()
+        .expect("second daemon");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("pid {}", d.pid())), "{err}");
+    assert!(err.contains("run/prover.pid"), "{err}");
+    // The first one is unharmed.
+    assert_eq!(d.status().state, fleet_wire::api::DaemonState::Ready);
+}
+
+#[test]
+fn an_exhausted_budget_makes_partitions_wait_then_complete() {
+    // The pool (half the budget, 160 KiB) holds one partition's 132 KiB of buffers at a time.
+    let d = Daemon::start(
+        "[memory]\nbudget = \"320KiB\"\n[pool]\npreallocate = 0\n[synthesis]\nconcurrency = 2\nlookahead = 2\n",
+    );
+    let ids: Vec<String> = (0..2)
+        .map(|i| {
+            d.submit_ok(
+                json!({"circuit": "chain", "size": SIZE, "partitions": 2, "seed": i, "rs_seed": i}),
+            )
+        })
+        .collect();
+    for id in &ids {
+        let job = d.wait_job(id);
+        assert_eq!(job.state, JobState::Done, "{job:?}");
+        assert!(job.result.expect("result").verified);
+    }
+    let waited = d
+        .timing_lines()
+        .iter()
+        .filter_map(|l| match l {
+            TimingLine::Partition(p) => Some(
+                p.phases_ms
+                    .get(&fleet_wire::timing::Phase::BudgetWait)
+                    .unwrap_or(&0.0)
+                    + p.phases_ms
+                        .get(&fleet_wire::timing::Phase::PoolCheckout)
+                        .unwrap_or(&0.0),
+            ),
+            _ => None,
+        })
+        .fold(0.0f64, f64::max);
+    assert!(
+        waited > 20.0,
+        "no partition waited for memory (max {waited} ms)"
+    );
+    let st = d.status();
+    assert_eq!(st.proofs_completed, 2);
+    assert!(st.budget.total_bytes == 320 << 10);
+}
+
+fn daemon_config_error(text: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("prover.toml"), text).expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_prover"))
+        .args(["daemon", "--config", "prover.toml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run daemon");
+    assert_eq!(out.status.code(), Some(1));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn config_errors_name_the_key_path() {
+    let e = daemon_config_error("[pool]\nallocator = \"heap\"\nmax_bytes = \"12XB\"\n");
+    assert!(
+        e.contains(
+            "pool.max_bytes: invalid size \"12XB\": expected bytes or a number with KiB/MiB/GiB"
+        ),
+        "{e}"
+    );
+    let e = daemon_config_error("[queue]\nmax_jobz = 3\n");
+    assert!(
+        e.contains("queue.max_jobz") && e.contains("unknown field"),
+        "{e}"
+    );
+}
+
+/// (synthesis_start, synthesis_end, gpu_start, gpu_end) per partition, µs.
+fn intervals(lines: &[TimingLine], job: &str) -> HashMap<u32, [u64; 4]> {
+    let mut out: HashMap<u32, [u64; 4]> = HashMap::new();
+    for l in lines {
+        if let TimingLine::Timeline(e) = l {
+            if e.job_id != job {
+                continue;
+            }
+            let slot = match e.event {
+                TimelineKind::SynthesisStart => 0,
+                TimelineKind::SynthesisEnd => 1,
+                TimelineKind::GpuStart => 2,
+                TimelineKind::GpuEnd => 3,
+                _ => continue,
+            };
+            out.entry(e.partition).or_default()[slot] = e.ts_us;
+        }
+    }
+    out
+}
+
+/// Partitions k whose compute overlapped the synthesis of partition k+1.
+fn overlaps(iv: &HashMap<u32, [u64; 4]>) -> Vec<u32> {
+    (0..iv.len() as u32 - 1)
+        .filter(|k| {
+            let (cur, next) = (iv[k], iv[&(k + 1)]);
+            next[0] < cur[3] && next[1] > cur[2]
+        })
+        .collect()
+}
+
+#[test]
+fn pipelined_run_synthesises_the_next_partition_during_compute() {
+    let d = Daemon::start("[synthesis]\nconcurrency = 1\nlookahead = 1\n");
+    let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 8, "rs_seed": 5}));
+    assert_eq!(d.wait_job(&id).state, JobState::Done);
+    let iv = intervals(&d.timing_lines(), &id);
+    assert_eq!(iv.len(), 8);
+    for (p, t) in &iv {
+        assert!(
+            t[0] <= t[1] && t[1] <= t[2] && t[2] <= t[3],
+            "partition {p}: {t:?}"
+        );
+    }
+    assert!(!overlaps(&iv).is_empty(), "no overlap: {iv:?}");
+
+    // The same run unpipelined: synthesis only ever follows the previous compute.
+    let d = Daemon::start("[synthesis]\nconcurrency = 1\nlookahead = 0\n");
+    let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 8, "rs_seed": 5}));
+    assert_eq!(d.wait_job(&id).state, JobState::Done);
+    let iv = intervals(&d.timing_lines(), &id);
+    assert_eq!(iv.len(), 8);
+    assert!(overlaps(&iv).is_empty(), "lookahead = 0 overlapped: {iv:?}");
+}
+
+#[test]
+fn fixture_teardown_kills_the_daemon_and_removes_its_dir() {
+    let d = Daemon::start("");
+    let (pid, dir) = (d.pid(), d.dir.path().to_path_buf());
+    drop(d);
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "daemon {pid} still running"
+    );
+    assert!(!dir.exists());
+}
