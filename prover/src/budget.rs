@@ -586,6 +586,23 @@ mod tests {
         assert_eq!(meminfo_field(text, "Mem"), None);
     }
 
+    #[test]
+    fn cgroup_limit_files_read_unlimited_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("memory.max");
+        for (text, want) in [
+            ("max\n", None),
+            ("8589934592\n", Some(8u64 << 30)),
+            // cgroup v1's "unlimited": the largest page-aligned i64.
+            ("9223372036854771712\n", None),
+            ("garbage", None),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            assert_eq!(read_cgroup_limit(&file), want, "{text:?}");
+        }
+        assert_eq!(read_cgroup_limit(&dir.path().join("absent")), None);
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn auto_is_below_memtotal_by_the_margin() {
