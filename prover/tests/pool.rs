@@ -71,6 +71,15 @@ impl<A: HostAllocator> HostAllocator for Counting<A> {
     }
 }
 
+/// Spins (yielding) until `cond` holds; fails the test after [`BOUND`].
+fn wait_for(cond: impl Fn() -> bool, what: &str) {
+    let deadline = Instant::now() + BOUND;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
 fn limits(max_bytes: u64) -> PoolLimits {
     PoolLimits {
         max_bytes,
@@ -261,9 +270,9 @@ fn budget_waiter_wakes_when_memory_is_released() {
         tx.send(start.elapsed()).unwrap();
         r
     });
+    wait_for(|| budget.stats().waiters == 1, "the waiter to queue");
     // Not granted while the memory is held.
     assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
-    assert_eq!(budget.stats().waiters, 1);
     drop(held);
     let waited = rx.recv_timeout(BOUND).unwrap();
     assert!(waited >= Duration::from_millis(100) && waited < BOUND);
@@ -277,11 +286,7 @@ fn partial_release_wakes_a_waiter_that_now_fits() {
     let mut job = budget.reserve("job", 1000).unwrap();
     let b = budget.clone();
     let waiter = thread::spawn(move || b.reserve_timeout("next", 400, BOUND));
-    let deadline = Instant::now() + BOUND;
-    while budget.stats().waiters == 0 {
-        assert!(Instant::now() < deadline, "waiter never queued");
-        thread::yield_now();
-    }
+    wait_for(|| budget.stats().waiters == 1, "the waiter to queue");
     job.release_partial(300).unwrap();
     assert_eq!(budget.stats().waiters, 1, "300 bytes do not fit 400");
     job.release_partial(100).unwrap();
@@ -300,16 +305,42 @@ fn pool_waiter_wakes_when_a_buffer_comes_back() {
         p.checkout_timeout("second", PAGE, BOUND)
             .map(|b| (b.capacity(), start.elapsed()))
     });
-    let deadline = Instant::now() + BOUND;
-    while pool.stats().waits == 0 {
-        assert!(Instant::now() < deadline, "waiter never blocked");
-        thread::yield_now();
-    }
+    wait_for(|| pool.stats().waits == 1, "the checkout to block");
     drop(held);
     let (capacity, waited) = waiter.join().unwrap().unwrap();
     assert_eq!(capacity, 2 * PAGE, "served by the returned region");
     assert!(waited < BOUND);
     assert_eq!(alloc.allocs(), 1);
+}
+
+#[test]
+fn pool_waiters_are_served_in_order_and_a_timed_out_one_leaves_the_line() {
+    let (pool, _) = heap_pool(4 * PAGE as u64, 1 << 20);
+    let hold = pool.checkout("long job", 3 * PAGE).unwrap();
+    let p = pool.clone();
+    let big = thread::spawn(move || {
+        p.checkout_timeout("big", 4 * PAGE, Duration::from_millis(400))
+            .map(|b| b.capacity())
+    });
+    wait_for(|| pool.stats().waits == 1, "the big checkout to block");
+    let (tx, rx) = mpsc::channel();
+    let p = pool.clone();
+    let small = thread::spawn(move || {
+        let buf = p.checkout_timeout("small", PAGE, BOUND);
+        tx.send(()).unwrap();
+        buf.map(|b| b.capacity())
+    });
+    wait_for(|| pool.stats().waits == 2, "the small checkout to block");
+    // One page is free, but the big request queued first.
+    assert!(rx.recv_timeout(Duration::from_millis(150)).is_err());
+    assert!(matches!(
+        big.join().unwrap(),
+        Err(PoolError::Timeout { requested, .. }) if requested == 4 * PAGE as u64
+    ));
+    // Once the big one gave up, the small one goes without anything returned.
+    rx.recv_timeout(BOUND).unwrap();
+    assert_eq!(small.join().unwrap().unwrap(), PAGE);
+    drop(hold);
 }
 
 #[test]
