@@ -461,3 +461,33 @@ fn fleetctl_reaches_the_lab_through_its_inventory_and_transport() {
             .expect("teardown");
     });
 }
+
+/// A start that fails half-way (here: no time at all to wait for sshd)
+/// returns the error and leaves nothing behind.
+#[test]
+fn a_failed_start_reports_the_host_and_cleans_up_what_it_built() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let base = PathBuf::from(format!(
+        "/var/tmp/fleetlab-failed-start-{}",
+        std::process::id()
+    ));
+    let config = LabConfig {
+        base_dir: base.clone(),
+        start_timeout: Duration::ZERO,
+        ..LabConfig::new(4)
+    };
+    let err = Lab::start_with(config).expect_err("no host can be up in zero time");
+    let msg = err.to_string();
+    assert!(matches!(err, LabError::Timeout { .. }), "{msg}");
+    assert!(msg.starts_with("h0"), "names the host: {msg}");
+    let left: Vec<_> = std::fs::read_dir(&base)
+        .expect("base dir exists")
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<Result<_, _>>()
+        .expect("read base dir");
+    assert!(left.is_empty(), "left in {}: {left:?}", base.display());
+    std::fs::remove_dir(&base).expect("remove the empty base dir");
+}
