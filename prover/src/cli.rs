@@ -34,7 +34,7 @@ pub mod exit {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "prover", version = prover::VERSION, about = "Groth16 (BLS12-381) prover")]
+#[command(name = "prover", version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("PROVER_GIT_HASH"), ")"), about = "Groth16 (BLS12-381) prover")]
 pub struct Cli {
     /// Log filter (tracing-subscriber EnvFilter syntax); RUST_LOG overrides it.
     #[arg(long, global = true, default_value = "info", env = "PROVER_LOG")]
