@@ -83,6 +83,13 @@ pub struct BenchRow {
 /// Resets the kernel's peak-RSS mark to the current RSS; false when the
 /// kernel does not offer it.
 fn reset_peak() -> bool {
+    // Return freed heap pages first, so memory the previous run freed but the
+    // allocator kept does not hide this run's growth.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory back to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 

@@ -60,6 +60,8 @@ pub enum Command {
     Client(prover::daemon::command::ClientArgs),
     /// Print a JSON probe of this host: memory, the daemon, GPUs.
     Health(prover::daemon::command::HealthArgs),
+    /// Generate TEST-ONLY parameters (seeded toxic waste, NOT a trusted setup) into the cache.
+    Setup(prover::setup::SetupArgs),
 }
 
 /// `--backend`.
@@ -205,10 +207,11 @@ pub fn run_prove(args: ProveArgs) -> Result<u8> {
     if args.partitions == 0 {
         bail!("--partitions must be at least 1");
     }
-    let submitted = Instant::now();
     let kind = args.params.circuit;
     let size = args.params.size;
     let params = load_params(kind, size, &args.params.params_dir)?;
+    // The job starts once its parameters are in memory, as in the daemon.
+    let submitted = Instant::now();
     let backend = make_backend(args.backend, args.threads)?;
     let log = args
         .timing_log
