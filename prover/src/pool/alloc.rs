@@ -143,7 +143,14 @@ impl HostAllocator for MlockAllocator {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Region, PoolError> {
-        let len = bytes.max(1).next_multiple_of(page_size());
+        let len = bytes
+            .max(1)
+            .checked_next_multiple_of(page_size())
+            .ok_or_else(|| PoolError::Alloc {
+                allocator: self.name(),
+                bytes,
+                reason: "size overflows when rounded to whole pages".into(),
+            })?;
         // SAFETY: a fresh anonymous mapping; no existing memory is touched.
         let ptr = unsafe {
             libc::mmap(

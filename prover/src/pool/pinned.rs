@@ -207,7 +207,7 @@ impl PinnedPool {
     pub fn preallocate(&self, sizes: &[usize]) -> Result<Duration, PoolError> {
         let start = Instant::now();
         let sizes: Vec<u64> = sizes.iter().map(|s| self.inner.round(*s)).collect();
-        let total: u64 = sizes.iter().sum();
+        let total = saturating_sum(&sizes);
         self.inner.check_never_fits("preallocate", total)?;
         {
             let mut st = self.inner.state.lock();
@@ -298,7 +298,7 @@ impl PinnedPool {
     ) -> Result<Vec<PinnedBuf>, PoolError> {
         let start = Instant::now();
         let rounded: Vec<u64> = sizes.iter().map(|s| self.inner.round(*s)).collect();
-        let total: u64 = rounded.iter().sum();
+        let total = saturating_sum(&rounded);
         self.inner.check_never_fits(who, total)?;
         let deadline = self.deadline(Some(timeout));
 
@@ -343,6 +343,10 @@ impl PinnedPool {
     }
 }
 
+fn saturating_sum(sizes: &[u64]) -> u64 {
+    sizes.iter().fold(0u64, |a, b| a.saturating_add(*b))
+}
+
 /// Removes the idle regions `keep_going` accepts, visiting (and returning)
 /// them largest first.
 fn pick_largest_first(idle: &mut Vec<Idle>, mut take: impl FnMut(&Idle) -> bool) -> Vec<Idle> {
@@ -361,8 +365,13 @@ fn pick_largest_first(idle: &mut Vec<Idle>, mut take: impl FnMut(&Idle) -> bool)
 }
 
 impl Inner {
+    /// Whole pages; a size that cannot be rounded saturates, so it fails
+    /// the "can never fit" check instead of overflowing.
     fn round(&self, bytes: usize) -> u64 {
-        bytes.max(1).next_multiple_of(self.page) as u64
+        bytes
+            .max(1)
+            .checked_next_multiple_of(self.page)
+            .map_or(u64::MAX, |b| b as u64)
     }
 
     fn check_never_fits(&self, who: &str, total: u64) -> Result<(), PoolError> {
@@ -882,6 +891,20 @@ mod tests {
             (s.evictions, s.grows, s.bytes_pinned),
             (1, 3, 4 * PAGE as u64)
         );
+    }
+
+    #[test]
+    fn absurd_sizes_fail_cleanly() {
+        let p = pool(u64::MAX, 1 << 20);
+        assert!(matches!(
+            p.checkout("huge", usize::MAX),
+            Err(PoolError::Budget(BudgetError::ExceedsBudget {
+                requested: u64::MAX,
+                ..
+            }))
+        ));
+        assert!(p.checkout_many("two", &[usize::MAX / 2 + 1; 2]).is_err());
+        assert_eq!(p.stats().bytes_pinned, 0);
     }
 
     #[test]
