@@ -10,7 +10,7 @@
 //   U     = r-point DFT of u                         (in shared memory)
 //   y[(i - k)*r + k + m*p] = U[m] * post(index)      (post only on the last pass)
 // Inputs and outputs are in natural order, so no bit-reversal pass is needed
-// and coset shifts or the 1/n scale fold into the first load or last store.
+// and coset shifts or the 1/n scale fold into the last store.
 //
 // A block always holds 256 elements: 256/r independent DFTs side by side,
 // interleaved in shared memory (element j of DFT g at j*G + g) so that
@@ -21,17 +21,6 @@
 #define NTT_BLOCK_ELEMS 256
 #define NTT_MAX_LG_RADIX 8
 #define NTT_THREADS (NTT_BLOCK_ELEMS / 2)
-
-// Element y of a power table split in two: base^e = lo[e & lo_mask] * hi[e >> lo_bits].
-__device__ __forceinline__ fr pow_lookup(const fr *lo, const fr *hi, u32 lo_bits, u32 e)
-{
-    fr v = fr_load_ro(lo + (e & ((1u << lo_bits) - 1)));
-    u32 h = e >> lo_bits;
-    if (h != 0) {
-        v = fr_mul(v, fr_load_ro(hi + h));
-    }
-    return v;
-}
 
 __device__ __forceinline__ fr smem_get(const u64 *s, u32 idx)
 {
@@ -58,19 +47,24 @@ __device__ __forceinline__ u32 bit_reverse(u32 v, u32 bits)
 
 // Post-multiplication modes of the last pass.
 #define NTT_POST_NONE 0
-// Multiply by the single constant post_lo[0] (the 1/n of a plain inverse).
+// Multiply by the single constant post[0] (the 1/n of a plain inverse).
 #define NTT_POST_CONST 1
-// Multiply by post_lo[idx & mask] * post_hi[idx >> bits] (coset shift with 1/n folded in).
+// Multiply by post[idx] (coset shift with 1/n folded in).
 #define NTT_POST_TABLE 2
+// Write (fa[idx] * fb[idx] - value) * post[0] to y: a*b - c over Z(g) fused
+// into the last pass of c's coset NTT (y is a's buffer; each element is
+// read and written by the same thread).
+#define NTT_POST_MUL_SUB 3
 
-// One pass. `tw_lo`/`tw_hi` hold the powers of the transform's root w
-// (w = omega or omega^-1) split at `tw_bits`; `radix_tw` holds the powers of
-// the 2^NTT_MAX_LG_RADIX-th root of unity derived from the same w (first half).
+// One pass. `tw` holds omega^t for every t < n (a table lookup is cheaper
+// than the multiplication that would rebuild a twiddle); an inverse
+// transform reads omega^-t as omega^(n-t). `radix_tw` holds the first half
+// of the powers of the 2^NTT_MAX_LG_RADIX-th root of unity of the
+// transform's own direction.
 extern "C" __global__ void __launch_bounds__(NTT_THREADS)
-ntt_pass(const fr *__restrict__ x, fr *__restrict__ y, u32 lg_n, u32 lg_p, u32 deg,
-         const fr *__restrict__ tw_lo, const fr *__restrict__ tw_hi, u32 tw_bits,
-         const fr *__restrict__ radix_tw,
-         u32 post_mode, const fr *__restrict__ post_lo, const fr *__restrict__ post_hi, u32 post_bits)
+ntt_pass(const fr *__restrict__ x, fr *y, u32 lg_n, u32 lg_p, u32 deg,
+         const fr *__restrict__ tw, u32 inverse, const fr *__restrict__ radix_tw,
+         u32 post_mode, const fr *__restrict__ post, const fr *fa, const fr *__restrict__ fb)
 {
     __shared__ u64 s[4 * NTT_BLOCK_ELEMS];
 
@@ -95,7 +89,8 @@ ntt_pass(const fr *__restrict__ x, fr *__restrict__ y, u32 lg_n, u32 lg_p, u32 d
             // j*k*n/(p*r) < n fits in 32 bits for n <= 2^31.
             const u32 exp = (j * k) << (lg_n - lg_p - deg);
             if (exp != 0) {
-                v = fr_mul(v, pow_lookup(tw_lo, tw_hi, tw_bits, exp));
+                const u32 t = inverse ? (1u << lg_n) - exp : exp;
+                v = fr_mul(v, fr_load_ro(tw + t));
             }
         }
         smem_put(s, e, v);
@@ -141,10 +136,31 @@ ntt_pass(const fr *__restrict__ x, fr *__restrict__ y, u32 lg_n, u32 lg_p, u32 d
         const u32 out = ((i - k) << deg) + k + (m << lg_p);
         fr v = smem_get(s, bit_reverse(m, deg) * groups + g);
         if (post_mode == NTT_POST_CONST) {
-            v = fr_mul(v, fr_load_ro(post_lo));
+            v = fr_mul(v, fr_load_ro(post));
         } else if (post_mode == NTT_POST_TABLE) {
-            v = fr_mul(v, pow_lookup(post_lo, post_hi, post_bits, out));
+            v = fr_mul(v, fr_load_ro(post + out));
+        } else if (post_mode == NTT_POST_MUL_SUB) {
+            fr ab = fr_mul(fr_load(fa + out), fr_load(fb + out));
+            v = fr_mul(fr_sub(ab, v), fr_load_ro(post));
         }
         fr_store(y + out, v);
     }
+}
+
+// out[i] = scale_lo[i & mask] * hi[i >> bits] for i < n: expands a split
+// power table into a full one on the device (n multiplications here instead
+// of n on the host and n*32 bytes over PCIe).
+extern "C" __global__ void expand_powers(fr *__restrict__ out, const fr *__restrict__ lo,
+                                         const fr *__restrict__ hi, u32 bits, u32 n)
+{
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    fr v = fr_load_ro(lo + (i & ((1u << bits) - 1)));
+    const u32 h = i >> bits;
+    if (h != 0) {
+        v = fr_mul(v, fr_load_ro(hi + h));
+    }
+    fr_store(out + i, v);
 }

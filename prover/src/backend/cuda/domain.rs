@@ -1,55 +1,50 @@
-//! Per-domain-size constant tables, built on the host from the same
-//! constants as bellperson's `EvaluationDomain` and uploaded once per size.
+//! Per-domain-size constant tables, built from the same constants as
+//! bellperson's `EvaluationDomain` and kept on the device per size.
 //!
-//! Any power base^e with e < n is read as `lo[e mod 2^bits] * hi[e >> bits]`
-//! from two tables of about sqrt(n) entries each, so a kernel gets an
-//! arbitrary twiddle (or coset power) with one multiplication and two cached
-//! loads instead of a table of n elements.
+//! The host computes split tables (base^e = lo[e mod 2^bits] * hi[e >> bits],
+//! about sqrt(n) entries each) and the device expands them into full tables
+//! of n entries: a kernel then reads any twiddle or coset power with one
+//! load instead of rebuilding it with a multiplication, the NTT's
+//! bottleneck. Cost: 3n elements of device memory per cached size.
 
 use super::check::check;
 use super::memory::DeviceBuffer;
 use crate::backend::cpu::fft::Domain;
 use crate::backend::BackendError;
 use blstrs::Scalar;
-use cudarc::driver::{result, sys, CudaContext};
+use cudarc::driver::{
+    result, sys, CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
+};
 use ff::Field;
 use std::sync::Arc;
 
 /// log2 of the largest radix one NTT pass combines (`NTT_MAX_LG_RADIX` in ntt.cu).
 pub const MAX_LG_RADIX: u32 = 8;
 
-/// A split power table: base^e = lo[e & mask] * hi[e >> bits].
-#[derive(Debug, Clone, Copy)]
-pub struct PowTable {
-    pub lo: sys::CUdeviceptr,
-    pub hi: sys::CUdeviceptr,
-    pub bits: u32,
-}
-
-/// Device pointers of one direction of the transform.
-#[derive(Debug, Clone, Copy)]
-pub struct Roots {
-    /// Powers of the transform root (omega, or omega^-1).
-    pub pow: PowTable,
-    /// The first 2^(MAX_LG_RADIX-1) powers of the 2^MAX_LG_RADIX-th root derived from it.
-    pub radix: sys::CUdeviceptr,
-}
-
 /// Everything the quotient's kernels need for one domain size.
 #[derive(Debug)]
 pub struct DomainTables {
     pub log_n: u32,
-    pub forward: Roots,
-    pub inverse: Roots,
+    /// omega^t for t < n (the inverse reads omega^(n - t)).
+    pub tw: sys::CUdeviceptr,
+    /// First 2^(MAX_LG_RADIX-1) powers of the 2^MAX_LG_RADIX-th root, forward and inverse.
+    pub radix_fwd: sys::CUdeviceptr,
+    pub radix_inv: sys::CUdeviceptr,
     /// g^k / n: the iNTT's 1/n fused with the coset shift of the next coset NTT.
-    pub to_coset: PowTable,
+    pub to_coset: sys::CUdeviceptr,
     /// g^-k / n: the coset iNTT's 1/n and un-shift.
-    pub from_coset: PowTable,
+    pub from_coset: sys::CUdeviceptr,
     /// 1 / (g^n - 1), a single element.
     pub z_inv: sys::CUdeviceptr,
     /// 1 / n, a single element.
     pub n_inv: sys::CUdeviceptr,
-    _buf: DeviceBuffer,
+    _full: DeviceBuffer,
+    _small: DeviceBuffer,
+}
+
+/// Device bytes the tables of 2^log_n take.
+pub fn table_bytes(log_n: u32) -> usize {
+    3 * (1usize << log_n) * std::mem::size_of::<Scalar>()
 }
 
 /// `count` successive powers of `base` times `scale`.
@@ -73,10 +68,18 @@ fn split_table(scale: Scalar, base: Scalar, log_n: u32) -> (Vec<Scalar>, Vec<Sca
 }
 
 impl DomainTables {
-    /// Builds and uploads the tables of the domain of 2^log_n elements
-    /// (log_n >= MAX_LG_RADIX).
-    pub fn new(ctx: &Arc<CudaContext>, device: u32, log_n: u32) -> Result<Self, BackendError> {
+    /// Builds the tables of the domain of 2^log_n elements (log_n >=
+    /// MAX_LG_RADIX), expanding them on `stream` with `expand` (the
+    /// `expand_powers` kernel); synchronises before returning.
+    pub fn new(
+        ctx: &Arc<CudaContext>,
+        device: u32,
+        log_n: u32,
+        stream: &CudaStream,
+        expand: &CudaFunction,
+    ) -> Result<Self, BackendError> {
         let d = Domain::new(1usize << log_n)?;
+        let n = 1usize << log_n;
         let radix_step = 1u64 << (log_n - MAX_LG_RADIX);
         let half_radix = 1usize << (MAX_LG_RADIX - 1);
 
@@ -87,60 +90,76 @@ impl DomainTables {
             host.extend(v);
             off
         };
-        let (f_lo, f_hi, bits) = split_table(Scalar::ONE, d.omega, log_n);
-        let (i_lo, i_hi, _) = split_table(Scalar::ONE, d.omega_inv, log_n);
+        let (w_lo, w_hi, bits) = split_table(Scalar::ONE, d.omega, log_n);
         let (c_lo, c_hi, _) = split_table(d.minv, d.g, log_n);
         let (u_lo, u_hi, _) = split_table(d.minv, d.g_inv, log_n);
         let offs = [
-            push(f_lo),
-            push(f_hi),
+            push(w_lo),
+            push(w_hi),
+            push(c_lo),
+            push(c_hi),
+            push(u_lo),
+            push(u_hi),
             push(powers(
                 Scalar::ONE,
                 d.omega.pow_vartime([radix_step]),
                 half_radix,
             )),
-            push(i_lo),
-            push(i_hi),
             push(powers(
                 Scalar::ONE,
                 d.omega_inv.pow_vartime([radix_step]),
                 half_radix,
             )),
-            push(c_lo),
-            push(c_hi),
-            push(u_lo),
-            push(u_hi),
             push(vec![d.z_inv_on_coset]),
             push(vec![d.minv]),
         ];
         let elem = std::mem::size_of::<Scalar>();
-        let buf = DeviceBuffer::alloc(ctx, device, host.len() * elem)?;
+        let (free, _) = check!(device, "cuMemGetInfo", ctx.mem_get_info())?;
+        if free < table_bytes(log_n) + host.len() * elem {
+            return Err(BackendError::DeviceMemory {
+                device,
+                need: (table_bytes(log_n) + host.len() * elem) as u64,
+                free: free as u64,
+            });
+        }
+        let small = DeviceBuffer::alloc(ctx, device, host.len() * elem)?;
         // SAFETY: Scalar is 32 plain bytes (blst_fr); the buffer holds
         // exactly host.len() of them; the copy is synchronous.
         check!(device, "cuMemcpyHtoD", unsafe {
-            result::memcpy_htod_sync(buf.ptr(), scalar_bytes(&host))
+            result::memcpy_htod_sync(small.ptr(), scalar_bytes(&host))
         })?;
-        let at = |i: usize| buf.ptr() + (offs[i] * elem) as u64;
-        let table = |lo: usize, hi: usize| PowTable {
-            lo: at(lo),
-            hi: at(hi),
-            bits,
+        let at = |i: usize| small.ptr() + (offs[i] * elem) as u64;
+        let full = DeviceBuffer::alloc(ctx, device, table_bytes(log_n))?;
+        let full_at = |i: usize| full.ptr() + (i * n * elem) as u64;
+        let n32 = n as u32;
+        let threads = 256u32;
+        let cfg = LaunchConfig {
+            grid_dim: (n32.div_ceil(threads), 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
         };
+        for (i, (lo, hi)) in [(0usize, 1usize), (2, 3), (4, 5)].into_iter().enumerate() {
+            let (out, lo, hi) = (full_at(i), at(lo), at(hi));
+            let mut launch = stream.launch_builder(expand);
+            launch.arg(&out).arg(&lo).arg(&hi).arg(&bits).arg(&n32);
+            // SAFETY: matches `expand_powers(fr*, const fr*, const fr*, u32, u32)`;
+            // `out` has room for n elements, lo/hi cover every index below n.
+            check!(device, "cuLaunchKernel(expand_powers)", unsafe {
+                launch.launch(cfg)
+            })?;
+        }
+        check!(device, "cuStreamSynchronize", stream.synchronize())?;
         Ok(Self {
             log_n,
-            forward: Roots {
-                pow: table(0, 1),
-                radix: at(2),
-            },
-            inverse: Roots {
-                pow: table(3, 4),
-                radix: at(5),
-            },
-            to_coset: table(6, 7),
-            from_coset: table(8, 9),
-            z_inv: at(10),
-            n_inv: at(11),
-            _buf: buf,
+            tw: full_at(0),
+            to_coset: full_at(1),
+            from_coset: full_at(2),
+            radix_fwd: at(6),
+            radix_inv: at(7),
+            z_inv: at(8),
+            n_inv: at(9),
+            _full: full,
+            _small: small,
         })
     }
 }

@@ -36,14 +36,11 @@ macro_rules! kernel_file {
 
 const FR: KernelFile = kernel_file!("ff/fr.cuh");
 
-/// The NTT phase: passes, coefficient-wise steps.
+/// The NTT phase: passes (with the coefficient-wise steps fused into
+/// them) and table expansion.
 pub const NTT: KernelUnit = KernelUnit {
     name: "ntt",
-    files: &[
-        FR,
-        kernel_file!("ntt/ntt.cu"),
-        kernel_file!("ntt/coeffwise.cu"),
-    ],
+    files: &[FR, kernel_file!("ntt/ntt.cu")],
 };
 
 /// Every unit the backend loads; the compile test checks that together they

@@ -183,10 +183,10 @@ impl CudaBackend {
                 "cuModuleGetFunction(ntt_pass)",
                 module.load_function("ntt_pass")
             )?,
-            mul_sub_div_z: check!(
+            expand_powers: check!(
                 dev,
-                "cuModuleGetFunction(mul_sub_div_z)",
-                module.load_function("mul_sub_div_z")
+                "cuModuleGetFunction(expand_powers)",
+                module.load_function("expand_powers")
             )?,
         };
         let compute = check!(dev, "cuStreamCreate", ctx.new_stream())?;
@@ -260,7 +260,13 @@ impl CudaBackend {
         if let Some(t) = st.tables.get(&log_n) {
             return Ok(t.clone());
         }
-        let t = Arc::new(DomainTables::new(&self.ctx, self.ordinal, log_n)?);
+        let t = Arc::new(DomainTables::new(
+            &self.ctx,
+            self.ordinal,
+            log_n,
+            &st.compute,
+            &self.kernels.expand_powers,
+        )?);
         st.tables.insert(log_n, t.clone());
         Ok(t)
     }

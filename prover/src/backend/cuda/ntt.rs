@@ -2,7 +2,7 @@
 //! points splits into passes, and the launch of one whole transform.
 
 use super::check::check;
-use super::domain::{PowTable, Roots, MAX_LG_RADIX};
+use super::domain::{DomainTables, MAX_LG_RADIX};
 use crate::backend::BackendError;
 use cudarc::driver::{sys, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 
@@ -18,30 +18,45 @@ pub fn plan(log_n: u32) -> Vec<u32> {
     (0..passes).map(|i| base + u32::from(i < extra)).collect()
 }
 
-/// What the last pass multiplies each output element by.
+////// What the last pass does to each output element.
 #[derive(Debug, Clone, Copy)]
 pub enum Post {
     None,
-    /// One constant (the 1/n of a plain inverse transform).
+    /// Multiply by one constant (the 1/n of a plain inverse transform).
     Const(sys::CUdeviceptr),
-    /// A power table indexed by the output position.
-    Table(PowTable),
+    /// Multiply by a full table indexed by the output position.
+    Table(sys::CUdeviceptr),
+    /// Write (a·b − value)·z_inv into `a`'s buffer (the quotient's
+    /// coefficient-wise step fused into c's coset NTT).
+    MulSubDivZ {
+        a: sys::CUdeviceptr,
+        b: sys::CUdeviceptr,
+        z_inv: sys::CUdeviceptr,
+    },
 }
 
-/// Runs a whole transform of `src` (2^log_n elements) with root table
-/// `roots`, ping-ponging through `scratch`. Returns true when the result
-/// ended in `scratch` (an odd number of passes).
+/// Direction of a transform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Forward,
+    Inverse,
+}
+
+/// Runs a whole transform of `src` (2^log_n elements), ping-ponging
+/// through `scratch`; returns the buffer that holds the result (`src`,
+/// `scratch`, or `a` for [`Post::MulSubDivZ`]).
 #[allow(clippy::too_many_arguments)]
 pub fn transform(
     device: u32,
     stream: &CudaStream,
     pass: &CudaFunction,
-    log_n: u32,
+    tables: &DomainTables,
     src: sys::CUdeviceptr,
     scratch: sys::CUdeviceptr,
-    roots: &Roots,
+    dir: Direction,
     post: Post,
-) -> Result<bool, BackendError> {
+) -> Result<sys::CUdeviceptr, BackendError> {
+    let log_n = tables.log_n;
     let degs = plan(log_n);
     let (mut x, mut y) = (src, scratch);
     let mut lg_p = 0u32;
@@ -50,11 +65,19 @@ pub fn transform(
         block_dim: (BLOCK_ELEMS / 2, 1, 1),
         shared_mem_bytes: 0,
     };
+    let (inverse, radix) = match dir {
+        Direction::Forward => (0u32, tables.radix_fwd),
+        Direction::Inverse => (1u32, tables.radix_inv),
+    };
     for (i, &deg) in degs.iter().enumerate() {
         let last = i + 1 == degs.len();
-        let (mode, lo, hi, bits): (u32, u64, u64, u32) = match (last, post) {
-            (true, Post::Const(c)) => (1, c, c, 0),
-            (true, Post::Table(t)) => (2, t.lo, t.hi, t.bits),
+        let (mode, table, fa, fb): (u32, u64, u64, u64) = match (last, post) {
+            (true, Post::Const(c)) => (1, c, 0, 0),
+            (true, Post::Table(t)) => (2, t, 0, 0),
+            (true, Post::MulSubDivZ { a, b, z_inv }) => {
+                y = a;
+                (3, z_inv, a, b)
+            }
             _ => (0, 0, 0, 0),
         };
         let mut launch = stream.launch_builder(pass);
@@ -64,23 +87,22 @@ pub fn transform(
             .arg(&log_n)
             .arg(&lg_p)
             .arg(&deg)
-            .arg(&roots.pow.lo)
-            .arg(&roots.pow.hi)
-            .arg(&roots.pow.bits)
-            .arg(&roots.radix)
+            .arg(&tables.tw)
+            .arg(&inverse)
+            .arg(&radix)
             .arg(&mode)
-            .arg(&lo)
-            .arg(&hi)
-            .arg(&bits);
+            .arg(&table)
+            .arg(&fa)
+            .arg(&fb);
         // SAFETY: argument types match `ntt_pass`'s signature (pointers as
-        // u64, u32 scalars); x and y hold 2^log_n elements each.
+        // u64, u32 scalars); x and y hold 2^log_n elements each and differ.
         check!(device, "cuLaunchKernel(ntt_pass)", unsafe {
             launch.launch(cfg)
         })?;
         lg_p += deg;
         std::mem::swap(&mut x, &mut y);
     }
-    Ok(degs.len() % 2 == 1)
+    Ok(x)
 }
 
 #[cfg(test)]
