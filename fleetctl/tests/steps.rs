@@ -655,3 +655,140 @@ fn ssh_commands_are_quoted_deadlined_and_share_one_connection() {
         t.close().await.unwrap();
     });
 }
+
+/// The real `prover` built in this workspace (`cargo build -p prover`), if any.
+fn real_prover() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_owned();
+    let target = match std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
+        Some(t) if t.is_absolute() => t,
+        Some(t) => root.join(t),
+        None => root.join("target"),
+    };
+    let bin = target.join("debug/prover");
+    bin.is_file().then_some(bin)
+}
+
+/// Small CPU-only daemon config: mlock pool (so the drain's memory shows in
+/// `Mlocked`), parameters for the smoke proof preloaded.
+const REAL_CONFIG: &str = r#"listen = "127.0.0.1:7878"
+drain_timeout = "30s"
+[[preload]]
+circuit = "chain"
+size = 1024
+[memory]
+budget = "2GiB"
+safety_margin = "0"
+[pool]
+allocator = "mlock"
+max_bytes = "256MiB"
+[gpu]
+devices = []
+"#;
+
+#[test]
+fn real_prover_rolls_out_smokes_drains_and_rolls_back() {
+    let Some(prover) = real_prover() else {
+        eprintln!("skipping: target/debug/prover not built (cargo build -p prover)");
+        return;
+    };
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("prover.toml");
+    std::fs::write(&config, REAL_CONFIG).unwrap();
+    let a = Release::from_files(&prover, Some(&config)).unwrap();
+    // Same program, another release id: a marker appended past the ELF's end.
+    let b_bin = dir.path().join("prover-b");
+    let mut bytes = std::fs::read(&prover).unwrap();
+    bytes.extend(b"\nFIXTURE_BUILD=b\n");
+    std::fs::write(&b_bin, bytes).unwrap();
+    let b = Release::from_files(&b_bin, Some(&config)).unwrap();
+    let verify = VerifyParams {
+        timeout: Duration::from_secs(60),
+        settle: Duration::from_secs(1),
+        poll: Duration::from_millis(250),
+        fail_patterns: vec![],
+    };
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        let began = Instant::now();
+        let up = step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        eprintln!("upload: {up:?} in {:?}", began.elapsed());
+        let began = Instant::now();
+        step(StepSpec::Start(StartParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        assert!(
+            began.elapsed() < Duration::from_secs(3),
+            "start took {:?}",
+            began.elapsed()
+        );
+        let v = step(StepSpec::Verify(verify.clone()), &mut ctx)
+            .await
+            .unwrap();
+        eprintln!("verify: {v:?}");
+        let s = step(StepSpec::Smoke(Default::default()), &mut ctx)
+            .await
+            .unwrap();
+        eprintln!("smoke: {s:?}");
+        assert!(
+            matches!(&s, StepOutcome::Done { detail } if detail.contains("verified")),
+            "{s:?}"
+        );
+
+        let mut ctx = StepCtx::new(&host, &t, &b);
+        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        let d = step(StepSpec::Drain(DrainParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        eprintln!("drain: {d:?}");
+        assert!(
+            matches!(&d, StepOutcome::Done { detail } if detail.contains("after SIGTERM")),
+            "{d:?}"
+        );
+        assert!(
+            ctx.state.drained.as_ref().unwrap().vm_lck > 0,
+            "the mlock pool shows as VmLck"
+        );
+        let w = step(
+            StepSpec::WaitRelease(WaitReleaseParams::default()),
+            &mut ctx,
+        )
+        .await
+        .unwrap();
+        eprintln!("wait_release: {w:?}");
+        step(StepSpec::Start(StartParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        let v = step(StepSpec::Verify(verify.clone()), &mut ctx)
+            .await
+            .unwrap();
+        eprintln!("verify b: {v:?}");
+
+        let r = step(StepSpec::Rollback(Default::default()), &mut ctx)
+            .await
+            .unwrap();
+        eprintln!("rollback: {r:?}");
+        assert_eq!(
+            sh(&t, "readlink /data/prover/current").await,
+            format!("releases/{}", a.sha256)
+        );
+        step(StepSpec::Verify(verify), &mut ctx).await.unwrap();
+        step(StepSpec::Drain(DrainParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        let log = sh(&t, "cat /data/prover/logs/prover.log").await;
+        assert_eq!(
+            log.matches(" ready ").count() + log.matches(": ready").count() >= 3,
+            true,
+            "{log}"
+        );
+        t.close().await.unwrap();
+    });
+}

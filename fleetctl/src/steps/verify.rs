@@ -3,7 +3,7 @@
 //! after a settle period, and runs the build that was uploaded.
 
 use super::params::{duration, show};
-use super::remote::{self, q, DaemonState, QUICK};
+use super::remote::{self, DaemonState, QUICK};
 use super::{kept, Cause, Failed, StepCtx, StepOutcome};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -78,14 +78,16 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
         .collect();
     let start = Instant::now();
     let mut last_probe;
-    let build = loop {
+    let (daemon_build, release_build) = loop {
         let log = kept(new_log(ctx, log_offset).await, KEPT)?;
         kept(check_log(&log, &patterns), KEPT)?;
         kept(check_alive(ctx, pid, &log).await, KEPT)?;
         let line_seen = !need_line || log.lines().any(is_ready_line);
         match remote::probe(ctx, Duration::from_secs(30)).await {
             Ok(probe) => match probe.daemon {
-                Some(d) if d.ready == Some(true) && line_seen => break d.build,
+                Some(d) if d.ready == Some(true) && line_seen => {
+                    break (d.build, probe.prober_build)
+                }
                 Some(d) => {
                     last_probe = format!(
                         "probe: ready={:?} ({}), `ready` log line {}",
@@ -123,29 +125,37 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
             KEPT.to_owned(),
         ));
     };
-    let version = kept(
-        ctx.transport
-            .run_script_ok(
-                &format!(
-                    "{} --version",
-                    kept(q(&format!("{}/prover", layout.release(&release))), KEPT)?
-                ),
-                QUICK,
-            )
-            .await,
-        KEPT,
-    )?
-    .stdout_text();
-    match build.as_deref() {
-        Some(b) if !b.is_empty() && version.contains(b) => Ok(StepOutcome::done(format!(
+    // The running process must be the uploaded file, and report the same
+    // build as that file's own probe (`current/prover health` ran above).
+    let exe_want = format!(
+        "{}/prover",
+        kept(
+            remote::canonical(ctx, &layout.release(&release)).await,
+            KEPT
+        )?
+    );
+    let exe = kept(remote::proc_info(ctx, pid).await, KEPT)?
+        .map(|i| i.exe)
+        .unwrap_or_default();
+    let current = kept(remote::current_release(ctx).await, KEPT)?;
+    let short = &release[..12.min(release.len())];
+    if exe != exe_want || current.as_deref() != Some(release.as_str()) {
+        return Err((
+            Cause::Check(format!(
+                "pid {pid} runs {exe:?} with `current` at {current:?}; expected {exe_want} (release {short})"
+            )),
+            KEPT.to_owned(),
+        ));
+    }
+    match daemon_build.as_deref() {
+        Some(b) if !b.is_empty() && b == release_build => Ok(StepOutcome::done(format!(
             "pid {pid} ready after {}, clean for {}, build {b}",
             show(ready_after),
             show(p.settle)
         ))),
         other => Err((
             Cause::Check(format!(
-                "daemon pid {pid} reports build {other:?}, but the uploaded release {} says {version:?}",
-                &release[..12.min(release.len())]
+                "daemon pid {pid} reports build {other:?}, but release {short} is build {release_build:?}"
             )),
             KEPT.to_owned(),
         )),
