@@ -465,6 +465,8 @@ pub struct ParamsMeta {
 pub struct ParamStore {
     root: PathBuf,
     loaded: Mutex<HashMap<(CircuitKind, usize), Arc<Params>>>,
+    /// Counted circuit shapes: counting a large sha256 circuit takes a while.
+    shapes: Mutex<HashMap<(CircuitKind, usize), CircuitShape>>,
     /// Serialises generation so two callers asking for the same missing
     /// parameters generate them once.
     generating: Mutex<()>,
@@ -486,12 +488,23 @@ impl ParamStore {
         Ok(ParamStore {
             root,
             loaded: Mutex::new(HashMap::new()),
+            shapes: Mutex::new(HashMap::new()),
             generating: Mutex::new(()),
         })
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The shape of `kind` at `size`, counted once per store.
+    pub fn shape(&self, kind: CircuitKind, size: usize) -> Result<CircuitShape, ParamsError> {
+        if let Some(shape) = self.shapes.lock().get(&(kind, size)) {
+            return Ok(*shape);
+        }
+        let shape = circuit::shape(kind, size)?;
+        self.shapes.lock().insert((kind, size), shape);
+        Ok(shape)
     }
 
     /// `<root>/<kind>-<size>.params`
@@ -539,25 +552,27 @@ impl ParamStore {
         Ok(meta)
     }
 
-    /// Checks the cached file's layout against its sidecar and the circuit,
+    /// Checks the cached file's layout against the circuit and its sidecar,
     /// without decoding points. Does not hash the file.
     fn check_entry(
         &self,
         kind: CircuitKind,
         size: usize,
     ) -> Result<(ParamsMeta, ParamsLayout, PathBuf), ParamsError> {
-        let meta = self.meta(kind, size)?;
         let path = self.params_path(kind, size);
-        if !path.is_file() {
+        if !path.is_file() || !self.meta_path(kind, size).is_file() {
             return Err(ParamsError::Missing {
                 dir: self.root.clone(),
                 kind,
                 size,
             });
         }
+        // The fit comes first: "domain 2^10, needs 2^12" says more than a
+        // sidecar that disagrees.
         let layout = ParamsLayout::read(&path)?;
-        let shape = circuit::shape(kind, size)?;
+        let shape = self.shape(kind, size)?;
         layout.check_fits(&path, kind, size, &shape)?;
+        let meta = self.meta(kind, size)?;
         if layout != meta.layout {
             return Err(ParamsError::Meta {
                 path: self.meta_path(kind, size),
@@ -594,7 +609,23 @@ impl ParamStore {
             return Ok(params.clone());
         }
         let (meta, _, path) = self.check_entry(kind, size)?;
-        let (params, _, actual) = read_params(&path, false)?;
+        let (params, _, actual) = match read_params(&path, false) {
+            Ok(read) => read,
+            // A bad point in a file whose layout is intact: say it is corrupt
+            // (checksum) rather than only which point failed to decode.
+            Err(err @ ParamsError::Malformed { .. }) => {
+                let actual = file_sha256(&path)?;
+                if actual != meta.sha256 {
+                    return Err(ParamsError::ChecksumMismatch {
+                        path,
+                        expected: meta.sha256,
+                        actual,
+                    });
+                }
+                return Err(err);
+            }
+            Err(err) => return Err(err),
+        };
         if actual != meta.sha256 {
             return Err(ParamsError::ChecksumMismatch {
                 path,
@@ -630,7 +661,7 @@ impl ParamStore {
         params: &Params,
         origin: ParamsOrigin,
     ) -> Result<ParamsMeta, ParamsError> {
-        let shape = circuit::shape(kind, size)?;
+        let shape = self.shape(kind, size)?;
         let path = self.params_path(kind, size);
         let layout = ParamsLayout {
             ic: params.vk.ic.len() as u64,
@@ -685,7 +716,7 @@ impl ParamStore {
         size: usize,
         from: &Path,
     ) -> Result<ParamsMeta, ParamsError> {
-        let shape = circuit::shape(kind, size)?;
+        let shape = self.shape(kind, size)?;
         ParamsLayout::read(from)?.check_fits(from, kind, size, &shape)?;
         let (params, _, _) = read_params(from, true)?;
         self.insert(

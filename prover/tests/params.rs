@@ -1,0 +1,437 @@
+//! Parameters: our generator against bellperson's prover and verifier, the
+//! on-disk cache, and how bad parameter files are reported.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use bellperson::groth16::{
+    create_random_proof, generate_random_parameters, prepare_verifying_key, verify_proof,
+    Parameters,
+};
+use blstrs::{Bls12, Scalar};
+use ff::Field;
+use prover::circuit::{self, CircuitKind};
+use prover::params::{
+    read_mapped, read_params, write_params, ParamStore, ParamsError, ParamsLayout, ParamsOrigin,
+};
+use prover::setup::{self, SetupArgs};
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use sha2::{Digest, Sha256};
+
+const SIZE: usize = 1024;
+
+fn generated(kind: CircuitKind, size: usize, seed: u64) -> Parameters<Bls12> {
+    let shape = circuit::shape_circuit(kind, size).expect("shape circuit");
+    setup::generate(&shape, seed).expect("generate")
+}
+
+/// Proves `kind`/`size` for witness `seed` with bellperson and verifies it.
+fn prove_and_verify(params: &Parameters<Bls12>, kind: CircuitKind, size: usize, seed: u64) {
+    let (circuit, inputs) = circuit::bundled(kind, size, seed).expect("bundled");
+    let mut rng = ChaCha20Rng::seed_from_u64(seed ^ 0x5eed);
+    let proof = create_random_proof(circuit, params, &mut rng).expect("prove");
+    let pvk = prepare_verifying_key(&params.vk);
+    assert!(
+        verify_proof(&pvk, &proof, &inputs).expect("verify"),
+        "{kind} proof rejected"
+    );
+    let mut wrong = inputs.clone();
+    wrong[0] += Scalar::ONE;
+    assert!(
+        !verify_proof(&pvk, &proof, &wrong).expect("verify"),
+        "{kind} proof accepted for a wrong public input"
+    );
+}
+
+#[test]
+fn chain_proof_with_generated_parameters_verifies() {
+    let params = generated(CircuitKind::Chain, SIZE, 1);
+    assert_eq!(params.h.len(), SIZE - 1);
+    prove_and_verify(&params, CircuitKind::Chain, SIZE, 11);
+}
+
+#[test]
+fn sha256_proof_with_generated_parameters_verifies_and_exposes_the_digest() {
+    // Any size below two blocks is one block (26 034 padded constraints, domain 2^15).
+    let size = 4096;
+    let (circuit, inputs) = circuit::bundled(CircuitKind::Sha256, size, 21).expect("bundled");
+    let circuit::BundledCircuit::Sha256(sha) = &circuit else {
+        panic!("sha256 kind built {:?}", circuit.kind());
+    };
+    let digest = Sha256::digest(sha.preimage().expect("witness"));
+    assert_eq!(inputs, circuit::sha256::digest_inputs(&digest));
+    let params = generated(CircuitKind::Sha256, size, 2);
+    assert_eq!(params.h.len(), (1 << 15) - 1);
+    prove_and_verify(&params, CircuitKind::Sha256, size, 21);
+}
+
+#[test]
+fn store_round_trip_is_identical_and_mapped_parameters_prove() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParamStore::open(dir.path()).expect("store");
+    let params = generated(CircuitKind::Chain, SIZE, 3);
+    let meta = store
+        .insert(
+            CircuitKind::Chain,
+            SIZE,
+            &params,
+            ParamsOrigin::TestSetup { seed: 3 },
+        )
+        .expect("insert");
+    assert_eq!(meta.domain_size, SIZE);
+    assert_eq!(
+        meta.sha256,
+        hex::encode(Sha256::digest(
+            fs::read(store.params_path(CircuitKind::Chain, SIZE)).expect("read")
+        ))
+    );
+
+    // Only the file and its sidecar remain: no temporary files.
+    let mut names: Vec<_> = fs::read_dir(dir.path())
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["chain-1024.json", "chain-1024.params"]);
+
+    let fresh = ParamStore::open(dir.path()).expect("store");
+    let loaded = fresh.load(CircuitKind::Chain, SIZE).expect("load");
+    assert!(*loaded == params, "loaded parameters differ");
+    assert!(std::sync::Arc::ptr_eq(
+        &loaded,
+        &fresh.load(CircuitKind::Chain, SIZE).expect("load again")
+    ));
+    assert_eq!(
+        fresh.verify(CircuitKind::Chain, SIZE).expect("verify"),
+        meta
+    );
+
+    let mapped = fresh.load_mapped(CircuitKind::Chain, SIZE).expect("mapped");
+    assert!(mapped.vk == params.vk);
+    let (circuit, inputs) = circuit::bundled(CircuitKind::Chain, SIZE, 4).expect("bundled");
+    let proof = create_random_proof(circuit, &mapped, &mut ChaCha20Rng::seed_from_u64(4))
+        .expect("prove from mapped parameters");
+    assert!(verify_proof(&mapped.pvk, &proof, &inputs).expect("verify"));
+}
+
+#[test]
+fn bellperson_and_our_files_are_interchangeable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shape = circuit::shape_circuit(CircuitKind::Chain, SIZE).expect("shape");
+    let theirs =
+        generate_random_parameters::<Bls12, _, _>(shape, &mut ChaCha20Rng::seed_from_u64(5))
+            .expect("bellperson");
+    let foreign = dir.path().join("from-bellperson.params");
+    let mut file = fs::File::create(&foreign).expect("create");
+    theirs.write(&mut file).expect("bellperson write");
+    file.flush().expect("flush");
+
+    let store = ParamStore::open(dir.path().join("cache")).expect("store");
+    let meta = store
+        .import(CircuitKind::Chain, SIZE, &foreign)
+        .expect("import");
+    assert!(matches!(meta.origin, ParamsOrigin::Imported { .. }));
+    assert!(*store.load(CircuitKind::Chain, SIZE).expect("load") == theirs);
+
+    // Same seed, same parameters: our cache file is byte-identical to bellperson's.
+    let ours = generated(CircuitKind::Chain, SIZE, 5);
+    let ours_path = dir.path().join("ours.params");
+    write_params(&ours_path, &ours).expect("write");
+    assert_eq!(
+        fs::read(&ours_path).expect("read"),
+        fs::read(&foreign).expect("read")
+    );
+    let reread = Parameters::<Bls12>::read(fs::File::open(&ours_path).expect("open"), true)
+        .expect("bellperson reads our file");
+    assert!(reread == ours);
+}
+
+#[test]
+fn get_or_generate_caches_on_disk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParamStore::open(dir.path()).expect("store");
+    assert!(!store.contains(CircuitKind::Chain, 256));
+    let first = store
+        .get_or_generate(CircuitKind::Chain, 256)
+        .expect("generate");
+    assert!(store.contains(CircuitKind::Chain, 256));
+    let meta = store.meta(CircuitKind::Chain, 256).expect("meta");
+    assert_eq!(meta.origin, ParamsOrigin::TestSetup { seed: 0 });
+    let again = ParamStore::open(dir.path())
+        .expect("store")
+        .get_or_generate(CircuitKind::Chain, 256)
+        .expect("load");
+    assert!(*first == *again);
+    prove_and_verify(&again, CircuitKind::Chain, 256, 6);
+}
+
+#[test]
+fn setup_command_writes_the_cache_and_skips_valid_entries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = SetupArgs {
+        circuit: CircuitKind::Chain,
+        size: Some(128),
+        params_dir: dir.path().to_path_buf(),
+        seed: 8,
+        force: false,
+        bench: false,
+        bench_sizes: vec![],
+    };
+    setup::run(args.clone()).expect("setup");
+    let store = ParamStore::open(dir.path()).expect("store");
+    let meta = store.verify(CircuitKind::Chain, 128).expect("verify");
+    assert_eq!(meta.origin, ParamsOrigin::TestSetup { seed: 8 });
+    // A second run keeps the valid file.
+    setup::run(SetupArgs { seed: 9, ..args }).expect("setup again");
+    assert_eq!(store.verify(CircuitKind::Chain, 128).expect("verify"), meta);
+}
+
+/// A valid parameter file for chain/SIZE and its layout.
+fn valid_file(dir: &Path) -> (std::path::PathBuf, ParamsLayout) {
+    let path = dir.join("valid.params");
+    write_params(&path, &generated(CircuitKind::Chain, SIZE, 7)).expect("write");
+    let layout = ParamsLayout::read(&path).expect("layout");
+    (path, layout)
+}
+
+fn write_bytes(path: &Path, bytes: &[u8]) {
+    fs::write(path, bytes).expect("write");
+}
+
+/// Every reader rejects `path` with an error (never a panic), whose text names the file.
+fn all_readers_reject(path: &Path) -> Vec<ParamsError> {
+    let errors = vec![
+        ParamsLayout::read(path)
+            .map(drop)
+            .expect_err("layout accepted a bad file"),
+        read_params(path, true)
+            .map(drop)
+            .expect_err("read accepted a bad file"),
+        read_mapped(path, false)
+            .map(drop)
+            .expect_err("mmap accepted a bad file"),
+    ];
+    for e in &errors {
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    }
+    errors
+}
+
+#[test]
+fn truncated_garbage_and_wrong_lengths_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (valid, layout) = valid_file(dir.path());
+    let bytes = fs::read(&valid).expect("read");
+    assert_eq!(layout.file_len, bytes.len() as u64);
+    assert_eq!(layout.h, SIZE as u64 - 1);
+
+    // Truncated in the middle of the b_g2 section.
+    let truncated = dir.path().join("truncated.params");
+    write_bytes(&truncated, &bytes[..bytes.len() - 100]);
+    let errors = all_readers_reject(&truncated);
+    assert!(
+        matches!(
+            &errors[0],
+            ParamsError::Truncated {
+                section: "b_g2",
+                ..
+            }
+        ),
+        "{}",
+        errors[0]
+    );
+
+    // Empty and random garbage.
+    let empty = dir.path().join("empty.params");
+    write_bytes(&empty, &[]);
+    all_readers_reject(&empty);
+    let garbage = dir.path().join("garbage.params");
+    let noise: Vec<u8> = (0..5000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    write_bytes(&garbage, &noise);
+    all_readers_reject(&garbage);
+
+    // A length field claiming 2^32 − 1 points must not be trusted.
+    let ic_len_at = 3 * 96 + 3 * 192;
+    let h_len_at = ic_len_at + 4 + 96 * layout.ic as usize;
+    let mut huge = bytes.clone();
+    huge[h_len_at..h_len_at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+    let huge_path = dir.path().join("huge.params");
+    write_bytes(&huge_path, &huge);
+    let errors = all_readers_reject(&huge_path);
+    assert!(
+        matches!(&errors[0], ParamsError::Truncated { section: "h", .. }),
+        "{}",
+        errors[0]
+    );
+
+    // A shorter length makes the next length field land inside a point.
+    let mut short = bytes.clone();
+    short[h_len_at..h_len_at + 4].copy_from_slice(&(layout.h as u32 - 1).to_be_bytes());
+    let short_path = dir.path().join("short.params");
+    write_bytes(&short_path, &short);
+    let errors = all_readers_reject(&short_path);
+    assert!(
+        matches!(
+            &errors[0],
+            ParamsError::Truncated { .. } | ParamsError::Malformed { .. }
+        ),
+        "{}",
+        errors[0]
+    );
+
+    // Trailing bytes after a valid file.
+    let mut trailing = bytes.clone();
+    trailing.extend_from_slice(&[0; 7]);
+    let trailing_path = dir.path().join("trailing.params");
+    write_bytes(&trailing_path, &trailing);
+    let err = ParamsLayout::read(&trailing_path)
+        .map(drop)
+        .expect_err("trailing bytes");
+    assert!(err.to_string().contains("7 trailing bytes"), "{err}");
+
+    // A point that is not on the curve, lengths intact.
+    let mut off_curve = bytes.clone();
+    let first_h = h_len_at + 4;
+    off_curve[first_h + 50] ^= 0x01;
+    let off_curve_path = dir.path().join("off-curve.params");
+    write_bytes(&off_curve_path, &off_curve);
+    ParamsLayout::read(&off_curve_path).expect("lengths are fine");
+    let err = read_params(&off_curve_path, true)
+        .map(drop)
+        .expect_err("off-curve point");
+    assert!(err.to_string().contains("not on curve"), "{err}");
+}
+
+#[test]
+fn corrupt_cache_entries_are_detected() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParamStore::open(dir.path()).expect("store");
+    let params = generated(CircuitKind::Chain, SIZE, 10);
+    store
+        .insert(CircuitKind::Chain, SIZE, &params, ParamsOrigin::Inserted)
+        .expect("insert");
+    let path = store.params_path(CircuitKind::Chain, SIZE);
+
+    // One flipped bit in a point: the layout is fine, the checksum is not.
+    let mut bytes = fs::read(&path).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    write_bytes(&path, &bytes);
+    let err = ParamStore::open(dir.path())
+        .expect("store")
+        .load(CircuitKind::Chain, SIZE)
+        .map(drop)
+        .expect_err("corrupt file loaded");
+    assert!(matches!(err, ParamsError::ChecksumMismatch { .. }), "{err}");
+    assert!(matches!(
+        store.verify(CircuitKind::Chain, SIZE),
+        Err(ParamsError::ChecksumMismatch { .. })
+    ));
+    assert!(store.load_mapped(CircuitKind::Chain, SIZE).is_err());
+
+    // Truncated cache file.
+    write_bytes(&path, &bytes[..bytes.len() / 2]);
+    let err = ParamStore::open(dir.path())
+        .expect("store")
+        .load(CircuitKind::Chain, SIZE)
+        .map(drop)
+        .expect_err("truncated file loaded");
+    assert!(matches!(err, ParamsError::Truncated { .. }), "{err}");
+
+    // A sidecar that is not JSON.
+    store
+        .insert(CircuitKind::Chain, SIZE, &params, ParamsOrigin::Inserted)
+        .expect("insert");
+    write_bytes(&store.meta_path(CircuitKind::Chain, SIZE), b"{not json");
+    let err = ParamStore::open(dir.path())
+        .expect("store")
+        .load(CircuitKind::Chain, SIZE)
+        .map(drop)
+        .expect_err("bad sidecar");
+    assert!(matches!(err, ParamsError::Meta { .. }), "{err}");
+}
+
+#[test]
+fn parameters_that_do_not_fit_say_what_to_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParamStore::open(dir.path()).expect("store");
+    let small = generated(CircuitKind::Chain, SIZE, 12);
+
+    let err = store
+        .insert(CircuitKind::Chain, 4 * SIZE, &small, ParamsOrigin::Inserted)
+        .map(drop)
+        .expect_err("2^10 parameters stored for 2^12");
+    let text = err.to_string();
+    assert!(
+        matches!(
+            err,
+            ParamsError::DomainMismatch {
+                have_log2: 10,
+                need_log2: 12,
+                ..
+            }
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("have domain 2^10, circuit `chain` size 4096 needs 2^12: run `prover setup --circuit chain --size 4096`"),
+        "{text}"
+    );
+
+    // Same domain, different circuit: the variable counts give it away.
+    let err = store
+        .insert(
+            CircuitKind::Chain,
+            SIZE - 10,
+            &small,
+            ParamsOrigin::Inserted,
+        )
+        .map(drop)
+        .expect_err("wrong shape");
+    assert!(matches!(err, ParamsError::ShapeMismatch { .. }), "{err}");
+
+    // A cache file renamed to another size is caught when loading.
+    store
+        .insert(CircuitKind::Chain, SIZE, &small, ParamsOrigin::Inserted)
+        .expect("insert");
+    fs::copy(
+        store.params_path(CircuitKind::Chain, SIZE),
+        store.params_path(CircuitKind::Chain, 2 * SIZE),
+    )
+    .expect("copy");
+    fs::copy(
+        store.meta_path(CircuitKind::Chain, SIZE),
+        store.meta_path(CircuitKind::Chain, 2 * SIZE),
+    )
+    .expect("copy");
+    let err = store
+        .load(CircuitKind::Chain, 2 * SIZE)
+        .map(drop)
+        .expect_err("wrong size");
+    assert!(
+        matches!(
+            err,
+            ParamsError::DomainMismatch {
+                have_log2: 10,
+                need_log2: 11,
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    let err = store
+        .load(CircuitKind::Sha256, SIZE)
+        .map(drop)
+        .expect_err("missing");
+    assert!(matches!(err, ParamsError::Missing { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("run `prover setup --circuit sha256 --size 1024"),
+        "{err}"
+    );
+}
