@@ -433,7 +433,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Writes bytes with the largest binary unit that divides them exactly.
 pub fn format_size(bytes: u64) -> String {
     for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if bytes != 0 && bytes % (1u64 << shift) == 0 {
+        if bytes != 0 && bytes.is_multiple_of(1u64 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }

@@ -207,6 +207,16 @@ struct Ready {
     pinned: bool,
 }
 
+/// Prepared verifying keys, one per circuit and size.
+type PvkCache = Mutex<HashMap<(CircuitKind, u64), Arc<PreparedVerifyingKey<Bls12>>>>;
+
+/// A partition that failed before reaching a device.
+struct Failed {
+    task: Task,
+    error: String,
+    phases_ms: BTreeMap<Phase, f64>,
+}
+
 struct Shared {
     jobs: Mutex<Jobs>,
     /// Bumped on every job state change; waiters re-check their job.
@@ -224,7 +234,7 @@ struct Shared {
     build: String,
     backend_name: &'static str,
     shapes: Mutex<HashMap<(CircuitKind, u64), CircuitShape>>,
-    pvks: Mutex<HashMap<(CircuitKind, u64), Arc<PreparedVerifyingKey<Bls12>>>>,
+    pvks: PvkCache,
     partitions_in_flight: AtomicU64,
     completed: AtomicU64,
     failed: AtomicU64,
@@ -683,11 +693,7 @@ impl Shared {
     }
 
     /// Synthesis of one partition: parameters, budget, pool, circuit.
-    fn synthesize(
-        &self,
-        task: Task,
-        device: Option<u32>,
-    ) -> Result<Ready, (Task, String, BTreeMap<Phase, f64>)> {
+    fn synthesize(&self, task: Task, device: Option<u32>) -> Result<Ready, Box<Failed>> {
         let mut phases = BTreeMap::new();
         phases.insert(Phase::QueueWait, ms(task.submitted.elapsed()));
         let who = format!("{}/{}", task.job_id, task.partition);
@@ -728,7 +734,11 @@ impl Shared {
                 phases_ms: phases,
                 queued: Instant::now(),
             }),
-            Err(e) => Err((task, e, phases)),
+            Err(error) => Err(Box::new(Failed {
+                task,
+                error,
+                phases_ms: phases,
+            })),
         }
     }
 
@@ -975,8 +985,8 @@ fn synthesis_worker(
                     let _ = slot_tx.send(());
                 }
             }
-            Err((task, e, phases)) => {
-                shared.fail_early(task, e, phases);
+            Err(f) => {
+                shared.fail_early(f.task, f.error, f.phases_ms);
                 let _ = slot_tx.send(());
             }
         }
@@ -1001,7 +1011,7 @@ fn unpipelined_worker(shared: &Shared, d: usize, tasks: Receiver<Task>) {
                 shared.event(&r.task, TimelineKind::GpuQueue, device);
                 shared.prove(d, r);
             }
-            Err((task, e, phases)) => shared.fail_early(task, e, phases),
+            Err(f) => shared.fail_early(f.task, f.error, f.phases_ms),
         }
     }
 }

@@ -6,9 +6,9 @@
 //! empty and, where useful, a reason beside it, so fleetctl always gets a
 //! document from a host that can run the binary at all.
 //!
-//! - [`meminfo`]: `/proc/meminfo` and `/proc/<pid>/status`.
-//! - [`daemon`]: the daemon process and its API (`/status`, `/readyz`).
-//! - [`gpu`]: NVML.
+//! - [`meminfo`] reads `/proc/meminfo` and `/proc/<pid>/status`.
+//! - [`daemon`] describes the daemon process and what its API says.
+//! - [`gpu`] asks NVML about every GPU.
 
 pub mod daemon;
 pub mod gpu;
