@@ -1,0 +1,401 @@
+//! End to end: the `fleetctl` binary rolls the real `prover` out to a lab
+//! fleet of real sshd hosts (root only; skipped with a message otherwise),
+//! and the main job, `fleetctl rollout` on the local inventory.
+//!
+//! Needs `target/debug/{fleetctl,prover}` (`cargo build --workspace --bins`);
+//! `FLEET_TESTS_PROVER` picks another prover binary (e.g. a release build).
+
+use fleetctl::audit;
+use fleetctl::executor::{Event, EventKind, HostStatus};
+use fleetctl::lab::Lab;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// `target/debug`, found from this test binary (`target/debug/deps/…`).
+fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_owned()
+}
+
+fn binary(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+fn prover() -> PathBuf {
+    std::env::var_os("FLEET_TESTS_PROVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| binary("prover"))
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("SKIP: the lab fleet needs root (namespaces, veth, sshd); run the tests as root");
+    }
+    root
+}
+
+/// One fleetctl invocation with its outputs as text.
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn from(o: Output) -> Run {
+        Run {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    fn show(&self) -> String {
+        format!("exit {:?}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+
+    /// The table row of `host`.
+    fn row(&self, host: &str) -> &str {
+        let cell = format!("│ {host} ");
+        self.stdout
+            .lines()
+            .find(|l| l.starts_with(&cell))
+            .unwrap_or_else(|| panic!("no row for {host}\n{}", self.show()))
+    }
+
+    fn audit(&self, cwd: &Path) -> Vec<Event> {
+        let line = self
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("audit log: "))
+            .unwrap_or_else(|| panic!("no audit log path\n{}", self.show()));
+        audit::read(&cwd.join(line)).expect("audit log reads back")
+    }
+}
+
+fn fleetctl(cwd: &Path, args: &[&str]) -> Run {
+    let out = Command::new(binary("fleetctl"))
+        .args(args)
+        .arg("--plain")
+        .current_dir(cwd)
+        .env_remove("FLEETCTL_STATE_DIR")
+        .output()
+        .expect("fleetctl runs");
+    Run::from(out)
+}
+
+fn steps_of<'a>(events: &'a [Event], host: &str) -> Vec<(&'a str, &'static str)> {
+    events
+        .iter()
+        .filter(|e| e.host.as_deref() == Some(host))
+        .filter_map(|e| match &e.kind {
+            EventKind::StepFinished { step, skipped, .. } => {
+                Some((step.as_str(), if *skipped { "skipped" } else { "done" }))
+            }
+            EventKind::StepFailed { step, .. } => Some((step.as_str(), "failed")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The daemon config shipped to lab hosts: small budget, a tiny preload.
+const LAB_CONFIG: &str = r#"
+listen = "127.0.0.1:7878"
+drain_timeout = "30s"
+[[preload]]
+circuit = "chain"
+size = 1024
+[paths]
+pid_file = "run/prover.pid"
+log_file = "logs/prover.log"
+timing_log = "logs/timing.jsonl"
+params_dir = "params"
+[memory]
+budget = "1GiB"
+safety_margin = "256MiB"
+[pool]
+pageable = true
+[gpu]
+devices = []
+"#;
+
+/// The lab test's working directory: prover configs, a second build.
+struct Workdir {
+    dir: tempfile::TempDir,
+}
+
+impl Workdir {
+    fn new() -> Workdir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("prover.toml"), LAB_CONFIG).expect("write config");
+        // A config the daemon refuses at start: the new build never comes up.
+        let broken = LAB_CONFIG.replace("127.0.0.1:7878", "not-an-address");
+        std::fs::write(dir.path().join("broken.toml"), broken).expect("write config");
+        Workdir { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The same prover with bytes appended: a different release id.
+    fn second_build(&self) -> PathBuf {
+        let path = self.path().join("prover-b");
+        let mut bytes = std::fs::read(prover()).expect("read prover");
+        bytes.extend_from_slice(b"\nsecond build\n");
+        std::fs::write(&path, bytes).expect("write build b");
+        let mut perm = std::fs::metadata(&path).expect("stat").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&path, perm).expect("chmod");
+        path
+    }
+}
+
+fn short_sha(path: &Path) -> String {
+    fleetctl::steps::sha256_file(path).expect("hash")[..12].to_string()
+}
+
+#[test]
+fn rollout_on_a_lab_of_eight() {
+    if !is_root() {
+        return;
+    }
+    let begin = Instant::now();
+    let lab = Lab::start(8).expect("lab of 8 hosts");
+    let work = Workdir::new();
+    let cwd = work.path();
+    let inv = lab.inventory_path();
+    let inv = inv.to_str().expect("utf-8 path");
+    let a = prover();
+    let a_str = a.to_str().expect("utf-8 path");
+    let a_sha = short_sha(&a);
+    let base = ["-i", inv, "-e", "config_file=prover.toml"];
+    let with = |extra: &[&str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let run = |args: Vec<String>| {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        fleetctl(cwd, &refs)
+    };
+
+    // 1. First rollout: canary alone, then batches of three; all healthy.
+    let first = {
+        let mut args = vec!["rollout".to_string(), "--binary".into(), a_str.into()];
+        args.extend(with(&[]));
+        run(args)
+    };
+    assert_eq!(first.code, Some(0), "{}", first.show());
+    for i in 1..=8 {
+        let row = first.row(&format!("h{i:02}"));
+        assert!(row.contains(" ok ") && row.contains(&a_sha), "{row}\n{}", first.show());
+    }
+    let events = first.audit(cwd);
+    let batches: Vec<Vec<String>> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::BatchStarted { hosts, .. } => Some(hosts.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        batches,
+        vec![
+            vec!["h01"],
+            vec!["h02", "h03", "h04"],
+            vec!["h05", "h06", "h07"],
+            vec!["h08"]
+        ],
+        "{}",
+        first.show()
+    );
+    assert!(steps_of(&events, "h05").contains(&("smoke", "done")), "{}", first.show());
+    assert!(first.stdout.contains("h01: smoke: chain proof of size 1024 verified"), "{}", first.show());
+    eprintln!("first rollout of 8 hosts: {:.1}s", begin.elapsed().as_secs_f64());
+
+    // 2. The same build again: every upload is skipped.
+    let t = Instant::now();
+    let mut args = vec!["rollout".to_string(), "--binary".into(), a_str.into(), "--limit".into(), "h01,h02".into()];
+    args.extend(with(&[]));
+    let again = run(args);
+    assert_eq!(again.code, Some(0), "{}", again.show());
+    let events = again.audit(cwd);
+    for h in ["h01", "h02"] {
+        assert!(steps_of(&events, h).contains(&("upload", "skipped")), "{h}\n{}", again.show());
+    }
+    eprintln!("second rollout of 2 hosts (upload skipped): {:.1}s", t.elapsed().as_secs_f64());
+
+    // 3. A new build whose daemon cannot start on h03: h03 is rolled back to
+    //    the previous build and keeps serving it; exit code says a host failed.
+    let b = work.second_build();
+    let mut args = vec![
+        "rollout".to_string(),
+        "--binary".into(),
+        b.to_string_lossy().into_owned(),
+        "--limit".into(),
+        "h03".into(),
+        "-i".into(),
+        inv.into(),
+        "-e".into(),
+        "config_file=broken.toml".into(),
+    ];
+    let broken = run(std::mem::take(&mut args));
+    assert_eq!(broken.code, Some(2), "{}", broken.show());
+    let row = broken.row("h03");
+    assert!(row.contains("FAILED") && row.contains(&a_sha), "build column shows the old build: {row}\n{}", broken.show());
+    let events = broken.audit(cwd);
+    let h03 = steps_of(&events, "h03");
+    assert!(h03.contains(&("rollback", "done")), "{h03:?}\n{}", broken.show());
+    assert!(broken.stdout.contains("rolled back to the previous release"), "{}", broken.show());
+    let current = lab.ssh(2, "readlink /data/prover/current").expect("ssh h03");
+    let current = String::from_utf8_lossy(&current.stdout);
+    assert!(current.contains(&a_sha), "h03 serves the previous build: {current}");
+    // ... and it is healthy on it.
+    let mut args = vec!["run".to_string(), "-p".into(), "health".into(), "--limit".into(), "h03".into()];
+    args.extend(with(&[]));
+    let health = run(args);
+    assert_eq!(health.code, Some(0), "{}", health.show());
+
+    // 4. A host down before the rollout: reported unreachable, the others
+    //    succeed, exit code non-zero.
+    lab.stop_sshd(7).expect("stop sshd on h08");
+    let mut args = vec!["rollout".to_string(), "--binary".into(), a_str.into(), "--limit".into(), "h06,h07,h08".into()];
+    args.extend(with(&[]));
+    let down = run(args);
+    assert_eq!(down.code, Some(2), "{}", down.show());
+    assert!(down.row("h08").contains("UNREACHABLE"), "{}", down.show());
+    assert!(down.row("h06").contains(" ok "), "{}", down.show());
+    assert!(down.row("h07").contains(" ok "), "{}", down.show());
+    lab.start_sshd(7).expect("start sshd on h08");
+
+    // 5. Two rollouts at once on one host: one holds the lock, the other is refused.
+    let spawn = || {
+        let mut cmd = Command::new(binary("fleetctl"));
+        cmd.args(["rollout", "--plain", "--binary", a_str, "--limit", "h04"])
+            .args(base)
+            .current_dir(cwd);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn fleetctl")
+    };
+    let (p1, p2) = (spawn(), spawn());
+    let r1 = Run::from(p1.wait_with_output().expect("first rollout"));
+    let r2 = Run::from(p2.wait_with_output().expect("second rollout"));
+    let mut codes = [r1.code, r2.code];
+    codes.sort();
+    assert_eq!(codes, [Some(0), Some(2)], "{}\n{}", r1.show(), r2.show());
+    let refused = if r1.code == Some(2) { &r1 } else { &r2 };
+    assert!(refused.row("h04").contains("LOCKED"), "{}", refused.show());
+    assert!(refused.stdout.contains("host is locked by"), "{}", refused.show());
+
+    // 6. Malformed inventory and playbook: exit 1, located, nothing run.
+    let bad_inv = cwd.join("bad-inventory.yaml");
+    let text = std::fs::read_to_string(lab.inventory_path()).expect("read inventory");
+    std::fs::write(&bad_inv, text.replace("  port: 22", "  port: twenty-two")).expect("write");
+    let r = fleetctl(cwd, &["rollout", "-i", "bad-inventory.yaml", "--binary", a_str]);
+    assert_eq!(r.code, Some(1), "{}", r.show());
+    assert!(r.stderr.contains("bad-inventory.yaml:") && r.stderr.contains("expected form:"), "{}", r.show());
+    std::fs::write(cwd.join("bad.yaml"), "name: x\nsteps:\n  - drain: { timeout: soon }\n").expect("write");
+    let mut args = vec!["run".to_string(), "-p".into(), "bad.yaml".into()];
+    args.extend(with(&[]));
+    let r = run(args);
+    assert_eq!(r.code, Some(1), "{}", r.show());
+    assert!(r.stderr.contains("bad.yaml:3:"), "{}", r.show());
+    assert!(!r.stdout.contains("│ h0"), "nothing ran: {}", r.show());
+
+    lab.teardown().expect("lab teardown");
+    eprintln!("lab rollout test: {:.1}s", begin.elapsed().as_secs_f64());
+}
+
+/// Stops the daemon the main-job test started, by its pid file.
+struct LocalDaemon {
+    pid_file: PathBuf,
+}
+
+impl Drop for LocalDaemon {
+    fn drop(&mut self) {
+        let Some(pid) = std::fs::read_to_string(&self.pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+        else {
+            return;
+        };
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
+
+#[test]
+fn main_job_rollout_on_the_local_inventory() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let cwd = work.path();
+    let _daemon = LocalDaemon {
+        pid_file: cwd.join(".deploy/local/run/prover.pid"),
+    };
+    let inv = repo().join("inventories/local.yaml");
+    // The shipped config, on a free port: a developer's own local rollout
+    // may be serving on the shipped one.
+    let shipped = std::fs::read_to_string(repo().join("inventories/files/prover-local.toml"))
+        .expect("read the shipped local config");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    assert!(shipped.contains("127.0.0.1:17878"), "shipped config changed its listen address");
+    let config = cwd.join("prover-local.toml");
+    std::fs::write(&config, shipped.replace("127.0.0.1:17878", &format!("127.0.0.1:{port}")))
+        .expect("write config");
+    let config_var = format!("config_file={}", config.display());
+    let p = prover();
+    let t = Instant::now();
+    let r = fleetctl(
+        cwd,
+        &[
+            "rollout",
+            "-i",
+            inv.to_str().expect("utf-8"),
+            "-e",
+            &config_var,
+            "--binary",
+            p.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    let row = r.row("local");
+    assert!(row.contains(" ok ") && row.contains(&short_sha(&p)), "{}", r.show());
+    assert!(r.stdout.contains("local: smoke: chain proof of size 1024 verified"), "{}", r.show());
+    let events = r.audit(cwd);
+    let statuses: Vec<HostStatus> = events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::HostFinished { status, .. } => Some(status),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(statuses, vec![HostStatus::Ok]);
+    assert!(steps_of(&events, "local").contains(&("health", "done")), "{}", r.show());
+    assert!(cwd.join(".deploy/local/current/prover").is_file());
+    eprintln!("main job (local rollout): {:.1}s", t.elapsed().as_secs_f64());
+}
