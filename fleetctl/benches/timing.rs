@@ -169,6 +169,7 @@ fn main() -> anyhow::Result<()> {
         &store,
         std::time::Duration::from_secs(1800),
         64,
+        collect::CHUNK,
     ));
     let collect_s = t1.elapsed().as_secs_f64();
     for s in &summary {
@@ -181,6 +182,7 @@ fn main() -> anyhow::Result<()> {
         &store,
         std::time::Duration::from_secs(600),
         64,
+        collect::CHUNK,
     ));
     let recollect_s = t2.elapsed().as_secs_f64();
     let refetched: u64 = again.iter().map(|s| s.new_bytes).sum();

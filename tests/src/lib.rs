@@ -1,1 +1,77 @@
-//! Shared helpers for the end-to-end tests in `tests/tests/`.
+//! Shared helpers for the end-to-end tests in `tests/tests/`: where the built
+//! binaries are, running `fleetctl` as a subprocess, and the root check the
+//! lab fleet needs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `target/<profile>`, found from the running test binary (`target/<profile>/deps/…`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_owned()
+}
+
+/// A workspace binary; panics with the fix when it was not built.
+pub fn binary(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+/// The prover to deploy: `FLEET_TESTS_PROVER`, else the workspace build.
+pub fn prover() -> PathBuf {
+    std::env::var_os("FLEET_TESTS_PROVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| binary("prover"))
+}
+
+/// Whether the lab can be built (root); prints the skip reason otherwise.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("SKIP: the lab fleet needs root (namespaces, veth, sshd); run the tests as root");
+    }
+    root
+}
+
+/// One finished command with its outputs as text.
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn from(o: Output) -> Run {
+        Run {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    pub fn show(&self) -> String {
+        format!(
+            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs the workspace `fleetctl` in `cwd`.
+pub fn fleetctl(cwd: &Path, args: &[&str]) -> Run {
+    let out = Command::new(binary("fleetctl"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("fleetctl runs");
+    Run::from(out)
+}

@@ -35,6 +35,9 @@ pub struct CollectArgs {
     /// Hosts collected at once.
     #[arg(long, default_value_t = 64)]
     pub parallel: usize,
+    /// Bytes fetched per remote command (bounds memory per host).
+    #[arg(long, default_value_t = super::collect::CHUNK)]
+    pub chunk_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -88,7 +91,8 @@ async fn collect(a: CollectArgs) -> anyhow::Result<ExitCode> {
     let (_, hosts) = crate::inventory::load_selected(&a.target)?;
     let store = Store::new(&a.store);
     let started = Instant::now();
-    let summary = super::collect::collect_all(&hosts, &store, a.deadline, a.parallel).await;
+    let summary =
+        super::collect::collect_all(&hosts, &store, a.deadline, a.parallel, a.chunk_bytes).await;
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
         "host",

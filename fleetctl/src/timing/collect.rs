@@ -101,6 +101,7 @@ pub async fn collect_host(
     t: &Transport,
     host: &Host,
     store: &Store,
+    chunk: u64,
 ) -> Result<(usize, u64), CollectError> {
     let tr = |source| CollectError::Transport {
         host: host.name.clone(),
@@ -158,7 +159,7 @@ pub async fn collect_host(
         let local_path = host_dir.join(&file.local);
         let qname = q(&r.name)?;
         while file.fetched < r.size {
-            let want = (r.size - file.fetched).min(CHUNK);
+            let want = (r.size - file.fetched).min(chunk.max(4096));
             let read = format!(
                 "cd {qdir} || exit 3; exec 3< {qname} || exit 3; [ \"$(stat -L -c %i /dev/fd/3)\" = {} ] || exit 4; tail -c +{} <&3 | head -c {want}",
                 r.inode,
@@ -224,6 +225,7 @@ pub async fn collect_all(
     store: &Store,
     deadline: Duration,
     parallel: usize,
+    chunk: u64,
 ) -> Vec<HostSummary> {
     let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
@@ -241,7 +243,7 @@ pub async fn collect_all(
                             host: host.name.clone(),
                             source,
                         })?;
-                let r = collect_host(&t, &host, &store).await;
+                let r = collect_host(&t, &host, &store, chunk).await;
                 let _ = t.close().await;
                 r
             };
