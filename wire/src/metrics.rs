@@ -60,10 +60,11 @@ pub const ALL: [&str; 16] = [
     BUILD_INFO,
 ];
 
-/// Upper bounds (seconds) of the [`PHASE_DURATION_SECONDS`] buckets: 1 ms to
-/// about 17 minutes, doubling, so NTT milliseconds and whole-partition minutes
-/// share one histogram. The daemon and `fleetctl timing export` use the same bounds.
-pub const PHASE_BUCKETS_SECONDS: [f64; 21] = [
-    0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096,
-    8.192, 16.384, 32.768, 65.536, 131.072, 262.144, 524.288, 1048.576,
+/// Upper bounds (seconds) of the [`PHASE_DURATION_SECONDS`] buckets: 100 µs
+/// to about 14 minutes, doubling, so a 2^10 CPU phase and a 2^27 GPU job share
+/// one histogram. The daemon's `/metrics` and `fleetctl timing export` use the
+/// same bounds, so their histograms can be summed.
+pub const PHASE_BUCKETS_SECONDS: [f64; 24] = [
+    0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064, 0.0128, 0.0256, 0.0512, 0.1024, 0.2048, 0.4096,
+    0.8192, 1.6384, 3.2768, 6.5536, 13.1072, 26.2144, 52.4288, 104.8576, 209.7152, 419.4304, 838.8608,
 ];

@@ -545,10 +545,10 @@ mod tests {
             let line = text.lines().find(|l| l.contains(&needle)).unwrap();
             line.rsplit(' ').next().unwrap().parse().unwrap()
         };
-        assert_eq!(bucket("0.001"), 1);
-        assert_eq!(bucket("0.004"), 3);
-        assert_eq!(bucket("0.512"), 3);
-        assert_eq!(bucket("1.024"), 4);
+        assert_eq!(bucket("0.0008"), 1);
+        assert_eq!(bucket("0.0032"), 3);
+        assert_eq!(bucket("0.4096"), 3);
+        assert_eq!(bucket("0.8192"), 4);
         assert_eq!(bucket("+Inf"), 4);
         assert!(text.contains("# TYPE prover_phase_duration_seconds histogram"));
         assert!(std::fs::read_dir(&out).unwrap().all(|e| e

@@ -9,7 +9,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 
@@ -55,8 +55,8 @@ impl std::fmt::Debug for Metrics {
 }
 
 fn seconds_buckets() -> Histogram {
-    // 100 µs .. ~15 min: covers a 2^10 CPU phase and a 2^27 GPU job alike.
-    Histogram::new(exponential_buckets(1e-4, 2.0, 24))
+    // The bounds fleetctl's textfile export uses too (100 µs .. ~14 min).
+    Histogram::new(fleet_wire::metrics::PHASE_BUCKETS_SECONDS.iter().copied())
 }
 
 impl Metrics {
