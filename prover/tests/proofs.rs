@@ -156,6 +156,17 @@ fn cpu_proofs_are_byte_identical_to_bellperson_and_verify() {
 }
 
 #[test]
+fn cuda_proofs_are_byte_identical_to_bellperson_and_verify() {
+    // Runs only where a CUDA device and NVRTC are usable.
+    if !prover::backend::cuda::cuda_available() {
+        eprintln!("no CUDA device: skipped");
+        return;
+    }
+    let backend = prover::backend::cuda::CudaBackend::new(0).expect("CUDA device 0");
+    run_all(&backend);
+}
+
+#[test]
 fn cpu_sha256_proof_is_byte_identical_to_bellperson() {
     // One block: the smallest sha256 circuit (about 2^15 constraints).
     let size = circuit::shape(CircuitKind::Sha256, 1 << 15)

@@ -259,8 +259,10 @@ const BUSY: u8 = 2;
 /// to [`BATCH`] independent additions with one field inversion (Montgomery's
 /// trick), so an addition costs about 6 field multiplications instead of the
 /// 11 of a mixed projective addition. A point whose bucket already has an
-/// addition pending waits for the next batch. Additions where both x agree
-/// (doubling, or a point and its negation) take the projective path.
+/// addition pending goes into that bucket's projective overflow instead
+/// (never waiting: with few distinct digits, as in a top window or for 0/1
+/// witnesses, waiting would make the work quadratic). Additions where both x
+/// agree (doubling, or a point and its negation) take the projective path.
 struct AffineBuckets<A: MsmAffine> {
     x: Vec<A::F>,
     y: Vec<A::F>,
@@ -270,7 +272,9 @@ struct AffineBuckets<A: MsmAffine> {
     /// x_point − x_bucket per pending addition, then their prefix products.
     denom: Vec<A::F>,
     prefix: Vec<A::F>,
-    deferred: Vec<(u32, A::F, A::F)>,
+    /// Projective sums of the points that met a busy bucket.
+    overflow: Vec<A::Curve>,
+    overflowed: Vec<bool>,
 }
 
 impl<A: MsmAffine> AffineBuckets<A> {
@@ -282,7 +286,8 @@ impl<A: MsmAffine> AffineBuckets<A> {
             pending: Vec::with_capacity(BATCH),
             denom: Vec::with_capacity(BATCH),
             prefix: Vec::with_capacity(BATCH),
-            deferred: Vec::new(),
+            overflow: Vec::new(),
+            overflowed: Vec::new(),
         }
     }
 
@@ -305,7 +310,14 @@ impl<A: MsmAffine> AffineBuckets<A> {
                     self.flush();
                 }
             }
-            _ => self.deferred.push((b, px, py)),
+            _ => {
+                if self.overflow.is_empty() {
+                    self.overflow = vec![A::Curve::identity(); self.state.len()];
+                    self.overflowed = vec![false; self.state.len()];
+                }
+                A::from_coords(px, py).add_to(&mut self.overflow[i]);
+                self.overflowed[i] = true;
+            }
         }
     }
 
@@ -352,16 +364,21 @@ impl<A: MsmAffine> AffineBuckets<A> {
         self.denom.clear();
     }
 
-    /// Runs all pending and deferred additions to completion.
-    fn finish(&mut self) {
+    /// Σ (i+1)·bucket[i] (affine part plus overflow) by a running sum.
+    fn finish(mut self) -> A::Curve {
         self.flush();
-        while !self.deferred.is_empty() {
-            let deferred = std::mem::take(&mut self.deferred);
-            for (b, px, py) in deferred {
-                self.add(b, px, py);
+        let mut running = A::Curve::identity();
+        let mut sum = A::Curve::identity();
+        for i in (0..self.state.len()).rev() {
+            if self.state[i] != EMPTY {
+                A::from_coords(self.x[i], self.y[i]).add_to(&mut running);
             }
-            self.flush();
+            if self.overflowed.get(i).copied().unwrap_or(false) {
+                running += &self.overflow[i];
+            }
+            sum += &running;
         }
+        sum
     }
 }
 
@@ -386,16 +403,7 @@ fn window_sum_batched<A: MsmAffine>(
         let b = u32::from(d.unsigned_abs()) - 1;
         buckets.add(b, px, if d < 0 { -py } else { py });
     }
-    buckets.finish();
-    let mut running = A::Curve::identity();
-    let mut sum = A::Curve::identity();
-    for i in (0..buckets.state.len()).rev() {
-        if buckets.state[i] != EMPTY {
-            A::from_coords(buckets.x[i], buckets.y[i]).add_to(&mut running);
-        }
-        sum += &running;
-    }
-    sum
+    buckets.finish()
 }
 
 #[cfg(test)]
