@@ -2,6 +2,7 @@
 //! ordinary pageable heap memory, behind one small trait that a device
 //! runtime's pinned allocator (`cuMemHostAlloc`) implements too.
 
+#[cfg(not(unix))]
 use std::alloc::Layout;
 use std::ptr::NonNull;
 
@@ -80,11 +81,39 @@ pub trait HostAllocator: Send + Sync {
     unsafe fn free(&self, region: Region);
 }
 
-/// Ordinary pageable heap memory: the baseline a device copies from through
-/// a bounce buffer.
+/// Ordinary pageable memory: the baseline a device copies from through a
+/// bounce buffer.
+///
+/// On unix it is an anonymous private mapping (what the C allocator uses
+/// for large blocks anyway): zero-filled by the kernel lazily, so making a
+/// region costs nothing up front. `std::alloc::alloc_zeroed` with page
+/// alignment would instead write every byte (measured: 0.7 s for 512 MiB).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HeapAllocator;
 
+#[cfg(unix)]
+impl HostAllocator for HeapAllocator {
+    fn name(&self) -> &'static str {
+        "heap"
+    }
+
+    fn page_locked(&self) -> bool {
+        false
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<Region, PoolError> {
+        let (ptr, len) = map_anonymous(self.name(), bytes)?;
+        // SAFETY: page-aligned, zero-filled by the kernel, `len` long, ours.
+        Ok(unsafe { Region::from_raw(ptr, len) })
+    }
+
+    unsafe fn free(&self, region: Region) {
+        // SAFETY: the caller guarantees the region is one of our mappings.
+        unsafe { unmap(region) };
+    }
+}
+
+#[cfg(not(unix))]
 impl HostAllocator for HeapAllocator {
     fn name(&self) -> &'static str {
         "heap"
@@ -96,8 +125,6 @@ impl HostAllocator for HeapAllocator {
 
     fn alloc(&self, bytes: usize) -> Result<Region, PoolError> {
         let layout = heap_layout(bytes)?;
-        // Zeroed so the region is initialised; large zeroed allocations come
-        // straight from the kernel's zero pages, so this costs no memset.
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).ok_or_else(|| PoolError::Alloc {
@@ -118,12 +145,63 @@ impl HostAllocator for HeapAllocator {
     }
 }
 
+#[cfg(not(unix))]
 fn heap_layout(bytes: usize) -> Result<Layout, PoolError> {
     Layout::from_size_align(bytes.max(1), REGION_ALIGN).map_err(|e| PoolError::Alloc {
         allocator: "heap",
         bytes,
         reason: e.to_string(),
     })
+}
+
+/// A fresh anonymous private read-write mapping of `bytes` rounded up to
+/// whole pages; returns the pointer and the rounded length.
+#[cfg(unix)]
+fn map_anonymous(allocator: &'static str, bytes: usize) -> Result<(NonNull<u8>, usize), PoolError> {
+    let len = bytes
+        .max(1)
+        .checked_next_multiple_of(page_size())
+        .ok_or_else(|| PoolError::Alloc {
+            allocator,
+            bytes,
+            reason: "size overflows when rounded to whole pages".into(),
+        })?;
+    // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(PoolError::Alloc {
+            allocator,
+            bytes: len,
+            reason: format!("mmap: {}", std::io::Error::last_os_error()),
+        });
+    }
+    let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| PoolError::Alloc {
+        allocator,
+        bytes: len,
+        reason: "mmap returned null".into(),
+    })?;
+    Ok((ptr, len))
+}
+
+/// Unmaps a region made by [`map_anonymous`] (unlocking it too).
+///
+/// # Safety
+/// `region` must be such a mapping, used by nothing afterwards.
+#[cfg(unix)]
+unsafe fn unmap(region: Region) {
+    // munmap cannot fail for a whole mapping we made, and there would be
+    // nothing useful to do about it during teardown anyway.
+    // SAFETY: guaranteed by the caller.
+    unsafe { libc::munmap(region.as_ptr().cast(), region.len()) };
 }
 
 /// Anonymous private mappings locked into RAM with `mlock`: page-locked
@@ -143,56 +221,24 @@ impl HostAllocator for MlockAllocator {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Region, PoolError> {
-        let len = bytes
-            .max(1)
-            .checked_next_multiple_of(page_size())
-            .ok_or_else(|| PoolError::Alloc {
-                allocator: self.name(),
-                bytes,
-                reason: "size overflows when rounded to whole pages".into(),
-            })?;
-        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(PoolError::Alloc {
-                allocator: self.name(),
-                bytes: len,
-                reason: format!("mmap: {}", std::io::Error::last_os_error()),
-            });
-        }
+        let (ptr, len) = map_anonymous(self.name(), bytes)?;
+        // SAFETY: page-aligned, zero-filled by the kernel, `len` long, ours.
+        let region = unsafe { Region::from_raw(ptr, len) };
         // mlock faults every page in, so the region is resident and locked
         // when this returns (the time the pool reports as allocation time).
-        // SAFETY: `ptr..ptr+len` is the mapping just made.
-        if unsafe { libc::mlock(ptr, len) } != 0 {
+        // SAFETY: the region is the mapping just made.
+        if unsafe { libc::mlock(region.as_ptr().cast(), len) } != 0 {
             let err = std::io::Error::last_os_error();
-            // SAFETY: unmapping the mapping just made, which nothing uses.
-            unsafe { libc::munmap(ptr, len) };
+            // SAFETY: the mapping just made, which nothing uses.
+            unsafe { unmap(region) };
             return Err(mlock_error(len, err));
         }
-        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| PoolError::Alloc {
-            allocator: self.name(),
-            bytes: len,
-            reason: "mmap returned null".into(),
-        })?;
-        // SAFETY: page-aligned, zero-filled by the kernel, `len` long, ours.
-        Ok(unsafe { Region::from_raw(ptr, len) })
+        Ok(region)
     }
 
     unsafe fn free(&self, region: Region) {
-        // munmap unlocks too; errors are impossible for a mapping we made
-        // (the caller guarantees it is one) and there is nothing to do with
-        // one during teardown anyway.
         // SAFETY: the caller guarantees the region is one of our mappings.
-        unsafe { libc::munmap(region.as_ptr().cast(), region.len()) };
+        unsafe { unmap(region) };
     }
 }
 
