@@ -596,6 +596,7 @@ fn a_host_that_is_down_gives_a_bounded_clear_error() {
         let err = Transport::connect(&host).await.unwrap_err();
         let took = began.elapsed();
         let msg = err.to_string();
+        eprintln!("down host after {took:?}: {msg}");
         assert!(took < Duration::from_secs(30), "took {took:?}");
         assert!(
             msg.contains(&host.name) && msg.contains(&host.address) && msg.contains("fix:"),
@@ -784,6 +785,112 @@ fn real_prover_rolls_out_smokes_drains_and_rolls_back() {
         // Three daemons started (a, b, a again), each reached `ready`.
         let ready = log.lines().filter(|l| l.contains(": ready ")).count();
         assert_eq!(ready, 3, "{log}");
+        t.close().await.unwrap();
+    });
+}
+
+fn keygen(dir: &Path, name: &str) -> PathBuf {
+    let key = dir.join(name);
+    let status = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    key
+}
+
+#[test]
+fn connection_failures_name_their_cause_and_only_transient_ones_are_retried() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    bounded(async {
+        let connect_err =
+            |h: Host| async move { Transport::connect(&h).await.unwrap_err().to_string() };
+
+        // A key the host does not have in known_hosts: mismatch, never retried.
+        let other = keygen(dir.path(), "other_host_key");
+        let public = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+        let mut key_part = public.split_whitespace();
+        let (kind, blob) = (key_part.next().unwrap(), key_part.next().unwrap());
+        let wrong_known = dir.path().join("known_hosts_wrong");
+        std::fs::write(&wrong_known, format!("{} {kind} {blob}\n", host.address)).unwrap();
+        let mut h = host.clone();
+        h.known_hosts = Some(wrong_known);
+        let msg = connect_err(h).await;
+        assert!(
+            msg.contains("HOST KEY MISMATCH")
+                && msg.contains("1 attempt")
+                && msg.contains(&host.address),
+            "{msg}"
+        );
+
+        // No entry at all: strict checking refuses.
+        let empty = dir.path().join("known_hosts_empty");
+        std::fs::write(&empty, "").unwrap();
+        let mut h = host.clone();
+        h.known_hosts = Some(empty);
+        let msg = connect_err(h).await;
+        assert!(
+            msg.contains("host key not in known_hosts") && msg.contains("1 attempt"),
+            "{msg}"
+        );
+
+        // A client key the host does not accept.
+        let mut h = host.clone();
+        h.identity_file = Some(keygen(dir.path(), "stranger"));
+        let msg = connect_err(h).await;
+        assert!(
+            msg.contains("authentication failed") && msg.contains("identity_file"),
+            "{msg}"
+        );
+
+        // Nothing listens on that port: refused, retried with backoff.
+        let mut h = host.clone();
+        h.port = 2;
+        let began = Instant::now();
+        let msg = connect_err(h).await;
+        assert!(
+            msg.contains("connection refused") && msg.contains("3 attempt"),
+            "{msg}"
+        );
+        assert!(
+            began.elapsed() < Duration::from_secs(15),
+            "{:?}",
+            began.elapsed()
+        );
+    });
+}
+
+#[test]
+fn check_mode_describes_and_changes_nothing() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "check", "normal", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        ctx.check = true;
+        for spec in [
+            StepSpec::Upload(UploadParams::default()),
+            StepSpec::Drain(DrainParams::default()),
+            StepSpec::Start(StartParams::default()),
+        ] {
+            let out = step(spec, &mut ctx).await.unwrap();
+            assert!(
+                matches!(&out, StepOutcome::Skipped { reason } if reason.starts_with("check mode: would")),
+                "{out:?}"
+            );
+        }
+        assert_eq!(
+            sh(&t, "ls -A /data").await,
+            "",
+            "check mode wrote to the host"
+        );
         t.close().await.unwrap();
     });
 }
