@@ -373,9 +373,9 @@ pub fn run(args: SetupArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     }
+    let shape_circuit = circuit::shape_circuit(kind, size)?;
     tracing::warn!(circuit = %kind, size, seed = args.seed, "{TEST_ONLY_WARNING}");
     let started = Instant::now();
-    let shape_circuit = circuit::shape_circuit(kind, size)?;
     let params = generate(&shape_circuit, args.seed)
         .with_context(|| format!("generating parameters for `{kind}` size {size}"))?;
     let generated = started.elapsed();

@@ -20,8 +20,9 @@ use rayon::prelude::*;
 const CHUNK: usize = 1024;
 /// Bits in a BLS12-381 scalar representation walked by the windows.
 const SCALAR_BITS: usize = 256;
-/// Upper bound on one table's size, to stay cache- and memory-friendly.
-const MAX_TABLE_BYTES: usize = 64 << 20;
+/// Upper bound on one table's size: lookups are random, and a table that
+/// outgrows the last-level cache trades its saved additions for misses.
+const MAX_TABLE_BYTES: usize = 16 << 20;
 
 /// A projective curve point type we can multiply and normalise in bulk.
 pub trait FastCurve:
