@@ -238,6 +238,58 @@ fn upload_is_content_addressed_skipped_when_present_and_rejects_corruption() {
 }
 
 #[test]
+fn upload_keeps_n_releases_but_never_current_or_previous() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rels: Vec<Release> = (1..=5)
+        .map(|i| release(dir.path(), &format!("keep-{i}"), "normal", 0))
+        .collect();
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let keep = UploadParams {
+            keep_releases: 2,
+            ..Default::default()
+        };
+        for (i, r) in rels.iter().enumerate() {
+            let mut ctx = StepCtx::new(&host, &t, r);
+            step(StepSpec::Upload(keep.clone()), &mut ctx)
+                .await
+                .unwrap();
+            if i == 0 {
+                // Release 1 is what the host runs, release 2 what it ran before.
+                sh(
+                    &t,
+                    &format!("cd /data/prover && ln -s releases/{} current", r.sha256),
+                )
+                .await;
+            }
+            if i == 1 {
+                sh(
+                    &t,
+                    &format!("echo {} > /data/prover/state/previous", r.sha256),
+                )
+                .await;
+            }
+        }
+        let mut left: Vec<String> = sh(&t, "ls -1 /data/prover/releases")
+            .await
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        left.sort();
+        let mut want: Vec<String> = [0, 1, 3, 4]
+            .iter()
+            .map(|&i| rels[i].sha256.clone())
+            .collect();
+        want.sort();
+        assert_eq!(left, want, "release 3 is the only one old and unprotected");
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
 fn upload_to_a_full_disk_fails_clearly_and_leaves_nothing_behind() {
     let Some((_lab, host)) = lab(Some(2 << 20)) else {
         return;

@@ -162,10 +162,15 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
     }
 }
 
+/// The log from `offset` on; nothing yet when the file does not exist.
 async fn new_log(ctx: &StepCtx<'_>, offset: u64) -> Result<String, Cause> {
+    let log = ctx.layout().log();
+    if remote::file_size(ctx, &log).await? == 0 {
+        return Ok(String::new());
+    }
     let bytes = ctx
         .transport
-        .read_range(&ctx.layout().log(), offset, LOG_WINDOW, QUICK)
+        .read_range(&log, offset, LOG_WINDOW, QUICK)
         .await?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
