@@ -128,6 +128,8 @@ struct State {
     regions_in_use: usize,
     /// Bytes being allocated right now, counted against `max_bytes` already.
     pending: u64,
+    /// Growths waiting for (or about to try) a budget reservation.
+    budget_blocked: usize,
     next_ticket: u64,
     queue: VecDeque<u64>,
     hits: u64,
@@ -137,6 +139,15 @@ struct State {
     evictions: u64,
     waits: u64,
     alloc_time: Duration,
+}
+
+impl State {
+    /// Takes evicted regions (already out of `idle`) off the books.
+    fn forget(&mut self, evicted: &[Idle]) {
+        self.held -= evicted.iter().map(|i| i.region.len() as u64).sum::<u64>();
+        self.regions -= evicted.len();
+        self.evictions += evicted.len() as u64;
+    }
 }
 
 /// A checkout decided under the lock, carried out after it.
@@ -556,10 +567,7 @@ impl Inner {
         evicted.sort_by_key(|i| std::cmp::Reverse(i.region.len()));
 
         let reused_bytes: u64 = reuse.iter().flatten().map(|i| i.region.len() as u64).sum();
-        let evicted_bytes: u64 = evicted.iter().map(|i| i.region.len() as u64).sum();
-        st.held -= evicted_bytes;
-        st.regions -= evicted.len();
-        st.evictions += evicted.len() as u64;
+        st.forget(&evicted);
         st.pending += grow_bytes;
         st.in_use += reused_bytes;
         st.regions_in_use += reuse.iter().flatten().count();
@@ -696,14 +704,7 @@ impl Inner {
         deadline: Option<Instant>,
     ) -> Result<(Region, Reservation), PoolError> {
         let label = format!("pool:{who}");
-        let mut reservation = match deadline {
-            Some(d) => self.budget.reserve_timeout(
-                &label,
-                size,
-                d.saturating_duration_since(Instant::now()),
-            )?,
-            None => self.budget.reserve(&label, size)?,
-        };
+        let mut reservation = self.reserve_for_growth(&label, size, deadline)?;
         let bytes = usize::try_from(size).map_err(|_| PoolError::Alloc {
             allocator: self.allocator.name(),
             bytes: usize::MAX,
@@ -740,6 +741,49 @@ impl Inner {
             "pinned pool grew"
         );
         Ok((region, reservation))
+    }
+
+    /// The budget reservation for a new region. When the budget is short,
+    /// regions idle in the pool hold part of it: they are released first,
+    /// and while this waits, buffers coming back are released instead of
+    /// kept (see `give_back`), since only the budget can wake this wait.
+    fn reserve_for_growth(
+        &self,
+        label: &str,
+        size: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Reservation, BudgetError> {
+        // Counted before trying, so no buffer can slip back into the idle
+        // list between a failed try and the wait.
+        self.state.lock().budget_blocked += 1;
+        let result = match self.budget.try_reserve(label, size) {
+            Ok(r) => Ok(r),
+            Err(_) => {
+                let short = size.saturating_sub(self.budget.available());
+                let evicted = {
+                    let mut st = self.state.lock();
+                    let mut freed = 0u64;
+                    let evicted = pick_largest_first(&mut st.idle, |idle| {
+                        let take = freed < short;
+                        freed += if take { idle.region.len() as u64 } else { 0 };
+                        take
+                    });
+                    st.forget(&evicted);
+                    evicted
+                };
+                self.free_all(evicted);
+                match deadline {
+                    Some(d) => self.budget.reserve_timeout(
+                        label,
+                        size,
+                        d.saturating_duration_since(Instant::now()),
+                    ),
+                    None => self.budget.reserve(label, size),
+                }
+            }
+        };
+        self.state.lock().budget_blocked -= 1;
+        result
     }
 
     fn shrink(&self, why: &str, pick: impl FnOnce(&mut State) -> Vec<Idle>) -> ShrinkReport {
@@ -791,12 +835,20 @@ impl Inner {
             in_use = st.in_use,
             "pinned buffer returned"
         );
-        st.idle.push(Idle {
+        let idle = Idle {
             region,
             reservation,
             since: Instant::now(),
-        });
-        drop(st);
+        };
+        if st.budget_blocked > 0 {
+            // A growth waits on the budget, which this region holds.
+            st.forget(std::slice::from_ref(&idle));
+            drop(st);
+            self.free_all(vec![idle]);
+        } else {
+            st.idle.push(idle);
+            drop(st);
+        }
         self.returned.notify_all();
     }
 
@@ -891,6 +943,34 @@ mod tests {
             (s.evictions, s.grows, s.bytes_pinned),
             (1, 3, 4 * PAGE as u64)
         );
+    }
+
+    #[test]
+    fn growth_blocked_on_the_budget_gets_the_memory_of_a_returned_buffer() {
+        // The budget, not max_bytes, binds; the pool itself holds all of it.
+        let p = pool(u64::MAX, 4 * PAGE as u64);
+        let all = p.checkout("first", 4 * PAGE).unwrap();
+        let p2 = p.clone();
+        let waiter = std::thread::spawn(move || {
+            p2.checkout_timeout("second", PAGE, Duration::from_secs(20))
+                .map(|b| b.capacity())
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while p.budget().stats().waiters == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "growth never waited on the budget"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(all);
+        assert_eq!(waiter.join().unwrap().unwrap(), PAGE);
+        let s = p.stats();
+        assert_eq!(
+            (s.regions, s.bytes_pinned, s.evictions),
+            (1, PAGE as u64, 1)
+        );
+        assert_eq!(p.budget().stats().reserved, PAGE as u64);
     }
 
     #[test]
