@@ -69,7 +69,10 @@ impl Reporter for AuditLog {
         };
         if let Err(e) = self.file.write_all(line.as_bytes()) {
             if !self.broken {
-                tracing::warn!("audit log {}: {e}; later events are lost", self.path.display());
+                tracing::warn!(
+                    "audit log {}: {e}; later events are lost",
+                    self.path.display()
+                );
                 self.broken = true;
             }
         }
@@ -108,7 +111,13 @@ mod tests {
     fn events_append_as_json_lines_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let events = [
-            Event::new("r1", Some("h1"), EventKind::StepStarted { step: "drain".into() }),
+            Event::new(
+                "r1",
+                Some("h1"),
+                EventKind::StepStarted {
+                    step: "drain".into(),
+                },
+            ),
             Event::new(
                 "r1",
                 Some("h1"),
@@ -128,7 +137,11 @@ mod tests {
         again.finish();
         let text = std::fs::read_to_string(again.path()).unwrap();
         assert_eq!(text.lines().count(), 2);
-        assert!(text.lines().next().unwrap().contains("\"event\":\"step_started\""));
+        assert!(text
+            .lines()
+            .next()
+            .unwrap()
+            .contains("\"event\":\"step_started\""));
         assert_eq!(read(again.path()).unwrap(), events);
     }
 }

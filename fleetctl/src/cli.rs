@@ -77,7 +77,12 @@ pub struct ExecArgs {
     pub plain: bool,
     /// Where run state (`state/<run-id>.json`) and audit logs
     /// (`audit/<run-id>.jsonl`) are kept.
-    #[arg(long, value_name = "DIR", env = "FLEETCTL_STATE_DIR", default_value = ".fleetctl")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "FLEETCTL_STATE_DIR",
+        default_value = ".fleetctl"
+    )]
     pub state_dir: PathBuf,
 }
 

@@ -65,7 +65,11 @@ pub fn render(p: &Prepared) -> String {
             "\nbatch {}/{}{}: {}\n",
             bi + 1,
             batches.len(),
-            if bi == 0 && s.canary > 0 { " (canary)" } else { "" },
+            if bi == 0 && s.canary > 0 {
+                " (canary)"
+            } else {
+                ""
+            },
             names.join(", ")
         ));
         for &i in batch {
@@ -81,7 +85,11 @@ pub fn render(p: &Prepared) -> String {
             let transport = Transport::Local(LocalTransport::new(&host.name));
             let release = Release {
                 binary: p.release.binary.clone(),
-                sha256: p.release.sha256.clone().unwrap_or_else(|| "<current>".into()),
+                sha256: p
+                    .release
+                    .sha256
+                    .clone()
+                    .unwrap_or_else(|| "<current>".into()),
                 config: host.config_file.clone(),
             };
             let ctx = StepCtx::new(host, &transport, &release);

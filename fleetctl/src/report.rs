@@ -52,7 +52,10 @@ impl Summary {
     /// Rows in the order the run listed its hosts.
     pub fn rows(&self) -> Vec<Row> {
         let d = self.lock();
-        d.hosts.iter().filter_map(|h| d.rows.get(h).cloned()).collect()
+        d.hosts
+            .iter()
+            .filter_map(|h| d.rows.get(h).cloned())
+            .collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SummaryData> {
@@ -72,7 +75,9 @@ impl Summary {
         header.extend(d.columns.iter().cloned());
         table.set_header(header);
         for host in &d.hosts {
-            let Some(row) = d.rows.get(host) else { continue };
+            let Some(row) = d.rows.get(host) else {
+                continue;
+            };
             let mut cells = vec![
                 Cell::new(&row.host),
                 Cell::new(row.status.map_or("?", HostStatus::label)),
@@ -239,7 +244,12 @@ mod tests {
                     release: None,
                 },
             ),
-            ev(Some("a"), EventKind::StepStarted { step: "upload".into() }),
+            ev(
+                Some("a"),
+                EventKind::StepStarted {
+                    step: "upload".into(),
+                },
+            ),
             ev(
                 Some("a"),
                 EventKind::StepFinished {
@@ -249,7 +259,12 @@ mod tests {
                     detail: String::new(),
                 },
             ),
-            ev(Some("a"), EventKind::StepStarted { step: "smoke".into() }),
+            ev(
+                Some("a"),
+                EventKind::StepStarted {
+                    step: "smoke".into(),
+                },
+            ),
             ev(
                 Some("a"),
                 EventKind::StepFinished {
@@ -268,7 +283,12 @@ mod tests {
                     duration_ms: 3600,
                 },
             ),
-            ev(Some("b"), EventKind::StepStarted { step: "connect".into() }),
+            ev(
+                Some("b"),
+                EventKind::StepStarted {
+                    step: "connect".into(),
+                },
+            ),
             ev(
                 Some("b"),
                 EventKind::StepFailed {
@@ -293,11 +313,23 @@ mod tests {
         }
         let text = s.render();
         let a = text.lines().find(|l| l.contains(" a ")).unwrap();
-        assert!(a.contains("ok") && a.contains("abcdef123456") && a.contains("1.5s") && a.contains("2.0s"), "{text}");
+        assert!(
+            a.contains("ok")
+                && a.contains("abcdef123456")
+                && a.contains("1.5s")
+                && a.contains("2.0s"),
+            "{text}"
+        );
         let b = text.lines().find(|l| l.contains(" b ")).unwrap();
-        assert!(b.contains("UNREACHABLE") && b.contains("FAIL 0.1s"), "{text}");
+        assert!(
+            b.contains("UNREACHABLE") && b.contains("FAIL 0.1s"),
+            "{text}"
+        );
         assert!(text.contains("a: smoke: proof verified"), "{text}");
-        assert!(text.contains("b: UNREACHABLE: connection refused"), "{text}");
+        assert!(
+            text.contains("b: UNREACHABLE: connection refused"),
+            "{text}"
+        );
         assert_eq!(s.rows().len(), 2);
     }
 }

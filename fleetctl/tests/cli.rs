@@ -36,7 +36,10 @@ fn malformed_inventory_exits_1_with_file_line_column_and_expected_form() {
     let o = fleetctl(dir.path(), &["inventory", "list", "-i", "bad.yaml"]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("bad.yaml:5:5: hosts.gpu-01: unknown field `adress`"), "{err}");
+    assert!(
+        err.contains("bad.yaml:5:5: hosts.gpu-01: unknown field `adress`"),
+        "{err}"
+    );
     assert!(err.contains("expected form:"), "{err}");
     assert!(err.contains("HOST: { address: ADDR"), "{err}");
 }
@@ -78,19 +81,36 @@ fn plan_shows_canary_then_batches_of_three_for_the_example_fleet() {
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(out.contains("on 9 host(s)"), "{out}");
     assert!(out.contains("batch 1/4 (canary): gpu-a01\n"), "{out}");
-    assert!(out.contains("batch 2/4: gpu-a02, gpu-a03, gpu-a04\n"), "{out}");
+    assert!(
+        out.contains("batch 2/4: gpu-a02, gpu-a03, gpu-a04\n"),
+        "{out}"
+    );
     assert!(out.contains("batch 4/4: cpu-01, cpu-02\n"), "{out}");
-    assert!(out.contains("gpu-b03 (ssh prover@10.20.2.13:2222 via ops@bastion.prover.example:22"), "{out}");
+    assert!(
+        out.contains("gpu-b03 (ssh prover@10.20.2.13:2222 via ops@bastion.prover.example:22"),
+        "{out}"
+    );
     assert!(out.contains("1. upload: upload"), "{out}");
     assert!(out.contains("7. health:"), "{out}");
     // --limit narrows the plan to one group.
     let o = fleetctl(
         dir.path(),
-        &["plan", "-p", "health", "-i", inv.to_str().unwrap(), "--limit", "rack-b"],
+        &[
+            "plan",
+            "-p",
+            "health",
+            "-i",
+            inv.to_str().unwrap(),
+            "--limit",
+            "rack-b",
+        ],
     );
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    assert!(out.contains("on 3 host(s)") && out.contains("batch 1/1: gpu-b01, gpu-b02, gpu-b03"), "{out}");
+    assert!(
+        out.contains("on 3 host(s)") && out.contains("batch 1/1: gpu-b01, gpu-b02, gpu-b03"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -98,20 +118,35 @@ fn inventory_show_explains_precedence_and_limit_errors_list_what_exists() {
     let dir = tempfile::tempdir().unwrap();
     let inv = repo().join("inventories/example-fleet.yaml");
     let inv = inv.to_str().unwrap();
-    let o = fleetctl(dir.path(), &["inventory", "show", "gpu-b03", "-i", inv, "-e", "gpus=2"]);
+    let o = fleetctl(
+        dir.path(),
+        &["inventory", "show", "gpu-b03", "-i", inv, "-e", "gpus=2"],
+    );
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    assert!(out.contains("gpus            = 2  <- default < vars < group rack-b < -e"), "{out}");
+    assert!(
+        out.contains("gpus            = 2  <- default < vars < group rack-b < -e"),
+        "{out}"
+    );
     assert!(out.contains("\"max_gpu_temp_c\":80"), "{out}");
     assert!(out.contains("port=2222"), "{out}");
 
-    let o = fleetctl(dir.path(), &["inventory", "list", "-i", inv, "--limit", "gpu-z*"]);
+    let o = fleetctl(
+        dir.path(),
+        &["inventory", "list", "-i", inv, "--limit", "gpu-z*"],
+    );
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1));
-    assert!(err.contains("`gpu-z*` matches no host, group or tag"), "{err}");
+    assert!(
+        err.contains("`gpu-z*` matches no host, group or tag"),
+        "{err}"
+    );
     assert!(err.contains("groups: gpu, rack-a, rack-b, cpu"), "{err}");
 
-    let o = fleetctl(dir.path(), &["inventory", "list", "-i", inv, "--limit", "tag:canary,cpu"]);
+    let o = fleetctl(
+        dir.path(),
+        &["inventory", "list", "-i", inv, "--limit", "tag:canary,cpu"],
+    );
     let (out, _) = text(&o);
     assert!(out.contains("(3 of 9 hosts)"), "{out}");
 }
@@ -125,8 +160,14 @@ fn check_run_on_the_builtin_local_inventory_changes_nothing_and_audits() {
     assert!(out.contains("plan: playbook `restart`"), "{out}");
     assert!(out.contains("│ local"), "{out}");
     assert!(err.contains("[local] drain skipped"), "{err}");
-    assert!(!dir.path().join(".deploy").exists(), "check mode created the install dir");
-    assert!(!dir.path().join(".fleetctl/state").exists(), "check mode keeps no state");
+    assert!(
+        !dir.path().join(".deploy").exists(),
+        "check mode created the install dir"
+    );
+    assert!(
+        !dir.path().join(".fleetctl/state").exists(),
+        "check mode keeps no state"
+    );
     let audits: Vec<_> = std::fs::read_dir(dir.path().join(".fleetctl/audit"))
         .unwrap()
         .collect();
@@ -139,8 +180,14 @@ fn missing_binary_and_unknown_resume_are_errors_before_anything_runs() {
     let o = fleetctl(dir.path(), &["rollout", "--binary", "no/such/prover"]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("no/such/prover") && err.contains("cargo build --release -p prover"), "{err}");
-    let o = fleetctl(dir.path(), &["run", "-p", "health", "--resume", "20990101T000000Z-0000"]);
+    assert!(
+        err.contains("no/such/prover") && err.contains("cargo build --release -p prover"),
+        "{err}"
+    );
+    let o = fleetctl(
+        dir.path(),
+        &["run", "-p", "health", "--resume", "20990101T000000Z-0000"],
+    );
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("no state file"), "{err}");

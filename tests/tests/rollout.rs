@@ -67,7 +67,10 @@ impl Run {
     }
 
     fn show(&self) -> String {
-        format!("exit {:?}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+        format!(
+            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
     }
 
     /// The table row of `host`.
@@ -203,7 +206,11 @@ fn rollout_on_a_lab_of_eight() {
     assert_eq!(first.code, Some(0), "{}", first.show());
     for i in 1..=8 {
         let row = first.row(&format!("h{i:02}"));
-        assert!(row.contains(" ok ") && row.contains(&a_sha), "{row}\n{}", first.show());
+        assert!(
+            row.contains(" ok ") && row.contains(&a_sha),
+            "{row}\n{}",
+            first.show()
+        );
     }
     let events = first.audit(cwd);
     let batches: Vec<Vec<String>> = events
@@ -224,21 +231,47 @@ fn rollout_on_a_lab_of_eight() {
         "{}",
         first.show()
     );
-    assert!(steps_of(&events, "h05").contains(&("smoke", "done")), "{}", first.show());
-    assert!(first.stdout.contains("h01: smoke: chain proof of size 1024 verified"), "{}", first.show());
-    eprintln!("first rollout of 8 hosts: {:.1}s", begin.elapsed().as_secs_f64());
+    assert!(
+        steps_of(&events, "h05").contains(&("smoke", "done")),
+        "{}",
+        first.show()
+    );
+    assert!(
+        first
+            .stdout
+            .contains("h01: smoke: chain proof of size 1024 verified"),
+        "{}",
+        first.show()
+    );
+    eprintln!(
+        "first rollout of 8 hosts: {:.1}s",
+        begin.elapsed().as_secs_f64()
+    );
 
     // 2. The same build again: every upload is skipped.
     let t = Instant::now();
-    let mut args = vec!["rollout".to_string(), "--binary".into(), a_str.into(), "--limit".into(), "h01,h02".into()];
+    let mut args = vec![
+        "rollout".to_string(),
+        "--binary".into(),
+        a_str.into(),
+        "--limit".into(),
+        "h01,h02".into(),
+    ];
     args.extend(with(&[]));
     let again = run(args);
     assert_eq!(again.code, Some(0), "{}", again.show());
     let events = again.audit(cwd);
     for h in ["h01", "h02"] {
-        assert!(steps_of(&events, h).contains(&("upload", "skipped")), "{h}\n{}", again.show());
+        assert!(
+            steps_of(&events, h).contains(&("upload", "skipped")),
+            "{h}\n{}",
+            again.show()
+        );
     }
-    eprintln!("second rollout of 2 hosts (upload skipped): {:.1}s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "second rollout of 2 hosts (upload skipped): {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
 
     // 3. A new build whose daemon cannot start on h03: h03 is rolled back to
     //    the previous build and keeps serving it; exit code says a host failed.
@@ -257,16 +290,41 @@ fn rollout_on_a_lab_of_eight() {
     let broken = run(std::mem::take(&mut args));
     assert_eq!(broken.code, Some(2), "{}", broken.show());
     let row = broken.row("h03");
-    assert!(row.contains("FAILED") && row.contains(&a_sha), "build column shows the old build: {row}\n{}", broken.show());
+    assert!(
+        row.contains("FAILED") && row.contains(&a_sha),
+        "build column shows the old build: {row}\n{}",
+        broken.show()
+    );
     let events = broken.audit(cwd);
     let h03 = steps_of(&events, "h03");
-    assert!(h03.contains(&("rollback", "done")), "{h03:?}\n{}", broken.show());
-    assert!(broken.stdout.contains("rolled back to the previous release"), "{}", broken.show());
-    let current = lab.ssh(2, "readlink /data/prover/current").expect("ssh h03");
+    assert!(
+        h03.contains(&("rollback", "done")),
+        "{h03:?}\n{}",
+        broken.show()
+    );
+    assert!(
+        broken
+            .stdout
+            .contains("rolled back to the previous release"),
+        "{}",
+        broken.show()
+    );
+    let current = lab
+        .ssh(2, "readlink /data/prover/current")
+        .expect("ssh h03");
     let current = String::from_utf8_lossy(&current.stdout);
-    assert!(current.contains(&a_sha), "h03 serves the previous build: {current}");
+    assert!(
+        current.contains(&a_sha),
+        "h03 serves the previous build: {current}"
+    );
     // ... and it is healthy on it.
-    let mut args = vec!["run".to_string(), "-p".into(), "health".into(), "--limit".into(), "h03".into()];
+    let mut args = vec![
+        "run".to_string(),
+        "-p".into(),
+        "health".into(),
+        "--limit".into(),
+        "h03".into(),
+    ];
     args.extend(with(&[]));
     let health = run(args);
     assert_eq!(health.code, Some(0), "{}", health.show());
@@ -274,7 +332,13 @@ fn rollout_on_a_lab_of_eight() {
     // 4. A host down before the rollout: reported unreachable, the others
     //    succeed, exit code non-zero.
     lab.stop_sshd(7).expect("stop sshd on h08");
-    let mut args = vec!["rollout".to_string(), "--binary".into(), a_str.into(), "--limit".into(), "h06,h07,h08".into()];
+    let mut args = vec![
+        "rollout".to_string(),
+        "--binary".into(),
+        a_str.into(),
+        "--limit".into(),
+        "h06,h07,h08".into(),
+    ];
     args.extend(with(&[]));
     let down = run(args);
     assert_eq!(down.code, Some(2), "{}", down.show());
@@ -302,16 +366,31 @@ fn rollout_on_a_lab_of_eight() {
     assert_eq!(codes, [Some(0), Some(2)], "{}\n{}", r1.show(), r2.show());
     let refused = if r1.code == Some(2) { &r1 } else { &r2 };
     assert!(refused.row("h04").contains("LOCKED"), "{}", refused.show());
-    assert!(refused.stdout.contains("host is locked by"), "{}", refused.show());
+    assert!(
+        refused.stdout.contains("host is locked by"),
+        "{}",
+        refused.show()
+    );
 
     // 6. Malformed inventory and playbook: exit 1, located, nothing run.
     let bad_inv = cwd.join("bad-inventory.yaml");
     let text = std::fs::read_to_string(lab.inventory_path()).expect("read inventory");
     std::fs::write(&bad_inv, text.replace("  port: 22", "  port: twenty-two")).expect("write");
-    let r = fleetctl(cwd, &["rollout", "-i", "bad-inventory.yaml", "--binary", a_str]);
+    let r = fleetctl(
+        cwd,
+        &["rollout", "-i", "bad-inventory.yaml", "--binary", a_str],
+    );
     assert_eq!(r.code, Some(1), "{}", r.show());
-    assert!(r.stderr.contains("bad-inventory.yaml:") && r.stderr.contains("expected form:"), "{}", r.show());
-    std::fs::write(cwd.join("bad.yaml"), "name: x\nsteps:\n  - drain: { timeout: soon }\n").expect("write");
+    assert!(
+        r.stderr.contains("bad-inventory.yaml:") && r.stderr.contains("expected form:"),
+        "{}",
+        r.show()
+    );
+    std::fs::write(
+        cwd.join("bad.yaml"),
+        "name: x\nsteps:\n  - drain: { timeout: soon }\n",
+    )
+    .expect("write");
     let mut args = vec!["run".to_string(), "-p".into(), "bad.yaml".into()];
     args.extend(with(&[]));
     let r = run(args);
@@ -363,10 +442,16 @@ fn main_job_rollout_on_the_local_inventory() {
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
-    assert!(shipped.contains("127.0.0.1:17878"), "shipped config changed its listen address");
+    assert!(
+        shipped.contains("127.0.0.1:17878"),
+        "shipped config changed its listen address"
+    );
     let config = cwd.join("prover-local.toml");
-    std::fs::write(&config, shipped.replace("127.0.0.1:17878", &format!("127.0.0.1:{port}")))
-        .expect("write config");
+    std::fs::write(
+        &config,
+        shipped.replace("127.0.0.1:17878", &format!("127.0.0.1:{port}")),
+    )
+    .expect("write config");
     let config_var = format!("config_file={}", config.display());
     let p = prover();
     let t = Instant::now();
@@ -384,8 +469,17 @@ fn main_job_rollout_on_the_local_inventory() {
     );
     assert_eq!(r.code, Some(0), "{}", r.show());
     let row = r.row("local");
-    assert!(row.contains(" ok ") && row.contains(&short_sha(&p)), "{}", r.show());
-    assert!(r.stdout.contains("local: smoke: chain proof of size 1024 verified"), "{}", r.show());
+    assert!(
+        row.contains(" ok ") && row.contains(&short_sha(&p)),
+        "{}",
+        r.show()
+    );
+    assert!(
+        r.stdout
+            .contains("local: smoke: chain proof of size 1024 verified"),
+        "{}",
+        r.show()
+    );
     let events = r.audit(cwd);
     let statuses: Vec<HostStatus> = events
         .iter()
@@ -395,7 +489,14 @@ fn main_job_rollout_on_the_local_inventory() {
         })
         .collect();
     assert_eq!(statuses, vec![HostStatus::Ok]);
-    assert!(steps_of(&events, "local").contains(&("health", "done")), "{}", r.show());
+    assert!(
+        steps_of(&events, "local").contains(&("health", "done")),
+        "{}",
+        r.show()
+    );
     assert!(cwd.join(".deploy/local/current/prover").is_file());
-    eprintln!("main job (local rollout): {:.1}s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "main job (local rollout): {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
 }

@@ -151,7 +151,11 @@ pub async fn dispatch(
                 run_id: d.run_id.clone(),
                 check: d.check,
             };
-            let fut = runner.run(job, Emitter::new(&d.run_id, &host.name, tx.clone()), stop.clone());
+            let fut = runner.run(
+                job,
+                Emitter::new(&d.run_id, &host.name, tx.clone()),
+                stop.clone(),
+            );
             set.spawn(async move { (i, fut.await) });
             running.push(i);
         }
@@ -201,14 +205,19 @@ pub async fn dispatch(
         }
     }
 
-    let not_started: Vec<usize> = (0..d.hosts.len()).filter(|&i| status[i].is_none()).collect();
+    let not_started: Vec<usize> = (0..d.hosts.len())
+        .filter(|&i| status[i].is_none())
+        .collect();
     if halted && !not_started.is_empty() {
         out.emit(
             None,
             EventKind::Halted {
                 failed: failures,
                 max_fail: d.playbook.strategy.max_fail,
-                not_started: not_started.iter().map(|&i| d.hosts[i].name.clone()).collect(),
+                not_started: not_started
+                    .iter()
+                    .map(|&i| d.hosts[i].name.clone())
+                    .collect(),
             },
         );
     }
@@ -294,8 +303,14 @@ mod tests {
             self.ran.lock().unwrap().push(job.host.name.clone());
             Box::pin(async move {
                 emit.emit(EventKind::HostStarted);
-                emit.emit(EventKind::StepStarted { step: "health".into() });
-                let status = if fails { HostStatus::Failed } else { HostStatus::Ok };
+                emit.emit(EventKind::StepStarted {
+                    step: "health".into(),
+                });
+                let status = if fails {
+                    HostStatus::Failed
+                } else {
+                    HostStatus::Ok
+                };
                 if fails {
                     emit.emit(EventKind::StepFailed {
                         step: "health".into(),
@@ -392,7 +407,10 @@ mod tests {
         let rec = Recorder::default();
         let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(rec.clone())];
         let (_tx, rx) = watch::channel(Stop::Run);
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let summary = rt
             .block_on(dispatch(d, runner, &mut reporters, rx))
             .unwrap();
@@ -425,12 +443,23 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(batches, vec![vec!["h0"], vec!["h1", "h2", "h3"], vec!["h4", "h5", "h6"], vec!["h7"]]);
+        assert_eq!(
+            batches,
+            vec![
+                vec!["h0"],
+                vec!["h1", "h2", "h3"],
+                vec!["h4", "h5", "h6"],
+                vec!["h7"]
+            ]
+        );
         assert_eq!(ran.len(), 8);
         // Every host of batch k finished before any host of batch k+1 started.
         let pos = |pred: &dyn Fn(&Event) -> bool| events.iter().position(pred).unwrap();
-        let h0_done = pos(&|e| e.host.as_deref() == Some("h0") && matches!(e.kind, EventKind::HostFinished { .. }));
-        let h1_start = pos(&|e| e.host.as_deref() == Some("h1") && matches!(e.kind, EventKind::HostStarted));
+        let h0_done = pos(&|e| {
+            e.host.as_deref() == Some("h0") && matches!(e.kind, EventKind::HostFinished { .. })
+        });
+        let h1_start =
+            pos(&|e| e.host.as_deref() == Some("h1") && matches!(e.kind, EventKind::HostStarted));
         assert!(h0_done < h1_start);
     }
 
@@ -452,7 +481,9 @@ mod tests {
         for h in ["h4", "h5", "h6", "h7"] {
             assert_eq!(status_of(&s, h), HostStatus::NotStarted, "{h}");
         }
-        assert!(events.iter().any(|e| matches!(&e.kind, EventKind::Halted { not_started, .. } if not_started.len() == 4)));
+        assert!(events.iter().any(
+            |e| matches!(&e.kind, EventKind::Halted { not_started, .. } if not_started.len() == 4)
+        ));
         let st = state::load(dir.path(), "r1").unwrap();
         assert_eq!(st.hosts["h4"], HostStatus::NotStarted);
         assert_eq!(st.hosts["h3"], HostStatus::Ok);
@@ -463,7 +494,13 @@ mod tests {
         let (s, ran, _) = run(6, strategy(0, BatchSize::Count(2), 1), &["h0"], None, None);
         assert_eq!(ran.len(), 6, "one failure is within max_fail 1");
         assert_eq!(s.end, RunEnd::HostsFailed);
-        let (s, ran, _) = run(6, strategy(0, BatchSize::Count(2), 1), &["h0", "h3"], None, None);
+        let (s, ran, _) = run(
+            6,
+            strategy(0, BatchSize::Count(2), 1),
+            &["h0", "h3"],
+            None,
+            None,
+        );
         assert_eq!(ran.len(), 4, "the second failure halts after its batch");
         assert_eq!(s.end, RunEnd::Halted);
     }
@@ -507,16 +544,25 @@ mod tests {
             playbook: Arc::new(playbook),
             inventory: "i".into(),
             hosts: (0..3).map(host).collect(),
-            release: Arc::new(ReleaseSpec { binary: "p".into(), sha256: None }),
+            release: Arc::new(ReleaseSpec {
+                binary: "p".into(),
+                sha256: None,
+            }),
             check: false,
             state_dir: None,
             resume: None,
         };
         let ran = Arc::new(Mutex::new(Vec::new()));
-        let runner = Arc::new(Scripted { fail: HashSet::new(), ran: ran.clone() });
+        let runner = Arc::new(Scripted {
+            fail: HashSet::new(),
+            ran: ran.clone(),
+        });
         let (tx, rx) = watch::channel(Stop::Run);
         tx.send(Stop::Finish).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let s = rt.block_on(dispatch(d, runner, &mut [], rx)).unwrap();
         assert_eq!(s.end, RunEnd::Interrupted);
         assert!(ran.lock().unwrap().is_empty());

@@ -331,7 +331,10 @@ async fn recover(emit: &Emitter, ctx: &mut StepCtx<'_>) -> String {
     restart.state = ctx.state.clone();
     match steps::run(&StepSpec::Start(StartParams::default()), &mut restart).await {
         Ok(o) => {
-            t.done(false, format!("restarted {}: {}", short(&current), outcome_text(&o)));
+            t.done(
+                false,
+                format!("restarted {}: {}", short(&current), outcome_text(&o)),
+            );
             format!("; restarted the previous release {}", short(&current))
         }
         Err(e) => {

@@ -45,15 +45,24 @@ pub enum Stop {
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     #[error(transparent)]
-    Inventory(#[from] InventoryError),
+    Inventory(Box<InventoryError>),
     #[error(transparent)]
     Playbook(#[from] PlaybookError),
     #[error("binary {}: {cause} (build it with `cargo build --release -p prover`, or pass --binary PATH)", path.display())]
-    Binary { path: PathBuf, cause: steps::Cause },
+    Binary {
+        path: PathBuf,
+        cause: Box<steps::Cause>,
+    },
     #[error(transparent)]
     State(#[from] state::StateError),
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
+}
+
+impl From<InventoryError> for ExecError {
+    fn from(e: InventoryError) -> Self {
+        ExecError::Inventory(Box::new(e))
+    }
 }
 
 /// A run ready to go: the playbook, the selected hosts, the build.
@@ -71,10 +80,12 @@ pub fn prepare(playbook: &str, target: &TargetArgs, binary: &Path) -> Result<Pre
     let playbook = playbook::load(playbook)?;
     let (inv, hosts) = inventory::load_selected(target)?;
     let sha256 = if playbook.uploads() {
-        Some(steps::sha256_file(binary).map_err(|cause| ExecError::Binary {
-            path: binary.to_owned(),
-            cause,
-        })?)
+        Some(
+            steps::sha256_file(binary).map_err(|cause| ExecError::Binary {
+                path: binary.to_owned(),
+                cause: Box::new(cause),
+            })?,
+        )
     } else {
         None
     };
@@ -201,7 +212,11 @@ pub async fn cli_run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if matches!(done.summary.end, RunEnd::Halted | RunEnd::Interrupted) && !opts.check {
         println!(
             "resume with: fleetctl {} --resume {}",
-            if args.playbook == "rollout" { "rollout" } else { "run -p ..." },
+            if args.playbook == "rollout" {
+                "rollout"
+            } else {
+                "run -p ..."
+            },
             done.summary.run_id
         );
     }

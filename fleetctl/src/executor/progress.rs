@@ -50,16 +50,38 @@ impl Reporter for Progress {
     fn on_event(&mut self, e: &Event) {
         let host = e.host.as_deref().unwrap_or("");
         match (&e.kind, &mut *self) {
-            (EventKind::RunStarted { playbook, hosts, batches, check, resumed, .. }, _) => {
+            (
+                EventKind::RunStarted {
+                    playbook,
+                    hosts,
+                    batches,
+                    check,
+                    resumed,
+                    ..
+                },
+                _,
+            ) => {
                 self.line(&format!(
                     "run {} : playbook {playbook} on {} host(s) in {batches} batch(es){}{}",
                     e.run_id,
                     hosts.len(),
-                    if *check { ", check mode (nothing changes)" } else { "" },
+                    if *check {
+                        ", check mode (nothing changes)"
+                    } else {
+                        ""
+                    },
                     if *resumed { ", resumed" } else { "" },
                 ));
             }
-            (EventKind::BatchStarted { batch, of, canary, hosts }, _) => {
+            (
+                EventKind::BatchStarted {
+                    batch,
+                    of,
+                    canary,
+                    hosts,
+                },
+                _,
+            ) => {
                 self.line(&format!(
                     "batch {batch}/{of}{}: {}",
                     if *canary { " (canary)" } else { "" },
@@ -84,14 +106,30 @@ impl Reporter for Progress {
             (EventKind::StepStarted { step }, Progress::Plain) => {
                 self.line(&format!("[{host}] {step} …"));
             }
-            (EventKind::StepFinished { step, duration_ms, skipped, detail }, _) => {
+            (
+                EventKind::StepFinished {
+                    step,
+                    duration_ms,
+                    skipped,
+                    detail,
+                },
+                _,
+            ) => {
                 self.line(&format!(
                     "[{host}] {step} {} {}: {detail}",
                     if *skipped { "skipped" } else { "done" },
                     secs(*duration_ms)
                 ));
             }
-            (EventKind::StepFailed { step, duration_ms, error, kept }, _) => {
+            (
+                EventKind::StepFailed {
+                    step,
+                    duration_ms,
+                    error,
+                    kept,
+                },
+                _,
+            ) => {
                 self.line(&format!(
                     "[{host}] {step} FAILED {}: {error} (kept intact: {kept})",
                     secs(*duration_ms)
@@ -109,10 +147,20 @@ impl Reporter for Progress {
                 self.line(&format!(
                     "[{host}] {}{}",
                     status.label(),
-                    error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+                    error
+                        .as_deref()
+                        .map(|e| format!(": {e}"))
+                        .unwrap_or_default()
                 ));
             }
-            (EventKind::Halted { failed, max_fail, not_started }, _) => {
+            (
+                EventKind::Halted {
+                    failed,
+                    max_fail,
+                    not_started,
+                },
+                _,
+            ) => {
                 self.line(&format!(
                     "HALTED: {failed} failed host(s) > max_fail {max_fail}; not started: {}",
                     not_started.join(", ")

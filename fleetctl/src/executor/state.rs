@@ -109,7 +109,10 @@ pub fn save(dir: &Path, state: &mut RunState) -> Result<(), StateError> {
         std::fs::write(&tmp, text)?;
         std::fs::rename(&tmp, &p)
     };
-    write().map_err(|source| StateError::Write { path: p.clone(), source })
+    write().map_err(|source| StateError::Write {
+        path: p.clone(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -49,7 +49,10 @@ pub enum InventoryError {
 }
 
 /// Loads and resolves an inventory: `path`, or the built-in local one.
-pub fn load(path: Option<&Path>, extra_vars: &[String]) -> Result<ResolvedInventory, InventoryError> {
+pub fn load(
+    path: Option<&Path>,
+    extra_vars: &[String],
+) -> Result<ResolvedInventory, InventoryError> {
     let extra = resolve::parse_extra_vars(extra_vars)?;
     let cwd = std::env::current_dir().map_err(InventoryError::Cwd)?;
     match path {
@@ -96,12 +99,17 @@ fn builtin_dir(cwd: &Path) -> Result<PathBuf, InventoryError> {
         }
         std::fs::write(&file, BUILTIN_LOCAL_CONFIG)
     };
-    write().map_err(|source| InventoryError::Builtin { path: file.clone(), source })?;
+    write().map_err(|source| InventoryError::Builtin {
+        path: file.clone(),
+        source,
+    })?;
     Ok(dir)
 }
 
 /// Loads the inventory named by `target` and applies its `--limit`.
-pub fn load_selected(target: &TargetArgs) -> Result<(ResolvedInventory, Vec<Host>), InventoryError> {
+pub fn load_selected(
+    target: &TargetArgs,
+) -> Result<(ResolvedInventory, Vec<Host>), InventoryError> {
     let inv = load(target.inventory.as_deref(), &target.extra_vars)?;
     let picked = select::select(&inv, target.limit.as_deref())?;
     let hosts = picked.iter().map(|&i| inv.hosts[i].host.clone()).collect();
@@ -139,7 +147,12 @@ pub fn cli_inventory(cmd: InventoryCommand) -> anyhow::Result<()> {
 
 /// One line per host: name, transport, address, groups, tags.
 pub fn render_list(inv: &ResolvedInventory, hosts: &[Host]) -> String {
-    let mut out = format!("# {} ({} of {} hosts)\n", inv.file, hosts.len(), inv.hosts.len());
+    let mut out = format!(
+        "# {} ({} of {} hosts)\n",
+        inv.file,
+        hosts.len(),
+        inv.hosts.len()
+    );
     let width = hosts.iter().map(|h| h.name.len()).max().unwrap_or(4).max(4);
     for h in hosts {
         let target = match h.transport {

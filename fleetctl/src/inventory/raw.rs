@@ -105,7 +105,10 @@ impl RawHost {
         put("identity_file", self.identity_file.map(path_value));
         put("jump_host", self.jump_host.map(Value::from));
         put("known_hosts", self.known_hosts.map(path_value));
-        put("connect_timeout", self.connect_timeout.map(|s| Value::from(s.0)));
+        put(
+            "connect_timeout",
+            self.connect_timeout.map(|s| Value::from(s.0)),
+        );
         put("install_dir", self.install_dir.map(Value::from));
         put("config_path", self.config_path.map(Value::from));
         put("config_file", self.config_file.map(path_value));

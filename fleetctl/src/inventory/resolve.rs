@@ -45,7 +45,9 @@ impl fmt::Display for Origin {
 /// key concerned.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
-    #[error("{file}: group `{group}` lists child `{child}`, which is not a group (groups: {known})")]
+    #[error(
+        "{file}: group `{group}` lists child `{child}`, which is not a group (groups: {known})"
+    )]
     UnknownChild {
         file: String,
         group: String,
@@ -141,7 +143,12 @@ impl<'a> Groups<'a> {
         self.order.iter().find(|(k, _)| *k == name).map(|(_, g)| *g)
     }
 
-    fn check_cycle(&self, name: &'a str, path: &mut Vec<&'a str>, file: &str) -> Result<(), ResolveError> {
+    fn check_cycle(
+        &self,
+        name: &'a str,
+        path: &mut Vec<&'a str>,
+        file: &str,
+    ) -> Result<(), ResolveError> {
         if let Some(at) = path.iter().position(|p| *p == name) {
             let mut cycle: Vec<&str> = path[at..].to_vec();
             cycle.push(name);
@@ -275,7 +282,10 @@ fn defaults(name: &str) -> Map<String, Value> {
     m.insert("address".into(), Value::from(name));
     m.insert("port".into(), Value::from(DEFAULT_PORT));
     m.insert("user".into(), Value::from(user));
-    m.insert("connect_timeout".into(), Value::from(DEFAULT_CONNECT_TIMEOUT_S));
+    m.insert(
+        "connect_timeout".into(),
+        Value::from(DEFAULT_CONNECT_TIMEOUT_S),
+    );
     m.insert("install_dir".into(), Value::from(DEFAULT_INSTALL_DIR));
     m.insert("gpus".into(), Value::from(0));
     m.insert("tags".into(), Value::Array(Vec::new()));
@@ -360,12 +370,18 @@ fn build(
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) => match n.as_u64() {
                 Some(x) if x <= max => Ok(Some(x)),
-                _ => Err(bad(key, format!("must be an integer from 0 to {max}, not {n}"))),
+                _ => Err(bad(
+                    key,
+                    format!("must be an integer from 0 to {max}, not {n}"),
+                )),
             },
             Some(Value::String(s)) if key == "connect_timeout" => humantime::parse_duration(s)
                 .map(|d| Some(d.as_secs()))
                 .map_err(|e| bad(key, format!("must be seconds or a duration like 10s: {e}"))),
-            Some(other) => Err(bad(key, format!("must be an integer from 0 to {max}, not {other}"))),
+            Some(other) => Err(bad(
+                key,
+                format!("must be an integer from 0 to {max}, not {other}"),
+            )),
         }
     };
     // A local path: `~/` is the home directory; relative paths are relative
@@ -384,11 +400,18 @@ fn build(
     let transport = match text("transport")?.as_deref() {
         Some("ssh") | None => TransportKind::Ssh,
         Some("local") => TransportKind::Local,
-        Some(other) => return Err(bad("transport", format!("must be `ssh` or `local`, not `{other}`"))),
+        Some(other) => {
+            return Err(bad(
+                "transport",
+                format!("must be `ssh` or `local`, not `{other}`"),
+            ))
+        }
     };
     let mut install_dir = text("install_dir")?.unwrap_or_else(|| DEFAULT_INSTALL_DIR.to_string());
     if transport == TransportKind::Local && !Path::new(&install_dir).is_absolute() {
-        install_dir = absolute(&install_dir, &bases.cwd).to_string_lossy().into_owned();
+        install_dir = absolute(&install_dir, &bases.cwd)
+            .to_string_lossy()
+            .into_owned();
     }
     let config_path = match text("config_path")? {
         Some(p) if Path::new(&p).is_absolute() => p,
@@ -401,11 +424,19 @@ fn build(
             .iter()
             .map(|t| match t {
                 Value::String(s) => Ok(s.clone()),
-                other => Err(bad("tags", format!("must be a list of strings, found {other}"))),
+                other => Err(bad(
+                    "tags",
+                    format!("must be a list of strings, found {other}"),
+                )),
             })
             .collect::<Result<_, _>>()?,
         Some(Value::String(s)) => s.split(',').map(|t| t.trim().to_string()).collect(),
-        Some(other) => return Err(bad("tags", format!("must be a list of strings, not {other}"))),
+        Some(other) => {
+            return Err(bad(
+                "tags",
+                format!("must be a list of strings, not {other}"),
+            ))
+        }
     };
     if let Some((v, _)) = merged.get("health") {
         if !v.is_object() && !v.is_null() {
@@ -426,7 +457,8 @@ fn build(
         identity_file: local_path("identity_file")?,
         jump_host: text("jump_host")?,
         known_hosts: local_path("known_hosts")?,
-        connect_timeout_s: int("connect_timeout", u32::MAX as u64)?.unwrap_or(DEFAULT_CONNECT_TIMEOUT_S),
+        connect_timeout_s: int("connect_timeout", u32::MAX as u64)?
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT_S),
         install_dir,
         config_path,
         config_file: local_path("config_file")?,
@@ -531,7 +563,10 @@ hosts:
         let g3 = &host(&inv, "gpu-03").host;
         assert_eq!(g3.transport, TransportKind::Local);
         assert_eq!(g3.install_dir, "/home/op/repo/.deploy/x");
-        assert_eq!(g3.config_file, Some(PathBuf::from("/etc/fleet/files/p.toml")));
+        assert_eq!(
+            g3.config_file,
+            Some(PathBuf::from("/etc/fleet/files/p.toml"))
+        );
         assert_eq!(g3.address, "gpu-03");
         assert_eq!(g3.connect_timeout_s, 30);
         assert!(g3.groups.is_empty());
@@ -541,16 +576,24 @@ hosts:
     fn extra_var_of_the_wrong_type_names_host_key_and_origin() {
         let e = inv(LAYERED, &["port=http"]).unwrap_err().to_string();
         assert!(e.contains("host `gpu-01`: `port` (set by -e)"), "{e}");
-        assert!(inv(LAYERED, &["noequals"]).unwrap_err().to_string().contains("KEY=VALUE"));
+        assert!(inv(LAYERED, &["noequals"])
+            .unwrap_err()
+            .to_string()
+            .contains("KEY=VALUE"));
     }
 
     #[test]
     fn group_errors() {
-        let e = inv("groups:\n  a: { children: [b] }\n", &[]).unwrap_err().to_string();
-        assert!(e.contains("child `b`, which is not a group"), "{e}");
-        let e = inv("groups:\n  a: { children: [b] }\n  b: { children: [a] }\n", &[])
+        let e = inv("groups:\n  a: { children: [b] }\n", &[])
             .unwrap_err()
             .to_string();
+        assert!(e.contains("child `b`, which is not a group"), "{e}");
+        let e = inv(
+            "groups:\n  a: { children: [b] }\n  b: { children: [a] }\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("cycle: a -> b -> a"), "{e}");
         let e = inv("groups:\n  a: { hosts: [a] }\nhosts:\n  a: {}\n", &[])
             .unwrap_err()

@@ -32,7 +32,9 @@ pub fn select(inv: &ResolvedInventory, limit: Option<&str>) -> Result<Vec<usize>
             file: inv.file.clone(),
         });
     }
-    let limit = limit.map(str::trim).filter(|l| !l.is_empty() && *l != "all");
+    let limit = limit
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != "all");
     let Some(limit) = limit else {
         return Ok((0..inv.hosts.len()).collect());
     };
@@ -40,7 +42,11 @@ pub fn select(inv: &ResolvedInventory, limit: Option<&str>) -> Result<Vec<usize>
     for pattern in limit.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let hits = matches(inv, pattern)?;
         if hits.is_empty() {
-            return Err(no_match(inv, limit, &format!("`{pattern}` matches no host, group or tag")));
+            return Err(no_match(
+                inv,
+                limit,
+                &format!("`{pattern}` matches no host, group or tag"),
+            ));
         }
         for i in hits {
             picked[i] = true;
@@ -87,7 +93,13 @@ fn no_match(inv: &ResolvedInventory, pattern: &str, reason: &str) -> SelectError
         .collect();
     tags.sort_unstable();
     tags.dedup();
-    let none = |s: String| if s.is_empty() { "(none)".to_string() } else { s };
+    let none = |s: String| {
+        if s.is_empty() {
+            "(none)".to_string()
+        } else {
+            s
+        }
+    };
     SelectError::NoMatch {
         pattern: pattern.to_string(),
         reason: reason.to_string(),
@@ -151,7 +163,11 @@ hosts:
         assert_eq!(names(None).len(), 5);
         assert_eq!(names(Some("all")).len(), 5);
         assert_eq!(names(Some("gpu-02")), vec!["gpu-02"]);
-        assert_eq!(names(Some("gpu")), vec!["gpu-01", "gpu-02", "gpu-03"], "children included");
+        assert_eq!(
+            names(Some("gpu")),
+            vec!["gpu-01", "gpu-02", "gpu-03"],
+            "children included"
+        );
         assert_eq!(names(Some("tag:canary")), vec!["gpu-01"]);
         assert_eq!(names(Some("gpu-0*")), vec!["gpu-01", "gpu-02", "gpu-03"]);
         assert_eq!(names(Some("cpu-01, gpu-1?")), vec!["gpu-10", "cpu-01"]);

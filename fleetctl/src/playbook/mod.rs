@@ -135,28 +135,32 @@ pub enum PlaybookError {
 /// (`rollout`, or `rollout.yaml` / `playbooks/rollout.yaml` alike).
 pub fn load(name_or_path: &str) -> Result<Playbook, PlaybookError> {
     let path = Path::new(name_or_path);
-    let pb = if path.is_file() {
-        let text = std::fs::read_to_string(path).map_err(|source| raw::RawError::Read {
-            path: PathBuf::from(path),
-            source,
-        })?;
-        Playbook::from_raw(raw::parse(path, &text)?, path.display().to_string())
-    } else {
-        let stem = path
-            .file_name()
-            .and_then(|f| f.to_str())
-            .map(|f| f.trim_end_matches(".yaml").trim_end_matches(".yml"))
-            .unwrap_or(name_or_path);
-        let (name, text) = BUILTIN
-            .iter()
-            .find(|(n, _)| *n == stem)
-            .ok_or_else(|| PlaybookError::NotFound {
-                name: name_or_path.to_string(),
-                builtins: BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+    let pb =
+        if path.is_file() {
+            let text = std::fs::read_to_string(path).map_err(|source| raw::RawError::Read {
+                path: PathBuf::from(path),
+                source,
             })?;
-        let shown = format!("playbooks/{name}.yaml (built in)");
-        Playbook::from_raw(raw::parse(Path::new(&shown), text)?, shown)
-    };
+            Playbook::from_raw(raw::parse(path, &text)?, path.display().to_string())
+        } else {
+            let stem = path
+                .file_name()
+                .and_then(|f| f.to_str())
+                .map(|f| f.trim_end_matches(".yaml").trim_end_matches(".yml"))
+                .unwrap_or(name_or_path);
+            let (name, text) = BUILTIN.iter().find(|(n, _)| *n == stem).ok_or_else(|| {
+                PlaybookError::NotFound {
+                    name: name_or_path.to_string(),
+                    builtins: BUILTIN
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }
+            })?;
+            let shown = format!("playbooks/{name}.yaml (built in)");
+            Playbook::from_raw(raw::parse(Path::new(&shown), text)?, shown)
+        };
     if pb.steps.is_empty() {
         return Err(PlaybookError::NoSteps {
             source_name: pb.source,
@@ -241,10 +245,21 @@ mod tests {
         let names: Vec<&str> = r.steps.iter().map(StepSpec::name).collect();
         assert_eq!(
             names,
-            ["upload", "drain", "wait_release", "start", "verify", "smoke", "health"]
+            [
+                "upload",
+                "drain",
+                "wait_release",
+                "start",
+                "verify",
+                "smoke",
+                "health"
+            ]
         );
         assert!(r.uploads());
         let e = load("nope").unwrap_err().to_string();
-        assert!(e.contains("not a built-in playbook (rollout, restart"), "{e}");
+        assert!(
+            e.contains("not a built-in playbook (rollout, restart"),
+            "{e}"
+        );
     }
 }

@@ -149,7 +149,11 @@ mod tests {
         assert_eq!(p.strategy.batch, Some(BatchSize::Percent(25)));
         assert_eq!(p.strategy.canary, Some(1));
         assert_eq!(p.steps.len(), 1);
-        let p = parse(Path::new("p"), "name: x\nstrategy: { batch: 3 }\nsteps: []\n").unwrap();
+        let p = parse(
+            Path::new("p"),
+            "name: x\nstrategy: { batch: 3 }\nsteps: []\n",
+        )
+        .unwrap();
         assert_eq!(p.strategy.batch, Some(BatchSize::Count(3)));
     }
 }
