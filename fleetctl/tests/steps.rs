@@ -946,3 +946,54 @@ fn check_mode_describes_and_changes_nothing() {
         t.close().await.unwrap();
     });
 }
+
+/// The same steps over the local transport (no root, no SSH): the command
+/// lines are identical, only the way they reach `sh -c` differs.
+#[test]
+fn local_transport_runs_the_same_rollout() {
+    let dir = tempfile::tempdir().unwrap();
+    let install = dir.path().join("install dir");
+    let a = release(dir.path(), "local-a", "normal", 0);
+    let host = Host {
+        name: "local".into(),
+        transport: inventory::TransportKind::Local,
+        address: "localhost".into(),
+        port: 22,
+        user: "root".into(),
+        identity_file: None,
+        jump_host: None,
+        known_hosts: None,
+        connect_timeout_s: 5,
+        install_dir: install.to_str().unwrap().to_owned(),
+        config_path: format!("{}/current/prover.toml", install.display()),
+        config_file: None,
+        gpus: 0,
+        tags: vec![],
+        groups: vec![],
+        vars: Default::default(),
+    };
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        step(StepSpec::Start(StartParams::default()), &mut ctx)
+            .await
+            .unwrap();
+        let v = step(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        // Stop the daemon whatever verify said: it runs on this machine.
+        let d = step(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+        let v = v.unwrap();
+        assert!(
+            matches!(&v, StepOutcome::Done { detail } if detail.contains("local-a")),
+            "{v:?}"
+        );
+        let d = d.unwrap();
+        assert!(
+            matches!(&d, StepOutcome::Done { detail } if detail.contains("after SIGTERM")),
+            "{d:?}"
+        );
+        t.close().await.unwrap();
+    });
+}
