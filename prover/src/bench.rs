@@ -70,8 +70,12 @@ pub struct BenchRow {
     /// Evaluation domain of the parameters.
     pub domain: usize,
     pub ours_ms: f64,
+    /// CPU seconds (user + system, all threads) our run consumed: robust
+    /// where other processes share the cores.
+    pub ours_cpu_s: Option<f64>,
     pub ours_peak_bytes: Option<u64>,
     pub bellperson_ms: Option<f64>,
+    pub bellperson_cpu_s: Option<f64>,
     pub bellperson_peak_bytes: Option<u64>,
     /// bellperson time / our time (above 1: we are faster).
     pub speedup: Option<f64>,
@@ -104,18 +108,39 @@ fn rss_and_peak() -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
-/// Runs `f`, returning its result, wall ms and peak RSS growth (bytes).
-fn measure<R>(f: impl FnOnce() -> R) -> (R, f64, Option<u64>) {
+/// CPU seconds (user + system) this process has used so far.
+fn cpu_seconds() -> Option<f64> {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return None;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(tv(ru.ru_utime) + tv(ru.ru_stime))
+}
+
+/// One measured run.
+struct Measured {
+    ms: f64,
+    cpu_s: Option<f64>,
+    peak: Option<u64>,
+}
+
+/// Runs `f`, returning its result with wall ms, CPU seconds and peak RSS
+/// growth (bytes).
+fn measure<R>(f: impl FnOnce() -> R) -> (R, Measured) {
     let can_reset = reset_peak();
     let before = rss_and_peak().map(|(rss, _)| rss);
+    let cpu_before = cpu_seconds();
     let t = Instant::now();
     let r = f();
     let ms = t.elapsed().as_secs_f64() * 1e3;
+    let cpu_s = cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
     let peak = match (can_reset, before, rss_and_peak()) {
         (true, Some(before), Some((_, hwm))) => Some(hwm.saturating_sub(before)),
         _ => None,
     };
-    (r, ms, peak)
+    (r, Measured { ms, cpu_s, peak })
 }
 
 fn proof_bytes(p: &bellperson::groth16::Proof<blstrs::Bls12>) -> Vec<u8> {
@@ -151,38 +176,38 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 })
             };
 
-            let mut ours: Option<(f64, Option<u64>, Vec<u8>)> = None;
+            let mut ours: Option<(Measured, Vec<u8>)> = None;
             for _ in 0..cfg.repeat.max(1) {
                 let (c, _) = witness()?;
                 let pool = synthesis::heap_pool(u64::MAX);
-                let (proof, ms, peak) =
+                let (proof, m) =
                     measure(|| prove::create_proof(c, params.as_ref(), r, s, &backend, &pool));
                 let proof = proof.map_err(|source| BenchError::Prove {
                     circuit: kind,
                     log_size,
                     source,
                 })?;
-                if ours.as_ref().is_none_or(|(best, _, _)| ms < *best) {
-                    ours = Some((ms, peak, proof_bytes(&proof)));
+                if ours.as_ref().is_none_or(|(best, _)| m.ms < best.ms) {
+                    ours = Some((m, proof_bytes(&proof)));
                 }
             }
-            let Some((ours_ms, ours_peak, our_bytes)) = ours else {
+            let Some((ours_m, our_bytes)) = ours else {
                 continue;
             };
 
-            let mut theirs: Option<(f64, Option<u64>, Vec<u8>)> = None;
+            let mut theirs: Option<(Measured, Vec<u8>)> = None;
             if cfg.baseline {
                 for _ in 0..cfg.repeat.max(1) {
                     let (c, _) = witness()?;
-                    let (proof, ms, peak) =
+                    let (proof, m) =
                         measure(|| bellperson::groth16::create_proof(c, params.as_ref(), r, s));
                     let proof = proof.map_err(|source| BenchError::Baseline {
                         circuit: kind,
                         log_size,
                         source,
                     })?;
-                    if theirs.as_ref().is_none_or(|(best, _, _)| ms < *best) {
-                        theirs = Some((ms, peak, proof_bytes(&proof)));
+                    if theirs.as_ref().is_none_or(|(best, _)| m.ms < best.ms) {
+                        theirs = Some((m, proof_bytes(&proof)));
                     }
                 }
             }
@@ -190,16 +215,19 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 circuit: kind.to_string(),
                 log_size,
                 domain,
-                ours_ms,
-                ours_peak_bytes: ours_peak,
-                bellperson_ms: theirs.as_ref().map(|t| t.0),
-                bellperson_peak_bytes: theirs.as_ref().and_then(|t| t.1),
-                speedup: theirs.as_ref().map(|t| t.0 / ours_ms),
-                identical: theirs.as_ref().map(|t| t.2 == our_bytes),
+                ours_ms: ours_m.ms,
+                ours_cpu_s: ours_m.cpu_s,
+                ours_peak_bytes: ours_m.peak,
+                bellperson_ms: theirs.as_ref().map(|t| t.0.ms),
+                bellperson_cpu_s: theirs.as_ref().and_then(|t| t.0.cpu_s),
+                bellperson_peak_bytes: theirs.as_ref().and_then(|t| t.0.peak),
+                speedup: theirs.as_ref().map(|t| t.0.ms / ours_m.ms),
+                identical: theirs.as_ref().map(|t| t.1 == our_bytes),
                 threads,
             };
             tracing::info!(
-                "bench {kind} 2^{log_size}: ours {ours_ms:.0} ms, bellperson {:?} ms, identical {:?}",
+                "bench {kind} 2^{log_size}: ours {:.0} ms, bellperson {:?} ms, identical {:?}",
+                row.ours_ms,
                 row.bellperson_ms.map(|v| v.round()),
                 row.identical
             );
@@ -207,6 +235,10 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
         }
     }
     Ok(rows)
+}
+
+fn secs(s: Option<f64>) -> String {
+    s.map(|s| format!("{s:.1}")).unwrap_or_else(|| "-".into())
 }
 
 fn mib(b: Option<u64>) -> String {
@@ -225,6 +257,8 @@ pub fn render(rows: &[BenchRow]) -> Table {
         "ours ms",
         "bellperson ms",
         "speedup",
+        "ours cpu s",
+        "bellperson cpu s",
         "ours peak MiB",
         "bellperson peak MiB",
         "identical",
@@ -246,6 +280,8 @@ pub fn render(rows: &[BenchRow]) -> Table {
                     .map(|v| format!("{v:.2}x"))
                     .unwrap_or_else(|| "-".into()),
             ),
+            right(secs(r.ours_cpu_s)),
+            right(secs(r.bellperson_cpu_s)),
             right(mib(r.ours_peak_bytes)),
             right(mib(r.bellperson_peak_bytes)),
             Cell::new(
@@ -264,14 +300,15 @@ mod tests {
 
     #[test]
     fn peak_measurement_sees_an_allocation() {
-        let (v, ms, peak) = measure(|| {
+        let (v, m) = measure(|| {
             let v = vec![1u8; 64 << 20];
             std::hint::black_box(&v);
             v.len()
         });
         assert_eq!(v, 64 << 20);
-        assert!(ms >= 0.0);
-        if let Some(peak) = peak {
+        assert!(m.ms >= 0.0);
+        assert!(m.cpu_s.is_some_and(|s| s >= 0.0));
+        if let Some(peak) = m.peak {
             assert!(peak >= 32 << 20, "peak {peak}");
         }
     }
