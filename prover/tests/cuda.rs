@@ -281,7 +281,19 @@ fn gpu_bench_table() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(26);
+    // PROVER_BENCH_ONLY_NTT=1: just the NTT table (to compare kernel variants).
+    let only_ntt = std::env::var("PROVER_BENCH_ONLY_NTT").is_ok_and(|v| v == "1");
     println!("device: {} ({})", gpu.name(), gpu.arch());
+    if !only_ntt {
+        h2d_table(gpu, h2d_bytes);
+    }
+    ntt_table(gpu, max_log);
+    if !only_ntt {
+        quotient_table(gpu);
+    }
+}
+
+fn h2d_table(gpu: &CudaBackend, h2d_bytes: usize) {
     println!(
         "\n| H2D ({} MiB, 64 MiB async chunks) | idle GB/s | 8-thread memory load GB/s |",
         h2d_bytes >> 20
@@ -310,6 +322,9 @@ fn gpu_bench_table() {
             pl / gl
         );
     }
+}
+
+fn ntt_table(gpu: &CudaBackend, max_log: u32) {
     println!("\n| NTT phase, data on device | iNTT x3 ms | coset NTT x3 ms | a*b-c/Z ms | coset iNTT ms | total ms |");
     println!("|---|---|---|---|---|---|");
     for log_n in (16..=max_log).step_by(2) {
@@ -323,6 +338,9 @@ fn gpu_bench_table() {
             t.ntt_total_ms()
         );
     }
+}
+
+fn quotient_table(gpu: &CudaBackend) {
     println!("\n| quotient from host, 2^24 | H2D GB/s | H2D ms | NTT kernels ms | wall ms |");
     println!("|---|---|---|---|---|");
     let n = 1usize << 24;
