@@ -388,6 +388,32 @@ mod tests {
         }
     }
 
+    /// Recorded with `prover health` on an H200 host (docs/examples).
+    const H200: &str = include_str!("../../../docs/examples/health-h200.json");
+
+    #[test]
+    fn recorded_h200_probe_passes_and_a_forced_threshold_names_the_finding() {
+        let p = Probe::parse(H200).expect("recorded probe parses");
+        let v = evaluate(&host(1), &p, None, &Policy::default());
+        assert_eq!(v.severity, Severity::Ok, "{:#?}", v.findings);
+        let t = p.gpus.devices[0].temperature_gpu_c.expect("NVML gave a temperature");
+        let forced = Policy {
+            warn_gpu_temp_c: t - 1,
+            ..Policy::default()
+        };
+        let v = evaluate(&host(1), &p, None, &forced);
+        assert_eq!(v.severity, Severity::Warn);
+        let f = &v.findings[0];
+        assert_eq!((f.gpu, f.rule.as_str()), (Some(0), "gpu_temp"));
+        assert_eq!(f.reading, format!("{t} C"));
+        assert_eq!(f.threshold, format!("< {} C", t - 1));
+        assert!(f.message.contains("NVIDIA H200"), "{}", f.message);
+        // An 8-GPU inventory entry on this 1-GPU host fails on the count.
+        let v = evaluate(&host(8), &p, None, &Policy::default());
+        assert_eq!(v.severity, Severity::Fail);
+        assert_eq!(v.findings[0].rule, "gpu_count");
+    }
+
     fn probe() -> Probe {
         Probe::parse(HEALTHY).expect("fixture parses")
     }
