@@ -3,8 +3,9 @@
 
 use super::{Output, TransportError, LOCAL_SLACK, UPLOAD_CHUNK};
 use crate::inventory::Host;
-use openssh::{KnownHosts, Session, SessionBuilder, Stdio};
+use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,6 +19,9 @@ pub const MAX_CHANNELS: usize = 8;
 const CONNECT_ATTEMPTS: u32 = 3;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const KEEPALIVE: Duration = Duration::from_secs(15);
+/// A master left behind by a fleetctl that was killed outright exits after
+/// this long without a command (steps poll far more often than that).
+const MASTER_IDLE_EXIT_S: usize = 300;
 
 /// Why the master connection could not be established.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +144,10 @@ impl SshTransport {
             .known_hosts_check(KnownHosts::Strict)
             .connect_timeout(Duration::from_secs(host.connect_timeout_s.max(1)))
             .server_alive_interval(KEEPALIVE)
+            .control_persist(match NonZeroUsize::new(MASTER_IDLE_EXIT_S) {
+                Some(idle) => ControlPersist::IdleFor(idle),
+                None => ControlPersist::ClosedAfterInitialConnection,
+            })
             .control_directory(control_dir.path());
         if let Some(key) = &host.identity_file {
             builder.keyfile(key);
