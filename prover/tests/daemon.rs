@@ -57,6 +57,14 @@ fn config_text(port: u16, extra: &str) -> String {
 impl Daemon {
     /// Starts a daemon whose config is the test defaults plus `extra` TOML.
     fn start(extra: &str) -> Daemon {
+        let mut d = Self::spawn_only(extra, false);
+        d.wait_ready(Duration::from_secs(120));
+        d
+    }
+
+    /// Starts a daemon without waiting for readiness; with `stderr_to_log`
+    /// its stderr is appended to the log file, as fleetctl starts it.
+    fn spawn_only(extra: &str, stderr_to_log: bool) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         std::fs::write(dir.path().join("prover.toml"), config_text(port, extra))
@@ -70,13 +78,18 @@ impl Daemon {
                 .build()
                 .expect("client"),
         };
-        d.child = Some(d.spawn());
-        d.wait_ready(Duration::from_secs(120));
+        let mut cmd = d.command();
+        if stderr_to_log {
+            std::fs::create_dir_all(d.path("logs")).expect("logs dir");
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(d.path("logs/prover.log"))
+                .expect("open log");
+            cmd.stderr(log);
+        }
+        d.child = Some(cmd.spawn().expect("spawn prover daemon"));
         d
-    }
-
-    fn spawn(&self) -> Child {
-        self.command().spawn().expect("spawn prover daemon")
     }
 
     fn command(&self) -> Command {
@@ -681,4 +694,84 @@ fn fixture_teardown_kills_the_daemon_and_removes_its_dir() {
         "daemon {pid} still running"
     );
     assert!(!dir.exists());
+}
+
+#[test]
+fn readyz_is_503_with_the_step_until_preload_finishes() {
+    // Generating 2^15 parameters takes long enough to be seen loading.
+    let mut d = Daemon::spawn_only("[[preload]]\ncircuit = \"chain\"\nsize = 32768\n", false);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let first = loop {
+        assert!(Instant::now() < deadline, "no answer from /readyz");
+        if let Ok(r) = d.get("/readyz").send() {
+            break (r.status(), r.json::<Ready>().expect("ready body"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(first.0, StatusCode::SERVICE_UNAVAILABLE, "{:?}", first.1);
+    assert!(!first.1.ready);
+    assert!(
+        first
+            .1
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("starting"),
+        "{:?}",
+        first.1
+    );
+    // Submissions wait for readiness too.
+    let (code, v) = d.submit(json!({"circuit": "chain", "size": SIZE}));
+    assert!(
+        code == StatusCode::SERVICE_UNAVAILABLE || code == StatusCode::ACCEPTED,
+        "{code} {v}"
+    );
+    d.wait_ready(Duration::from_secs(120));
+    assert_eq!(d.status().state, fleet_wire::api::DaemonState::Ready);
+}
+
+#[test]
+fn cancelling_a_running_job_skips_its_remaining_partitions() {
+    let d = Daemon::start("");
+    let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 16}));
+    let (code, v) = d.send(
+        d.http
+            .delete(d.url(&format!("/v1/jobs/{id}")))
+            .bearer_auth(TOKEN),
+    );
+    assert_eq!(
+        (code, v["state"].as_str()),
+        (StatusCode::OK, Some("cancelled")),
+        "{v}"
+    );
+    let job = d.wait_job(&id);
+    assert_eq!(job.state, JobState::Cancelled);
+    assert!(job.partitions_done < 16, "{job:?}");
+    // The daemon goes on proving.
+    let next = d.submit_ok(json!({"circuit": "chain", "size": SIZE}));
+    assert_eq!(d.wait_job(&next).state, JobState::Done);
+}
+
+#[test]
+fn stderr_appended_to_the_log_file_writes_each_line_once() {
+    let mut d = Daemon::spawn_only("", true);
+    d.wait_ready(Duration::from_secs(120));
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)).code(), Some(0));
+    let log = d.log();
+    for line in [
+        "starting",
+        "configuration loaded",
+        "ready",
+        "draining",
+        "drained",
+        "exiting",
+    ] {
+        let n = log
+            .lines()
+            .filter(|l| l.ends_with(line) || l.contains(&format!(" {line} ")))
+            .count();
+        assert_eq!(n, 1, "{line:?} appears {n} times:\n{log}");
+    }
+    assert!(!log.contains('\u{1b}'), "no colour codes in a file");
 }
