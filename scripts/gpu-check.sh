@@ -3,7 +3,8 @@
 # (quotient bit-exact against bellperson up to 2^24, pinned allocation,
 # h kept on the device, proofs byte-identical to CPU and bellperson), the
 # NVRTC compile test, then the benchmark table (H2D pinned vs pageable,
-# idle and under memory load; NTT phase per size; quotient from host).
+# idle and under memory load; NTT phase per size; quotient from host) and
+# the per-phase timings of one proof on the CUDA backend (`prover prove`).
 #
 # Usage:
 #   scripts/gpu-check.sh                 build with cargo, then run
@@ -41,6 +42,7 @@ for l in sys.stdin:
     m=json.loads(l)
     if m.get("reason")=="compiler-artifact" and m.get("executable"): print(m["executable"])' |
         while read -r exe; do cp "$exe" "$bin_dir/"; done
+    cargo build --release -p prover --bin prover && cp target/release/prover "$bin_dir/"
 fi
 cuda_bin=$(ls -t "$bin_dir"/cuda-* 2>/dev/null | grep -v '\.d$' | head -1)
 compile_bin=$(ls -t "$bin_dir"/kernels_compile-* 2>/dev/null | grep -v '\.d$' | head -1)
@@ -65,7 +67,18 @@ echo "== benchmark table"
 "$cuda_bin" --ignored --exact gpu_bench_table --nocapture --test-threads=1 2>&1 |
     tee "$out/bench.txt" || status=1
 
+echo "== per-phase timings of one proof (chain, 2^16, CUDA backend)"
+if [ -x "$bin_dir/prover" ]; then
+    params=$(mktemp -d)
+    "$bin_dir/prover" prove --backend cuda --size 65536 --params-dir "$params" 2>&1 |
+        tee "$out/prove_cuda.txt" || status=1
+    rm -rf "$params"
+else
+    echo "no prover binary in $bin_dir: skipped"
+fi
+
 echo "== summary"
 grep -E "^test |test result" "$out/kernels_compile.txt" "$out/cuda_tests.txt" | sed 's/^[^:]*://'
 grep -E '^\||^device|pinned/pageable' "$out/bench.txt"
+[ -f "$out/prove_cuda.txt" ] && grep -E '│|partition\(s\)' "$out/prove_cuda.txt"
 exit $status
