@@ -224,6 +224,16 @@ impl HostAllocator for MlockAllocator {
         let (ptr, len) = map_anonymous(self.name(), bytes)?;
         // SAFETY: page-aligned, zero-filled by the kernel, `len` long, ours.
         let region = unsafe { Region::from_raw(ptr, len) };
+        // Forked children (a shell, a probe) get no copy of these pages:
+        // sharing them copy-on-write would make the daemon's next write move
+        // a page out from under a device reading it (if the range is
+        // registered with one) and would slow every fork. Best effort: the
+        // region works without it.
+        #[cfg(target_os = "linux")]
+        // SAFETY: advice on the mapping just made.
+        unsafe {
+            libc::madvise(region.as_ptr().cast(), len, libc::MADV_DONTFORK)
+        };
         // mlock faults every page in, so the region is resident and locked
         // when this returns (the time the pool reports as allocation time).
         // SAFETY: the region is the mapping just made.
