@@ -444,6 +444,67 @@ mod tests {
         assert_eq!(ours.h.len(), 63);
     }
 
+    /// Enforces one more constraint each time it is synthesised.
+    #[derive(Clone)]
+    struct Growing(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Circuit<Scalar> for Growing {
+        fn synthesize<CS: bellperson::ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), SynthesisError> {
+            let n = 8 + self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let x = cs.alloc(|| "x", || Ok(Scalar::ONE))?;
+            for i in 0..n {
+                cs.enforce(|| format!("c{i}"), |lc| lc + x, |lc| lc + x, |lc| lc + x);
+            }
+            Ok(())
+        }
+    }
+
+    /// Allocates a private variable no constraint mentions.
+    #[derive(Clone)]
+    struct Unconstrained;
+
+    impl Circuit<Scalar> for Unconstrained {
+        fn synthesize<CS: bellperson::ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), SynthesisError> {
+            let x = cs.alloc(|| "x", || Ok(Scalar::ONE))?;
+            cs.alloc(|| "unused", || Ok(Scalar::ONE))?;
+            cs.enforce(|| "x^2 = x", |lc| lc + x, |lc| lc + x, |lc| lc + x);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_circuit_that_changes_shape_between_passes_is_rejected() {
+        let err = generate(&Growing(Default::default()), 1)
+            .map(drop)
+            .expect_err("shape changed");
+        assert!(matches!(err, SetupError::ShapeChanged(_)), "{err}");
+    }
+
+    #[test]
+    fn unconstrained_private_variables_are_rejected_like_bellperson_does() {
+        let err = generate(&Unconstrained, 1)
+            .map(drop)
+            .expect_err("unconstrained");
+        assert!(
+            matches!(err, SetupError::UnconstrainedVariable { index: 1 }),
+            "{err}"
+        );
+        assert!(matches!(
+            bellperson::groth16::generate_random_parameters::<Bls12, _, _>(
+                Unconstrained,
+                &mut ChaCha20Rng::seed_from_u64(1)
+            )
+            .map(drop),
+            Err(SynthesisError::UnconstrainedVariable)
+        ));
+    }
+
     #[test]
     fn sizes_parse_as_numbers_or_powers_of_two() {
         assert_eq!(parse_size("1024"), Ok(1024));
