@@ -111,9 +111,22 @@ pub async fn dispatch(
     let mut failures = 0usize;
     let mut halted = false;
     let mut stop_open = true;
+    // Highest Ctrl-C level announced so far.
+    let mut announced = Stop::Run;
     let mut interrupted = *stop.borrow() != Stop::Run;
 
     for (bi, batch) in batches.iter().enumerate() {
+        let now = *stop.borrow_and_update();
+        if now > announced {
+            announced = now;
+            out.emit(
+                None,
+                EventKind::Interrupt {
+                    abort: now == Stop::Abort,
+                },
+            );
+        }
+        interrupted |= now != Stop::Run;
         if halted || interrupted {
             break;
         }
@@ -188,9 +201,12 @@ pub async fn dispatch(
                 changed = stop.changed(), if stop_open => {
                     match changed {
                         Ok(()) => {
-                            let now = *stop.borrow();
+                            let now = *stop.borrow_and_update();
                             interrupted = true;
-                            out.emit(None, EventKind::Interrupt { abort: now == Stop::Abort });
+                            if now > announced {
+                                announced = now;
+                                out.emit(None, EventKind::Interrupt { abort: now == Stop::Abort });
+                            }
                         }
                         Err(_) => stop_open = false,
                     }
@@ -528,6 +544,78 @@ mod tests {
         assert_eq!(ran, vec!["h1", "h2", "h3", "h4"], "h0 completed before");
         assert_eq!(status_of(&s, "h0"), HostStatus::DoneEarlier);
         assert!(state::load(dir.path(), "r1").unwrap().completed("h4"));
+    }
+
+    /// Presses "Ctrl-C" (sends `Finish`) while running its host.
+    struct CtrlC {
+        tx: watch::Sender<Stop>,
+        ran: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl HostRunner for CtrlC {
+        fn run(&self, job: HostJob, emit: Emitter, _stop: watch::Receiver<Stop>) -> HostFuture {
+            self.ran.lock().unwrap().push(job.host.name.clone());
+            let _ = self.tx.send(Stop::Finish);
+            Box::pin(async move {
+                emit.emit(EventKind::HostStarted);
+                HostEnd {
+                    status: HostStatus::Ok,
+                    build: None,
+                    error: None,
+                }
+            })
+        }
+    }
+
+    #[test]
+    fn ctrl_c_lets_the_running_batch_finish_then_starts_no_more() {
+        let playbook = Playbook {
+            name: "t".into(),
+            description: None,
+            source: "test".into(),
+            strategy: strategy(1, BatchSize::Count(2), 0),
+            steps: vec![],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let d = Dispatch {
+            run_id: "r".into(),
+            playbook: Arc::new(playbook),
+            inventory: "i".into(),
+            hosts: (0..5).map(host).collect(),
+            release: Arc::new(ReleaseSpec {
+                binary: "p".into(),
+                sha256: None,
+            }),
+            check: false,
+            state_dir: Some(dir.path().to_owned()),
+            resume: None,
+        };
+        let (tx, rx) = watch::channel(Stop::Run);
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let runner = Arc::new(CtrlC {
+            tx,
+            ran: ran.clone(),
+        });
+        let rec = Recorder::default();
+        let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(rec.clone())];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let s = rt
+            .block_on(dispatch(d, runner, &mut reporters, rx))
+            .unwrap();
+        assert_eq!(*ran.lock().unwrap(), vec!["h0"]);
+        assert_eq!(s.end, RunEnd::Interrupted);
+        assert_eq!(status_of(&s, "h0"), HostStatus::Ok);
+        assert_eq!(status_of(&s, "h1"), HostStatus::NotStarted);
+        let events = rec.0.lock().unwrap();
+        assert!(events
+            .iter()
+            .any(|e| e.kind == EventKind::Interrupt { abort: false }));
+        // The state file lets --resume pick up h1..h4.
+        let st = state::load(dir.path(), "r").unwrap();
+        assert!(st.completed("h0") && !st.completed("h1"));
     }
 
     #[test]
