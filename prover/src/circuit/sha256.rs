@@ -164,6 +164,20 @@ mod tests {
         }
     }
 
+    /// docs/params.md quotes these counts; this fails when a bellperson
+    /// upgrade changes the gadget, so the table gets updated with it.
+    #[test]
+    fn documented_block_costs_are_current() {
+        assert_eq!(padded_constraints(1).expect("costs"), 26_034);
+        assert_eq!(padded_constraints(2).expect("costs"), 52_738);
+        assert_eq!(
+            padded_constraints(3).expect("costs") - padded_constraints(2).expect("costs"),
+            26_704
+        );
+        assert_eq!(blocks_for_size(1 << 20).expect("costs"), 39);
+        assert_eq!(blocks_for_size(1 << 27).expect("costs"), 5_026);
+    }
+
     #[test]
     fn size_maps_to_the_largest_fitting_block_count() {
         let two = padded_constraints(2).expect("costs");
