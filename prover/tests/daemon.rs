@@ -775,3 +775,43 @@ fn stderr_appended_to_the_log_file_writes_each_line_once() {
     }
     assert!(!log.contains('\u{1b}'), "no colour codes in a file");
 }
+
+fn wait_running(d: &Daemon, id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, v) = d.send(d.get(&format!("/v1/jobs/{id}")));
+        if v["state"] == "running" {
+            return;
+        }
+        assert!(Instant::now() < deadline && v["state"] == "queued", "{v}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn drain_timeout_or_a_second_sigterm_aborts_with_exit_5() {
+    let mut d = Daemon::start("drain_timeout = \"300ms\"\n");
+    let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 16}));
+    wait_running(&d, &id);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)).code(), Some(5));
+    assert!(
+        d.log().contains("drain aborted: drain_timeout"),
+        "{}",
+        d.log()
+    );
+    assert!(!d.path("run/prover.pid").exists());
+
+    let mut d = Daemon::start("");
+    let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 16}));
+    wait_running(&d, &id);
+    d.signal(libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)).code(), Some(5));
+    assert!(
+        d.log().contains("drain aborted: a second stop signal"),
+        "{}",
+        d.log()
+    );
+}
