@@ -97,7 +97,9 @@ fn main() {
 fn stand_in() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("fleetctl-steps-{}", std::process::id()));
+        // Under target/tmp: cleaned with the build, never left in /tmp.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("steps-stand-in-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let src = dir.join("stand_in.rs");
         std::fs::write(&src, STAND_IN).unwrap();
