@@ -110,7 +110,8 @@ fn uptime_of(stat: &str) -> Option<f64> {
         .next()?
         .parse()
         .ok()?;
-    Some((boot_uptime - start_ticks / hz as f64).max(0.0))
+    // Clock ticks are 10 ms: more digits would be noise.
+    Some(((boot_uptime - start_ticks / hz as f64).max(0.0) * 100.0).round() / 100.0)
 }
 
 #[cfg(test)]
