@@ -147,6 +147,7 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let thresholds = Thresholds {
         min_h2d_gbps: a.min_h2d_gbps,
         min_busy: a.min_busy,
+        ..Thresholds::default()
     };
     let r = build(&s, &thresholds, a.baseline.as_deref());
     if let Some(b) = &a.baseline {

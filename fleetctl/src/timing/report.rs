@@ -20,6 +20,9 @@ pub struct Thresholds {
     pub min_h2d_gbps: f64,
     /// Flag a GPU busy fraction below this.
     pub min_busy: f64,
+    /// Only judge the h2d rate where uploads average at least this many bytes
+    /// per partition: small copies are latency-bound and say nothing about pinning.
+    pub min_h2d_bytes: u64,
 }
 
 impl Default for Thresholds {
@@ -27,6 +30,7 @@ impl Default for Thresholds {
         Thresholds {
             min_h2d_gbps: 20.0,
             min_busy: 0.70,
+            min_h2d_bytes: 16 << 20,
         }
     }
 }
@@ -199,7 +203,8 @@ fn flags_for(s: &Section, t: &Thresholds, out: &mut Vec<Flag>) {
             reason,
         })
     };
-    if let Some(g) = s.h2d.gbps {
+    let avg_upload = s.h2d.bytes / s.h2d.partitions.max(1);
+    if let Some(g) = s.h2d.gbps.filter(|_| avg_upload >= t.min_h2d_bytes) {
         if g < t.min_h2d_gbps {
             flag(format!(
                 "h2d {g:.1} GB/s is under {:.1} GB/s",
