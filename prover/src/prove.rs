@@ -9,8 +9,9 @@
 //!   where `A'`, `B'₁` are the bare sums: identical to `sA + rB₁ − rsδ + h + l`.
 //!
 //! The A and B queries hold only the variables with a non-zero coefficient
-//! (the densities), inputs first then aux, so one MSM per query runs over a
-//! contiguous run of bases with the matching assignment values gathered.
+//! (the densities), inputs first then aux; each query runs as an inputs MSM
+//! and an aux MSM over the adjacent runs of bases, with the assignment values
+//! gathered only when the density is not full.
 //!
 //! # Partitions
 //! A job of k partitions is k independent proofs of the same circuit and
@@ -152,6 +153,22 @@ fn gather(out: &mut Vec<Scalar>, values: &[Scalar], density: &Density) {
     }
 }
 
+/// `values` itself when every position is set, else the set positions
+/// gathered into `scratch`.
+fn dense<'a>(
+    values: &'a [Scalar],
+    density: &Density,
+    scratch: &'a mut Vec<Scalar>,
+) -> &'a [Scalar] {
+    if density.is_full() {
+        values
+    } else {
+        scratch.clear();
+        gather(scratch, values, density);
+        scratch
+    }
+}
+
 /// Proves one synthesized partition with randomness `r`, `s`. Buffers go
 /// back to the pool as soon as they are no longer needed (b, c after the
 /// quotient, a after the h MSM). Backend and MSM phases are added to `times`.
@@ -220,31 +237,42 @@ pub fn prove_synthesized(
     times.add(Phase::MsmL, ms_since(t));
 
     let t = Instant::now();
-    let mut scalars = Vec::with_capacity(a_len.max(b_len));
-    scalars.extend_from_slice(&input_assignment);
-    gather(&mut scalars, &aux_assignment, &a_aux_density);
+    // Inputs and aux run as two MSMs over adjacent bases (the sum is the
+    // same group element) so a fully dense aux assignment is used in place,
+    // not copied.
+    let mut scratch = Vec::new();
+    let a_aux = dense(&aux_assignment, &a_aux_density, &mut scratch);
     let a_answer = backend
-        .msm_g1(key.a(), &scalars, times)
-        .map_err(backend_err)?;
+        .msm_g1(&key.a()[..num_inputs], &input_assignment, times)
+        .map_err(backend_err)?
+        + backend
+            .msm_g1(&key.a()[num_inputs..a_len], a_aux, times)
+            .map_err(backend_err)?;
     times.add(Phase::MsmA, ms_since(t));
 
     let t = Instant::now();
-    scalars.clear();
-    gather(&mut scalars, &input_assignment, &b_input_density);
-    gather(&mut scalars, &aux_assignment, &b_aux_density);
-    drop((input_assignment, aux_assignment));
+    let b_inputs_len = b_input_density.total();
+    let mut b_inputs = Vec::with_capacity(b_inputs_len);
+    gather(&mut b_inputs, &input_assignment, &b_input_density);
+    let b_aux = dense(&aux_assignment, &b_aux_density, &mut scratch);
     let b1_answer = backend
-        .msm_g1(key.b_g1(), &scalars, times)
-        .map_err(backend_err)?;
+        .msm_g1(&key.b_g1()[..b_inputs_len], &b_inputs, times)
+        .map_err(backend_err)?
+        + backend
+            .msm_g1(&key.b_g1()[b_inputs_len..b_len], b_aux, times)
+            .map_err(backend_err)?;
     times.add(Phase::MsmBG1, ms_since(t));
 
     let t = Instant::now();
     let b2_answer = backend
-        .msm_g2(key.b_g2(), &scalars, times)
-        .map_err(backend_err)?;
+        .msm_g2(&key.b_g2()[..b_inputs_len], &b_inputs, times)
+        .map_err(backend_err)?
+        + backend
+            .msm_g2(&key.b_g2()[b_inputs_len..b_len], b_aux, times)
+            .map_err(backend_err)?;
     times.add(Phase::MsmBG2, ms_since(t));
     times.add(Phase::Msm, ms_since(msm_start));
-    drop(scalars);
+    drop((scratch, b_inputs, input_assignment, aux_assignment));
 
     let t = Instant::now();
     let g_a = vk.delta_g1 * r + vk.alpha_g1 + a_answer;
