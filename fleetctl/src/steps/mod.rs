@@ -6,6 +6,7 @@
 //! for `fleetctl plan`. Every step returns [`StepOutcome::Done`] or
 //! [`StepOutcome::Skipped`], or a [`StepError`] saying what was kept intact.
 
+pub mod collect_timing;
 pub mod drain;
 pub mod health;
 pub mod lock;
@@ -30,6 +31,7 @@ pub use health::HealthParams;
 pub use lock::{acquire_lock, release_lock, LockGuard};
 pub use params::ByteSize;
 pub use remote::{Layout, MemInfo};
+pub use collect_timing::CollectTimingParams;
 pub use rollback::RollbackParams;
 pub use smoke::SmokeParams;
 pub use start::StartParams;
@@ -50,10 +52,11 @@ pub enum StepSpec {
     Smoke(SmokeParams),
     Health(HealthParams),
     Rollback(RollbackParams),
+    CollectTiming(CollectTimingParams),
 }
 
 /// Step names as written in playbooks.
-pub const STEP_NAMES: [&str; 8] = [
+pub const STEP_NAMES: [&str; 9] = [
     "upload",
     "drain",
     "wait_release",
@@ -62,6 +65,7 @@ pub const STEP_NAMES: [&str; 8] = [
     "smoke",
     "health",
     "rollback",
+    "collect_timing",
 ];
 
 impl Serialize for StepSpec {
@@ -77,6 +81,7 @@ impl Serialize for StepSpec {
             StepSpec::Smoke(p) => map.serialize_entry("smoke", p)?,
             StepSpec::Health(p) => map.serialize_entry("health", p)?,
             StepSpec::Rollback(p) => map.serialize_entry("rollback", p)?,
+            StepSpec::CollectTiming(p) => map.serialize_entry("collect_timing", p)?,
         }
         map.end()
     }
@@ -105,6 +110,7 @@ impl<'de> Deserialize<'de> for StepSpec {
                 "smoke" => StepSpec::Smoke(Default::default()),
                 "health" => StepSpec::Health(Default::default()),
                 "rollback" => StepSpec::Rollback(Default::default()),
+                "collect_timing" => StepSpec::CollectTiming(Default::default()),
                 other => return Err(de::Error::unknown_variant(other, &STEP_NAMES)),
             })
         }
@@ -135,6 +141,7 @@ impl<'de> Deserialize<'de> for StepSpec {
                     "smoke" => StepSpec::Smoke(params(&mut map)?),
                     "health" => StepSpec::Health(params(&mut map)?),
                     "rollback" => StepSpec::Rollback(params(&mut map)?),
+                    "collect_timing" => StepSpec::CollectTiming(params(&mut map)?),
                     other => return Err(de::Error::unknown_variant(other, &STEP_NAMES)),
                 };
                 if let Some(extra) = map.next_key::<String>()? {
@@ -162,6 +169,7 @@ impl StepSpec {
             StepSpec::Smoke(_) => "smoke",
             StepSpec::Health(_) => "health",
             StepSpec::Rollback(_) => "rollback",
+            StepSpec::CollectTiming(_) => "collect_timing",
         }
     }
 }
@@ -360,6 +368,7 @@ pub async fn run(spec: &StepSpec, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, 
         StepSpec::Smoke(p) => smoke::run(p, ctx).await,
         StepSpec::Health(p) => health::run(p, ctx).await,
         StepSpec::Rollback(p) => rollback::run(p, ctx).await,
+        StepSpec::CollectTiming(p) => collect_timing::run(p, ctx).await,
     };
     result.map_err(|(cause, kept)| StepError {
         host: ctx.host.name.clone(),
@@ -380,6 +389,7 @@ pub fn describe(spec: &StepSpec, ctx: &StepCtx<'_>) -> String {
         StepSpec::Smoke(p) => smoke::describe(p, ctx),
         StepSpec::Health(p) => health::describe(p, ctx),
         StepSpec::Rollback(p) => rollback::describe(p, ctx),
+        StepSpec::CollectTiming(p) => collect_timing::describe(p, ctx),
     }
 }
 

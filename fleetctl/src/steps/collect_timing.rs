@@ -1,0 +1,63 @@
+//! `collect_timing`: fetch the host's new timing records into the local
+//! timing store over the run's connection (the same incremental, rotation-safe
+//! fetch as `fleetctl timing collect`). Reads the host, changes nothing there.
+
+use super::params::duration;
+use super::{Cause, Failed, StepCtx, StepOutcome};
+use crate::timing::collect::{collect_host, timing_log_path, CHUNK};
+use crate::timing::store::Store;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CollectTimingParams {
+    /// Local store, one folder per host (relative to fleetctl's working directory).
+    pub store: PathBuf,
+    /// Deadline for this host; what was fetched before it is kept.
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+    /// Bytes per remote read.
+    pub chunk_bytes: u64,
+}
+
+impl Default for CollectTimingParams {
+    fn default() -> Self {
+        CollectTimingParams {
+            store: PathBuf::from(".fleetctl/timing"),
+            timeout: Duration::from_secs(120),
+            chunk_bytes: CHUNK,
+        }
+    }
+}
+
+pub fn describe(p: &CollectTimingParams, ctx: &StepCtx<'_>) -> String {
+    format!(
+        "fetch new lines of {}* into {}/{}",
+        timing_log_path(ctx.host),
+        p.store.display(),
+        ctx.host.name
+    )
+}
+
+const KEPT: &str = "everything on the host; the local store keeps what was fetched";
+
+pub(super) async fn run(p: &CollectTimingParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
+    let store = Store::new(&p.store);
+    let fetch = collect_host(ctx.transport, ctx.host, &store, p.chunk_bytes);
+    match tokio::time::timeout(p.timeout, fetch).await {
+        Ok(Ok((files, bytes))) => Ok(StepOutcome::done(format!(
+            "{bytes} new bytes from {files} file(s) into {}",
+            store.host_dir(&ctx.host.name).display()
+        ))),
+        Ok(Err(e)) => Err((Cause::Check(e.to_string()), KEPT.to_owned())),
+        Err(_) => Err((
+            Cause::Check(format!(
+                "no complete fetch within {}; the next collect resumes",
+                humantime::format_duration(p.timeout)
+            )),
+            KEPT.to_owned(),
+        )),
+    }
+}
