@@ -396,7 +396,9 @@ mod tests {
         let p = Probe::parse(H200).expect("recorded probe parses");
         let v = evaluate(&host(1), &p, None, &Policy::default());
         assert_eq!(v.severity, Severity::Ok, "{:#?}", v.findings);
-        let t = p.gpus.devices[0].temperature_gpu_c.expect("NVML gave a temperature");
+        let t = p.gpus.devices[0]
+            .temperature_gpu_c
+            .expect("NVML gave a temperature");
         let forced = Policy {
             warn_gpu_temp_c: t - 1,
             ..Policy::default()

@@ -18,7 +18,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("restart", include_str!("../../../playbooks/restart.yaml")),
     ("rollback", include_str!("../../../playbooks/rollback.yaml")),
     ("health", include_str!("../../../playbooks/health.yaml")),
-    ("collect-timing", include_str!("../../../playbooks/collect-timing.yaml")),
+    (
+        "collect-timing",
+        include_str!("../../../playbooks/collect-timing.yaml"),
+    ),
 ];
 
 /// How hosts are taken through the steps.

@@ -43,7 +43,10 @@ pub fn describe(p: &CollectTimingParams, ctx: &StepCtx<'_>) -> String {
 
 const KEPT: &str = "everything on the host; the local store keeps what was fetched";
 
-pub(super) async fn run(p: &CollectTimingParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
+pub(super) async fn run(
+    p: &CollectTimingParams,
+    ctx: &mut StepCtx<'_>,
+) -> Result<StepOutcome, Failed> {
     let store = Store::new(&p.store);
     let fetch = collect_host(ctx.transport, ctx.host, &store, p.chunk_bytes);
     match tokio::time::timeout(p.timeout, fetch).await {

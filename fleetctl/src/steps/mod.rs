@@ -26,12 +26,12 @@ use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub use collect_timing::CollectTimingParams;
 pub use drain::DrainParams;
 pub use health::HealthParams;
 pub use lock::{acquire_lock, release_lock, LockGuard};
 pub use params::ByteSize;
 pub use remote::{Layout, MemInfo};
-pub use collect_timing::CollectTimingParams;
 pub use rollback::RollbackParams;
 pub use smoke::SmokeParams;
 pub use start::StartParams;

@@ -353,7 +353,10 @@ fn ssh_config(dir: &std::path::Path, kex: &str) -> std::io::Result<std::path::Pa
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || "-@.,^+".contains(*c))
         .collect();
-    std::fs::write(&path, format!("Include ~/.ssh/config\nHost *\n    KexAlgorithms {kex}\n"))?;
+    std::fs::write(
+        &path,
+        format!("Include ~/.ssh/config\nHost *\n    KexAlgorithms {kex}\n"),
+    )?;
     Ok(path)
 }
 
