@@ -75,3 +75,24 @@ pub fn fleetctl(cwd: &Path, args: &[&str]) -> Run {
         .expect("fleetctl runs");
     Run::from(out)
 }
+
+/// The daemon config shipped to lab hosts: small budget, a tiny preload.
+pub const LAB_DAEMON_CONFIG: &str = r#"
+listen = "127.0.0.1:7878"
+drain_timeout = "30s"
+[[preload]]
+circuit = "chain"
+size = 1024
+[paths]
+pid_file = "run/prover.pid"
+log_file = "logs/prover.log"
+timing_log = "logs/timing.jsonl"
+params_dir = "params"
+[memory]
+budget = "1GiB"
+safety_margin = "256MiB"
+[pool]
+pageable = true
+[gpu]
+devices = []
+"#;

@@ -12,29 +12,14 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// The daemon config for the lab: a rotation every few KiB so a handful of
+/// The lab daemon config with a rotation every few KiB, so a handful of
 /// proofs rotate the timing log, and enough rotations kept to lose nothing.
-const CONFIG: &str = r#"
-listen = "127.0.0.1:7878"
-drain_timeout = "30s"
-[[preload]]
-circuit = "chain"
-size = 1024
-[paths]
-pid_file = "run/prover.pid"
-log_file = "logs/prover.log"
-timing_log = "logs/timing.jsonl"
-timing_rotate_bytes = "6KiB"
-timing_keep = 100
-params_dir = "params"
-[memory]
-budget = "1GiB"
-safety_margin = "256MiB"
-[pool]
-pageable = true
-[gpu]
-devices = []
-"#;
+fn config() -> String {
+    fleet_tests::LAB_DAEMON_CONFIG.replace(
+        "params_dir = \"params\"",
+        "params_dir = \"params\"\ntiming_rotate_bytes = \"6KiB\"\ntiming_keep = 100",
+    )
+}
 
 /// Every timing line on a host (all files), as a multiset.
 fn remote_lines(lab: &Lab, i: usize) -> BTreeMap<String, usize> {
@@ -97,7 +82,7 @@ fn status_health_and_timing_on_a_lab_of_eight() {
     let lab = Lab::start(8).expect("lab starts");
     let work = tempfile::tempdir().expect("tempdir");
     let cwd = work.path();
-    std::fs::write(cwd.join("prover.toml"), CONFIG).expect("config");
+    std::fs::write(cwd.join("prover.toml"), config()).expect("config");
     let inv = lab.inventory_path();
     let inv = inv.to_str().expect("utf-8 path");
     let prover = prover();

@@ -5,74 +5,25 @@
 //! Needs `target/debug/{fleetctl,prover}` (`cargo build --workspace --bins`);
 //! `FLEET_TESTS_PROVER` picks another prover binary (e.g. a release build).
 
+use fleet_tests::{binary, is_root, prover, Run, LAB_DAEMON_CONFIG};
 use fleetctl::audit;
 use fleetctl::executor::{Event, EventKind, HostStatus};
 use fleetctl::lab::Lab;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// `target/debug`, found from this test binary (`target/debug/deps/…`).
-fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("test binary lives in target/<profile>/deps")
-        .to_owned()
-}
-
-fn binary(name: &str) -> PathBuf {
-    let path = bin_dir().join(name);
-    assert!(
-        path.is_file(),
-        "{} is missing: run `cargo build --workspace --bins` first",
-        path.display()
-    );
-    path
-}
-
-fn prover() -> PathBuf {
-    std::env::var_os("FLEET_TESTS_PROVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| binary("prover"))
-}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!("SKIP: the lab fleet needs root (namespaces, veth, sshd); run the tests as root");
-    }
-    root
+/// What the rollout tests read from a finished fleetctl run.
+trait RunExt {
+    fn row(&self, host: &str) -> &str;
+    fn audit(&self, cwd: &Path) -> Vec<Event>;
 }
 
-/// One fleetctl invocation with its outputs as text.
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn from(o: Output) -> Run {
-        Run {
-            code: o.status.code(),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
-    }
-
-    fn show(&self) -> String {
-        format!(
-            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-
+impl RunExt for Run {
     /// The table row of `host`.
     fn row(&self, host: &str) -> &str {
         let cell = format!("│ {host} ");
@@ -117,27 +68,6 @@ fn steps_of<'a>(events: &'a [Event], host: &str) -> Vec<(&'a str, &'static str)>
         .collect()
 }
 
-/// The daemon config shipped to lab hosts: small budget, a tiny preload.
-const LAB_CONFIG: &str = r#"
-listen = "127.0.0.1:7878"
-drain_timeout = "30s"
-[[preload]]
-circuit = "chain"
-size = 1024
-[paths]
-pid_file = "run/prover.pid"
-log_file = "logs/prover.log"
-timing_log = "logs/timing.jsonl"
-params_dir = "params"
-[memory]
-budget = "1GiB"
-safety_margin = "256MiB"
-[pool]
-pageable = true
-[gpu]
-devices = []
-"#;
-
 /// The lab test's working directory: prover configs, a second build.
 struct Workdir {
     dir: tempfile::TempDir,
@@ -146,9 +76,9 @@ struct Workdir {
 impl Workdir {
     fn new() -> Workdir {
         let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::write(dir.path().join("prover.toml"), LAB_CONFIG).expect("write config");
+        std::fs::write(dir.path().join("prover.toml"), LAB_DAEMON_CONFIG).expect("write config");
         // A config the daemon refuses at start: the new build never comes up.
-        let broken = LAB_CONFIG.replace("127.0.0.1:7878", "not-an-address");
+        let broken = LAB_DAEMON_CONFIG.replace("127.0.0.1:7878", "not-an-address");
         std::fs::write(dir.path().join("broken.toml"), broken).expect("write config");
         Workdir { dir }
     }
