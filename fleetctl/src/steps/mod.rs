@@ -408,9 +408,9 @@ mod tests {
 
     #[test]
     fn playbook_steps_parse_with_humane_units_and_defaults() {
-        let yaml = "- upload: {keep_releases: 5}\n- drain: {timeout: 45s}\n- wait_release: {tolerance: 512MiB, min_available: 2GiB}\n- start: {}\n- verify: {fail_patterns: [OOM]}\n- smoke: {size: 2048}\n- health: {}\n- rollback: {}\n";
+        let yaml = "- upload: {keep_releases: 5}\n- drain: {timeout: 45s}\n- wait_release: {tolerance: 512MiB, min_available: 2GiB}\n- start: {}\n- verify: {fail_patterns: [OOM]}\n- smoke: {size: 2048}\n- health: {}\n- rollback: {}\n- collect_timing: {store: t, chunk_bytes: 65536}\n";
         let steps: Vec<StepSpec> = serde_yaml::from_str(yaml).unwrap();
-        assert_eq!(steps.len(), 8);
+        assert_eq!(steps.len(), 9);
         let StepSpec::Upload(u) = &steps[0] else {
             panic!("{:?}", steps[0])
         };
@@ -425,6 +425,11 @@ mod tests {
         };
         assert_eq!(w.tolerance, ByteSize::mib(512));
         assert_eq!(w.min_available, Some(ByteSize::gib(2)));
+        let StepSpec::CollectTiming(c) = &steps[8] else {
+            panic!("{:?}", steps[8])
+        };
+        assert_eq!((c.store.to_str(), c.chunk_bytes), (Some("t"), 65536));
+        assert_eq!(c.timeout, CollectTimingParams::default().timeout);
         let names: Vec<_> = steps.iter().map(StepSpec::name).collect();
         assert_eq!(names, STEP_NAMES);
     }
