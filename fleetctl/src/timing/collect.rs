@@ -158,8 +158,9 @@ pub async fn collect_host(
         }
         let local_path = host_dir.join(&file.local);
         let qname = q(&r.name)?;
+        let mut chunk = chunk.max(4096);
         while file.fetched < r.size {
-            let want = (r.size - file.fetched).min(chunk.max(4096));
+            let want = (r.size - file.fetched).min(chunk);
             let read = format!(
                 "cd {qdir} || exit 3; exec 3< {qname} || exit 3; [ \"$(stat -L -c %i /dev/fd/3)\" = {} ] || exit 4; tail -c +{} <&3 | head -c {want}",
                 r.inode,
@@ -187,8 +188,18 @@ pub async fn collect_host(
                 .iter()
                 .rposition(|b| *b == b'\n')
                 .map_or(0, |i| i + 1);
+            // Fewer bytes than asked, or up to the size listed: the end of
+            // what there is to read now.
+            let short = (out.stdout.len() as u64) < want
+                || file.fetched + out.stdout.len() as u64 >= r.size;
             if whole == 0 {
-                break;
+                if short {
+                    // Only a partial line is left: it is still being written.
+                    break;
+                }
+                // One line longer than the chunk: read a bigger piece.
+                chunk = chunk.saturating_mul(2);
+                continue;
             }
             let local_err = |e| CollectError::Local {
                 host: host.name.clone(),
@@ -207,8 +218,9 @@ pub async fn collect_host(
             new_bytes += whole as u64;
             state.files.insert(key.clone(), file.clone());
             store.save_state(&host.name, &state).map_err(st)?;
-            if (whole as u64) < want {
-                // The rest is a partial line still being written.
+            if short {
+                // The end of the file was reached; a cut-off last line waits
+                // for the next collect.
                 break;
             }
         }
@@ -283,6 +295,72 @@ pub async fn collect_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inventory::TransportKind;
+
+    fn local_host(install_dir: &std::path::Path) -> Host {
+        Host {
+            name: "local".into(),
+            transport: TransportKind::Local,
+            address: "localhost".into(),
+            port: 22,
+            user: "root".into(),
+            identity_file: None,
+            jump_host: None,
+            known_hosts: None,
+            connect_timeout_s: 5,
+            install_dir: install_dir.display().to_string(),
+            config_path: String::new(),
+            config_file: None,
+            gpus: 0,
+            tags: vec![],
+            groups: vec![],
+            vars: Default::default(),
+        }
+    }
+
+    /// Regression: a chunk that ends mid-line must not end the file's fetch.
+    #[tokio::test]
+    async fn many_small_chunks_fetch_every_line_once_and_leave_a_partial_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let mut text = String::new();
+        for i in 0..3000 {
+            text.push_str(&format!(
+                "{{\"kind\":\"proof\",\"n\":{i},\"pad\":\"{}\"}}\n",
+                "x".repeat(i % 50)
+            ));
+        }
+        std::fs::write(logs.join("timing.jsonl.1"), &text).unwrap();
+        // The active file ends in a line still being written.
+        std::fs::write(
+            logs.join("timing.jsonl"),
+            "{\"kind\":\"proof\"}\n{\"kind\":\"pro",
+        )
+        .unwrap();
+        let host = local_host(dir.path());
+        let t = Transport::connect(&host).await.unwrap();
+        let store = Store::new(dir.path().join("store"));
+        let (files, bytes) = collect_host(&t, &host, &store, 4096).await.unwrap();
+        assert_eq!(files, 2);
+        assert_eq!(bytes as usize, text.len() + "{\"kind\":\"proof\"}\n".len());
+        let mut fetched = String::new();
+        for f in store.files("local").unwrap() {
+            fetched.push_str(&std::fs::read_to_string(f).unwrap());
+        }
+        assert_eq!(fetched.lines().count(), 3001);
+        // Nothing new: nothing fetched; the partial line completes: it arrives once.
+        assert_eq!(collect_host(&t, &host, &store, 4096).await.unwrap().1, 0);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(logs.join("timing.jsonl"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, b"of\"}\n").unwrap();
+        assert_eq!(
+            collect_host(&t, &host, &store, 4096).await.unwrap().1,
+            "{\"kind\":\"proof\"}\n".len() as u64
+        );
+    }
 
     #[test]
     fn listing_parses_names_with_spaces_and_skips_noise() {
