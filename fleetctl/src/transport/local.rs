@@ -1,7 +1,7 @@
 //! Local transport: the same command lines as over SSH, run by `sh -c` on
 //! this machine, so a playbook behaves the same on a laptop and on a fleet.
 
-use super::{Output, TransportError, LOCAL_SLACK, UPLOAD_CHUNK};
+use super::{Output, TransportError, UPLOAD_CHUNK};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -45,19 +45,13 @@ impl LocalTransport {
         let child = Self::command(line, Stdio::null())
             .spawn()
             .map_err(|source| self.io_error(shown, source))?;
-        match tokio::time::timeout(timeout + LOCAL_SLACK, child.wait_with_output()).await {
-            Ok(Ok(out)) => Ok(Output {
-                status: out.status.code(),
-                stdout: out.stdout,
-                stderr: out.stderr,
-            }),
-            Ok(Err(source)) => Err(self.io_error(shown, source)),
-            Err(_) => Err(TransportError::Timeout {
-                host: self.host.clone(),
-                command: shown.to_owned(),
-                after: timeout + LOCAL_SLACK,
-            }),
-        }
+        super::finish(&self.host, shown, timeout, async {
+            child
+                .wait_with_output()
+                .await
+                .map_err(|source| self.io_error(shown, source))
+        })
+        .await
     }
 
     pub(super) async fn exec_with_stdin(
@@ -93,19 +87,7 @@ impl LocalTransport {
                 .await
                 .map_err(|source| self.io_error(shown, source))
         };
-        match tokio::time::timeout(timeout + LOCAL_SLACK, fut).await {
-            Ok(Ok(out)) => Ok(Output {
-                status: out.status.code(),
-                stdout: out.stdout,
-                stderr: out.stderr,
-            }),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(TransportError::Timeout {
-                host: self.host.clone(),
-                command: shown.to_owned(),
-                after: timeout + LOCAL_SLACK,
-            }),
-        }
+        super::finish(&self.host, shown, timeout, fut).await
     }
 
     fn io_error(&self, shown: &str, source: std::io::Error) -> TransportError {

@@ -275,6 +275,33 @@ impl Transport {
     }
 }
 
+/// Awaits a spawned command under the local deadline (the host-side
+/// `timeout` plus [`LOCAL_SLACK`], for a host that stopped answering) and
+/// turns its output into ours. Shared by every backend.
+async fn finish<F>(
+    host: &str,
+    shown: &str,
+    timeout: Duration,
+    fut: F,
+) -> Result<Output, TransportError>
+where
+    F: std::future::Future<Output = Result<std::process::Output, TransportError>>,
+{
+    match tokio::time::timeout(timeout + LOCAL_SLACK, fut).await {
+        Ok(Ok(out)) => Ok(Output {
+            status: out.status.code(),
+            stdout: out.stdout,
+            stderr: out.stderr,
+        }),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(TransportError::Timeout {
+            host: host.to_owned(),
+            command: shown.to_owned(),
+            after: timeout + LOCAL_SLACK,
+        }),
+    }
+}
+
 /// Puts a command line under the host's `timeout`, which sends TERM at the
 /// deadline and KILL a few seconds later.
 fn wrap_deadline(line: &str, timeout: Duration) -> String {

@@ -1,7 +1,7 @@
 //! SSH transport: one OpenSSH master connection per host (native mux), every
 //! command a new channel over it, at most [`MAX_CHANNELS`] at once.
 
-use super::{Output, TransportError, LOCAL_SLACK, UPLOAD_CHUNK};
+use super::{Output, TransportError, UPLOAD_CHUNK};
 use crate::inventory::Host;
 use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
 use std::fmt;
@@ -239,19 +239,11 @@ impl SshTransport {
                 .await?;
             child.wait_with_output().await
         };
-        match tokio::time::timeout(timeout + LOCAL_SLACK, fut).await {
-            Ok(Ok(out)) => Ok(Output {
-                status: out.status.code(),
-                stdout: out.stdout,
-                stderr: out.stderr,
-            }),
-            Ok(Err(source)) => Err(self.session_error(shown, source)),
-            Err(_) => Err(TransportError::Timeout {
-                host: self.host.clone(),
-                command: shown.to_owned(),
-                after: timeout + LOCAL_SLACK,
-            }),
-        }
+        super::finish(&self.host, shown, timeout, async {
+            fut.await
+                .map_err(|source| self.session_error(shown, source))
+        })
+        .await
     }
 
     pub(super) async fn exec_with_stdin(
@@ -295,19 +287,7 @@ impl SshTransport {
                 .await
                 .map_err(|e| self.session_error(shown, e))
         };
-        match tokio::time::timeout(timeout + LOCAL_SLACK, fut).await {
-            Ok(Ok(out)) => Ok(Output {
-                status: out.status.code(),
-                stdout: out.stdout,
-                stderr: out.stderr,
-            }),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(TransportError::Timeout {
-                host: self.host.clone(),
-                command: shown.to_owned(),
-                after: timeout + LOCAL_SLACK,
-            }),
-        }
+        super::finish(&self.host, shown, timeout, fut).await
     }
 
     pub(super) async fn close(self) -> Result<(), TransportError> {
