@@ -85,59 +85,173 @@ __device__ __forceinline__ fr fr_sub(fr a, fr b)
     return out;
 }
 
-// One CIOS row: t += a * bi, then t += m * r with m = t0 * INV, then t >>= 64.
-__device__ __forceinline__ void fr_mul_row(u64 &t0, u64 &t1, u64 &t2, u64 &t3, u64 &t4,
-                                           const fr &a, u64 bi)
+// Multiplication works on 8 x 32-bit words although `struct fr` stores
+// 4 x 64 bits (splitting a u64 into halves is free: they are a register
+// pair). The GPU multiplies 32 x 32 bits natively; a 64-bit mad.lo/mad.hi
+// is expanded by the compiler into several 32-bit IMADs plus carry fix-ups.
+//
+// Montgomery CIOS over 32-bit words with the partial products split by
+// column parity (the "even/odd" technique of Emmart et al.): in one row,
+// a[j]*b_i for even j covers columns (0,1), (2,3), ... and for odd j
+// columns (1,2), (3,4), ..., so each parity is ONE carry chain of
+// lo/hi pairs on disjoint 64-bit slots. ptxas turns each
+// `madc.lo.cc` / `madc.hi.cc` pair into a single IMAD.WIDE.U32.X
+// (32x32+64 -> 64 with carry in and out), and the two chains are
+// independent, so a row is 8 wide multiply-adds in two parallel
+// dependency chains instead of 16 IMADs on one serial carry flag.
+//
+// Accumulators after a row's reduction (columns relative to the row):
+// E[w] at column w (E[0] == 0 mod 2^32 after reduction), O[w] at column
+// w + 1. The shift by one word to the next row is a renaming: the next
+// E is O (plus E[1] added into its lowest word), the next O is E[2..7].
+// Bounds: the running sum is < 2r * 2^32 < 2^288 (r < 2^255), so O
+// times 2^32 never exceeds it and O's chain never carries out of O[7];
+// E's chain carries into column 8, which is O[7].
+//
+// Constants: r's low word is 1, so -r^-1 mod 2^32 = 2^32 - 1 and the
+// row's Montgomery factor is m = -E[0]; m * r[0] = m just clears E[0]
+// with a carry iff E[0] != 0, which is E[0] + (2^32 - 1) carrying.
+#define FR_W0 0x00000001u
+#define FR_W1 0xffffffffu
+#define FR_W2 0xfffe5bfeu
+#define FR_W3 0x53bda402u
+#define FR_W4 0x09a1d805u
+#define FR_W5 0x3339d808u
+#define FR_W6 0x299d7d48u
+#define FR_W7 0x73eda753u
+
+// First row: E = a_even * b, O = a_odd * b (disjoint slots, no carries).
+__device__ __forceinline__ void fr_mul_first(u32 e[8], u32 o[8], const u32 a[8], u32 b)
 {
-    u64 t5, m;
-    asm("mad.lo.cc.u64 %0, %6, %10, %0;\n\t"
-        "madc.lo.cc.u64 %1, %7, %10, %1;\n\t"
-        "madc.lo.cc.u64 %2, %8, %10, %2;\n\t"
-        "madc.lo.cc.u64 %3, %9, %10, %3;\n\t"
-        "addc.cc.u64 %4, %4, 0;\n\t"
-        "addc.u64 %5, 0, 0;\n\t"
-        "mad.hi.cc.u64 %1, %6, %10, %1;\n\t"
-        "madc.hi.cc.u64 %2, %7, %10, %2;\n\t"
-        "madc.hi.cc.u64 %3, %8, %10, %3;\n\t"
-        "madc.hi.cc.u64 %4, %9, %10, %4;\n\t"
-        "addc.u64 %5, %5, 0;"
-        : "+l"(t0), "+l"(t1), "+l"(t2), "+l"(t3), "+l"(t4), "=l"(t5)
-        : "l"(a.l[0]), "l"(a.l[1]), "l"(a.l[2]), "l"(a.l[3]), "l"(bi));
-    m = t0 * FR_INV;
-    asm("mad.lo.cc.u64 %0, %6, %7, %0;\n\t"
-        "madc.lo.cc.u64 %1, %6, %8, %1;\n\t"
-        "madc.lo.cc.u64 %2, %6, %9, %2;\n\t"
-        "madc.lo.cc.u64 %3, %6, %10, %3;\n\t"
-        "addc.cc.u64 %4, %4, 0;\n\t"
-        "addc.u64 %5, %5, 0;\n\t"
-        "mad.hi.cc.u64 %1, %6, %7, %1;\n\t"
-        "madc.hi.cc.u64 %2, %6, %8, %2;\n\t"
-        "madc.hi.cc.u64 %3, %6, %9, %3;\n\t"
-        "madc.hi.cc.u64 %4, %6, %10, %4;\n\t"
-        "addc.u64 %5, %5, 0;"
-        : "+l"(t0), "+l"(t1), "+l"(t2), "+l"(t3), "+l"(t4), "+l"(t5)
-        : "l"(m), "l"(FR_P0), "l"(FR_P1), "l"(FR_P2), "l"(FR_P3));
-    t0 = t1;
-    t1 = t2;
-    t2 = t3;
-    t3 = t4;
-    t4 = t5;
+    asm("mul.lo.u32 %0, %16, %24;\n\t"
+        "mul.hi.u32 %1, %16, %24;\n\t"
+        "mul.lo.u32 %2, %18, %24;\n\t"
+        "mul.hi.u32 %3, %18, %24;\n\t"
+        "mul.lo.u32 %4, %20, %24;\n\t"
+        "mul.hi.u32 %5, %20, %24;\n\t"
+        "mul.lo.u32 %6, %22, %24;\n\t"
+        "mul.hi.u32 %7, %22, %24;\n\t"
+        "mul.lo.u32 %8, %17, %24;\n\t"
+        "mul.hi.u32 %9, %17, %24;\n\t"
+        "mul.lo.u32 %10, %19, %24;\n\t"
+        "mul.hi.u32 %11, %19, %24;\n\t"
+        "mul.lo.u32 %12, %21, %24;\n\t"
+        "mul.hi.u32 %13, %21, %24;\n\t"
+        "mul.lo.u32 %14, %23, %24;\n\t"
+        "mul.hi.u32 %15, %23, %24;"
+        : "=r"(e[0]), "=r"(e[1]), "=r"(e[2]), "=r"(e[3]), "=r"(e[4]), "=r"(e[5]), "=r"(e[6]),
+          "=r"(e[7]), "=r"(o[0]), "=r"(o[1]), "=r"(o[2]), "=r"(o[3]), "=r"(o[4]), "=r"(o[5]),
+          "=r"(o[6]), "=r"(o[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]),
+          "r"(b));
 }
 
-// a * b * R^-1 mod r (Montgomery product), canonical output.
-__device__ __forceinline__ fr fr_mul(fr a, fr b)
+// Shift by one word and add a * b: E' = O + E[1] (the carry out of that
+// word feeds column 1, the first of O''s chain), O' = E[2..7] + a_odd * b,
+// then E' += a_even * b with its top carry into O'[7].
+__device__ __forceinline__ void fr_mul_next(u32 e[8], u32 o[8], const u32 a[8], u32 b)
 {
-    u64 t0 = 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0;
-    fr_mul_row(t0, t1, t2, t3, t4, a, b.l[0]);
-    fr_mul_row(t0, t1, t2, t3, t4, a, b.l[1]);
-    fr_mul_row(t0, t1, t2, t3, t4, a, b.l[2]);
-    fr_mul_row(t0, t1, t2, t3, t4, a, b.l[3]);
-    // t < 2r < 2^256, so t4 is zero here.
+    u32 n[8];
+    asm("add.cc.u32 %8, %8, %16;\n\t"
+        "madc.lo.cc.u32 %0, %24, %31, %17;\n\t"
+        "madc.hi.cc.u32 %1, %24, %31, %18;\n\t"
+        "madc.lo.cc.u32 %2, %26, %31, %19;\n\t"
+        "madc.hi.cc.u32 %3, %26, %31, %20;\n\t"
+        "madc.lo.cc.u32 %4, %28, %31, %21;\n\t"
+        "madc.hi.cc.u32 %5, %28, %31, %22;\n\t"
+        "madc.lo.cc.u32 %6, %30, %31, 0;\n\t"
+        "madc.hi.u32 %7, %30, %31, 0;\n\t"
+        "mad.lo.cc.u32 %8, %23, %31, %8;\n\t"
+        "madc.hi.cc.u32 %9, %23, %31, %9;\n\t"
+        "madc.lo.cc.u32 %10, %25, %31, %10;\n\t"
+        "madc.hi.cc.u32 %11, %25, %31, %11;\n\t"
+        "madc.lo.cc.u32 %12, %27, %31, %12;\n\t"
+        "madc.hi.cc.u32 %13, %27, %31, %13;\n\t"
+        "madc.lo.cc.u32 %14, %29, %31, %14;\n\t"
+        "madc.hi.cc.u32 %15, %29, %31, %15;\n\t"
+        "addc.u32 %7, %7, 0;"
+        : "=r"(n[0]), "=r"(n[1]), "=r"(n[2]), "=r"(n[3]), "=r"(n[4]), "=r"(n[5]), "=r"(n[6]),
+          "=r"(n[7]), "+r"(o[0]), "+r"(o[1]), "+r"(o[2]), "+r"(o[3]), "+r"(o[4]), "+r"(o[5]),
+          "+r"(o[6]), "+r"(o[7])
+        : "r"(e[1]), "r"(e[2]), "r"(e[3]), "r"(e[4]), "r"(e[5]), "r"(e[6]), "r"(e[7]),
+          "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]),
+          "r"(b));
+#pragma unroll
+    for (int w = 0; w < 8; w++) {
+        e[w] = o[w];
+        o[w] = n[w];
+    }
+}
+
+// The row's reduction: add m * r with m = -E[0], so column 0 becomes zero.
+__device__ __forceinline__ void fr_mul_reduce(u32 e[8], u32 o[8])
+{
+    u32 m;
+    // Negation in PTX: written as C, ptxas folds the minus sign into the
+    // multiplications below and can no longer fuse their lo/hi pairs into
+    // IMAD.WIDE (about 50 more instructions per fr_mul).
+    asm("sub.u32 %0, 0, %1;" : "=r"(m) : "r"(e[0]));
+    asm("mad.lo.cc.u32 %0, %16, %17, %0;\n\t"
+        "madc.hi.cc.u32 %1, %16, %17, %1;\n\t"
+        "madc.lo.cc.u32 %2, %16, %19, %2;\n\t"
+        "madc.hi.cc.u32 %3, %16, %19, %3;\n\t"
+        "madc.lo.cc.u32 %4, %16, %21, %4;\n\t"
+        "madc.hi.cc.u32 %5, %16, %21, %5;\n\t"
+        "madc.lo.cc.u32 %6, %16, %23, %6;\n\t"
+        "madc.hi.u32 %7, %16, %23, %7;\n\t"
+        "add.cc.u32 %8, %8, %24;\n\t"
+        "addc.cc.u32 %9, %9, 0;\n\t"
+        "madc.lo.cc.u32 %10, %16, %18, %10;\n\t"
+        "madc.hi.cc.u32 %11, %16, %18, %11;\n\t"
+        "madc.lo.cc.u32 %12, %16, %20, %12;\n\t"
+        "madc.hi.cc.u32 %13, %16, %20, %13;\n\t"
+        "madc.lo.cc.u32 %14, %16, %22, %14;\n\t"
+        "madc.hi.cc.u32 %15, %16, %22, %15;\n\t"
+        "addc.u32 %7, %7, 0;"
+        : "+r"(o[0]), "+r"(o[1]), "+r"(o[2]), "+r"(o[3]), "+r"(o[4]), "+r"(o[5]), "+r"(o[6]),
+          "+r"(o[7]), "+r"(e[0]), "+r"(e[1]), "+r"(e[2]), "+r"(e[3]), "+r"(e[4]), "+r"(e[5]),
+          "+r"(e[6]), "+r"(e[7])
+        : "r"(m), "n"(FR_W1), "n"(FR_W2), "n"(FR_W3), "n"(FR_W4), "n"(FR_W5), "n"(FR_W6),
+          "n"(FR_W7), "n"(0xffffffffu));
+}
+
+// a * b * R^-1 mod r (Montgomery product, R = 2^256), canonical output.
+__device__ __forceinline__ fr fr_mul(fr x, fr y)
+{
+    u32 a[8], b[8], e[8], o[8];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        a[2 * k] = (u32)x.l[k];
+        a[2 * k + 1] = (u32)(x.l[k] >> 32);
+        b[2 * k] = (u32)y.l[k];
+        b[2 * k + 1] = (u32)(y.l[k] >> 32);
+    }
+    fr_mul_first(e, o, a, b[0]);
+    fr_mul_reduce(e, o);
+#pragma unroll
+    for (int i = 1; i < 8; i++) {
+        fr_mul_next(e, o, a, b[i]);
+        fr_mul_reduce(e, o);
+    }
+    // Final shift: the result is O + E[1..7] (< 2r), then one subtraction.
+    u32 t[8];
+    asm("add.cc.u32 %0, %8, %16;\n\t"
+        "addc.cc.u32 %1, %9, %17;\n\t"
+        "addc.cc.u32 %2, %10, %18;\n\t"
+        "addc.cc.u32 %3, %11, %19;\n\t"
+        "addc.cc.u32 %4, %12, %20;\n\t"
+        "addc.cc.u32 %5, %13, %21;\n\t"
+        "addc.cc.u32 %6, %14, %22;\n\t"
+        "addc.u32 %7, %15, 0;"
+        : "=r"(t[0]), "=r"(t[1]), "=r"(t[2]), "=r"(t[3]), "=r"(t[4]), "=r"(t[5]), "=r"(t[6]),
+          "=r"(t[7])
+        : "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3]), "r"(o[4]), "r"(o[5]), "r"(o[6]), "r"(o[7]),
+          "r"(e[1]), "r"(e[2]), "r"(e[3]), "r"(e[4]), "r"(e[5]), "r"(e[6]), "r"(e[7]));
     fr out;
-    out.l[0] = t0;
-    out.l[1] = t1;
-    out.l[2] = t2;
-    out.l[3] = t3;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        out.l[k] = ((u64)t[2 * k + 1] << 32) | t[2 * k];
+    }
     return fr_reduce_once(out);
 }
 
