@@ -491,3 +491,92 @@ fn a_failed_start_reports_the_host_and_cleans_up_what_it_built() {
     assert!(left.is_empty(), "left in {}: {left:?}", base.display());
     std::fs::remove_dir(&base).expect("remove the empty base dir");
 }
+
+/// The master sockets in a reuse directory, one per live master.
+fn master_sockets(runtime: &Path) -> BTreeSet<PathBuf> {
+    let pattern = format!(
+        "{}/fleetctl-ssh/*/.ssh-connection*/master",
+        runtime.display()
+    );
+    glob::glob(&pattern).expect("pattern").flatten().collect()
+}
+
+fn status_json(runtime: &Path, inv: &Path, extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+        .args(["status", "--json", "--deadline", "5s", "-i"])
+        .arg(inv)
+        .args(extra)
+        .env("XDG_RUNTIME_DIR", runtime)
+        .output()
+        .expect("fleetctl runs");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "status printed no JSON ({e}):\n{}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    })
+}
+
+fn reachable(rows: &serde_json::Value, host: &str) -> bool {
+    rows.as_array()
+        .expect("array")
+        .iter()
+        .find(|r| r["host"] == host)
+        .unwrap_or_else(|| panic!("no row for {host}: {rows}"))["reachable"]
+        == true
+}
+
+#[test]
+fn ssh_masters_outlive_a_run_are_reused_and_go_with_the_host() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let lab = Lab::start(2).expect("lab starts");
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let inv = lab.inventory_path();
+
+    let first = status_json(runtime.path(), &inv, &[]);
+    assert!(
+        reachable(&first, "h01") && reachable(&first, "h02"),
+        "{first}"
+    );
+    let masters = master_sockets(runtime.path());
+    assert_eq!(masters.len(), 2, "one master per host kept: {masters:?}");
+    let base = runtime.path().join("fleetctl-ssh");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&base).expect("base dir").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o700, "private to us");
+
+    // The second run goes through the same masters: no new ones.
+    let second = status_json(runtime.path(), &inv, &[]);
+    assert!(
+        reachable(&second, "h01") && reachable(&second, "h02"),
+        "{second}"
+    );
+    assert_eq!(master_sockets(runtime.path()), masters, "reused");
+
+    // Host down: its master dies with the connection, and the next run
+    // reports the host unreachable instead of using a dead socket.
+    lab.stop_sshd(1).expect("stop h02's sshd");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while master_sockets(runtime.path()).len() != 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let third = status_json(runtime.path(), &inv, &[]);
+    assert!(reachable(&third, "h01"), "{third}");
+    assert!(!reachable(&third, "h02"), "{third}");
+
+    // ssh_persist=0: the run makes and closes its own master elsewhere.
+    lab.start_sshd(1).expect("start h02's sshd");
+    let kept = master_sockets(runtime.path());
+    let fourth = status_json(runtime.path(), &inv, &["-e", "ssh_persist=0"]);
+    assert!(
+        reachable(&fourth, "h01") && reachable(&fourth, "h02"),
+        "{fourth}"
+    );
+    assert_eq!(master_sockets(runtime.path()), kept, "nothing new kept");
+    lab.teardown().expect("teardown");
+}

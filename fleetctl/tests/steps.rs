@@ -966,6 +966,7 @@ fn local_transport_runs_the_same_rollout() {
         jump_host: None,
         known_hosts: None,
         connect_timeout_s: 5,
+        ssh_persist_s: 0,
         install_dir: install.to_str().unwrap().to_owned(),
         config_path: format!("{}/current/prover.toml", install.display()),
         config_file: None,

@@ -378,6 +378,7 @@ mod tests {
             jump_host: None,
             known_hosts: None,
             connect_timeout_s: 1,
+            ssh_persist_s: 0,
             install_dir: "/tmp/x".into(),
             config_path: "/tmp/x/current/prover.toml".into(),
             config_file: None,

@@ -378,6 +378,7 @@ mod tests {
             jump_host: None,
             known_hosts: None,
             connect_timeout_s: 10,
+            ssh_persist_s: 0,
             install_dir: "/data/prover".into(),
             config_path: "/data/prover/current/prover.toml".into(),
             config_file: None,

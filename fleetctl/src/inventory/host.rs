@@ -33,6 +33,10 @@ pub struct Host {
     pub known_hosts: Option<PathBuf>,
     /// Seconds to establish the SSH master connection.
     pub connect_timeout_s: u64,
+    /// Idle seconds the SSH master stays up for the next fleetctl to reuse;
+    /// 0 closes it when this one is done.
+    #[serde(default)]
+    pub ssh_persist_s: u64,
     /// Root of the installation on the host: `releases/`, `current`, logs, pid file.
     pub install_dir: String,
     /// Daemon config path on the host; defaults to

@@ -21,7 +21,8 @@ groups:
 hosts:
   HOST: { address: ADDR, port: 22, user: USER, transport: ssh|local, tags: [TAG], vars: {...} }
 known keys: transport (ssh|local), address, port (0-65535), user, identity_file,
-  jump_host, known_hosts, connect_timeout (seconds or 10s), install_dir,
+  jump_host, known_hosts, connect_timeout (seconds or 10s), ssh_persist
+  (seconds or 2m, 0 = off), install_dir,
   config_path, config_file, gpus (integer), tags (list), health (mapping), vars (mapping)";
 
 /// The keys fleetctl itself understands; any other key in a `vars:` block is
@@ -35,6 +36,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "jump_host",
     "known_hosts",
     "connect_timeout",
+    "ssh_persist",
     "install_dir",
     "config_path",
     "config_file",
@@ -79,6 +81,7 @@ pub struct RawHost {
     pub jump_host: Option<String>,
     pub known_hosts: Option<PathBuf>,
     pub connect_timeout: Option<Seconds>,
+    pub ssh_persist: Option<Seconds>,
     pub install_dir: Option<String>,
     pub config_path: Option<String>,
     pub config_file: Option<PathBuf>,
@@ -109,6 +112,7 @@ impl RawHost {
             "connect_timeout",
             self.connect_timeout.map(|s| Value::from(s.0)),
         );
+        put("ssh_persist", self.ssh_persist.map(|s| Value::from(s.0)));
         put("install_dir", self.install_dir.map(Value::from));
         put("config_path", self.config_path.map(Value::from));
         put("config_file", self.config_file.map(path_value));
@@ -193,7 +197,7 @@ fn known_value<'de, A: MapAccess<'de>>(key: &str, map: &mut A) -> Result<Value, 
         "transport" => transport_value(map.next_value::<TransportKind>()?),
         "port" => Value::from(map.next_value::<u16>()?),
         "gpus" => Value::from(map.next_value::<u32>()?),
-        "connect_timeout" => Value::from(map.next_value::<Seconds>()?.0),
+        "connect_timeout" | "ssh_persist" => Value::from(map.next_value::<Seconds>()?.0),
         "tags" => Value::from(map.next_value::<Vec<String>>()?),
         "health" => Value::Object(map.next_value::<Map<String, Value>>()?),
         "address" | "user" | "jump_host" | "install_dir" | "config_path" | "identity_file"

@@ -17,6 +17,10 @@ use std::path::{Path, PathBuf};
 /// Defaults when no layer sets a key.
 pub const DEFAULT_PORT: u16 = 22;
 pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
+/// Idle seconds an SSH master outlives the fleetctl that opened it, for the
+/// next invocation to reuse (Ansible keeps its masters 60 s; a fleet polled
+/// every minute should never pay for a handshake twice).
+pub const DEFAULT_SSH_PERSIST_S: u64 = 120;
 pub const DEFAULT_INSTALL_DIR: &str = "/opt/prover";
 
 /// Which layer a resolved variable came from.
@@ -375,9 +379,11 @@ fn build(
                     format!("must be an integer from 0 to {max}, not {n}"),
                 )),
             },
-            Some(Value::String(s)) if key == "connect_timeout" => humantime::parse_duration(s)
-                .map(|d| Some(d.as_secs()))
-                .map_err(|e| bad(key, format!("must be seconds or a duration like 10s: {e}"))),
+            Some(Value::String(s)) if key == "connect_timeout" || key == "ssh_persist" => {
+                humantime::parse_duration(s)
+                    .map(|d| Some(d.as_secs()))
+                    .map_err(|e| bad(key, format!("must be seconds or a duration like 10s: {e}")))
+            }
             Some(other) => Err(bad(
                 key,
                 format!("must be an integer from 0 to {max}, not {other}"),
@@ -459,6 +465,7 @@ fn build(
         known_hosts: local_path("known_hosts")?,
         connect_timeout_s: int("connect_timeout", u32::MAX as u64)?
             .unwrap_or(DEFAULT_CONNECT_TIMEOUT_S),
+        ssh_persist_s: int("ssh_persist", u32::MAX as u64)?.unwrap_or(DEFAULT_SSH_PERSIST_S),
         install_dir,
         config_path,
         config_file: local_path("config_file")?,

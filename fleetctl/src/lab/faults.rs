@@ -15,16 +15,61 @@ const KNOB_TIMEOUT: Duration = Duration::from_secs(20);
 const SSHD: &str = "/usr/sbin/sshd";
 
 impl Lab {
-    /// Host down: the sshd listener of host `index` exits, new connections
-    /// are refused. Sessions already open and every other process keep
-    /// running. Idempotent.
+    /// Host down: host `index`'s sshd exits, listener and open sessions
+    /// alike, so new connections are refused and connections already made
+    /// (a master kept from an earlier fleetctl run) are dropped, as when a
+    /// host goes away. Every other process keeps running. Idempotent.
     pub fn stop_sshd(&self, index: usize) -> Result<(), LabError> {
         let host = self.host(index)?;
         let init = self.live_init(index)?;
         for pid in listeners(init) {
             procs::signal(pid, libc::SIGTERM);
         }
-        host::wait_for_sshd_gone(&host.name, host.address, KNOB_TIMEOUT)
+        host::wait_for_sshd_gone(&host.name, host.address, KNOB_TIMEOUT)?;
+        // Sessions after the listener: none can be opened in between.
+        let started = Instant::now();
+        loop {
+            let sessions = self.sshd_sessions(index, init)?;
+            if sessions.is_empty() {
+                return Ok(());
+            }
+            if started.elapsed() >= KNOB_TIMEOUT {
+                return Err(LabError::Timeout {
+                    host: host.name.clone(),
+                    what: "sshd sessions survived SIGKILL",
+                    waited: started.elapsed(),
+                    detail: format!("pids {sessions:?}"),
+                });
+            }
+            for pid in sessions {
+                procs::signal(pid, libc::SIGKILL);
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The sshd processes of host `index` other than its listener (with
+    /// the listener gone: all of them).
+    fn sshd_sessions(&self, index: usize, init: ProcStamp) -> Result<Vec<u32>, LabError> {
+        let pidns = self.pid_ns(index, init)?;
+        Ok(procs::pids_in_ns("pid", pidns)
+            .into_iter()
+            .filter(|&pid| pid != init.pid && is_sshd(pid))
+            .filter(|&pid| procs::stat(pid).is_some_and(|s| s.state != 'Z'))
+            .collect())
+    }
+
+    fn pid_ns(&self, index: usize, init: ProcStamp) -> Result<(u64, u64), LabError> {
+        procs::ns_id(Path::new(&format!("/proc/{}/ns/pid", init.pid))).ok_or_else(|| {
+            LabError::InitExited {
+                host: self
+                    .host(index)
+                    .map(|h| h.name.clone())
+                    .unwrap_or_else(|_| format!("host #{index}")),
+                status: "its PID namespace vanished".to_string(),
+                log: String::new(),
+            }
+        })
     }
 
     /// Host up again: the host's init starts a fresh sshd; returns once it
@@ -51,14 +96,7 @@ impl Lab {
     pub fn kill_processes(&self, index: usize) -> Result<usize, LabError> {
         let host = self.host(index)?;
         let init = self.live_init(index)?;
-        let pidns =
-            procs::ns_id(Path::new(&format!("/proc/{}/ns/pid", init.pid))).ok_or_else(|| {
-                LabError::InitExited {
-                    host: host.name.clone(),
-                    status: "its PID namespace vanished".to_string(),
-                    log: String::new(),
-                }
-            })?;
+        let pidns = self.pid_ns(index, init)?;
         let started = Instant::now();
         let mut killed = BTreeSet::new();
         loop {

@@ -8,6 +8,12 @@ name=$1 data_size=$2 sshd_config=$3 sshd_log=$4 fifo=$5
 # invisible to the machine and to the other hosts.
 mount -t tmpfs -o "size=$data_size,mode=0755" lab-data /data || exit 20
 mount -t tmpfs -o mode=1777 lab-tmp /tmp || exit 21
+# A fresh root home, as on a new server: the machine's own (with whatever
+# its shell startup files run) would be read by every ssh command's shell.
+mount -t tmpfs -o mode=0700 lab-home /root || exit 24
+for f in .bashrc .profile; do
+    [ -f "/etc/skel/$f" ] && cp "/etc/skel/$f" "/root/$f"
+done
 hostname "$name" || exit 22
 # The copies of other network namespaces' handles are of no use in here.
 umount -l /run/netns 2>/dev/null

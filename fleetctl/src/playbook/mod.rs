@@ -191,6 +191,7 @@ mod tests {
                 jump_host: None,
                 known_hosts: None,
                 connect_timeout_s: 10,
+                ssh_persist_s: 0,
                 install_dir: "/opt/prover".into(),
                 config_path: "/opt/prover/current/prover.toml".into(),
                 config_file: None,

@@ -308,6 +308,7 @@ mod tests {
             jump_host: None,
             known_hosts: None,
             connect_timeout_s: 5,
+            ssh_persist_s: 0,
             install_dir: install_dir.display().to_string(),
             config_path: String::new(),
             config_file: None,

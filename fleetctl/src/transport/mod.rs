@@ -6,6 +6,7 @@
 //! a little later catches a host that stopped answering altogether.
 
 mod local;
+mod mux_cache;
 pub mod quote;
 mod ssh;
 

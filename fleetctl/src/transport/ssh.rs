@@ -1,6 +1,9 @@
 //! SSH transport: one OpenSSH master connection per host (native mux), every
-//! command a new channel over it, at most [`MAX_CHANNELS`] at once.
+//! command a new channel over it, at most [`MAX_CHANNELS`] at once. Masters
+//! outlive the invocation for `ssh_persist` idle seconds and are reused by
+//! the next one (see [`super::mux_cache`]).
 
+use super::mux_cache::MuxSlot;
 use super::{Output, TransportError, UPLOAD_CHUNK};
 use crate::inventory::Host;
 use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
@@ -11,9 +14,12 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
-/// sshd's default `MaxSessions` is 10; stay below it so a burst of commands
-/// queues here instead of being refused by the server.
+/// sshd's default `MaxSessions` is 10 per connection; stay below it so a
+/// burst of commands queues here instead of being refused by the server.
 pub const MAX_CHANNELS: usize = 8;
+/// On a master another invocation may also be using (a `status` during a
+/// rollout), each takes at most this many, so two together stay under 10.
+pub const MAX_CHANNELS_SHARED: usize = 4;
 /// Connection attempts before giving up (only the connection is retried,
 /// never a command that ran).
 const CONNECT_ATTEMPTS: u32 = 3;
@@ -27,9 +33,10 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 /// set), so a server that only offers them still connects; a host or group
 /// can set `ssh_kex_algorithms` (ssh_config syntax) to require them.
 const DEFAULT_KEX: &str = "^curve25519-sha256,curve25519-sha256@libssh.org";
-/// A master left behind by a fleetctl that was killed outright exits after
-/// this long without a command (steps poll far more often than that).
-const MASTER_IDLE_EXIT_S: usize = 300;
+/// With reuse off, a master left behind by a fleetctl that was killed
+/// outright exits after this long without a command (steps poll far more
+/// often than that).
+const MASTER_IDLE_EXIT_S: u64 = 300;
 
 /// Why the master connection could not be established.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +122,14 @@ impl fmt::Display for ConnectCause {
     }
 }
 
+/// Where a new master's control socket goes.
+enum SocketHome {
+    /// The host's reuse slot: the master stays for the next invocation.
+    Shared(MuxSlot),
+    /// A directory of this invocation's own, removed with it.
+    Private(tempfile::TempDir),
+}
+
 /// The master connection of one host.
 pub struct SshTransport {
     host: String,
@@ -122,7 +137,10 @@ pub struct SshTransport {
     // must go before the directory is removed.
     session: Session,
     channels: Arc<Semaphore>,
-    _control_dir: tempfile::TempDir,
+    /// Leave the master running at the end for the next invocation.
+    keep: bool,
+    /// The private per-invocation directory when reuse is off.
+    _control_dir: Option<tempfile::TempDir>,
 }
 
 impl fmt::Debug for SshTransport {
@@ -135,16 +153,43 @@ impl fmt::Debug for SshTransport {
 
 impl SshTransport {
     pub(super) async fn connect(host: &Host) -> Result<SshTransport, TransportError> {
-        // A private directory (0700) for the control socket: nobody else on
-        // this machine can reuse our authenticated master.
-        let control_dir = tempfile::Builder::new()
-            .prefix("fleetctl-ssh-")
-            .tempdir()
-            .map_err(|source| TransportError::Io {
-                host: host.name.clone(),
-                command: "create control directory".to_owned(),
-                source,
-            })?;
+        let kex = host
+            .vars
+            .get("ssh_kex_algorithms")
+            .and_then(|v| v.as_str())
+            .unwrap_or(DEFAULT_KEX);
+        let slot = MuxSlot::for_host(host, kex);
+        if let Some(slot) = &slot {
+            if let Some(session) = slot.resume().await {
+                tracing::debug!(host = %host.name, "reusing SSH master");
+                return Ok(SshTransport {
+                    host: host.name.clone(),
+                    session,
+                    channels: Arc::new(Semaphore::new(MAX_CHANNELS_SHARED)),
+                    keep: true,
+                    _control_dir: None,
+                });
+            }
+        }
+        let home = match slot {
+            Some(slot) => SocketHome::Shared(slot),
+            // Reuse off: a private directory (0700) for this invocation
+            // only, so nobody else on this machine can use our master.
+            None => SocketHome::Private(
+                tempfile::Builder::new()
+                    .prefix("fleetctl-ssh-")
+                    .tempdir()
+                    .map_err(|source| TransportError::Io {
+                        host: host.name.clone(),
+                        command: "create control directory".to_owned(),
+                        source,
+                    })?,
+            ),
+        };
+        let (socket_dir, idle_exit, channels) = match &home {
+            SocketHome::Shared(slot) => (slot.dir(), host.ssh_persist_s, MAX_CHANNELS_SHARED),
+            SocketHome::Private(dir) => (dir.path(), MASTER_IDLE_EXIT_S, MAX_CHANNELS),
+        };
         let mut builder = SessionBuilder::default();
         builder
             .user(host.user.clone())
@@ -152,17 +197,12 @@ impl SshTransport {
             .known_hosts_check(KnownHosts::Strict)
             .connect_timeout(Duration::from_secs(host.connect_timeout_s.max(1)))
             .server_alive_interval(KEEPALIVE)
-            .control_persist(match NonZeroUsize::new(MASTER_IDLE_EXIT_S) {
+            .control_persist(match NonZeroUsize::new(idle_exit as usize) {
                 Some(idle) => ControlPersist::IdleFor(idle),
                 None => ControlPersist::ClosedAfterInitialConnection,
             })
-            .control_directory(control_dir.path());
-        let kex = host
-            .vars
-            .get("ssh_kex_algorithms")
-            .and_then(|v| v.as_str())
-            .unwrap_or(DEFAULT_KEX);
-        let config = ssh_config(control_dir.path(), kex).map_err(|source| TransportError::Io {
+            .control_directory(socket_dir);
+        let config = ssh_config(socket_dir, kex).map_err(|source| TransportError::Io {
             host: host.name.clone(),
             command: "write ssh config".to_owned(),
             source,
@@ -189,8 +229,12 @@ impl SshTransport {
                     return Ok(SshTransport {
                         host: host.name.clone(),
                         session,
-                        channels: Arc::new(Semaphore::new(MAX_CHANNELS)),
-                        _control_dir: control_dir,
+                        channels: Arc::new(Semaphore::new(channels)),
+                        keep: matches!(home, SocketHome::Shared(_)),
+                        _control_dir: match home {
+                            SocketHome::Private(dir) => Some(dir),
+                            SocketHome::Shared(_) => None,
+                        },
                     })
                 }
                 Ok(Err(e)) => {
@@ -290,7 +334,13 @@ impl SshTransport {
         super::finish(&self.host, shown, timeout, fut).await
     }
 
+    /// Ends this invocation's use of the master: a reusable one is left
+    /// running (it exits after `ssh_persist` idle seconds), any other exits.
     pub(super) async fn close(self) -> Result<(), TransportError> {
+        if self.keep {
+            let _ = self.session.detach();
+            return Ok(());
+        }
         let host = self.host.clone();
         self.session
             .close()
@@ -333,10 +383,14 @@ fn ssh_config(dir: &std::path::Path, kex: &str) -> std::io::Result<std::path::Pa
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || "-@.,^+".contains(*c))
         .collect();
+    // Written aside and renamed: a shared directory may have another
+    // invocation's ssh reading the file right now.
+    let tmp = dir.join(format!("ssh_config.{}.tmp", std::process::id()));
     std::fs::write(
-        &path,
+        &tmp,
         format!("Include ~/.ssh/config\nHost *\n    KexAlgorithms {kex}\n"),
     )?;
+    std::fs::rename(&tmp, &path)?;
     Ok(path)
 }
 
