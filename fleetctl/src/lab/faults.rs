@@ -27,36 +27,15 @@ impl Lab {
         }
         host::wait_for_sshd_gone(&host.name, host.address, KNOB_TIMEOUT)?;
         // Sessions after the listener: none can be opened in between.
-        let started = Instant::now();
-        loop {
-            let sessions = self.sshd_sessions(index, init)?;
-            if sessions.is_empty() {
-                return Ok(());
-            }
-            if started.elapsed() >= KNOB_TIMEOUT {
-                return Err(LabError::Timeout {
-                    host: host.name.clone(),
-                    what: "sshd sessions survived SIGKILL",
-                    waited: started.elapsed(),
-                    detail: format!("pids {sessions:?}"),
-                });
-            }
-            for pid in sessions {
-                procs::signal(pid, libc::SIGKILL);
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// The sshd processes of host `index` other than its listener (with
-    /// the listener gone: all of them).
-    fn sshd_sessions(&self, index: usize, init: ProcStamp) -> Result<Vec<u32>, LabError> {
         let pidns = self.pid_ns(index, init)?;
-        Ok(procs::pids_in_ns("pid", pidns)
-            .into_iter()
-            .filter(|&pid| pid != init.pid && is_sshd(pid))
-            .filter(|&pid| procs::stat(pid).is_some_and(|s| s.state != 'Z'))
-            .collect())
+        kill_until_gone(&host.name, "sshd sessions survived SIGKILL", || {
+            procs::pids_in_ns("pid", pidns)
+                .into_iter()
+                .filter(|&pid| pid != init.pid && is_sshd(pid))
+                .filter(|&pid| procs::stat(pid).is_some_and(|s| s.state != 'Z'))
+                .collect()
+        })
+        .map(|_| ())
     }
 
     fn pid_ns(&self, index: usize, init: ProcStamp) -> Result<(u64, u64), LabError> {
@@ -97,31 +76,14 @@ impl Lab {
         let host = self.host(index)?;
         let init = self.live_init(index)?;
         let pidns = self.pid_ns(index, init)?;
-        let started = Instant::now();
-        let mut killed = BTreeSet::new();
-        loop {
-            // Repeat: a process may fork while we kill its parent.
-            let victims: Vec<u32> = procs::pids_in_ns("pid", pidns)
+        // Repeat: a process may fork while we kill its parent.
+        let killed = kill_until_gone(&host.name, "processes survived SIGKILL", || {
+            procs::pids_in_ns("pid", pidns)
                 .into_iter()
                 .filter(|&pid| pid != init.pid && !is_sshd(pid))
-                .collect();
-            if victims.is_empty() {
-                return Ok(killed.len());
-            }
-            if started.elapsed() >= KNOB_TIMEOUT {
-                return Err(LabError::Timeout {
-                    host: host.name.clone(),
-                    what: "processes survived SIGKILL",
-                    waited: started.elapsed(),
-                    detail: format!("pids {victims:?}"),
-                });
-            }
-            for pid in victims {
-                procs::signal(pid, libc::SIGKILL);
-                killed.insert(pid);
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
+                .collect()
+        })?;
+        Ok(killed.len())
     }
 
     /// Disk full: resizes host `index`'s `/data` tmpfs to `bytes` (rounded up
@@ -225,6 +187,36 @@ impl Lab {
                 stderr,
             })
         }
+    }
+}
+
+/// SIGKILLs what `victims` lists until it lists nothing (bounded by
+/// [`KNOB_TIMEOUT`]); returns every pid signalled.
+fn kill_until_gone(
+    host: &str,
+    what: &'static str,
+    victims: impl Fn() -> Vec<u32>,
+) -> Result<BTreeSet<u32>, LabError> {
+    let started = Instant::now();
+    let mut killed = BTreeSet::new();
+    loop {
+        let now = victims();
+        if now.is_empty() {
+            return Ok(killed);
+        }
+        if started.elapsed() >= KNOB_TIMEOUT {
+            return Err(LabError::Timeout {
+                host: host.to_string(),
+                what,
+                waited: started.elapsed(),
+                detail: format!("pids {now:?}"),
+            });
+        }
+        for pid in now {
+            procs::signal(pid, libc::SIGKILL);
+            killed.insert(pid);
+        }
+        thread::sleep(Duration::from_millis(5));
     }
 }
 
