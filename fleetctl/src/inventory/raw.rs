@@ -2,7 +2,7 @@
 //! key, reject unknown ones, and say file:line:column and the expected form.
 //! Nothing is merged or defaulted here (that is [`super::resolve`]).
 
-use super::yaml::{format_problem, OrderedMap, YamlProblem};
+use super::yaml::{self, OrderedMap, YamlFileError};
 use super::TransportKind;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -211,37 +211,20 @@ fn known_value<'de, A: MapAccess<'de>>(key: &str, map: &mut A) -> Result<Value, 
     })
 }
 
-/// A parse error of an inventory file.
-#[derive(Debug, thiserror::Error)]
-pub enum RawError {
-    #[error("cannot read inventory {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{}", format_problem(path, problem, EXPECTED_FORM))]
-    Syntax { path: PathBuf, problem: YamlProblem },
-}
+/// A read or parse error of an inventory file.
+pub type RawError = YamlFileError;
 
 /// Parses inventory text; `path` is only used in messages.
 pub fn parse(path: &Path, text: &str) -> Result<RawInventory, RawError> {
     if text.trim().is_empty() {
         return Ok(RawInventory::default());
     }
-    serde_yaml::from_str(text).map_err(|e| RawError::Syntax {
-        path: path.to_owned(),
-        problem: YamlProblem::from_error(&e),
-    })
+    yaml::parse(path, text, EXPECTED_FORM)
 }
 
 /// Reads and parses an inventory file.
 pub fn read(path: &Path) -> Result<RawInventory, RawError> {
-    let text = std::fs::read_to_string(path).map_err(|source| RawError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    parse(path, &text)
+    parse(path, &yaml::read_text("inventory", path)?)
 }
 
 #[cfg(test)]

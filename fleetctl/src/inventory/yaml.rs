@@ -1,11 +1,11 @@
 //! YAML helpers shared by the inventory and playbook readers: an ordered map
-//! that refuses duplicate keys, and parse errors that say file:line:column
-//! and what form was expected.
+//! that refuses duplicate keys, and one read/parse error that says
+//! file:line:column and what form was expected.
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeOwned, Deserializer, MapAccess, Visitor};
 use std::fmt;
 use std::marker::PhantomData;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A YAML mapping kept in file order (host order is rollout order; group
 /// order breaks precedence ties). Duplicate keys are an error.
@@ -104,4 +104,64 @@ pub fn format_problem(file: &Path, p: &YamlProblem, expected: &str) -> String {
         s.push_str(line);
     }
     s
+}
+
+/// A YAML input file that could not be read or parsed. Each reader passes
+/// its own kind and expected form, so the messages stay specific to it.
+#[derive(Debug, thiserror::Error)]
+pub enum YamlFileError {
+    #[error("cannot read {kind} {}: {source}", path.display())]
+    Read {
+        /// What the file is (`inventory`, `playbook`).
+        kind: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", format_problem(path, problem, expected))]
+    Syntax {
+        path: PathBuf,
+        problem: YamlProblem,
+        /// The form shown under the message, so the fix is at hand.
+        expected: &'static str,
+    },
+}
+
+/// Reads a whole input file; `kind` names it in the error.
+pub fn read_text(kind: &'static str, path: &Path) -> Result<String, YamlFileError> {
+    std::fs::read_to_string(path).map_err(|source| YamlFileError::Read {
+        kind,
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Deserialises `text`; `path` is only used in messages, `expected` is shown
+/// under a parse error.
+pub fn parse<T: DeserializeOwned>(
+    path: &Path,
+    text: &str,
+    expected: &'static str,
+) -> Result<T, YamlFileError> {
+    serde_yaml::from_str(text).map_err(|e| YamlFileError::Syntax {
+        path: path.to_owned(),
+        problem: YamlProblem::from_error(&e),
+        expected,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_file_names_its_kind_and_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("absent.yaml");
+        let e = read_text("playbook", &path).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("cannot read playbook {}: ", path.display())),
+            "{e}"
+        );
+    }
 }

@@ -10,7 +10,7 @@ pub use raw::BatchSize;
 
 use crate::inventory::Host;
 use crate::steps::StepSpec;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Playbooks compiled into the binary, usable by name (`-p rollout`).
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -141,11 +141,7 @@ pub fn load(name_or_path: &str) -> Result<Playbook, PlaybookError> {
     let path = Path::new(name_or_path);
     let pb =
         if path.is_file() {
-            let text = std::fs::read_to_string(path).map_err(|source| raw::RawError::Read {
-                path: PathBuf::from(path),
-                source,
-            })?;
-            Playbook::from_raw(raw::parse(path, &text)?, path.display().to_string())
+            Playbook::from_raw(raw::read(path)?, path.display().to_string())
         } else {
             let stem = path
                 .file_name()

@@ -1,11 +1,11 @@
 //! First pass over a playbook file: deserialise with unknown keys refused
 //! and errors at file:line:column with the expected form.
 
-use crate::inventory::yaml::{format_problem, YamlProblem};
+use crate::inventory::yaml::{self, YamlFileError};
 use crate::steps::StepSpec;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The shape of a playbook, shown under every parse error.
 pub const EXPECTED_FORM: &str = "\
@@ -86,25 +86,17 @@ impl<'de> Deserialize<'de> for BatchSize {
     }
 }
 
-/// A parse error of a playbook file.
-#[derive(Debug, thiserror::Error)]
-pub enum RawError {
-    #[error("cannot read playbook {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{}", format_problem(path, problem, EXPECTED_FORM))]
-    Syntax { path: PathBuf, problem: YamlProblem },
-}
+/// A read or parse error of a playbook file.
+pub type RawError = YamlFileError;
 
 /// Parses playbook text; `path` is only used in messages.
 pub fn parse(path: &Path, text: &str) -> Result<RawPlaybook, RawError> {
-    serde_yaml::from_str(text).map_err(|e| RawError::Syntax {
-        path: path.to_owned(),
-        problem: YamlProblem::from_error(&e),
-    })
+    yaml::parse(path, text, EXPECTED_FORM)
+}
+
+/// Reads and parses a playbook file.
+pub fn read(path: &Path) -> Result<RawPlaybook, RawError> {
+    parse(path, &yaml::read_text("playbook", path)?)
 }
 
 #[cfg(test)]
