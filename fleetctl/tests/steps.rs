@@ -956,25 +956,7 @@ fn local_transport_runs_the_same_rollout() {
     let dir = tempfile::tempdir().unwrap();
     let install = dir.path().join("install dir");
     let a = release(dir.path(), "local-a", "normal", 0);
-    let host = Host {
-        name: "local".into(),
-        transport: inventory::TransportKind::Local,
-        address: "localhost".into(),
-        port: 22,
-        user: "root".into(),
-        identity_file: None,
-        jump_host: None,
-        known_hosts: None,
-        connect_timeout_s: 5,
-        ssh_persist_s: 0,
-        install_dir: install.to_str().unwrap().to_owned(),
-        config_path: format!("{}/current/prover.toml", install.display()),
-        config_file: None,
-        gpus: 0,
-        tags: vec![],
-        groups: vec![],
-        vars: Default::default(),
-    };
+    let host = Host::local("local", install.to_str().unwrap());
     bounded(async {
         let t = Transport::connect(&host).await.unwrap();
         let mut ctx = StepCtx::new(&host, &t, &a);

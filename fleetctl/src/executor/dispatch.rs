@@ -302,9 +302,8 @@ mod tests {
     //! The dispatcher's own logic (batches, budget, resume) with a scripted
     //! host runner; the real host task runs end to end in `tests/rollout.rs`.
     use super::*;
-    use crate::inventory::TransportKind;
     use crate::playbook::{BatchSize, Strategy};
-    use std::collections::{BTreeMap, HashSet};
+    use std::collections::HashSet;
     use std::sync::Mutex;
 
     /// Fails the hosts named in `fail`; records every host it ran.
@@ -368,25 +367,7 @@ mod tests {
     }
 
     fn host(i: usize) -> Host {
-        Host {
-            name: format!("h{i}"),
-            transport: TransportKind::Local,
-            address: "x".into(),
-            port: 22,
-            user: "u".into(),
-            identity_file: None,
-            jump_host: None,
-            known_hosts: None,
-            connect_timeout_s: 1,
-            ssh_persist_s: 0,
-            install_dir: "/tmp/x".into(),
-            config_path: "/tmp/x/current/prover.toml".into(),
-            config_file: None,
-            gpus: 0,
-            tags: vec![],
-            groups: vec![],
-            vars: BTreeMap::new(),
-        }
+        Host::local(format!("h{i}"), "/tmp/x")
     }
 
     fn run(

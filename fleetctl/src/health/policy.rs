@@ -363,29 +363,13 @@ pub fn evaluate(host: &Host, probe: &Probe, previous: Option<&Probe>, policy: &P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inventory::TransportKind;
 
     const HEALTHY: &str = include_str!("../../tests/fixtures/probe-8gpu-healthy.json");
 
     fn host(gpus: u32) -> Host {
         Host {
-            name: "gpu-01".into(),
-            transport: TransportKind::Ssh,
-            address: "10.0.0.1".into(),
-            port: 22,
-            user: "prover".into(),
-            identity_file: None,
-            jump_host: None,
-            known_hosts: None,
-            connect_timeout_s: 10,
-            ssh_persist_s: 0,
-            install_dir: "/data/prover".into(),
-            config_path: "/data/prover/current/prover.toml".into(),
-            config_file: None,
             gpus,
-            tags: vec![],
-            groups: vec![],
-            vars: Default::default(),
+            ..Host::local("gpu-01", "/data/prover")
         }
     }
 

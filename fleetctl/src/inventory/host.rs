@@ -2,6 +2,9 @@
 //! host vars and defaults have been merged (see `docs/inventory.md` for the
 //! precedence).
 
+use super::resolve::{
+    default_user, DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_PORT, DEFAULT_SSH_PERSIST_S,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -53,4 +56,41 @@ pub struct Host {
     pub groups: Vec<String>,
     /// Every other variable, merged, for steps and templates.
     pub vars: BTreeMap<String, serde_json::Value>,
+}
+
+impl Host {
+    /// This machine under `name`, reached without SSH, with every other
+    /// setting at what the inventory entry `{ transport: local, install_dir }`
+    /// resolves to; for running steps here without writing an inventory.
+    /// `install_dir` is taken as given: unlike the resolver, nothing makes a
+    /// relative one absolute.
+    pub fn local(name: impl Into<String>, install_dir: impl Into<String>) -> Host {
+        let name = name.into();
+        let install_dir = install_dir.into();
+        Host {
+            address: name.clone(),
+            name,
+            transport: TransportKind::Local,
+            port: DEFAULT_PORT,
+            user: default_user(),
+            identity_file: None,
+            jump_host: None,
+            known_hosts: None,
+            connect_timeout_s: DEFAULT_CONNECT_TIMEOUT_S,
+            ssh_persist_s: DEFAULT_SSH_PERSIST_S,
+            config_path: default_config_path(&install_dir),
+            install_dir,
+            config_file: None,
+            gpus: 0,
+            tags: Vec::new(),
+            groups: Vec::new(),
+            vars: BTreeMap::new(),
+        }
+    }
+}
+
+/// The daemon config when no `config_path` is set: the one shipped with the
+/// current release.
+pub(super) fn default_config_path(install_dir: &str) -> String {
+    format!("{}/current/prover.toml", install_dir.trim_end_matches('/'))
 }

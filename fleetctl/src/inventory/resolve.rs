@@ -7,6 +7,7 @@
 //! `-e key=value`. `health` mappings merge key by key; `tags` are the union
 //! of every layer's tags; every other key is replaced whole.
 
+use super::host::default_config_path;
 use super::raw::{RawGroup, RawInventory, KNOWN_KEYS};
 use super::{Host, TransportKind};
 use serde_json::{Map, Value};
@@ -276,11 +277,17 @@ pub fn resolve(
     })
 }
 
-fn defaults(name: &str) -> Map<String, Value> {
-    let user = std::env::var("USER")
+/// The login user when no layer sets one: whoever runs fleetctl, as ssh
+/// itself would pick.
+pub(super) fn default_user() -> String {
+    std::env::var("USER")
         .ok()
         .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "root".to_string());
+        .unwrap_or_else(|| "root".to_string())
+}
+
+fn defaults(name: &str) -> Map<String, Value> {
+    let user = default_user();
     let mut m = Map::new();
     m.insert("transport".into(), Value::from("ssh"));
     m.insert("address".into(), Value::from(name));
@@ -422,7 +429,7 @@ fn build(
     let config_path = match text("config_path")? {
         Some(p) if Path::new(&p).is_absolute() => p,
         Some(p) => format!("{}/{}", install_dir.trim_end_matches('/'), p),
-        None => format!("{}/current/prover.toml", install_dir.trim_end_matches('/')),
+        None => default_config_path(&install_dir),
     };
     let tags = match merged.get("tags").map(|(v, _)| v) {
         None | Some(Value::Null) => Vec::new(),
@@ -459,7 +466,7 @@ fn build(
         transport,
         address: text("address")?.unwrap_or_else(|| name.to_string()),
         port: int("port", u16::MAX as u64)?.map_or(DEFAULT_PORT, |p| p as u16),
-        user: text("user")?.unwrap_or_else(|| "root".to_string()),
+        user: text("user")?.unwrap_or_else(default_user),
         identity_file: local_path("identity_file")?,
         jump_host: text("jump_host")?,
         known_hosts: local_path("known_hosts")?,
@@ -618,5 +625,15 @@ hosts:
         let names: Vec<&str> = inv.hosts.iter().map(|h| h.host.name.as_str()).collect();
         assert_eq!(names, vec!["y", "x"]);
         assert_eq!(host(&inv, "x").host.tags, vec!["fleet", "g"]);
+    }
+
+    #[test]
+    fn host_local_is_what_a_local_inventory_entry_resolves_to() {
+        let inv = inv(
+            "hosts:\n  box: { transport: local, install_dir: /srv/prover/ }\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(host(&inv, "box").host, Host::local("box", "/srv/prover/"));
     }
 }

@@ -172,33 +172,16 @@ pub fn load(name_or_path: &str) -> Result<Playbook, PlaybookError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inventory::TransportKind;
-    use std::collections::BTreeMap;
 
     fn hosts(n: usize, canary_tagged: &[usize]) -> Vec<Host> {
         (0..n)
             .map(|i| Host {
-                name: format!("h{i}"),
-                transport: TransportKind::Ssh,
-                address: format!("10.0.0.{i}"),
-                port: 22,
-                user: "u".into(),
-                identity_file: None,
-                jump_host: None,
-                known_hosts: None,
-                connect_timeout_s: 10,
-                ssh_persist_s: 0,
-                install_dir: "/opt/prover".into(),
-                config_path: "/opt/prover/current/prover.toml".into(),
-                config_file: None,
-                gpus: 0,
                 tags: if canary_tagged.contains(&i) {
                     vec!["canary".into()]
                 } else {
                     vec![]
                 },
-                groups: vec![],
-                vars: BTreeMap::new(),
+                ..Host::local(format!("h{i}"), "/opt/prover")
             })
             .collect()
     }

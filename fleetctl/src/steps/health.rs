@@ -127,28 +127,12 @@ pub(super) async fn run(p: &HealthParams, ctx: &mut StepCtx<'_>) -> Result<StepO
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inventory::TransportKind;
     use fleet_wire::health::{Daemon, Gpu, Gpus, Memory, PROBE_VERSION};
 
     fn host(gpus: u32) -> Host {
         Host {
-            name: "g1".into(),
-            transport: TransportKind::Local,
-            address: "localhost".into(),
-            port: 22,
-            user: "root".into(),
-            identity_file: None,
-            jump_host: None,
-            known_hosts: None,
-            connect_timeout_s: 5,
-            ssh_persist_s: 0,
-            install_dir: "/opt/prover".into(),
-            config_path: "/opt/prover/current/prover.toml".into(),
-            config_file: None,
             gpus,
-            tags: vec![],
-            groups: vec![],
-            vars: Default::default(),
+            ..Host::local("g1", "/opt/prover")
         }
     }
 

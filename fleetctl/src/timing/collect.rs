@@ -295,28 +295,9 @@ pub async fn collect_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inventory::TransportKind;
 
     fn local_host(install_dir: &std::path::Path) -> Host {
-        Host {
-            name: "local".into(),
-            transport: TransportKind::Local,
-            address: "localhost".into(),
-            port: 22,
-            user: "root".into(),
-            identity_file: None,
-            jump_host: None,
-            known_hosts: None,
-            connect_timeout_s: 5,
-            ssh_persist_s: 0,
-            install_dir: install_dir.display().to_string(),
-            config_path: String::new(),
-            config_file: None,
-            gpus: 0,
-            tags: vec![],
-            groups: vec![],
-            vars: Default::default(),
-        }
+        Host::local("local", install_dir.display().to_string())
     }
 
     /// Regression: a chunk that ends mid-line must not end the file's fetch.

@@ -195,27 +195,16 @@ fn is_socket(p: &Path) -> bool {
 mod tests {
     use super::*;
     use crate::inventory::TransportKind;
-    use std::collections::BTreeMap;
 
     fn host(address: &str) -> Host {
         Host {
-            name: "h1".into(),
             transport: TransportKind::Ssh,
             address: address.into(),
-            port: 22,
             user: "ops".into(),
             identity_file: Some("/keys/id".into()),
-            jump_host: None,
-            known_hosts: None,
             connect_timeout_s: 10,
             ssh_persist_s: 120,
-            install_dir: "/data/prover".into(),
-            config_path: "/data/prover/current/prover.toml".into(),
-            config_file: None,
-            gpus: 0,
-            tags: vec![],
-            groups: vec![],
-            vars: BTreeMap::new(),
+            ..Host::local("h1", "/data/prover")
         }
     }
 
