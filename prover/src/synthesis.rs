@@ -7,7 +7,7 @@
 //! outgrows them fails with [`SynthesisError::TooLarge`], never a panic.
 
 use crate::budget::MemoryBudget;
-use crate::circuit::CircuitShape;
+use crate::circuit::{unnamed_root, CircuitShape};
 use crate::pool::{HeapAllocator, PinnedPool, PinnedVec, PinnedVecError, PoolError, PoolLimits};
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, Variable};
 use blstrs::Scalar;
@@ -384,7 +384,7 @@ fn eval(
 }
 
 impl ConstraintSystem<Scalar> for ProvingSystem {
-    type Root = Self;
+    unnamed_root!();
 
     fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, bellperson::SynthesisError>
     where
@@ -457,19 +457,6 @@ impl ConstraintSystem<Scalar> for ProvingSystem {
         if pushed.is_err() {
             self.too_large("constraints (domain size)", self.max_constraints);
         }
-    }
-
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod chain;
 pub mod sha256;
 mod shape;
+mod unnamed;
 
 use std::fmt;
 use std::str::FromStr;
@@ -20,6 +21,7 @@ use blstrs::Scalar;
 pub use chain::ChainCircuit;
 pub use sha256::Sha256Circuit;
 pub use shape::{CircuitShape, ShapeCounter};
+pub(crate) use unnamed::unnamed_root;
 
 /// Smallest accepted size (2^4).
 pub const MIN_SIZE: usize = 1 << 4;

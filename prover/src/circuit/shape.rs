@@ -3,6 +3,8 @@
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 
+use super::unnamed_root;
+
 /// How big a circuit is, as bellperson's prover and generator see it.
 ///
 /// `num_inputs` includes the implicit ONE input. `num_constraints` is what the
@@ -82,7 +84,7 @@ impl ShapeCounter {
 }
 
 impl ConstraintSystem<Scalar> for ShapeCounter {
-    type Root = Self;
+    unnamed_root!();
 
     fn new() -> Self {
         Self::default()
@@ -117,19 +119,6 @@ impl ConstraintSystem<Scalar> for ShapeCounter {
         LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     {
         self.num_constraints += 1;
-    }
-
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
     }
 }
 

@@ -11,6 +11,8 @@ use bellperson::{ConstraintSystem, Index, LinearCombination, SynthesisError, Var
 use blstrs::Scalar;
 use ff::Field;
 
+use crate::circuit::unnamed_root;
+
 /// `u_i(τ)`, `v_i(τ)`, `w_i(τ)` for one class of variables (inputs or aux).
 #[derive(Default)]
 pub struct Evaluations {
@@ -103,7 +105,7 @@ fn fold(
 }
 
 impl ConstraintSystem<Scalar> for QapEvaluator<'_> {
-    type Root = Self;
+    unnamed_root!();
 
     fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
     where
@@ -157,18 +159,5 @@ impl ConstraintSystem<Scalar> for QapEvaluator<'_> {
         if !known {
             self.malformed = Some(UNKNOWN_VARIABLE);
         }
-    }
-
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
     }
 }
