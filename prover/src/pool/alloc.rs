@@ -91,7 +91,6 @@ pub trait HostAllocator: Send + Sync {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HeapAllocator;
 
-#[cfg(unix)]
 impl HostAllocator for HeapAllocator {
     fn name(&self) -> &'static str {
         "heap"
@@ -101,28 +100,18 @@ impl HostAllocator for HeapAllocator {
         false
     }
 
+    #[cfg(unix)]
     fn alloc(&self, bytes: usize) -> Result<Region, PoolError> {
-        let (ptr, len) = map_anonymous(self.name(), bytes)?;
-        // SAFETY: page-aligned, zero-filled by the kernel, `len` long, ours.
-        Ok(unsafe { Region::from_raw(ptr, len) })
+        map_anonymous(self.name(), bytes)
     }
 
+    #[cfg(unix)]
     unsafe fn free(&self, region: Region) {
         // SAFETY: the caller guarantees the region is one of our mappings.
         unsafe { unmap(region) };
     }
-}
 
-#[cfg(not(unix))]
-impl HostAllocator for HeapAllocator {
-    fn name(&self) -> &'static str {
-        "heap"
-    }
-
-    fn page_locked(&self) -> bool {
-        false
-    }
-
+    #[cfg(not(unix))]
     fn alloc(&self, bytes: usize) -> Result<Region, PoolError> {
         let layout = heap_layout(bytes)?;
         // SAFETY: the layout has a non-zero size.
@@ -136,6 +125,7 @@ impl HostAllocator for HeapAllocator {
         Ok(unsafe { Region::from_raw(ptr, bytes) })
     }
 
+    #[cfg(not(unix))]
     unsafe fn free(&self, region: Region) {
         if let Ok(layout) = heap_layout(region.len()) {
             // SAFETY: the caller passes a region from `alloc`, which used
@@ -155,17 +145,18 @@ fn heap_layout(bytes: usize) -> Result<Layout, PoolError> {
 }
 
 /// A fresh anonymous private read-write mapping of `bytes` rounded up to
-/// whole pages; returns the pointer and the rounded length.
+/// whole pages, made on behalf of `allocator` (named in errors).
 #[cfg(unix)]
-fn map_anonymous(allocator: &'static str, bytes: usize) -> Result<(NonNull<u8>, usize), PoolError> {
+fn map_anonymous(allocator: &'static str, bytes: usize) -> Result<Region, PoolError> {
+    let fail = |bytes, reason| PoolError::Alloc {
+        allocator,
+        bytes,
+        reason,
+    };
     let len = bytes
         .max(1)
         .checked_next_multiple_of(page_size())
-        .ok_or_else(|| PoolError::Alloc {
-            allocator,
-            bytes,
-            reason: "size overflows when rounded to whole pages".into(),
-        })?;
+        .ok_or_else(|| fail(bytes, "size overflows when rounded to whole pages".into()))?;
     // SAFETY: a fresh anonymous mapping; no existing memory is touched.
     let ptr = unsafe {
         libc::mmap(
@@ -178,18 +169,13 @@ fn map_anonymous(allocator: &'static str, bytes: usize) -> Result<(NonNull<u8>, 
         )
     };
     if ptr == libc::MAP_FAILED {
-        return Err(PoolError::Alloc {
-            allocator,
-            bytes: len,
-            reason: format!("mmap: {}", std::io::Error::last_os_error()),
-        });
+        let err = std::io::Error::last_os_error();
+        return Err(fail(len, format!("mmap: {err}")));
     }
-    let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| PoolError::Alloc {
-        allocator,
-        bytes: len,
-        reason: "mmap returned null".into(),
-    })?;
-    Ok((ptr, len))
+    let ptr =
+        NonNull::new(ptr.cast::<u8>()).ok_or_else(|| fail(len, "mmap returned null".into()))?;
+    // SAFETY: page-aligned, zero-filled by the kernel, `len` long, ours.
+    Ok(unsafe { Region::from_raw(ptr, len) })
 }
 
 /// Unmaps a region made by [`map_anonymous`] (unlocking it too).
@@ -210,7 +196,6 @@ unsafe fn unmap(region: Region) {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct MlockAllocator;
 
-#[cfg(unix)]
 impl HostAllocator for MlockAllocator {
     fn name(&self) -> &'static str {
         "mlock"
@@ -220,10 +205,10 @@ impl HostAllocator for MlockAllocator {
         true
     }
 
+    #[cfg(unix)]
     fn alloc(&self, bytes: usize) -> Result<Region, PoolError> {
-        let (ptr, len) = map_anonymous(self.name(), bytes)?;
-        // SAFETY: page-aligned, zero-filled by the kernel, `len` long, ours.
-        let region = unsafe { Region::from_raw(ptr, len) };
+        let region = map_anonymous(self.name(), bytes)?;
+        let len = region.len();
         // Forked children (a shell, a probe) get no copy of these pages:
         // sharing them copy-on-write would make the daemon's next write move
         // a page out from under a device reading it (if the range is
@@ -246,10 +231,23 @@ impl HostAllocator for MlockAllocator {
         Ok(region)
     }
 
+    #[cfg(unix)]
     unsafe fn free(&self, region: Region) {
         // SAFETY: the caller guarantees the region is one of our mappings.
         unsafe { unmap(region) };
     }
+
+    #[cfg(not(unix))]
+    fn alloc(&self, bytes: usize) -> Result<Region, PoolError> {
+        Err(PoolError::Alloc {
+            allocator: self.name(),
+            bytes,
+            reason: "mlock is only available on unix hosts".into(),
+        })
+    }
+
+    #[cfg(not(unix))]
+    unsafe fn free(&self, _region: Region) {}
 }
 
 #[cfg(unix)]
@@ -286,27 +284,6 @@ fn mlock_error(len: usize, err: std::io::Error) -> PoolError {
             reason: format!("mlock: {err}"),
         },
     }
-}
-
-#[cfg(not(unix))]
-impl HostAllocator for MlockAllocator {
-    fn name(&self) -> &'static str {
-        "mlock"
-    }
-
-    fn page_locked(&self) -> bool {
-        true
-    }
-
-    fn alloc(&self, bytes: usize) -> Result<Region, PoolError> {
-        Err(PoolError::Alloc {
-            allocator: self.name(),
-            bytes,
-            reason: "mlock is only available on unix hosts".into(),
-        })
-    }
-
-    unsafe fn free(&self, _region: Region) {}
 }
 
 /// The system page size (4096 where it cannot be read).
