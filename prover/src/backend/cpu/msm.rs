@@ -208,25 +208,40 @@ fn window_sum<A>(
 where
     A: MsmAffine,
 {
+    let terms = window_terms(bases, digits, windows, w, start);
     if c >= BATCH_MIN_WINDOW {
-        window_sum_batched(bases, digits, windows, w, start, c)
+        window_sum_batched(terms, c)
     } else {
-        window_sum_projective(bases, digits, windows, w, start, c)
+        window_sum_projective(terms, c)
     }
 }
 
-/// [`window_sum`] with projective buckets and mixed additions.
-fn window_sum_projective<A: MsmAffine>(
-    bases: &[A],
-    digits: &[i16],
+/// The (base, digit) pairs of window `w` for the chunk of points starting at
+/// `start`, zero digits left out: they touch no bucket.
+fn window_terms<'a, A>(
+    bases: &'a [A],
+    digits: &'a [i16],
     windows: usize,
     w: usize,
     start: usize,
+) -> impl Iterator<Item = (&'a A, i16)> {
+    // Digits are point-major: window `w` of point `start + i` sits at
+    // `(start + i) * windows + w`.
+    bases
+        .iter()
+        .zip(digits.iter().skip(start * windows + w).step_by(windows))
+        .filter(|(_, d)| **d != 0)
+        .map(|(base, d)| (base, *d))
+}
+
+/// [`window_sum`] with projective buckets and mixed additions, over the
+/// chunk's (base, non-zero digit) pairs.
+fn window_sum_projective<'a, A: MsmAffine + 'a>(
+    terms: impl Iterator<Item = (&'a A, i16)>,
     c: u32,
 ) -> A::Curve {
     let mut buckets = vec![A::Curve::identity(); 1usize << (c - 1)];
-    for (i, base) in bases.iter().enumerate() {
-        let d = digits[(start + i) * windows + w];
+    for (base, d) in terms {
         if d > 0 {
             base.add_to(&mut buckets[(d - 1) as usize]);
         } else if d < 0 {
@@ -382,21 +397,14 @@ impl<A: MsmAffine> AffineBuckets<A> {
     }
 }
 
-/// [`window_sum`] with batched affine bucket additions.
-fn window_sum_batched<A: MsmAffine>(
-    bases: &[A],
-    digits: &[i16],
-    windows: usize,
-    w: usize,
-    start: usize,
+/// [`window_sum`] with batched affine bucket additions, over the chunk's
+/// (base, non-zero digit) pairs.
+fn window_sum_batched<'a, A: MsmAffine + 'a>(
+    terms: impl Iterator<Item = (&'a A, i16)>,
     c: u32,
 ) -> A::Curve {
     let mut buckets = AffineBuckets::<A>::new(1usize << (c - 1));
-    for (i, base) in bases.iter().enumerate() {
-        let d = digits[(start + i) * windows + w];
-        if d == 0 {
-            continue;
-        }
+    for (base, d) in terms {
         let Some((px, py)) = base.coords() else {
             continue;
         };
@@ -477,8 +485,8 @@ mod tests {
         let (digits, _) = recode(&scalars, 9, 29);
         for w in [0, 5] {
             assert_eq!(
-                window_sum_batched(&bases, &digits, 29, w, 0, 9),
-                window_sum_projective(&bases, &digits, 29, w, 0, 9)
+                window_sum_batched(window_terms(&bases, &digits, 29, w, 0), 9),
+                window_sum_projective(window_terms(&bases, &digits, 29, w, 0), 9)
             );
         }
     }
@@ -505,8 +513,9 @@ mod tests {
             }
             let (digits, used) = recode(&scalars, c, windows);
             for w in [0, used - 1] {
-                let batched = window_sum_batched(&bases, &digits, windows, w, 0, c);
-                let projective = window_sum_projective(&bases, &digits, windows, w, 0, c);
+                let terms = || window_terms(&bases, &digits, windows, w, 0);
+                let batched = window_sum_batched(terms(), c);
+                let projective = window_sum_projective(terms(), c);
                 assert_eq!(batched, projective, "c = {c}, w = {w}");
             }
         }
