@@ -459,15 +459,7 @@ fn a_full_queue_answers_429_and_accepts_again_once_drained() {
 fn sigterm_mid_job_finishes_the_job_and_exits_zero() {
     let mut d = Daemon::start("");
     let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 4, "rs_seed": 3}));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, v) = d.send(d.get(&format!("/v1/jobs/{id}")));
-        if v["state"] == "running" {
-            break;
-        }
-        assert!(Instant::now() < deadline && v["state"] == "queued", "{v}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_running(&d, &id);
     let waiter = {
         let (url, http) = (
             d.url(&format!("/v1/jobs/{id}/wait?timeout=60s")),
