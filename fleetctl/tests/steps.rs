@@ -182,6 +182,30 @@ async fn step(spec: StepSpec, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, step
     steps::run(&spec, ctx).await
 }
 
+/// A step the test needs to succeed; a failure names the step.
+async fn ok(spec: StepSpec, ctx: &mut StepCtx<'_>) -> StepOutcome {
+    let name = spec.name();
+    step(spec, ctx)
+        .await
+        .unwrap_or_else(|e| panic!("step {name} failed: {e}"))
+}
+
+/// A step the test needs to fail: its message.
+async fn fails(spec: StepSpec, ctx: &mut StepCtx<'_>) -> String {
+    let name = spec.name();
+    match step(spec, ctx).await {
+        Ok(outcome) => panic!("step {name} should have failed: {outcome:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Ships `ctx`'s release and starts it: the setup of every test about what
+/// happens to a running daemon.
+async fn upload_and_start(ctx: &mut StepCtx<'_>) {
+    ok(StepSpec::Upload(UploadParams::default()), ctx).await;
+    ok(StepSpec::Start(StartParams::default()), ctx).await;
+}
+
 fn fast_verify() -> VerifyParams {
     VerifyParams {
         timeout: Duration::from_secs(10),
@@ -202,18 +226,14 @@ fn upload_is_content_addressed_skipped_when_present_and_rejects_corruption() {
     bounded(async {
         let t = Transport::connect(&host).await.unwrap();
         let mut ctx = StepCtx::new(&host, &t, &a);
-        let first = step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        let first = ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
         assert!(matches!(first, StepOutcome::Done { .. }), "{first:?}");
         let rel_a = format!("/data/prover/releases/{}", a.sha256);
         assert_eq!(
             sh(&t, &format!("sha256sum {rel_a}/prover | cut -d' ' -f1")).await,
             a.sha256
         );
-        let second = step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        let second = ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
         assert!(
             matches!(&second, StepOutcome::Skipped { reason } if reason.contains("already present")),
             "{second:?}"
@@ -221,10 +241,7 @@ fn upload_is_content_addressed_skipped_when_present_and_rejects_corruption() {
 
         let mut ctx = StepCtx::new(&host, &t, &b);
         ctx.faults.corrupt_upload = true;
-        let err = step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap_err();
-        let msg = err.to_string();
+        let msg = fails(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
         assert!(
             msg.contains("sha256 mismatch") && msg.contains(&b.sha256) && msg.contains("upload"),
             "{msg}"
@@ -256,9 +273,7 @@ fn upload_keeps_n_releases_but_never_current_or_previous() {
         };
         for (i, r) in rels.iter().enumerate() {
             let mut ctx = StepCtx::new(&host, &t, r);
-            step(StepSpec::Upload(keep.clone()), &mut ctx)
-                .await
-                .unwrap();
+            ok(StepSpec::Upload(keep.clone()), &mut ctx).await;
             if i == 0 {
                 // Release 1 is what the host runs, release 2 what it ran before.
                 sh(
@@ -301,10 +316,7 @@ fn upload_to_a_full_disk_fails_clearly_and_leaves_nothing_behind() {
     bounded(async {
         let t = Transport::connect(&host).await.unwrap();
         let mut ctx = StepCtx::new(&host, &t, &big);
-        let err = step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap_err();
-        let msg = err.to_string();
+        let msg = fails(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
         assert!(
             msg.contains("disk is full") && msg.contains("temporary files removed"),
             "{msg}"
@@ -332,13 +344,9 @@ fn rollout_start_detaches_verify_passes_and_rollback_restores_the_previous_relea
         // Release A: upload, start, and the daemon must outlive the connection.
         let t = Transport::connect(&host).await.unwrap();
         let mut ctx = StepCtx::new(&host, &t, &a);
-        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
         let began = Instant::now();
-        let started = step(StepSpec::Start(StartParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        let started = ok(StepSpec::Start(StartParams::default()), &mut ctx).await;
         let took = began.elapsed();
         assert!(
             took < Duration::from_secs(3),
@@ -355,9 +363,7 @@ fn rollout_start_detaches_verify_passes_and_rollback_restores_the_previous_relea
             "daemon died with the SSH session"
         );
         let mut ctx = StepCtx::new(&host, &t, &a);
-        let v = step(StepSpec::Verify(fast_verify()), &mut ctx)
-            .await
-            .unwrap();
+        let v = ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
         assert!(
             matches!(&v, StepOutcome::Done { detail } if detail.contains("roll-a")),
             "{v:?}"
@@ -365,31 +371,20 @@ fn rollout_start_detaches_verify_passes_and_rollback_restores_the_previous_relea
 
         // Release B: the full sequence.
         let mut ctx = StepCtx::new(&host, &t, &b);
-        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        let d = step(StepSpec::Drain(DrainParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        let d = ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
         assert!(
             matches!(&d, StepOutcome::Done { detail } if detail.contains("after SIGTERM")),
             "{d:?}"
         );
-        step(
+        ok(
             StepSpec::WaitRelease(WaitReleaseParams::default()),
             &mut ctx,
         )
-        .await
-        .unwrap();
-        step(StepSpec::Start(StartParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        step(StepSpec::Verify(fast_verify()), &mut ctx)
-            .await
-            .unwrap();
-        let smoke = step(StepSpec::Smoke(Default::default()), &mut ctx)
-            .await
-            .unwrap();
+        .await;
+        ok(StepSpec::Start(StartParams::default()), &mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        let smoke = ok(StepSpec::Smoke(Default::default()), &mut ctx).await;
         assert!(
             matches!(&smoke, StepOutcome::Done { detail } if detail.contains("1 new timing record")),
             "{smoke:?}"
@@ -405,9 +400,7 @@ fn rollout_start_detaches_verify_passes_and_rollback_restores_the_previous_relea
 
         // Rollback: back to A, B recorded as previous.
         let mut ctx = StepCtx::new(&host, &t, &b);
-        let r = step(StepSpec::Rollback(Default::default()), &mut ctx)
-            .await
-            .unwrap();
+        let r = ok(StepSpec::Rollback(Default::default()), &mut ctx).await;
         assert!(
             matches!(&r, StepOutcome::Done { detail } if detail.contains("rolled back")),
             "{r:?}"
@@ -417,18 +410,14 @@ fn rollout_start_detaches_verify_passes_and_rollback_restores_the_previous_relea
             format!("releases/{}", a.sha256)
         );
         assert_eq!(sh(&t, "cat /data/prover/state/previous").await, b.sha256);
-        let v = step(StepSpec::Verify(fast_verify()), &mut ctx)
-            .await
-            .unwrap();
+        let v = ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
         assert!(
             matches!(&v, StepOutcome::Done { detail } if detail.contains("roll-a")),
             "{v:?}"
         );
         // Start refuses while a daemon runs.
-        let err = step(StepSpec::Start(StartParams::default()), &mut ctx)
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("still running"), "{err}");
+        let msg = fails(StepSpec::Start(StartParams::default()), &mut ctx).await;
+        assert!(msg.contains("still running"), "{msg}");
         t.close().await.unwrap();
     });
 }
@@ -443,10 +432,8 @@ fn rollback_without_a_previous_release_fails_clearly() {
     bounded(async {
         let t = Transport::connect(&host).await.unwrap();
         let mut ctx = StepCtx::new(&host, &t, &a);
-        let err = step(StepSpec::Rollback(Default::default()), &mut ctx)
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("no previous release"), "{err}");
+        let msg = fails(StepSpec::Rollback(Default::default()), &mut ctx).await;
+        assert!(msg.contains("no previous release"), "{msg}");
         t.close().await.unwrap();
     });
 }
@@ -461,22 +448,15 @@ fn drain_sigkills_a_daemon_that_ignores_sigterm() {
     bounded(async {
         let t = Transport::connect(&host).await.unwrap();
         let mut ctx = StepCtx::new(&host, &t, &stubborn);
-        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        step(StepSpec::Start(StartParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        step(StepSpec::Verify(fast_verify()), &mut ctx)
-            .await
-            .unwrap();
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
         let pid = ctx.state.started.as_ref().unwrap().pid;
         let params = DrainParams {
             timeout: Duration::from_secs(1),
             ..Default::default()
         };
         let began = Instant::now();
-        let out = step(StepSpec::Drain(params), &mut ctx).await.unwrap();
+        let out = ok(StepSpec::Drain(params), &mut ctx).await;
         assert!(
             matches!(&out, StepOutcome::Done { detail } if detail.contains("ignored SIGTERM") && detail.contains("SIGKILL")),
             "{out:?}"
@@ -496,9 +476,7 @@ fn drain_sigkills_a_daemon_that_ignores_sigterm() {
             "gone"
         );
         // Nothing left to drain: the pid file is stale now.
-        let again = step(StepSpec::Drain(DrainParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        let again = ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
         assert!(
             matches!(&again, StepOutcome::Skipped { reason } if reason.contains("stale") || reason.contains("no pid file")),
             "{again:?}"
@@ -517,28 +495,16 @@ fn wait_release_deadline_fails_with_numbers_and_nothing_is_started() {
     bounded(async {
         let t = Transport::connect(&host).await.unwrap();
         let mut ctx = StepCtx::new(&host, &t, &a);
-        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        step(StepSpec::Start(StartParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        step(StepSpec::Verify(fast_verify()), &mut ctx)
-            .await
-            .unwrap();
-        step(StepSpec::Drain(DrainParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
         // More MemAvailable than any machine has: the memory never "comes back".
         let params = WaitReleaseParams {
             timeout: Duration::from_secs(1),
             min_available: Some(steps::ByteSize::parse("64TiB").unwrap()),
             ..Default::default()
         };
-        let err = step(StepSpec::WaitRelease(params), &mut ctx)
-            .await
-            .unwrap_err();
-        let msg = err.to_string();
+        let msg = fails(StepSpec::WaitRelease(params), &mut ctx).await;
         assert!(
             msg.contains("not released within 1.0s")
                 && msg.contains("MemAvailable")
@@ -569,32 +535,16 @@ fn verify_catches_a_build_that_crashes_at_start_and_one_that_panics() {
     bounded(async {
         let t = Transport::connect(&host).await.unwrap();
         let mut ctx = StepCtx::new(&host, &t, &crash);
-        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        step(StepSpec::Start(StartParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        let err = step(StepSpec::Verify(fast_verify()), &mut ctx)
-            .await
-            .unwrap_err();
-        let msg = err.to_string();
+        upload_and_start(&mut ctx).await;
+        let msg = fails(StepSpec::Verify(fast_verify()), &mut ctx).await;
         assert!(
             msg.contains("has exited") && msg.contains("cannot bind"),
             "{msg}"
         );
 
         let mut ctx = StepCtx::new(&host, &t, &panic);
-        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        step(StepSpec::Start(StartParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        let err = step(StepSpec::Verify(fast_verify()), &mut ctx)
-            .await
-            .unwrap_err();
-        let msg = err.to_string();
+        upload_and_start(&mut ctx).await;
+        let msg = fails(StepSpec::Verify(fast_verify()), &mut ctx).await;
         assert!(
             msg.contains("failure lines")
                 && msg.contains("panicked")
@@ -605,9 +555,7 @@ fn verify_catches_a_build_that_crashes_at_start_and_one_that_panics() {
             !msg.contains("crash"),
             "old log lines must not count: {msg}"
         );
-        step(StepSpec::Drain(DrainParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
         t.close().await.unwrap();
     });
 }
@@ -766,26 +714,18 @@ fn real_prover_rolls_out_smokes_drains_and_rolls_back() {
         let t = Transport::connect(&host).await.unwrap();
         let mut ctx = StepCtx::new(&host, &t, &a);
         let began = Instant::now();
-        let up = step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        let up = ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
         eprintln!("upload: {up:?} in {:?}", began.elapsed());
         let began = Instant::now();
-        step(StepSpec::Start(StartParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        ok(StepSpec::Start(StartParams::default()), &mut ctx).await;
         assert!(
             began.elapsed() < Duration::from_secs(3),
             "start took {:?}",
             began.elapsed()
         );
-        let v = step(StepSpec::Verify(verify.clone()), &mut ctx)
-            .await
-            .unwrap();
+        let v = ok(StepSpec::Verify(verify.clone()), &mut ctx).await;
         eprintln!("verify: {v:?}");
-        let s = step(StepSpec::Smoke(Default::default()), &mut ctx)
-            .await
-            .unwrap();
+        let s = ok(StepSpec::Smoke(Default::default()), &mut ctx).await;
         eprintln!("smoke: {s:?}");
         assert!(
             matches!(&s, StepOutcome::Done { detail } if detail.contains("verified")),
@@ -793,12 +733,8 @@ fn real_prover_rolls_out_smokes_drains_and_rolls_back() {
         );
 
         let mut ctx = StepCtx::new(&host, &t, &b);
-        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        let d = step(StepSpec::Drain(DrainParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        let d = ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
         eprintln!("drain: {d:?}");
         assert!(
             matches!(&d, StepOutcome::Done { detail } if detail.contains("after SIGTERM")),
@@ -808,33 +744,24 @@ fn real_prover_rolls_out_smokes_drains_and_rolls_back() {
             ctx.state.drained.as_ref().unwrap().vm_lck > 0,
             "the mlock pool shows as VmLck"
         );
-        let w = step(
+        let w = ok(
             StepSpec::WaitRelease(WaitReleaseParams::default()),
             &mut ctx,
         )
-        .await
-        .unwrap();
+        .await;
         eprintln!("wait_release: {w:?}");
-        step(StepSpec::Start(StartParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        let v = step(StepSpec::Verify(verify.clone()), &mut ctx)
-            .await
-            .unwrap();
+        ok(StepSpec::Start(StartParams::default()), &mut ctx).await;
+        let v = ok(StepSpec::Verify(verify.clone()), &mut ctx).await;
         eprintln!("verify b: {v:?}");
 
-        let r = step(StepSpec::Rollback(Default::default()), &mut ctx)
-            .await
-            .unwrap();
+        let r = ok(StepSpec::Rollback(Default::default()), &mut ctx).await;
         eprintln!("rollback: {r:?}");
         assert_eq!(
             sh(&t, "readlink /data/prover/current").await,
             format!("releases/{}", a.sha256)
         );
-        step(StepSpec::Verify(verify), &mut ctx).await.unwrap();
-        step(StepSpec::Drain(DrainParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        ok(StepSpec::Verify(verify), &mut ctx).await;
+        ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
         let log = sh(&t, "cat /data/prover/logs/prover.log").await;
         // Three daemons started (a, b, a again), each reached `ready`.
         let ready = log.lines().filter(|l| l.contains(": ready ")).count();
@@ -934,7 +861,7 @@ fn check_mode_describes_and_changes_nothing() {
             StepSpec::Drain(DrainParams::default()),
             StepSpec::Start(StartParams::default()),
         ] {
-            let out = step(spec, &mut ctx).await.unwrap();
+            let out = ok(spec, &mut ctx).await;
             assert!(
                 matches!(&out, StepOutcome::Skipped { reason } if reason.starts_with("check mode: would")),
                 "{out:?}"
@@ -960,12 +887,7 @@ fn local_transport_runs_the_same_rollout() {
     bounded(async {
         let t = Transport::connect(&host).await.unwrap();
         let mut ctx = StepCtx::new(&host, &t, &a);
-        step(StepSpec::Upload(UploadParams::default()), &mut ctx)
-            .await
-            .unwrap();
-        step(StepSpec::Start(StartParams::default()), &mut ctx)
-            .await
-            .unwrap();
+        upload_and_start(&mut ctx).await;
         let v = step(StepSpec::Verify(fast_verify()), &mut ctx).await;
         // Stop the daemon whatever verify said: it runs on this machine.
         let d = step(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
