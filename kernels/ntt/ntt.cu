@@ -38,22 +38,25 @@ __device__ __forceinline__ u32 smem_slot(u32 idx)
 
 __device__ __forceinline__ fr smem_get(const u64 *s, u32 idx)
 {
-    idx = smem_slot(idx);
+    // One pointer and constant offsets per limb: indexing s[idx + k*256]
+    // in u32 makes NVRTC (64-bit shared pointers, unlike nvcc) redo the
+    // address arithmetic for every limb, 4 % of the phase.
+    const u64 *p = s + smem_slot(idx);
     fr v;
-    v.l[0] = s[idx];
-    v.l[1] = s[idx + NTT_BLOCK_ELEMS];
-    v.l[2] = s[idx + 2 * NTT_BLOCK_ELEMS];
-    v.l[3] = s[idx + 3 * NTT_BLOCK_ELEMS];
+    v.l[0] = p[0];
+    v.l[1] = p[NTT_BLOCK_ELEMS];
+    v.l[2] = p[2 * NTT_BLOCK_ELEMS];
+    v.l[3] = p[3 * NTT_BLOCK_ELEMS];
     return v;
 }
 
 __device__ __forceinline__ void smem_put(u64 *s, u32 idx, fr v)
 {
-    idx = smem_slot(idx);
-    s[idx] = v.l[0];
-    s[idx + NTT_BLOCK_ELEMS] = v.l[1];
-    s[idx + 2 * NTT_BLOCK_ELEMS] = v.l[2];
-    s[idx + 3 * NTT_BLOCK_ELEMS] = v.l[3];
+    u64 *p = s + smem_slot(idx);
+    p[0] = v.l[0];
+    p[NTT_BLOCK_ELEMS] = v.l[1];
+    p[2 * NTT_BLOCK_ELEMS] = v.l[2];
+    p[3 * NTT_BLOCK_ELEMS] = v.l[3];
 }
 
 __device__ __forceinline__ u32 bit_reverse(u32 v, u32 bits)
