@@ -56,20 +56,15 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
     // lines written from here on.
     let (pid, release, log_offset, need_line) = match &ctx.state.started {
         Some(s) => (s.pid, Some(s.release.clone()), s.log_offset, true),
-        None => match kept(remote::daemon_state(ctx).await, KEPT)? {
-            DaemonState::Running { pid, .. } => (
+        None => {
+            let pid = kept(running_daemon(ctx, p).await, KEPT)?;
+            (
                 pid,
                 kept(remote::current_release(ctx).await, KEPT)?,
                 kept(remote::file_size(ctx, &layout.log()).await, KEPT)?,
                 false,
-            ),
-            DaemonState::NotRunning(reason) => {
-                return Err((
-                    Cause::Check(format!("no daemon to verify: {reason}")),
-                    KEPT.to_owned(),
-                ))
-            }
-        },
+            )
+        }
     };
     let patterns: Vec<String> = BUILTIN_PATTERNS
         .iter()
@@ -81,7 +76,7 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
     let (daemon_build, release_build) = loop {
         let log = kept(new_log(ctx, log_offset).await, KEPT)?;
         kept(check_log(&log, &patterns), KEPT)?;
-        kept(check_alive(ctx, pid, &log).await, KEPT)?;
+        kept(check_alive(ctx, pid, log_offset).await, KEPT)?;
         let line_seen = !need_line || log.lines().any(is_ready_line);
         match remote::probe(ctx, Duration::from_secs(30)).await {
             Ok(probe) => match probe.daemon {
@@ -117,7 +112,7 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
     tokio::time::sleep(p.settle).await;
     let log = kept(new_log(ctx, log_offset).await, KEPT)?;
     kept(check_log(&log, &patterns), KEPT)?;
-    kept(check_alive(ctx, pid, &log).await, KEPT)?;
+    kept(check_alive(ctx, pid, log_offset).await, KEPT)?;
 
     let Some(release) = release else {
         return Err((
@@ -203,16 +198,41 @@ fn check_log(log: &str, patterns: &[String]) -> Result<(), Cause> {
     }
 }
 
-async fn check_alive(ctx: &StepCtx<'_>, pid: u32, log: &str) -> Result<(), Cause> {
+/// Without a `start` in this run: the daemon the pid file names. A daemon
+/// launched a moment ago (by another fleetctl, or by hand) may not have
+/// written its pid file yet, so a missing or stale one is polled until the
+/// readiness deadline rather than failing at once.
+async fn running_daemon(ctx: &StepCtx<'_>, p: &VerifyParams) -> Result<u32, Cause> {
+    let start = Instant::now();
+    loop {
+        match remote::daemon_state(ctx).await? {
+            DaemonState::Running { pid, .. } => return Ok(pid),
+            DaemonState::NotRunning(reason) if start.elapsed() >= p.timeout => {
+                return Err(Cause::Check(format!(
+                    "no daemon to verify after {}: {reason}",
+                    show(p.timeout)
+                )))
+            }
+            DaemonState::NotRunning(_) => tokio::time::sleep(p.poll).await,
+        }
+    }
+}
+
+async fn check_alive(ctx: &StepCtx<'_>, pid: u32, log_offset: u64) -> Result<(), Cause> {
     if remote::proc_info(ctx, pid)
         .await?
         .is_some_and(|i| !i.zombie())
     {
         return Ok(());
     }
+    // Read the log again now that the process is gone: a copy read before
+    // it died can miss its last words (the reason it exited).
+    let log = match new_log(ctx, log_offset).await {
+        Ok(log) => tail(&log, 10),
+        Err(e) => format!("(log unreadable: {e})"),
+    };
     Err(Cause::Check(format!(
-        "daemon pid {pid} has exited; last log lines:\n{}",
-        tail(log, 10)
+        "daemon pid {pid} has exited; last log lines:\n{log}"
     )))
 }
 
