@@ -7,7 +7,8 @@
 //
 // Carry chains are written in PTX (add.cc / madc) because plain C carries
 // compile to compare-and-select sequences several times longer.
-// r < 2^255, so a + b < 2^256 and CIOS needs no extra top word beyond t[5].
+// r < 2^255, so a + b < 2^256 needs no carry word, and the multiplication's
+// running sum stays below 2r * 2^32 < 2^288 (see fr_mul).
 
 #ifndef FR_CUH
 #define FR_CUH
