@@ -76,9 +76,9 @@ run_ansible() {
 timed() {
     local start end
     start=$(date +%s.%N)
-    "$@" || { echo "FAILED: $* (log: $out/${*: -1}.log)" >&2; tail -30 "$out/${*: -1}.log" >&2; exit 1; }
+    "$@" || { echo "FAILED: $* (logs in $out)" >&2; exit 1; }
     end=$(date +%s.%N)
-    echo "$end - $start" | bc
+    printf '%.2f' "$(echo "$end - $start" | bc)"
 }
 
 # Every host on a first build, so each timed run is an upgrade.
@@ -103,6 +103,35 @@ if [ -n "$bad" ]; then
     echo "hosts not on the last build: $bad" >&2
     exit 1
 fi
+
+# One command on every host and its output back: what `fleetctl status`
+# does (the probe and the daemon's /status) against an Ansible ad-hoc shell
+# of the same command, with new connections and with the masters kept from
+# the run before.
+probe='cd /data/prover && current/prover health --config current/prover.toml; current/prover client status --config current/prover.toml'
+status_fleetctl() {
+    "$fleetctl" status -i "$lab_dir/inventory.yaml" "${@:2}" > "$out/$1.log" 2>&1
+}
+status_ansible() {
+    ANSIBLE_CONFIG=$root/fleetctl/benches/ansible/ansible.cfg ANSIBLE_SSH_CONTROL_PATH_DIR=$2 \
+        "${ansible%-playbook}" lab -i "$out/ansible-inventory.ini" -m ansible.builtin.shell \
+        -a "$probe" > "$out/$1.log" 2>&1
+}
+declare -a fs_new fs_kept as_new as_kept
+status_fleetctl status-warmup
+status_ansible adhoc-warmup "$out/cp-kept"
+for r in $(seq 3); do
+    fs_new+=("$(timed status_fleetctl "status-new-$r" -e ssh_persist=0)")
+    fs_kept+=("$(timed status_fleetctl "status-kept-$r")")
+    as_new+=("$(timed status_ansible "adhoc-new-$r" "$out/cp-new-$r")")
+    as_kept+=("$(timed status_ansible "adhoc-kept-$r" "$out/cp-kept")")
+done
+
+echo
+echo "| one command on $hosts lab hosts | new connections (s) | kept connections (s) |"
+echo "|---|---|---|"
+echo "| fleetctl status | ${fs_new[*]} | ${fs_kept[*]} |"
+echo "| ansible lab -m shell (same command) | ${as_new[*]} | ${as_kept[*]} |"
 
 echo
 echo "| rollout to $hosts lab hosts ($(nproc) cores) | runs (s) |"
