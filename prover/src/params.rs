@@ -380,6 +380,18 @@ pub fn read_mapped(
 }
 
 /// SHA-256 of a file, streamed.
+/// The file's sha256 must be the one its sidecar recorded.
+fn same_checksum(path: &Path, expected: &str, actual: String) -> Result<(), ParamsError> {
+    if actual == expected {
+        return Ok(());
+    }
+    Err(ParamsError::ChecksumMismatch {
+        path: path.to_owned(),
+        expected: expected.to_owned(),
+        actual,
+    })
+}
+
 pub fn file_sha256(path: &Path) -> Result<String, ParamsError> {
     let file = File::open(path).map_err(io_err(path, "opening"))?;
     let mut reader = Hashing::new(BufReader::with_capacity(1 << 20, file));
@@ -591,13 +603,7 @@ impl ParamStore {
     pub fn verify(&self, kind: CircuitKind, size: usize) -> Result<ParamsMeta, ParamsError> {
         let (meta, _, path) = self.check_entry(kind, size)?;
         let actual = file_sha256(&path)?;
-        if actual != meta.sha256 {
-            return Err(ParamsError::ChecksumMismatch {
-                path,
-                expected: meta.sha256,
-                actual,
-            });
-        }
+        same_checksum(&path, &meta.sha256, actual)?;
         Ok(meta)
     }
 
@@ -614,25 +620,12 @@ impl ParamStore {
             // A bad point in a file whose layout is intact: say it is corrupt
             // (checksum) rather than only which point failed to decode.
             Err(err @ ParamsError::Malformed { .. }) => {
-                let actual = file_sha256(&path)?;
-                if actual != meta.sha256 {
-                    return Err(ParamsError::ChecksumMismatch {
-                        path,
-                        expected: meta.sha256,
-                        actual,
-                    });
-                }
+                same_checksum(&path, &meta.sha256, file_sha256(&path)?)?;
                 return Err(err);
             }
             Err(err) => return Err(err),
         };
-        if actual != meta.sha256 {
-            return Err(ParamsError::ChecksumMismatch {
-                path,
-                expected: meta.sha256,
-                actual,
-            });
-        }
+        same_checksum(&path, &meta.sha256, actual)?;
         let params = Arc::new(params);
         self.loaded.lock().insert((kind, size), params.clone());
         Ok(params)
