@@ -27,7 +27,7 @@ impl Lab {
         }
         host::wait_for_sshd_gone(&host.name, host.address, KNOB_TIMEOUT)?;
         // Sessions after the listener: none can be opened in between.
-        let pidns = self.pid_ns(index, init)?;
+        let pidns = pid_ns(&host.name, init)?;
         kill_until_gone(&host.name, "sshd sessions survived SIGKILL", || {
             procs::pids_in_ns("pid", pidns)
                 .into_iter()
@@ -36,19 +36,6 @@ impl Lab {
                 .collect()
         })
         .map(|_| ())
-    }
-
-    fn pid_ns(&self, index: usize, init: ProcStamp) -> Result<(u64, u64), LabError> {
-        procs::ns_id(Path::new(&format!("/proc/{}/ns/pid", init.pid))).ok_or_else(|| {
-            LabError::InitExited {
-                host: self
-                    .host(index)
-                    .map(|h| h.name.clone())
-                    .unwrap_or_else(|_| format!("host #{index}")),
-                status: "its PID namespace vanished".to_string(),
-                log: String::new(),
-            }
-        })
     }
 
     /// Host up again: the host's init starts a fresh sshd; returns once it
@@ -75,7 +62,7 @@ impl Lab {
     pub fn kill_processes(&self, index: usize) -> Result<usize, LabError> {
         let host = self.host(index)?;
         let init = self.live_init(index)?;
-        let pidns = self.pid_ns(index, init)?;
+        let pidns = pid_ns(&host.name, init)?;
         // Repeat: a process may fork while we kill its parent.
         let killed = kill_until_gone(&host.name, "processes survived SIGKILL", || {
             procs::pids_in_ns("pid", pidns)
@@ -188,6 +175,17 @@ impl Lab {
             })
         }
     }
+}
+
+/// The host's PID namespace (that of its init).
+fn pid_ns(host: &str, init: ProcStamp) -> Result<(u64, u64), LabError> {
+    procs::ns_id(Path::new(&format!("/proc/{}/ns/pid", init.pid))).ok_or_else(|| {
+        LabError::InitExited {
+            host: host.to_string(),
+            status: "its PID namespace vanished".to_string(),
+            log: String::new(),
+        }
+    })
 }
 
 /// SIGKILLs what `victims` lists until it lists nothing (bounded by

@@ -73,11 +73,7 @@ impl MuxSlot {
         for (dir, modified) in candidates {
             let ctl = dir.join("master");
             if !is_socket(&ctl) {
-                let old = modified
-                    .elapsed()
-                    .map(|age| age > STALE_AFTER)
-                    .unwrap_or(false);
-                if old {
+                if modified.elapsed().is_ok_and(|age| age > STALE_AFTER) {
                     let _ = std::fs::remove_dir_all(&dir);
                 }
                 continue;

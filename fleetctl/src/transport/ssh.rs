@@ -133,14 +133,13 @@ enum SocketHome {
 /// The master connection of one host.
 pub struct SshTransport {
     host: String,
-    // Field order matters: the session (and its socket inside `_control_dir`)
+    // Field order matters: the session (and its socket inside `private_dir`)
     // must go before the directory is removed.
     session: Session,
     channels: Arc<Semaphore>,
-    /// Leave the master running at the end for the next invocation.
-    keep: bool,
-    /// The private per-invocation directory when reuse is off.
-    _control_dir: Option<tempfile::TempDir>,
+    /// The per-invocation socket directory when reuse is off; `None` when
+    /// the master lives in the host's reuse slot and is left running.
+    private_dir: Option<tempfile::TempDir>,
 }
 
 impl fmt::Debug for SshTransport {
@@ -166,8 +165,7 @@ impl SshTransport {
                     host: host.name.clone(),
                     session,
                     channels: Arc::new(Semaphore::new(MAX_CHANNELS_SHARED)),
-                    keep: true,
-                    _control_dir: None,
+                    private_dir: None,
                 });
             }
         }
@@ -230,8 +228,7 @@ impl SshTransport {
                         host: host.name.clone(),
                         session,
                         channels: Arc::new(Semaphore::new(channels)),
-                        keep: matches!(home, SocketHome::Shared(_)),
-                        _control_dir: match home {
+                        private_dir: match home {
                             SocketHome::Private(dir) => Some(dir),
                             SocketHome::Shared(_) => None,
                         },
@@ -337,7 +334,7 @@ impl SshTransport {
     /// Ends this invocation's use of the master: a reusable one is left
     /// running (it exits after `ssh_persist` idle seconds), any other exits.
     pub(super) async fn close(self) -> Result<(), TransportError> {
-        if self.keep {
+        if self.private_dir.is_none() {
             let _ = self.session.detach();
             return Ok(());
         }
