@@ -12,8 +12,12 @@
 #                                        (cuda-*, kernels_compile-*), e.g.
 #                                        on a GPU host without cargo
 # Environment: GPU_CHECK_OUT (log folder, default target/gpu-check),
-# PROVER_CUDA_MAX_LOG (largest bit-exact size, default 24),
-# PROVER_BENCH_MAX_LOG (largest NTT bench size, default 26).
+# PROVER_CUDA_MAX_LOG (largest bit-exact quotient size, default 24),
+# PROVER_MSM_MAX_LOG (largest MSM checked against the CPU, default 24),
+# PROVER_BENCH_MAX_LOG (largest NTT bench size, default 26),
+# PROVER_BENCH_MSM_MAX_LOG (largest MSM bench size, default 26),
+# GPU_CHECK_PROVE_SIZES (chain sizes proven on the CUDA backend, default
+# "65536 1048576").
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -52,6 +56,17 @@ if [ -z "$cuda_bin" ] || [ -z "$compile_bin" ]; then
 fi
 
 status=0
+# A GPU host without a device or without NVRTC would "pass" every GPU test
+# having run nothing: refuse to go on.
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "gpu-check: no NVIDIA device answers nvidia-smi" >&2
+    exit 2
+fi
+if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so' &&
+    ! ls ${LD_LIBRARY_PATH//:/ } 2>/dev/null | grep -q 'libnvrtc\.so'; then
+    echo "gpu-check: libnvrtc not found (pip install 'nvidia-cuda-nvrtc==13.0.*')" >&2
+    exit 2
+fi
 echo "== device" | tee "$out/device.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem \
     --format=csv 2>&1 | tee -a "$out/device.txt"
@@ -60,18 +75,27 @@ echo "== NVRTC compile test"
 "$compile_bin" --test-threads=1 2>&1 | tee "$out/kernels_compile.txt" || status=1
 
 echo "== GPU tests (bit-exact up to 2^${PROVER_CUDA_MAX_LOG:-24})"
-PROVER_CUDA_MAX_LOG=${PROVER_CUDA_MAX_LOG:-24} "$cuda_bin" --test-threads=1 --nocapture 2>&1 |
+PROVER_CUDA_MAX_LOG=${PROVER_CUDA_MAX_LOG:-24} PROVER_MSM_MAX_LOG=${PROVER_MSM_MAX_LOG:-24} \
+    "$cuda_bin" --test-threads=1 --nocapture 2>&1 |
     tee "$out/cuda_tests.txt" || status=1
+if grep -q "GPU tests skipped" "$out/cuda_tests.txt"; then
+    echo "gpu-check: the GPU tests skipped themselves (no usable device or NVRTC)" >&2
+    status=1
+fi
 
 echo "== benchmark table"
 "$cuda_bin" --ignored --exact gpu_bench_table --nocapture --test-threads=1 2>&1 |
     tee "$out/bench.txt" || status=1
 
-echo "== per-phase timings of one proof (chain, 2^16, CUDA backend)"
+echo "== per-phase timings of chain proofs on the CUDA backend"
 if [ -x "$bin_dir/prover" ]; then
     params=$(mktemp -d)
-    "$bin_dir/prover" prove --backend cuda --size 65536 --params-dir "$params" 2>&1 |
-        tee "$out/prove_cuda.txt" || status=1
+    : >"$out/prove_cuda.txt"
+    for size in ${GPU_CHECK_PROVE_SIZES:-65536 1048576}; do
+        # Two partitions: the second shows the steady state (bases resident).
+        "$bin_dir/prover" prove --backend cuda --size "$size" --partitions 2 \
+            --params-dir "$params" 2>&1 | tee -a "$out/prove_cuda.txt" || status=1
+    done
     rm -rf "$params"
 else
     echo "no prover binary in $bin_dir: skipped"

@@ -210,6 +210,11 @@ pub fn run_prove(args: ProveArgs) -> Result<u8> {
     let kind = args.params.circuit;
     let size = args.params.size;
     let params = load_params(kind, size, &args.params.params_dir)?;
+    // The key under which a device keeps the bases resident across partitions.
+    let params_sha256 = prover::params::ParamStore::open(&args.params.params_dir)
+        .and_then(|store| store.meta(kind, size))
+        .map(|m| m.sha256)
+        .with_context(|| format!("reading the checksum of the {kind} parameters at size {size}"))?;
     // The job starts once its parameters are in memory, as in the daemon.
     let submitted = Instant::now();
     let backend = make_backend(args.backend, args.threads)?;
@@ -247,8 +252,11 @@ pub fn run_prove(args: ProveArgs) -> Result<u8> {
         let (r, s) = partition_randomness(args.seed, partition);
         let mut bt = BackendTimes::default();
         events.push(timer.event(TimelineKind::GpuStart, backend.device()));
-        let proof =
-            prove::prove_synthesized(backend.as_ref(), params.as_ref(), syn, r, s, &mut bt)?;
+        let key = prove::IdentifiedKey {
+            key: params.as_ref(),
+            sha256: &params_sha256,
+        };
+        let proof = prove::prove_synthesized(backend.as_ref(), &key, syn, r, s, &mut bt)?;
         events.push(timer.event(TimelineKind::GpuEnd, backend.device()));
         timer.merge_backend(&bt);
         let ok = verify_proof(&pvk, &proof, &inputs).context("verifying")?;

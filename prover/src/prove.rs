@@ -22,7 +22,7 @@
 //! `Scalar::random` (ff's rejection sampling). Re-proving a partition with the
 //! same seed therefore gives byte-identical proofs on every backend.
 
-use crate::backend::{Backend, BackendError, BackendTimes};
+use crate::backend::{Backend, BackendError, BackendTimes, G1Bases, G1Query};
 use crate::circuit::CircuitShape;
 use crate::pool::PinnedPool;
 use crate::synthesis::{self, Density, SynthesisError, Synthesized};
@@ -74,6 +74,42 @@ pub trait ProvingKey: Sync {
     fn b_g1(&self) -> &[G1Affine];
     /// `[vᵢ(τ)]₂`, dense inputs then dense aux.
     fn b_g2(&self) -> &[G2Affine];
+    /// A name unique to these parameters (the file's SHA-256), under which
+    /// a device backend keeps the bases resident; `None` when unknown.
+    fn set_id(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// A proving key together with the checksum of the file it came from, so
+/// device backends can keep its bases resident across proofs.
+pub struct IdentifiedKey<'a> {
+    pub key: &'a dyn ProvingKey,
+    pub sha256: &'a str,
+}
+
+impl ProvingKey for IdentifiedKey<'_> {
+    fn vk(&self) -> &VerifyingKey<Bls12> {
+        self.key.vk()
+    }
+    fn h(&self) -> &[G1Affine] {
+        self.key.h()
+    }
+    fn l(&self) -> &[G1Affine] {
+        self.key.l()
+    }
+    fn a(&self) -> &[G1Affine] {
+        self.key.a()
+    }
+    fn b_g1(&self) -> &[G1Affine] {
+        self.key.b_g1()
+    }
+    fn b_g2(&self) -> &[G2Affine] {
+        self.key.b_g2()
+    }
+    fn set_id(&self) -> Option<&str> {
+        Some(self.sha256)
+    }
 }
 
 impl ProvingKey for Parameters<Bls12> {
@@ -224,15 +260,32 @@ pub fn prove_synthesized(
     // h has m coefficients; the top one is zero for a satisfied system and
     // bellperson drops it, as the h query holds m − 1 points.
     let t = Instant::now();
+    let set = key.set_id();
+    fn bases<'k>(
+        query: &'k [G1Affine],
+        range: std::ops::Range<usize>,
+        which: G1Query,
+        set: Option<&'k str>,
+    ) -> G1Bases<'k> {
+        G1Bases::of_query(query, range, set, which)
+    }
     let h = backend
-        .msm_g1(key.h(), &a[..m - 1], times)
+        .msm_g1(
+            &bases(key.h(), 0..m - 1, G1Query::H, set),
+            &a[..m - 1],
+            times,
+        )
         .map_err(backend_err)?;
     times.add(Phase::MsmH, ms_since(t));
     drop(a);
 
     let t = Instant::now();
     let l = backend
-        .msm_g1(key.l(), &aux_assignment, times)
+        .msm_g1(
+            &bases(key.l(), 0..key.l().len(), G1Query::L, set),
+            &aux_assignment,
+            times,
+        )
         .map_err(backend_err)?;
     times.add(Phase::MsmL, ms_since(t));
 
@@ -243,10 +296,18 @@ pub fn prove_synthesized(
     let mut scratch = Vec::new();
     let a_aux = dense(&aux_assignment, &a_aux_density, &mut scratch);
     let a_answer = backend
-        .msm_g1(&key.a()[..num_inputs], &input_assignment, times)
+        .msm_g1(
+            &bases(key.a(), 0..num_inputs, G1Query::A, set),
+            &input_assignment,
+            times,
+        )
         .map_err(backend_err)?
         + backend
-            .msm_g1(&key.a()[num_inputs..a_len], a_aux, times)
+            .msm_g1(
+                &bases(key.a(), num_inputs..a_len, G1Query::A, set),
+                a_aux,
+                times,
+            )
             .map_err(backend_err)?;
     times.add(Phase::MsmA, ms_since(t));
 
@@ -256,10 +317,18 @@ pub fn prove_synthesized(
     gather(&mut b_inputs, &input_assignment, &b_input_density);
     let b_aux = dense(&aux_assignment, &b_aux_density, &mut scratch);
     let b1_answer = backend
-        .msm_g1(&key.b_g1()[..b_inputs_len], &b_inputs, times)
+        .msm_g1(
+            &bases(key.b_g1(), 0..b_inputs_len, G1Query::BG1, set),
+            &b_inputs,
+            times,
+        )
         .map_err(backend_err)?
         + backend
-            .msm_g1(&key.b_g1()[b_inputs_len..b_len], b_aux, times)
+            .msm_g1(
+                &bases(key.b_g1(), b_inputs_len..b_len, G1Query::BG1, set),
+                b_aux,
+                times,
+            )
             .map_err(backend_err)?;
     times.add(Phase::MsmBG1, ms_since(t));
 

@@ -8,11 +8,13 @@
 
 use bellperson::domain::EvaluationDomain;
 use bellperson::groth16::{self, Parameters, Proof};
-use blstrs::{Bls12, Scalar};
+use blstrs::{Bls12, Fp, G1Affine, G1Projective, Scalar};
 use ec_gpu_gen::threadpool::Worker;
+use ff::Field;
+use group::{Curve, Group};
 use prover::backend::cpu::CpuBackend;
 use prover::backend::cuda::{self, bench, CudaBackend, CudaHostAllocator};
-use prover::backend::{Backend, BackendError, BackendKind, BackendTimes};
+use prover::backend::{Backend, BackendError, BackendKind, BackendTimes, G1Bases, G1Query};
 use prover::budget::MemoryBudget;
 use prover::circuit::{self, CircuitKind};
 use prover::pool::{HostAllocator, PinnedPool, PoolLimits};
@@ -266,6 +268,219 @@ fn cuda_proofs_are_byte_identical_to_cpu_and_bellperson() {
     }
 }
 
+fn msm_max_log() -> u32 {
+    std::env::var("PROVER_MSM_MAX_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16)
+}
+
+#[test]
+fn fp_arithmetic_matches_blstrs_on_random_and_edge_values() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha20Rng::seed_from_u64(11);
+    let minus_one = -Fp::ONE;
+    let edges = [
+        Fp::ZERO,
+        Fp::ONE,
+        minus_one,
+        Fp::from(2u64),
+        minus_one.double(),
+        Fp::from(u64::MAX),
+        minus_one.invert().expect("p - 1 is invertible"),
+    ];
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for x in edges {
+        for y in edges {
+            a.push(x);
+            b.push(y);
+        }
+    }
+    for _ in 0..4096 {
+        a.push(Fp::random(&mut rng));
+        b.push(Fp::random(&mut rng));
+    }
+    let got = gpu.fp_ops_on_device(&a, &b).expect("fp ops on the device");
+    assert_eq!(got.len(), a.len());
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        let want = [x * y, x + y, x - y, -x];
+        assert_eq!(got[i], want, "pair {i}: x={x:?} y={y:?}");
+    }
+    eprintln!(
+        "fp: {} products, sums, differences, negations bit-exact",
+        a.len()
+    );
+}
+
+#[test]
+fn g1_additions_match_blstrs_including_exceptional_cases() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha20Rng::seed_from_u64(12);
+    let pt = |rng: &mut ChaCha20Rng| G1Projective::random(rng).to_affine();
+    let inf = G1Affine::default();
+    let (mut p, mut q) = (Vec::new(), Vec::new());
+    for _ in 0..512 {
+        let (x, y) = (pt(&mut rng), pt(&mut rng));
+        p.push(x);
+        q.push(y);
+    }
+    let x = pt(&mut rng);
+    // P + P, P + (-P), infinity on either side and on both.
+    for (a, b) in [(x, x), (x, -x), (inf, x), (x, inf), (inf, inf)] {
+        p.push(a);
+        q.push(b);
+    }
+    let got = gpu.g1_ops_on_device(&p, &q).expect("g1 ops on the device");
+    for (i, (a, b)) in p.iter().zip(&q).enumerate() {
+        let (a, b) = (G1Projective::from(a), G1Projective::from(b));
+        let want = [a + b, a.double() + a + b, a.double(), a];
+        for k in 0..4 {
+            assert_eq!(
+                got[i][k].to_affine(),
+                want[k].to_affine(),
+                "pair {i}, operation {k}"
+            );
+        }
+    }
+    eprintln!(
+        "g1: {} mixed/full additions and doublings exact, edge cases included",
+        p.len()
+    );
+}
+
+/// Bases for the MSM checks: random points with identities and repeated
+/// points mixed in, so buckets meet P + P and the identity.
+fn msm_bases(n: usize) -> Vec<G1Affine> {
+    let mut bases = bench::random_bases(n, 21);
+    for i in (0..n).step_by(997) {
+        bases[i] = G1Affine::default();
+    }
+    for i in (5..n).step_by(1009) {
+        bases[i] = bases[i - 5];
+    }
+    bases
+}
+
+fn cpu_msm(bases: &[G1Affine], scalars: &[Scalar]) -> G1Affine {
+    CpuBackend::new()
+        .msm_g1(
+            &G1Bases::slice(bases),
+            scalars,
+            &mut BackendTimes::default(),
+        )
+        .expect("cpu msm")
+        .to_affine()
+}
+
+fn gpu_msm(gpu: &CudaBackend, bases: &[G1Affine], scalars: &[Scalar]) -> G1Affine {
+    gpu.msm_g1(
+        &G1Bases::slice(bases),
+        scalars,
+        &mut BackendTimes::default(),
+    )
+    .expect("gpu msm")
+    .to_affine()
+}
+
+#[test]
+fn gpu_msm_equals_the_cpu_at_every_size() {
+    let Some(gpu) = gpu() else { return };
+    let max = msm_max_log();
+    let bases = msm_bases(1 << max);
+    let mut sizes: Vec<usize> = (10..=max).map(|l| 1usize << l).collect();
+    sizes.push(3 * 1024 + 7);
+    for &n in &sizes {
+        for (kind, scalars) in [
+            ("uniform", bench::random_scalars(n, n as u64)),
+            ("witness-like", bench::witness_like_scalars(n, n as u64 + 1)),
+        ] {
+            assert_eq!(
+                gpu_msm(gpu, &bases[..n], &scalars),
+                cpu_msm(&bases[..n], &scalars),
+                "{kind} scalars, n = {n}"
+            );
+        }
+        eprintln!("msm n={n}: uniform and witness-like scalars equal the CPU");
+    }
+    // Degenerate digit distributions: every point in one bucket, or none,
+    // and the largest scalar (r - 1: every signed digit carries).
+    let n = 1 << 12;
+    for (kind, value) in [
+        ("all one", Scalar::ONE),
+        ("all zero", Scalar::ZERO),
+        ("all r-1", -Scalar::ONE),
+    ] {
+        let scalars = vec![value; n];
+        assert_eq!(
+            gpu_msm(gpu, &bases[..n], &scalars),
+            cpu_msm(&bases[..n], &scalars),
+            "{kind}"
+        );
+    }
+    // Every window size the kernels support, on one size.
+    let scalars = bench::random_scalars(n, 99);
+    let want = cpu_msm(&bases[..n], &scalars);
+    for c in prover::backend::cuda::msm::MIN_WINDOW..=prover::backend::cuda::msm::MAX_WINDOW {
+        let (got, _) = gpu
+            .msm_g1_with_window(&G1Bases::slice(&bases[..n]), &scalars, c)
+            .expect("gpu msm");
+        assert_eq!(got.to_affine(), want, "window {c}");
+    }
+}
+
+#[test]
+fn gpu_msm_of_a_real_witness_equals_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let pool = PinnedPool::new(
+        Arc::new(prover::pool::HeapAllocator),
+        MemoryBudget::new(1 << 30),
+        PoolLimits::default(),
+    );
+    for kind in [CircuitKind::Chain, CircuitKind::Sha256] {
+        let size = 1 << 15;
+        let (c, _) = circuit::bundled(kind, size, 3).expect("circuit");
+        let shape = circuit::shape(kind, size).expect("shape");
+        let syn = prover::synthesis::synthesize(c, &shape, &pool).expect("synthesis");
+        let aux: &[Scalar] = &syn.aux_assignment;
+        let bases = msm_bases(aux.len());
+        assert_eq!(
+            gpu_msm(gpu, &bases, aux),
+            cpu_msm(&bases, aux),
+            "{kind:?} aux"
+        );
+        let h: &[Scalar] = &syn.a;
+        let bases = msm_bases(h.len());
+        assert_eq!(gpu_msm(gpu, &bases, h), cpu_msm(&bases, h), "{kind:?} a");
+        eprintln!(
+            "msm of the {kind:?} witness ({} aux values) equals the CPU",
+            aux.len()
+        );
+    }
+}
+
+#[test]
+fn resident_bases_are_uploaded_once_per_parameter_set() {
+    let Some(gpu) = gpu() else { return };
+    let n = 1 << 12;
+    let bases = msm_bases(2 * n);
+    let scalars = bench::random_scalars(n, 5);
+    let (before, budget) = gpu.resident_bases();
+    assert!(budget > 0);
+    let set = format!("test-set-{}", std::process::id());
+    let run = |range: std::ops::Range<usize>| {
+        let b = G1Bases::of_query(&bases, range, Some(&set), G1Query::L);
+        gpu.msm_g1(&b, &scalars, &mut BackendTimes::default())
+            .expect("gpu msm")
+            .to_affine()
+    };
+    // Two sub-ranges of one resident query: one upload, offsets respected.
+    assert_eq!(run(0..n), cpu_msm(&bases[..n], &scalars));
+    let after_first = gpu.resident_bases().0;
+    assert_eq!(after_first, before + (2 * n * 96) as u64);
+    assert_eq!(run(n..2 * n), cpu_msm(&bases[n..], &scalars));
+    assert_eq!(gpu.resident_bases().0, after_first);
+}
+
 /// The table `scripts/gpu-check.sh` prints: H2D from the pool vs pageable
 /// memory (idle and under an 8-thread memory load) and the NTT phase per
 /// size with data on the device. Run with `--ignored --nocapture`.
@@ -290,6 +505,68 @@ fn gpu_bench_table() {
     ntt_table(gpu, max_log);
     if !only_ntt {
         quotient_table(gpu);
+    }
+    let msm_max: u32 = std::env::var("PROVER_BENCH_MSM_MAX_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(26);
+    if !only_ntt && msm_max >= 16 {
+        msm_table(gpu, msm_max);
+    }
+}
+
+/// sppark's G1 MSM on the same H200, bases and scalars on the device,
+/// uniform random scalars (docs/BENCHMARKS.md): (log2 n, ms).
+const SPPARK_G1_MS: [(u32, f64); 4] = [(20, 21.1), (22, 53.5), (24, 155.0), (26, 616.9)];
+
+fn msm_table(gpu: &CudaBackend, max_log: u32) {
+    use prover::backend::cuda::msm::window_bits;
+    let bases = bench::random_bases(1 << max_log, 77);
+    println!("\n| G1 MSM, bases resident | window | kernels ms | ns/point | sort / sums / reduce ms | with scalar upload ms | witness-like ms | sppark ms | windows tried (ms) |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for log_n in (16..=max_log).step_by(2) {
+        let n = 1usize << log_n;
+        let set = format!("bench-{log_n}");
+        let uniform = bench::random_scalars(n, log_n as u64);
+        let chosen = window_bits(n);
+        let mut tried = Vec::new();
+        for c in chosen.saturating_sub(2)..=(chosen + 2).min(prover::backend::cuda::msm::MAX_WINDOW)
+        {
+            let t = bench::msm_g1(gpu, &set, &bases[..n], &uniform, c, 3).expect("msm");
+            tried.push(t);
+        }
+        let best = tried
+            .iter()
+            .min_by(|a, b| a.kernels_ms.total_cmp(&b.kernels_ms))
+            .copied()
+            .expect("at least one window");
+        let at_chosen = tried
+            .iter()
+            .find(|t| t.c == chosen)
+            .copied()
+            .unwrap_or(best);
+        let witness = bench::witness_like_scalars(n, log_n as u64 + 100);
+        let w = bench::msm_g1(gpu, &set, &bases[..n], &witness, chosen, 3).expect("msm");
+        let sppark = SPPARK_G1_MS
+            .iter()
+            .find(|(l, _)| *l == log_n)
+            .map_or("".to_string(), |(_, ms)| format!("{ms:.1}"));
+        let sweep: Vec<String> = tried
+            .iter()
+            .map(|t| format!("{}:{:.1}", t.c, t.kernels_ms))
+            .collect();
+        println!(
+            "| 2^{log_n} | {chosen} (best {}) | {:.2} | {:.2} | {:.1} / {:.1} / {:.1} | {:.2} | {:.2} | {sppark} | {} |",
+            best.c,
+            at_chosen.kernels_ms,
+            at_chosen.kernels_ms * 1e6 / n as f64,
+            at_chosen.stages.sort_ms,
+            at_chosen.stages.accumulate_ms,
+            at_chosen.stages.reduce_ms,
+            at_chosen.with_upload_ms,
+            w.kernels_ms,
+            sweep.join(" ")
+        );
     }
 }
 

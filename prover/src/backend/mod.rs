@@ -9,6 +9,7 @@
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use fleet_wire::timing::Phase;
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 pub mod cpu;
 pub mod cuda;
@@ -57,12 +58,83 @@ pub struct BackendTimes {
     pub phases_ms: BTreeMap<Phase, f64>,
     pub h2d_bytes: u64,
     pub h2d_gbps: Option<f64>,
+    /// Time the device spent on this call's copies and kernels, from CUDA
+    /// events on its streams (zero on the CPU backend).
+    pub device_ms: f64,
 }
 
 impl BackendTimes {
     /// Adds `ms` to `phase` (phases can run more than once per partition).
     pub fn add(&mut self, phase: Phase, ms: f64) {
         *self.phases_ms.entry(phase).or_insert(0.0) += ms;
+    }
+}
+
+/// Which G1 query of a parameter set a base slice comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum G1Query {
+    H,
+    L,
+    A,
+    BG1,
+}
+
+impl G1Query {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            G1Query::H => "h",
+            G1Query::L => "l",
+            G1Query::A => "a",
+            G1Query::BG1 => "b_g1",
+        }
+    }
+}
+
+/// The G1 bases of one MSM: `query[range]`. With `set` (the parameter
+/// file's checksum) a device backend keeps the whole query resident and
+/// reuses it across proofs; without it the bases are uploaded per call.
+#[derive(Debug, Clone)]
+pub struct G1Bases<'a> {
+    pub query: &'a [G1Affine],
+    pub range: Range<usize>,
+    pub resident: Option<(&'a str, G1Query)>,
+}
+
+impl<'a> G1Bases<'a> {
+    /// Bases with no parameter set behind them (tests, benchmarks).
+    pub fn slice(points: &'a [G1Affine]) -> Self {
+        Self {
+            query: points,
+            range: 0..points.len(),
+            resident: None,
+        }
+    }
+
+    /// `query[range]` of parameter set `set` (None: not resident).
+    pub fn of_query(
+        query: &'a [G1Affine],
+        range: Range<usize>,
+        set: Option<&'a str>,
+        which: G1Query,
+    ) -> Self {
+        Self {
+            query,
+            range,
+            resident: set.map(|s| (s, which)),
+        }
+    }
+
+    /// The bases this MSM uses.
+    pub fn points(&self) -> &'a [G1Affine] {
+        &self.query[self.range.clone()]
+    }
+
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
     }
 }
 
@@ -94,7 +166,7 @@ pub trait Backend: Send + Sync {
     /// Σ scalars[i]·bases[i] in G1. Bases at infinity contribute nothing.
     fn msm_g1(
         &self,
-        bases: &[G1Affine],
+        bases: &G1Bases<'_>,
         scalars: &[Scalar],
         times: &mut BackendTimes,
     ) -> Result<G1Projective, BackendError>;

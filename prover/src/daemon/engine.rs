@@ -28,7 +28,7 @@ use crate::circuit::{self, CircuitKind, CircuitShape, MAX_SIZE, MIN_SIZE};
 use crate::daemon::metrics::Metrics;
 use crate::params::{ParamStore, Params};
 use crate::pool::PinnedPool;
-use crate::prove::{partition_randomness, prove_synthesized};
+use crate::prove::{partition_randomness, prove_synthesized, IdentifiedKey, ProvingKey};
 use crate::synthesis::{synthesize, Synthesized};
 use crate::timing::TimingLog;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey, Proof};
@@ -200,6 +200,9 @@ struct Ready {
     task: Task,
     syn: Synthesized,
     params: Arc<Params>,
+    /// The parameter file's checksum: the key under which a device keeps
+    /// the bases resident (None: uploaded per MSM).
+    params_sha256: Option<String>,
     inputs: Vec<Scalar>,
     reservation: Reservation,
     phases_ms: BTreeMap<Phase, f64>,
@@ -726,6 +729,11 @@ impl Shared {
         match prepared {
             Ok((params, inputs, reservation, syn)) => Ok(Ready {
                 pinned: syn.pinned(),
+                params_sha256: self
+                    .params
+                    .meta(task.kind, task.size as usize)
+                    .ok()
+                    .map(|m| m.sha256),
                 task,
                 syn,
                 params,
@@ -750,6 +758,7 @@ impl Shared {
             task,
             syn,
             params,
+            params_sha256,
             inputs,
             reservation,
             mut phases_ms,
@@ -764,7 +773,14 @@ impl Shared {
         let (r, s) = partition_randomness(task.rs_seed, task.partition);
         let mut times = BackendTimes::default();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            prove_synthesized(dev.backend.as_ref(), params.as_ref(), syn, r, s, &mut times)
+            let key: &dyn ProvingKey = params.as_ref();
+            match &params_sha256 {
+                Some(sha256) => {
+                    let key = IdentifiedKey { key, sha256 };
+                    prove_synthesized(dev.backend.as_ref(), &key, syn, r, s, &mut times)
+                }
+                None => prove_synthesized(dev.backend.as_ref(), key, syn, r, s, &mut times),
+            }
         }));
         self.event(&task, TimelineKind::GpuEnd, device);
         dev.busy.fetch_sub(1, Ordering::SeqCst);

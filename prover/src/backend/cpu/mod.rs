@@ -8,8 +8,8 @@
 pub mod fft;
 pub mod msm;
 
-use crate::backend::{Backend, BackendError, BackendKind, BackendTimes};
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use crate::backend::{Backend, BackendError, BackendKind, BackendTimes, G1Bases};
+use blstrs::{G1Projective, G2Affine, G2Projective, Scalar};
 use fleet_wire::timing::Phase;
 use std::time::Instant;
 
@@ -112,10 +112,11 @@ impl Backend for CpuBackend {
 
     fn msm_g1(
         &self,
-        bases: &[G1Affine],
+        bases: &G1Bases<'_>,
         scalars: &[Scalar],
         _times: &mut BackendTimes,
     ) -> Result<G1Projective, BackendError> {
+        let bases = bases.points();
         if bases.len() != scalars.len() {
             return Err(BackendError::MsmLength {
                 bases: bases.len(),

@@ -190,3 +190,93 @@ pub fn ntt_phase(
     runs.sort_by(|x, y| x.ntt_total_ms().total_cmp(&y.ntt_total_ms()));
     Ok(runs[runs.len() / 2])
 }
+
+/// `n` distinct affine points, fast: runs of P, P + Q, P + 2Q, … from a
+/// random start P and step Q per chunk (one addition per point), then one
+/// batch normalisation. Random enough for MSM timing and checks; the
+/// tests add identities and repeated points on purpose.
+pub fn random_bases(n: usize, seed: u64) -> Vec<blstrs::G1Affine> {
+    use group::{Curve, Group};
+    const CHUNK: usize = 1 << 14;
+    let mut proj = vec![blstrs::G1Projective::identity(); n];
+    proj.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(i, chunk)| {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
+                seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
+            let step = blstrs::G1Projective::random(&mut rng);
+            let mut p = blstrs::G1Projective::random(&mut rng);
+            for slot in chunk.iter_mut() {
+                *slot = p;
+                p += step;
+            }
+        });
+    let mut out = vec![blstrs::G1Affine::default(); n];
+    out.par_chunks_mut(CHUNK)
+        .zip(proj.par_chunks(CHUNK))
+        .for_each(|(o, p)| blstrs::G1Projective::batch_normalize(p, o));
+    out
+}
+
+/// Scalars shaped like a circuit's aux assignment: about half zero, a
+/// quarter one, a tenth small (below 2^16), the rest uniform.
+pub fn witness_like_scalars(n: usize, seed: u64) -> Vec<Scalar> {
+    let mut v = random_scalars(n, seed);
+    v.par_chunks_mut(1 << 16)
+        .enumerate()
+        .for_each(|(i, chunk)| {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed.rotate_left(17) ^ i as u64);
+            for s in chunk.iter_mut() {
+                let roll = rng.next_u32() % 100;
+                if roll < 50 {
+                    *s = Scalar::from(0u64);
+                } else if roll < 75 {
+                    *s = Scalar::from(1u64);
+                } else if roll < 85 {
+                    *s = Scalar::from(u64::from(rng.next_u32() & 0xffff));
+                }
+            }
+        });
+    v
+}
+
+/// Device times of one G1 MSM configuration: median over `reps` runs
+/// (after one warm-up run that also makes the bases resident).
+#[derive(Debug, Clone, Copy)]
+pub struct MsmTiming {
+    pub c: u32,
+    /// Kernels only: bases and scalars already on the device.
+    pub kernels_ms: f64,
+    /// Scalar upload + kernels (what a proof pays).
+    pub with_upload_ms: f64,
+    /// The stages of the median run (sort, bucket sums, reduction).
+    pub stages: super::msm::MsmDeviceTimes,
+}
+
+pub fn msm_g1(
+    gpu: &CudaBackend,
+    set: &str,
+    bases: &[blstrs::G1Affine],
+    scalars: &[Scalar],
+    c: u32,
+    reps: usize,
+) -> Result<MsmTiming, BackendError> {
+    use crate::backend::{G1Bases, G1Query};
+    let b = G1Bases::of_query(bases, 0..scalars.len(), Some(set), G1Query::H);
+    gpu.msm_g1_with_window(&b, scalars, c)?;
+    let mut runs = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        runs.push(gpu.msm_g1_with_window(&b, scalars, c)?.1);
+    }
+    runs.sort_by(|x, y| x.kernels_ms.total_cmp(&y.kernels_ms));
+    let stages = runs[runs.len() / 2];
+    let mut total: Vec<f64> = runs.iter().map(|t| t.kernels_ms + t.h2d_ms).collect();
+    total.sort_by(f64::total_cmp);
+    Ok(MsmTiming {
+        c,
+        kernels_ms: stages.kernels_ms,
+        with_upload_ms: total[total.len() / 2],
+        stages,
+    })
+}

@@ -35,6 +35,8 @@ macro_rules! kernel_file {
 }
 
 const FR: KernelFile = kernel_file!("ff/fr.cuh");
+const FP: KernelFile = kernel_file!("ff/fp.cuh");
+const G1: KernelFile = kernel_file!("ec/g1.cuh");
 
 /// The NTT phase: passes (with the coefficient-wise steps fused into
 /// them) and table expansion.
@@ -43,9 +45,22 @@ pub const NTT: KernelUnit = KernelUnit {
     files: &[FR, kernel_file!("ntt/ntt.cu")],
 };
 
+/// The G1 multi-scalar multiplication (Pippenger steps), and entry points
+/// for single field and curve operations (the GPU tests against blstrs).
+pub const MSM: KernelUnit = KernelUnit {
+    name: "msm",
+    files: &[
+        FR,
+        FP,
+        G1,
+        kernel_file!("msm/msm.cu"),
+        kernel_file!("ec/ops.cu"),
+    ],
+};
+
 /// Every unit the backend loads; the compile test checks that together they
 /// cover every file of `kernels/`.
-pub const UNITS: &[KernelUnit] = &[NTT];
+pub const UNITS: &[KernelUnit] = &[NTT, MSM];
 
 impl KernelUnit {
     /// The translation unit handed to NVRTC.
@@ -191,13 +206,84 @@ fn cache() -> &'static Cache {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// [`compile`] through the process-wide cache keyed by arch and source hash.
+/// Folder of the on-disk PTX cache: `PROVER_KERNEL_CACHE` (empty turns
+/// the cache off), else `$XDG_CACHE_HOME/prover/kernels`, else
+/// `$HOME/.cache/prover/kernels`.
+pub fn disk_cache_dir() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    if let Some(v) = std::env::var_os("PROVER_KERNEL_CACHE") {
+        return (!v.is_empty()).then(|| PathBuf::from(v));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("prover").join("kernels"))
+}
+
+/// The cache file of `unit` for `arch`: the source hash, the architecture
+/// and the NVRTC version name it, so a new kernel, a new GPU or a new
+/// compiler each miss.
+fn disk_cache_file(unit: &KernelUnit, arch: &str, hash: &str) -> Option<std::path::PathBuf> {
+    let (major, minor) = nvrtc_version()?;
+    let dir = disk_cache_dir()?;
+    Some(dir.join(format!(
+        "{}-{}-{arch}-nvrtc{major}.{minor}.ptx",
+        unit.name,
+        &hash[..16]
+    )))
+}
+
+fn read_disk_cache(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    // A truncated file (a crash mid-write cannot leave one: writes are
+    // renamed into place) or a foreign one is recompiled, never loaded.
+    text.contains(".entry").then_some(text)
+}
+
+fn write_disk_cache(path: &std::path::Path, ptx: &str) {
+    let Some(dir) = path.parent() else { return };
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("ptx"),
+        std::process::id()
+    ));
+    let written = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&tmp, ptx))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        tracing::warn!(path = %path.display(), error = %e, "could not write the kernel cache (next start compiles again)");
+    }
+}
+
+/// [`compile`] through the process-wide cache keyed by arch and source
+/// hash, and the on-disk cache ([`disk_cache_dir`]) so a restarted daemon
+/// does not wait for NVRTC (the msm unit takes about half a minute).
 pub fn compile_cached(unit: &KernelUnit, arch: &str) -> Result<String, CompileError> {
-    let key = (arch.to_string(), unit.hash());
+    let hash = unit.hash();
+    let key = (arch.to_string(), hash.clone());
     if let Some(ptx) = cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
         return Ok(ptx);
     }
-    let ptx = compile(unit, arch)?;
+    let file = disk_cache_file(unit, arch, &hash);
+    let ptx = match file.as_deref().and_then(read_disk_cache) {
+        Some(ptx) => ptx,
+        None => {
+            let t = std::time::Instant::now();
+            let ptx = compile(unit, arch)?;
+            tracing::info!(
+                unit = unit.name,
+                arch,
+                ms = t.elapsed().as_millis() as u64,
+                "kernels compiled by NVRTC"
+            );
+            if let Some(f) = &file {
+                write_disk_cache(f, &ptx);
+            }
+            ptx
+        }
+    };
     if let Ok(mut c) = cache().lock() {
         c.insert(key, ptx.clone());
     }
@@ -220,6 +306,20 @@ mod tests {
         assert!(src.contains("#line 1 \"ntt/ntt.cu\"\n"));
         assert_eq!(NTT.hash(), NTT.hash());
         assert_eq!(NTT.hash().len(), 64);
+    }
+
+    #[test]
+    fn disk_cache_refuses_a_file_that_is_not_ptx() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("k.ptx");
+        std::fs::write(&f, "garbage").expect("write");
+        assert_eq!(read_disk_cache(&f), None);
+        write_disk_cache(&f, ".version 8.0\n.entry k()\n");
+        assert_eq!(
+            read_disk_cache(&f).as_deref(),
+            Some(".version 8.0\n.entry k()\n")
+        );
+        assert!(read_disk_cache(&dir.path().join("missing.ptx")).is_none());
     }
 
     #[test]

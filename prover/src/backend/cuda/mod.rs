@@ -11,11 +11,14 @@
 //! - [`quotient`]: the h phase with overlapped uploads.
 //! - [`host_alloc`]: [`CudaHostAllocator`], the pinned pool's `cuMemHostAlloc` source.
 //! - [`memory`]: owned device allocations.
-//! - [`bench`]: H2D and NTT measurements for `scripts/gpu-check.sh`.
+//! - [`msm`]: the G1 multi-scalar multiplication (Pippenger on the device).
+//! - [`resident`]: parameter bases kept on the device across proofs.
+//! - [`selftest`]: single field and curve operations, for tests against blstrs.
+//! - [`bench`]: H2D, NTT and MSM measurements for `scripts/gpu-check.sh`.
 //!
-//! Multi-exponentiations run on the CPU backend for now (a GPU MSM is a
-//! later step); the h vector can already stay on the device for it
-//! ([`CudaBackend::quotient_on_device`]).
+//! G1 multi-exponentiations of at least [`MIN_DEVICE_MSM`] points run on the
+//! device; smaller ones (the inputs' few points) and the G2 MSM run on the
+//! CPU backend.
 
 pub mod bench;
 pub(crate) mod check;
@@ -23,22 +26,27 @@ pub mod domain;
 pub mod host_alloc;
 pub mod kernels;
 pub mod memory;
+pub mod msm;
 pub mod ntt;
 pub mod quotient;
+pub mod resident;
+pub mod selftest;
 
 pub use host_alloc::CudaHostAllocator;
 
 use crate::backend::cpu::CpuBackend;
-use crate::backend::{Backend, BackendError, BackendKind, BackendTimes};
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use crate::backend::{Backend, BackendError, BackendKind, BackendTimes, G1Bases};
+use blstrs::{G1Projective, G2Affine, G2Projective, Scalar};
 use check::check;
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use cudarc::nvrtc::Ptx;
 use domain::{scalar_bytes_mut, DomainTables};
 use fleet_wire::timing::Phase;
 use memory::DeviceBuffer;
+use msm::{MsmDeviceTimes, MsmKernels, MsmPlan, MsmRun, MsmWorkspace};
 use parking_lot::Mutex;
 use quotient::{NttKernels, Run, Workspace};
+use resident::ResidentBases;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -48,6 +56,9 @@ use std::time::Instant;
 pub const MIN_DEVICE_LOG_N: u32 = 10;
 /// Largest domain the kernels index (log2), memory permitting.
 pub const MAX_DEVICE_LOG_N: u32 = 30;
+/// Smallest G1 MSM run on the device: below it the launches and the
+/// readbacks cost more than the CPU's Pippenger.
+pub const MIN_DEVICE_MSM: usize = 1 << 10;
 
 /// Whether the CUDA driver library loads (no device query). Safe to call anywhere.
 pub fn driver_present() -> bool {
@@ -101,6 +112,10 @@ pub struct DeviceState {
     pub copy: Arc<CudaStream>,
     workspace: Option<Workspace>,
     tables: HashMap<u32, Arc<DomainTables>>,
+    msm: MsmWorkspace,
+    bases: ResidentBases,
+    /// Bases of an MSM whose parameter set is unknown, uploaded per call.
+    transient_bases: Option<DeviceBuffer>,
 }
 
 impl DeviceState {
@@ -122,6 +137,7 @@ pub struct CudaBackend {
     name: String,
     arch: String,
     kernels: NttKernels,
+    msm_kernels: MsmKernels,
     state: Mutex<DeviceState>,
     cpu: CpuBackend,
 }
@@ -189,20 +205,36 @@ impl CudaBackend {
                 module.load_function("expand_powers")
             )?,
         };
+        let msm_ptx = kernels::compile_cached(&kernels::MSM, &arch)
+            .map_err(|e| unavailable(format!("compiling kernels for {arch}: {e}")))?;
+        let msm_module = check!(
+            dev,
+            "cuModuleLoadData",
+            ctx.load_module(Ptx::from_src(msm_ptx))
+        )?;
+        let msm_kernels = MsmKernels::load(dev, &msm_module)?;
         let compute = check!(dev, "cuStreamCreate", ctx.new_stream())?;
         let copy = check!(dev, "cuStreamCreate", ctx.new_stream())?;
-        tracing::info!(device = ordinal, %name, %arch, "CUDA backend ready");
+        let (_, total) = check!(dev, "cuMemGetInfo", ctx.mem_get_info())?;
+        // Half the device for resident bases leaves the other half for the
+        // NTT and MSM workspaces of the largest partitions.
+        let bases_budget = total as u64 / 2;
+        tracing::info!(device = ordinal, %name, %arch, bases_budget, "CUDA backend ready");
         Ok(Self {
             ordinal,
             ctx,
             name,
             arch,
             kernels,
+            msm_kernels,
             state: Mutex::new(DeviceState {
                 compute,
                 copy,
                 workspace: None,
                 tables: HashMap::new(),
+                msm: MsmWorkspace::default(),
+                bases: ResidentBases::new(bases_budget),
+                transient_bases: None,
             }),
             cpu: CpuBackend::new(),
         })
@@ -300,6 +332,7 @@ impl CudaBackend {
         let tl = run.enqueue_from_host([a, b, c])?;
         let dt = tl.read()?;
         dt.add_to(times);
+        times.device_ms += dt.h2d_ms + dt.ntt_total_ms();
         let bytes = 3 * std::mem::size_of_val(a) as u64;
         times.h2d_bytes += bytes;
         times.add(Phase::H2d, dt.h2d_ms);
@@ -403,6 +436,88 @@ impl CudaBackend {
     }
 }
 
+impl CudaBackend {
+    /// The device MSM with window size `c` (benchmarks sweep it; provers go
+    /// through [`Backend::msm_g1`], which picks it by size).
+    pub fn msm_g1_with_window(
+        &self,
+        bases: &G1Bases<'_>,
+        scalars: &[Scalar],
+        c: u32,
+    ) -> Result<(G1Projective, MsmDeviceTimes), BackendError> {
+        if bases.len() != scalars.len() {
+            return Err(BackendError::MsmLength {
+                bases: bases.len(),
+                scalars: scalars.len(),
+            });
+        }
+        if scalars.len() > msm::MAX_POINTS {
+            return Err(BackendError::MsmLength {
+                bases: msm::MAX_POINTS,
+                scalars: scalars.len(),
+            });
+        }
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        check!(self.ordinal, "cuCtxSetCurrent", self.ctx.bind_to_thread())?;
+        let out = self.msm_locked(st, bases, scalars, c);
+        if out.is_err() {
+            self.drain(st);
+        }
+        out
+    }
+
+    fn msm_locked(
+        &self,
+        st: &mut DeviceState,
+        bases: &G1Bases<'_>,
+        scalars: &[Scalar],
+        c: u32,
+    ) -> Result<(G1Projective, MsmDeviceTimes), BackendError> {
+        let resident = match bases.resident {
+            Some((set, which)) => st
+                .bases
+                .get_or_upload(&self.ctx, self.ordinal, set, which, bases.query)?
+                .map(|p| p + (bases.range.start * msm::AFFINE_BYTES) as u64),
+            None => None,
+        };
+        let ptr = match resident {
+            Some(p) => p,
+            None => {
+                let points = bases.points();
+                let bytes = std::mem::size_of_val(points);
+                if st
+                    .transient_bases
+                    .as_ref()
+                    .is_none_or(|b| b.bytes() < bytes)
+                {
+                    st.transient_bases = None;
+                    st.transient_bases = Some(DeviceBuffer::alloc(&self.ctx, self.ordinal, bytes)?);
+                }
+                let buf = st.transient_bases.as_ref().map_or(0, |b| b.ptr());
+                // SAFETY: `buf` holds at least `bytes`; synchronous copy.
+                check!(self.ordinal, "cuMemcpyHtoD", unsafe {
+                    result::memcpy_htod_sync(buf, msm::affine_bytes(points))
+                })?;
+                buf
+            }
+        };
+        let run = MsmRun {
+            device: self.ordinal,
+            ctx: &self.ctx,
+            stream: &st.compute,
+            kernels: &self.msm_kernels,
+        };
+        run.msm(&mut st.msm, ptr, scalars, MsmPlan::new(scalars.len(), c))
+    }
+
+    /// Bytes of parameter bases resident on the device, and the budget.
+    pub fn resident_bases(&self) -> (u64, u64) {
+        let st = self.state.lock();
+        (st.bases.bytes(), st.bases.budget())
+    }
+}
+
 impl DeviceH {
     /// Copies h to the host (synchronously).
     pub fn copy_to_host(&self, out: &mut [Scalar]) -> Result<(), BackendError> {
@@ -464,14 +579,27 @@ impl Backend for CudaBackend {
         out
     }
 
-    /// Delegates to the CPU backend's Pippenger: a GPU MSM is a later step.
+    /// On the device from [`MIN_DEVICE_MSM`] points, on the CPU below.
     fn msm_g1(
         &self,
-        bases: &[G1Affine],
+        bases: &G1Bases<'_>,
         scalars: &[Scalar],
         times: &mut BackendTimes,
     ) -> Result<G1Projective, BackendError> {
-        self.cpu.msm_g1(bases, scalars, times)
+        if bases.len() != scalars.len() {
+            return Err(BackendError::MsmLength {
+                bases: bases.len(),
+                scalars: scalars.len(),
+            });
+        }
+        if scalars.len() < MIN_DEVICE_MSM || scalars.len() > msm::MAX_POINTS {
+            return self.cpu.msm_g1(bases, scalars, times);
+        }
+        let c = msm::window_bits(scalars.len());
+        let (sum, dt) = self.msm_g1_with_window(bases, scalars, c)?;
+        times.device_ms += dt.h2d_ms + dt.kernels_ms;
+        times.h2d_bytes += std::mem::size_of_val(scalars) as u64;
+        Ok(sum)
     }
 
     /// Delegates to the CPU backend (see `msm_g1`).

@@ -1,0 +1,358 @@
+// Pippenger multi-scalar multiplication over G1, one kernel per step.
+//
+// Compiled after ff/fr.cuh, ff/fp.cuh and ec/g1.cuh. The host
+// (prover/src/backend/cuda/msm.rs) runs, on one stream:
+//
+//  1. msm_canonical       scalars out of Montgomery form, in place
+//  2. msm_count           signed c-bit digits; per bucket key the number of
+//                         (point, window) pairs with that digit
+//  3. msm_max             the largest bucket (sizes the reduction levels)
+//  4. msm_scan_*          exclusive prefix sums (bucket offsets)
+//  5. msm_scatter         the counting sort: entries grouped by bucket key
+//  6. msm_task_counts,    bucket accumulation in levels: every bucket is cut
+//     msm_accumulate_*    into tasks of at most S entries (S fixed per
+//                         level), one thread sums one task; the next level
+//                         sums the tasks' partial sums the same way, until
+//                         each bucket has one sum. Work per thread is
+//                         bounded by S whatever the digit distribution, so
+//                         a bucket holding half the points (scalars equal
+//                         to one) is spread over many threads instead of
+//                         stalling one.
+//  7. msm_bucket_reduce   per window, chunks of buckets: Σ digit · bucket by
+//                         running sums
+//  8. msm_window_sum      per window, the chunks' sums (block tree)
+// The host combines the windows (Horner with c doublings each).
+//
+// Keys: window w, digit magnitude d in [1, 2^(c-1)] -> w * 2^(c-1) + d - 1.
+// Entries: point index in bits 0..30, bit 31 set when the digit is negative.
+// Zero digits produce no entry, so zero scalars cost nothing after step 2.
+
+#define MSM_NO_KEY 0xffffffffu
+#define MSM_SIGN 0x80000000u
+#define MSM_SCAN_THREADS 256
+#define MSM_SCAN_ELEMS (4 * MSM_SCAN_THREADS)
+#define MSM_WINDOW_THREADS 128
+
+// Limb k of s by selects: a dynamic index would put s in local memory.
+__device__ __forceinline__ u64 msm_limb(const fr &s, u32 k)
+{
+    u64 v = k == 0 ? s.l[0] : s.l[1];
+    v = k == 2 ? s.l[2] : v;
+    return k == 3 ? s.l[3] : v;
+}
+
+// Bits [off, off + c) of the canonical scalar s (c <= 32, off < 256).
+__device__ __forceinline__ u32 msm_bits(const fr &s, u32 off, u32 c)
+{
+    u32 limb = off >> 6;
+    u32 shift = off & 63;
+    u64 v = msm_limb(s, limb) >> shift;
+    if (shift + c > 64 && limb < 3)
+        v |= msm_limb(s, limb + 1) << (64 - shift);
+    return (u32)v & ((1u << c) - 1);
+}
+
+// Digit of window w given the carry from window w - 1; updates carry.
+// Returns the bucket key, or MSM_NO_KEY for a zero digit; *neg says
+// whether the digit is negative.
+__device__ __forceinline__ u32 msm_digit_key(const fr &s, u32 w, u32 c, u32 &carry, bool &neg)
+{
+    u32 half = 1u << (c - 1);
+    u32 d = msm_bits(s, w * c, c) + carry;
+    neg = d > half;
+    if (neg) {
+        d = (1u << c) - d;
+        carry = 1;
+    } else {
+        carry = 0;
+    }
+    return d == 0 ? MSM_NO_KEY : w * half + d - 1;
+}
+
+extern "C" __global__ void msm_canonical(fr *s, u32 n)
+{
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    fr one;
+    one.l[0] = 1;
+    one.l[1] = 0;
+    one.l[2] = 0;
+    one.l[3] = 0;
+    // x * 1 * R^-1 = the integer x, canonical.
+    fr_store(s + i, fr_mul(fr_load(s + i), one));
+}
+
+// Every lane of the warp runs the window loop (no early exit), so the warp
+// can merge equal keys with one atomic: real witnesses put most points in a
+// few buckets, and 32 lanes hitting one counter would serialise.
+extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32 *counts)
+{
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    bool live = i < n;
+    fr v;
+    if (live) {
+        v = fr_load_ro(s + i);
+    } else {
+        v.l[0] = v.l[1] = v.l[2] = v.l[3] = 0;
+    }
+    u32 lane = threadIdx.x & 31;
+    u32 carry = 0;
+    for (u32 w = 0; w < windows; w++) {
+        bool neg;
+        u32 key = msm_digit_key(v, w, c, carry, neg);
+        u32 peers = __match_any_sync(0xffffffffu, key);
+        if (key != MSM_NO_KEY && lane == (u32)(__ffs(peers) - 1))
+            atomicAdd(&counts[key], (u32)__popc(peers));
+    }
+}
+
+// Same digits as msm_count; each entry lands at its bucket's cursor.
+extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u32 *cursor,
+                                       u32 *entries)
+{
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    bool live = i < n;
+    fr v;
+    if (live) {
+        v = fr_load_ro(s + i);
+    } else {
+        v.l[0] = v.l[1] = v.l[2] = v.l[3] = 0;
+    }
+    u32 lane = threadIdx.x & 31;
+    u32 below = (1u << lane) - 1;
+    u32 carry = 0;
+    for (u32 w = 0; w < windows; w++) {
+        bool neg;
+        u32 key = msm_digit_key(v, w, c, carry, neg);
+        u32 peers = __match_any_sync(0xffffffffu, key);
+        u32 leader = __ffs(peers) - 1;
+        u32 base = 0;
+        if (key != MSM_NO_KEY && lane == leader)
+            base = atomicAdd(&cursor[key], (u32)__popc(peers));
+        base = __shfl_sync(0xffffffffu, base, leader);
+        if (key != MSM_NO_KEY)
+            entries[base + __popc(peers & below)] = i | (neg ? MSM_SIGN : 0u);
+    }
+}
+
+extern "C" __global__ void msm_max(const u32 *v, u32 n, u32 *out)
+{
+    u32 m = 0;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        m = max(m, v[i]);
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1)
+        m = max(m, __shfl_xor_sync(0xffffffffu, m, d));
+    if ((threadIdx.x & 31) == 0)
+        atomicMax(out, m);
+}
+
+// Exclusive scan of MSM_SCAN_ELEMS elements per block, in place; the
+// block's total goes to sums[blockIdx.x].
+extern "C" __global__ void msm_scan_local(u32 *data, u32 n, u32 *sums)
+{
+    __shared__ u32 warp_total[MSM_SCAN_THREADS / 32];
+    u32 base = blockIdx.x * MSM_SCAN_ELEMS + threadIdx.x * 4;
+    u32 x[4];
+    u32 local = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        x[k] = base + k < n ? data[base + k] : 0;
+        local += x[k];
+    }
+    u32 lane = threadIdx.x & 31;
+    u32 warp = threadIdx.x >> 5;
+    u32 incl = local;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        u32 y = __shfl_up_sync(0xffffffffu, incl, d);
+        if (lane >= (u32)d)
+            incl += y;
+    }
+    if (lane == 31)
+        warp_total[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        u32 t = lane < MSM_SCAN_THREADS / 32 ? warp_total[lane] : 0;
+        u32 ti = t;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            u32 y = __shfl_up_sync(0xffffffffu, ti, d);
+            if (lane >= (u32)d)
+                ti += y;
+        }
+        if (lane < MSM_SCAN_THREADS / 32)
+            warp_total[lane] = ti - t;
+        if (lane == MSM_SCAN_THREADS / 32 - 1)
+            sums[blockIdx.x] = ti;
+    }
+    __syncthreads();
+    u32 run = warp_total[warp] + incl - local;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        if (base + k < n)
+            data[base + k] = run;
+        run += x[k];
+    }
+}
+
+// Exclusive scan of the m block sums, in place, by one block of
+// MSM_SCAN_THREADS threads (each takes a contiguous run).
+extern "C" __global__ void msm_scan_sums(u32 *sums, u32 m)
+{
+    __shared__ u32 part[MSM_SCAN_THREADS];
+    u32 per = (m + MSM_SCAN_THREADS - 1) / MSM_SCAN_THREADS;
+    u32 begin = threadIdx.x * per;
+    u32 end = min(begin + per, m);
+    u32 local = 0;
+    for (u32 i = begin; i < end; i++)
+        local += sums[i];
+    part[threadIdx.x] = local;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u32 run = 0;
+        for (u32 t = 0; t < MSM_SCAN_THREADS; t++) {
+            u32 v = part[t];
+            part[t] = run;
+            run += v;
+        }
+    }
+    __syncthreads();
+    u32 run = part[threadIdx.x];
+    for (u32 i = begin; i < end; i++) {
+        u32 v = sums[i];
+        sums[i] = run;
+        run += v;
+    }
+}
+
+extern "C" __global__ void msm_scan_add(u32 *data, u32 n, const u32 *sums)
+{
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        data[i] += sums[i / MSM_SCAN_ELEMS];
+}
+
+// tasks[k] = ceil(counts[k] / per_task); tasks[keys] = 0 (the scan's total slot).
+extern "C" __global__ void msm_task_counts(const u32 *counts, u32 keys, u32 per_task, u32 *tasks)
+{
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < keys)
+        tasks[k] = (counts[k] + per_task - 1) / per_task;
+    else if (k == keys)
+        tasks[k] = 0;
+}
+
+// The bucket of task t: the last key whose task offset is <= t. Empty
+// buckets share their offset with the next key, so this is never one.
+__device__ __forceinline__ u32 msm_task_key(const u32 *task_off, u32 keys, u32 t)
+{
+    u32 lo = 0, hi = keys;
+    while (hi - lo > 1) {
+        u32 mid = (lo + hi) >> 1;
+        if (task_off[mid] <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+// Level 1: task t sums its at most per_task entries of the sorted list.
+extern "C" __global__ void msm_accumulate_bases(const g1_affine *bases, const u32 *entries,
+                                                const u32 *bucket_off, const u32 *counts,
+                                                const u32 *task_off, u32 keys, u32 per_task,
+                                                g1_xyzz *out)
+{
+    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= task_off[keys])
+        return;
+    u32 k = msm_task_key(task_off, keys, t);
+    u32 begin = bucket_off[k] + (t - task_off[k]) * per_task;
+    u32 end = min(begin + per_task, bucket_off[k] + counts[k]);
+    g1_xyzz acc = g1_inf();
+    for (u32 e = begin; e < end; e++) {
+        u32 entry = __ldg(entries + e);
+        g1_affine p = g1_affine_load(bases + (entry & ~MSM_SIGN));
+        if (entry & MSM_SIGN)
+            p = g1_affine_neg(p);
+        acc = g1_add_affine(acc, p);
+    }
+    g1_store(out + t, acc);
+}
+
+// Level 2 and later: the same over the previous level's partial sums,
+// which are grouped by key at in_off[k], in_count[k] of them.
+extern "C" __global__ void msm_accumulate_partials(const g1_xyzz *in, const u32 *in_off,
+                                                   const u32 *in_count, const u32 *task_off,
+                                                   u32 keys, u32 per_task, g1_xyzz *out)
+{
+    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= task_off[keys])
+        return;
+    u32 k = msm_task_key(task_off, keys, t);
+    u32 begin = in_off[k] + (t - task_off[k]) * per_task;
+    u32 end = min(begin + per_task, in_off[k] + in_count[k]);
+    g1_xyzz acc = g1_load(in + begin);
+    for (u32 e = begin + 1; e < end; e++)
+        acc = g1_add(acc, g1_load(in + e));
+    g1_store(out + t, acc);
+}
+
+// k * p for a small k (a bucket index), double-and-add from the top bit.
+__device__ __forceinline__ g1_xyzz g1_mul_small(const g1_xyzz &p, u32 k)
+{
+    g1_xyzz r = g1_inf();
+    for (int b = 31 - __clz(k | 1); b >= 0; b--) {
+        r = g1_dbl(r);
+        if ((k >> b) & 1)
+            r = g1_add(r, p);
+    }
+    return k == 0 ? g1_inf() : r;
+}
+
+// Chunk `ci` of window w covers buckets [lo, lo + chunk) (bucket b holds
+// digit b + 1): Σ (b - lo + 1)·B_b by a running sum from the top, plus
+// lo · Σ B_b, is that chunk's share of Σ digit · B_digit.
+extern "C" __global__ void msm_bucket_reduce(const g1_xyzz *sums, const u32 *sum_off,
+                                             const u32 *sum_count, u32 buckets, u32 windows,
+                                             u32 chunk, g1_xyzz *chunk_out)
+{
+    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 per_window = buckets / chunk;
+    if (t >= windows * per_window)
+        return;
+    u32 w = t / per_window;
+    u32 lo = (t % per_window) * chunk;
+    g1_xyzz run = g1_inf();
+    g1_xyzz acc = g1_inf();
+    for (u32 b = lo + chunk; b-- > lo;) {
+        u32 key = w * buckets + b;
+        if (sum_count[key] != 0)
+            run = g1_add(run, g1_load(sums + sum_off[key]));
+        acc = g1_add(acc, run);
+    }
+    g1_store(chunk_out + t, g1_add(acc, g1_mul_small(run, lo)));
+}
+
+// One block per window: the sum of its chunks.
+extern "C" __global__ void msm_window_sum(const g1_xyzz *chunk_out, u32 per_window,
+                                          g1_xyzz *window_out)
+{
+    extern __shared__ uint4 msm_shared[];
+    g1_xyzz *sh = reinterpret_cast<g1_xyzz *>(msm_shared);
+    const g1_xyzz *mine = chunk_out + blockIdx.x * per_window;
+    g1_xyzz acc = g1_inf();
+    for (u32 i = threadIdx.x; i < per_window; i += blockDim.x)
+        acc = g1_add(acc, g1_load(mine + i));
+    g1_store(sh + threadIdx.x, acc);
+    __syncthreads();
+    for (u32 s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            g1_store(sh + threadIdx.x, g1_add(g1_load(sh + threadIdx.x), g1_load(sh + threadIdx.x + s)));
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        g1_store(window_out + blockIdx.x, g1_load(sh));
+}

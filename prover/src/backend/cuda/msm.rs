@@ -1,0 +1,706 @@
+//! G1 multi-scalar multiplication on the device (kernels/msm/msm.cu):
+//! Pippenger with signed c-bit windows, a counting sort of (point, window)
+//! pairs into buckets, bucket sums in levels of bounded work per thread,
+//! running-sum bucket reduction per chunk, and the windows combined on the
+//! host (a few hundred doublings, microseconds).
+//!
+//! Every result is an exact group element, so the affine encoding equals
+//! the CPU backend's whatever order the device added the points in.
+
+use super::check::check;
+use super::memory::DeviceBuffer;
+use crate::backend::BackendError;
+use blstrs::{Fp, G1Affine, G1Projective, Scalar};
+use cudarc::driver::{
+    result, sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, LaunchConfig,
+    PushKernelArg,
+};
+use ff::Field;
+use group::Group;
+use std::sync::Arc;
+
+/// Bytes of one affine base on the device (blst_p1_affine).
+pub const AFFINE_BYTES: usize = 96;
+/// Bytes of one XYZZ point on the device (`g1_xyzz`).
+const XYZZ_BYTES: usize = 192;
+/// Largest point count one call accepts: entries are u32 indices with a
+/// sign bit, and points × windows must fit a u32 offset.
+pub const MAX_POINTS: usize = 1 << 27;
+/// Window sizes the kernels support (digits index 2^(c-1) buckets).
+pub const MIN_WINDOW: u32 = 4;
+pub const MAX_WINDOW: u32 = 22;
+
+const THREADS: u32 = 256;
+const SCAN_ELEMS: usize = 1024;
+const WINDOW_THREADS: u32 = 128;
+/// Buckets one thread of `msm_bucket_reduce` walks.
+const REDUCE_CHUNK: u32 = 32;
+/// Entries per task after level 1 (partial sums are XYZZ, full additions).
+const LATER_LEVEL_TASK: u32 = 32;
+
+/// Window size for `n` points: chosen from the sweep in docs/gpu.md
+/// (H200, uniform random scalars); fewer windows cost fewer additions per
+/// point, more buckets cost more in the reduction.
+pub fn window_bits(n: usize) -> u32 {
+    let log = n.max(1).ilog2();
+    match log {
+        0..=9 => 8,
+        10..=13 => 11,
+        14..=17 => 13,
+        18..=23 => 16,
+        _ => 18,
+    }
+}
+
+/// The shape of one MSM: window size, window count, bucket keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsmPlan {
+    pub n: usize,
+    pub c: u32,
+    pub windows: u32,
+    /// Buckets per window (digit magnitudes 1..=2^(c-1)).
+    pub buckets: u32,
+}
+
+impl MsmPlan {
+    pub fn new(n: usize, c: u32) -> Self {
+        let c = c.clamp(MIN_WINDOW, MAX_WINDOW);
+        // Signed digits of a 255-bit scalar: ceil(256 / c) windows leave room
+        // for the carry out of the top window.
+        Self {
+            n,
+            c,
+            windows: 256u32.div_ceil(c),
+            buckets: 1 << (c - 1),
+        }
+    }
+
+    pub fn keys(&self) -> usize {
+        self.windows as usize * self.buckets as usize
+    }
+
+    /// Upper bound of (point, window) entries.
+    fn entries(&self) -> usize {
+        self.n * self.windows as usize
+    }
+
+    /// Entries per level-1 task: enough tasks to fill the device (about a
+    /// million threads) without making each too short.
+    fn first_task(&self) -> u32 {
+        ((self.entries() >> 20) as u32).clamp(16, 256)
+    }
+}
+
+/// The msm unit's kernels.
+#[derive(Debug)]
+pub struct MsmKernels {
+    canonical: CudaFunction,
+    count: CudaFunction,
+    max: CudaFunction,
+    scan_local: CudaFunction,
+    scan_sums: CudaFunction,
+    scan_add: CudaFunction,
+    task_counts: CudaFunction,
+    acc_bases: CudaFunction,
+    acc_partials: CudaFunction,
+    bucket_reduce: CudaFunction,
+    window_sum: CudaFunction,
+    scatter: CudaFunction,
+}
+
+impl MsmKernels {
+    pub fn load(device: u32, module: &Arc<CudaModule>) -> Result<Self, BackendError> {
+        let f = |name: &str| {
+            check!(
+                device,
+                &format!("cuModuleGetFunction({name})"),
+                module.load_function(name)
+            )
+        };
+        Ok(Self {
+            canonical: f("msm_canonical")?,
+            count: f("msm_count")?,
+            max: f("msm_max")?,
+            scan_local: f("msm_scan_local")?,
+            scan_sums: f("msm_scan_sums")?,
+            scan_add: f("msm_scan_add")?,
+            task_counts: f("msm_task_counts")?,
+            acc_bases: f("msm_accumulate_bases")?,
+            acc_partials: f("msm_accumulate_partials")?,
+            bucket_reduce: f("msm_bucket_reduce")?,
+            window_sum: f("msm_window_sum")?,
+            scatter: f("msm_scatter")?,
+        })
+    }
+}
+
+/// One device allocation that grows on demand and is reused across calls.
+#[derive(Debug, Default)]
+struct Scratch(Option<DeviceBuffer>);
+
+impl Scratch {
+    fn ensure(
+        &mut self,
+        ctx: &Arc<CudaContext>,
+        device: u32,
+        bytes: usize,
+    ) -> Result<sys::CUdeviceptr, BackendError> {
+        let bytes = bytes.max(16);
+        if self.0.as_ref().is_none_or(|b| b.bytes() < bytes) {
+            // Free first: the old and the new one may not fit together.
+            self.0 = None;
+            self.0 = Some(DeviceBuffer::alloc(ctx, device, bytes)?);
+        }
+        Ok(self.0.as_ref().map_or(0, |b| b.ptr()))
+    }
+}
+
+/// Device scratch of the MSM, kept between calls (one MSM at a time per
+/// device state).
+#[derive(Debug, Default)]
+pub struct MsmWorkspace {
+    scalars: Scratch,
+    counts: Scratch,
+    bucket_off: Scratch,
+    cursor: Scratch,
+    entries: Scratch,
+    tasks: [Scratch; 2],
+    task_off: [Scratch; 2],
+    partials: [Scratch; 2],
+    chunks: Scratch,
+    windows: Scratch,
+    sums: Scratch,
+    max: Scratch,
+}
+
+impl MsmWorkspace {
+    /// Device bytes this workspace holds now.
+    pub fn bytes(&self) -> usize {
+        let all = [
+            &self.scalars,
+            &self.counts,
+            &self.bucket_off,
+            &self.cursor,
+            &self.entries,
+            &self.tasks[0],
+            &self.tasks[1],
+            &self.task_off[0],
+            &self.task_off[1],
+            &self.partials[0],
+            &self.partials[1],
+            &self.chunks,
+            &self.windows,
+            &self.sums,
+            &self.max,
+        ];
+        all.iter()
+            .map(|s| s.0.as_ref().map_or(0, |b| b.bytes()))
+            .sum()
+    }
+}
+
+/// What one device MSM measured (CUDA events on its stream).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MsmDeviceTimes {
+    /// Scalar upload.
+    pub h2d_ms: f64,
+    /// Everything from the canonical-form kernel to the window sums.
+    pub kernels_ms: f64,
+    /// Of which: digits, counting sort into buckets (canonical form to scatter).
+    pub sort_ms: f64,
+    /// Of which: bucket sums, all levels.
+    pub accumulate_ms: f64,
+    /// Of which: bucket reduction and window sums.
+    pub reduce_ms: f64,
+}
+
+fn grid(n: usize, threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((n as u32).div_ceil(threads).max(1), 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// One MSM call: device, context, stream and kernels.
+pub struct MsmRun<'a> {
+    pub device: u32,
+    pub ctx: &'a Arc<CudaContext>,
+    pub stream: &'a Arc<CudaStream>,
+    pub kernels: &'a MsmKernels,
+}
+
+macro_rules! launch {
+    ($run:expr, $func:expr, $name:literal, $cfg:expr, $($arg:expr),+ $(,)?) => {{
+        let mut b = $run.stream.launch_builder($func);
+        $( b.arg($arg); )+
+        // SAFETY: the argument list matches the kernel's signature in
+        // kernels/msm/msm.cu (device pointers as u64, counts as u32), and
+        // every buffer was sized by the caller for the plan.
+        check!($run.device, concat!("cuLaunchKernel(", $name, ")"), unsafe { b.launch($cfg) })
+            .map(|_| ())
+    }};
+}
+
+impl MsmRun<'_> {
+    fn event(&self) -> Result<CudaEvent, BackendError> {
+        check!(
+            self.device,
+            "cuEventCreate",
+            self.ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        )
+    }
+
+    fn record(&self, ev: &CudaEvent) -> Result<(), BackendError> {
+        check!(self.device, "cuEventRecord", ev.record(self.stream))
+    }
+
+    fn memset(&self, ptr: sys::CUdeviceptr, bytes: usize) -> Result<(), BackendError> {
+        // SAFETY: `ptr` holds at least `bytes` (sized by the caller).
+        check!(self.device, "cuMemsetD8Async", unsafe {
+            result::memset_d8_async(ptr, 0, bytes, self.stream.cu_stream())
+        })
+    }
+
+    /// Exclusive prefix sum of `len` u32 at `data`, in place.
+    fn scan(
+        &self,
+        data: sys::CUdeviceptr,
+        len: usize,
+        sums: sys::CUdeviceptr,
+    ) -> Result<(), BackendError> {
+        let blocks = len.div_ceil(SCAN_ELEMS);
+        let n = len as u32;
+        let m = blocks as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (m, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        launch!(
+            self,
+            &self.kernels.scan_local,
+            "msm_scan_local",
+            cfg,
+            &data,
+            &n,
+            &sums
+        )?;
+        let one = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        launch!(
+            self,
+            &self.kernels.scan_sums,
+            "msm_scan_sums",
+            one,
+            &sums,
+            &m
+        )?;
+        launch!(
+            self,
+            &self.kernels.scan_add,
+            "msm_scan_add",
+            grid(len, THREADS),
+            &data,
+            &n,
+            &sums
+        )
+    }
+
+    /// Σ scalars[i]·bases[i] with `bases` already on the device (`n`
+    /// affine points at `bases`) and the scalars in host memory (Montgomery
+    /// form, as blstrs holds them).
+    pub fn msm(
+        &self,
+        ws: &mut MsmWorkspace,
+        bases: sys::CUdeviceptr,
+        scalars: &[Scalar],
+        plan: MsmPlan,
+    ) -> Result<(G1Projective, MsmDeviceTimes), BackendError> {
+        let (dev, ctx) = (self.device, self.ctx);
+        let n = plan.n;
+        debug_assert_eq!(n, scalars.len());
+        if n == 0 {
+            return Ok((G1Projective::identity(), MsmDeviceTimes::default()));
+        }
+        let keys = plan.keys();
+        let u32s = |k: usize| k * std::mem::size_of::<u32>();
+        let first_task = plan.first_task();
+        let max_tasks = plan.entries() / first_task as usize + keys + 1;
+        let per_window = (plan.buckets / REDUCE_CHUNK.min(plan.buckets)) as usize;
+        let chunk = REDUCE_CHUNK.min(plan.buckets);
+
+        let scal = ws
+            .scalars
+            .ensure(ctx, dev, std::mem::size_of_val(scalars))?;
+        let counts = ws.counts.ensure(ctx, dev, u32s(keys + 1))?;
+        let bucket_off = ws.bucket_off.ensure(ctx, dev, u32s(keys + 1))?;
+        let cursor = ws.cursor.ensure(ctx, dev, u32s(keys + 1))?;
+        let entries = ws.entries.ensure(ctx, dev, u32s(plan.entries()))?;
+        let tasks = [
+            ws.tasks[0].ensure(ctx, dev, u32s(keys + 1))?,
+            ws.tasks[1].ensure(ctx, dev, u32s(keys + 1))?,
+        ];
+        let task_off = [
+            ws.task_off[0].ensure(ctx, dev, u32s(keys + 1))?,
+            ws.task_off[1].ensure(ctx, dev, u32s(keys + 1))?,
+        ];
+        let partials = [
+            ws.partials[0].ensure(ctx, dev, max_tasks * XYZZ_BYTES)?,
+            ws.partials[1].ensure(ctx, dev, max_tasks * XYZZ_BYTES)?,
+        ];
+        let chunks = ws
+            .chunks
+            .ensure(ctx, dev, plan.windows as usize * per_window * XYZZ_BYTES)?;
+        let window_out = ws
+            .windows
+            .ensure(ctx, dev, plan.windows as usize * XYZZ_BYTES)?;
+        let sums = ws
+            .sums
+            .ensure(ctx, dev, u32s((keys + 1).div_ceil(SCAN_ELEMS)))?;
+        let max_ptr = ws.max.ensure(ctx, dev, u32s(1))?;
+
+        let t0 = self.event()?;
+        let t1 = self.event()?;
+        let t_sorted = self.event()?;
+        let t_summed = self.event()?;
+        let t2 = self.event()?;
+        self.record(&t0)?;
+        // SAFETY: `scal` holds n scalars; the copy is awaited below (the
+        // max readback synchronises the stream) before `scalars` can go.
+        check!(dev, "cuMemcpyHtoDAsync", unsafe {
+            result::memcpy_htod_async(
+                scal,
+                super::domain::scalar_bytes(scalars),
+                self.stream.cu_stream(),
+            )
+        })?;
+        self.record(&t1)?;
+
+        let (n32, c, windows, buckets) = (n as u32, plan.c, plan.windows, plan.buckets);
+        let keys32 = keys as u32;
+        launch!(
+            self,
+            &self.kernels.canonical,
+            "msm_canonical",
+            grid(n, THREADS),
+            &scal,
+            &n32
+        )?;
+        self.memset(counts, u32s(keys + 1))?;
+        self.memset(max_ptr, u32s(1))?;
+        launch!(
+            self,
+            &self.kernels.count,
+            "msm_count",
+            grid(n, THREADS),
+            &scal,
+            &n32,
+            &c,
+            &windows,
+            &counts
+        )?;
+        let max_cfg = LaunchConfig {
+            grid_dim: (((keys as u32).div_ceil(THREADS)).clamp(1, 1024), 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        launch!(
+            self,
+            &self.kernels.max,
+            "msm_max",
+            max_cfg,
+            &counts,
+            &keys32,
+            &max_ptr
+        )?;
+        check!(
+            dev,
+            "cuMemcpyDtoDAsync",
+            // SAFETY: both hold keys + 1 u32.
+            unsafe {
+                result::memcpy_dtod_async(
+                    bucket_off,
+                    counts,
+                    u32s(keys + 1),
+                    self.stream.cu_stream(),
+                )
+            }
+        )?;
+        self.scan(bucket_off, keys + 1, sums)?;
+        // SAFETY: as above.
+        check!(dev, "cuMemcpyDtoDAsync", unsafe {
+            result::memcpy_dtod_async(cursor, bucket_off, u32s(keys + 1), self.stream.cu_stream())
+        })?;
+        launch!(
+            self,
+            &self.kernels.scatter,
+            "msm_scatter",
+            grid(n, THREADS),
+            &scal,
+            &n32,
+            &c,
+            &windows,
+            &cursor,
+            &entries
+        )?;
+        self.record(&t_sorted)?;
+        let mut largest = [0u32; 1];
+        check!(dev, "cuStreamSynchronize", self.stream.synchronize())?;
+        // SAFETY: one u32, the stream is idle.
+        check!(dev, "cuMemcpyDtoH", unsafe {
+            result::memcpy_dtoh_sync(&mut largest[..], max_ptr)
+        })?;
+
+        // Level 1: buckets of entries into tasks of `first_task` entries.
+        let mut per_task = first_task;
+        launch!(
+            self,
+            &self.kernels.task_counts,
+            "msm_task_counts",
+            grid(keys + 1, THREADS),
+            &counts,
+            &keys32,
+            &per_task,
+            &tasks[0]
+        )?;
+        // SAFETY: both hold keys + 1 u32.
+        check!(dev, "cuMemcpyDtoDAsync", unsafe {
+            result::memcpy_dtod_async(
+                task_off[0],
+                tasks[0],
+                u32s(keys + 1),
+                self.stream.cu_stream(),
+            )
+        })?;
+        self.scan(task_off[0], keys + 1, sums)?;
+        let mut bound = max_tasks;
+        launch!(
+            self,
+            &self.kernels.acc_bases,
+            "msm_accumulate_bases",
+            grid(bound, THREADS),
+            &bases,
+            &entries,
+            &bucket_off,
+            &counts,
+            &task_off[0],
+            &keys32,
+            &per_task,
+            &partials[0]
+        )?;
+        let mut left = largest[0].div_ceil(per_task);
+        let mut cur = 0usize;
+        while left > 1 {
+            let next = 1 - cur;
+            per_task = LATER_LEVEL_TASK;
+            launch!(
+                self,
+                &self.kernels.task_counts,
+                "msm_task_counts",
+                grid(keys + 1, THREADS),
+                &tasks[cur],
+                &keys32,
+                &per_task,
+                &tasks[next]
+            )?;
+            // SAFETY: both hold keys + 1 u32.
+            check!(dev, "cuMemcpyDtoDAsync", unsafe {
+                result::memcpy_dtod_async(
+                    task_off[next],
+                    tasks[next],
+                    u32s(keys + 1),
+                    self.stream.cu_stream(),
+                )
+            })?;
+            self.scan(task_off[next], keys + 1, sums)?;
+            bound = bound / per_task as usize + keys + 1;
+            launch!(
+                self,
+                &self.kernels.acc_partials,
+                "msm_accumulate_partials",
+                grid(bound, THREADS),
+                &partials[cur],
+                &task_off[cur],
+                &tasks[cur],
+                &task_off[next],
+                &keys32,
+                &per_task,
+                &partials[next]
+            )?;
+            cur = next;
+            left = left.div_ceil(per_task);
+        }
+        self.record(&t_summed)?;
+
+        launch!(
+            self,
+            &self.kernels.bucket_reduce,
+            "msm_bucket_reduce",
+            grid(windows as usize * per_window, 64),
+            &partials[cur],
+            &task_off[cur],
+            &tasks[cur],
+            &buckets,
+            &windows,
+            &chunk,
+            &chunks
+        )?;
+        let per_window32 = per_window as u32;
+        let wcfg = LaunchConfig {
+            grid_dim: (windows, 1, 1),
+            block_dim: (WINDOW_THREADS, 1, 1),
+            shared_mem_bytes: WINDOW_THREADS * XYZZ_BYTES as u32,
+        };
+        launch!(
+            self,
+            &self.kernels.window_sum,
+            "msm_window_sum",
+            wcfg,
+            &chunks,
+            &per_window32,
+            &window_out
+        )?;
+        self.record(&t2)?;
+        let mut raw = vec![[0u32; 48]; windows as usize];
+        check!(dev, "cuStreamSynchronize", self.stream.synchronize())?;
+        // SAFETY: `raw` is exactly `windows` XYZZ points; the stream is idle.
+        check!(dev, "cuMemcpyDtoH", unsafe {
+            result::memcpy_dtoh_sync(&mut raw[..], window_out)
+        })?;
+        let between = |a: &CudaEvent, b: &CudaEvent| {
+            check!(dev, "cuEventElapsedTime", a.elapsed_ms(b)).map(f64::from)
+        };
+        let times = MsmDeviceTimes {
+            h2d_ms: between(&t0, &t1)?,
+            kernels_ms: between(&t1, &t2)?,
+            sort_ms: between(&t1, &t_sorted)?,
+            accumulate_ms: between(&t_sorted, &t_summed)?,
+            reduce_ms: between(&t_summed, &t2)?,
+        };
+        Ok((combine_windows(&raw, plan.c), times))
+    }
+}
+
+/// Twelve 32-bit device words as blstrs' six Montgomery limbs.
+fn fp_from_words(w: &[u32]) -> Fp {
+    let mut l = [0u64; 6];
+    for (k, limb) in l.iter_mut().enumerate() {
+        *limb = u64::from(w[2 * k]) | (u64::from(w[2 * k + 1]) << 32);
+    }
+    Fp::from_raw_unchecked(l)
+}
+
+/// An XYZZ point from the device as a blst Jacobian point: x = X/ZZ and
+/// y = Y/ZZZ are kept by (X·ZZ·ZZZ², Y·ZZ³·ZZZ², ZZ·ZZZ); ZZ = 0 is the
+/// identity (Z = 0).
+pub fn xyzz_to_projective(words: &[u32; 48]) -> G1Projective {
+    let x = fp_from_words(&words[0..12]);
+    let y = fp_from_words(&words[12..24]);
+    let zz = fp_from_words(&words[24..36]);
+    let zzz = fp_from_words(&words[36..48]);
+    if bool::from(zz.is_zero()) {
+        return G1Projective::identity();
+    }
+    let zzz2 = zzz.square();
+    let zz2 = zz.square();
+    G1Projective::from_raw_unchecked(x * zz * zzz2, y * zz2 * zz * zzz2, zz * zzz)
+}
+
+/// Σ 2^(c·w) · W_w by Horner's rule from the top window.
+fn combine_windows(raw: &[[u32; 48]], c: u32) -> G1Projective {
+    let mut acc = G1Projective::identity();
+    for w in raw.iter().rev() {
+        for _ in 0..c {
+            acc = acc.double();
+        }
+        acc += xyzz_to_projective(w);
+    }
+    acc
+}
+
+/// The bytes of affine bases as the device stores them.
+pub fn affine_bytes(points: &[G1Affine]) -> &[u8] {
+    // SAFETY: G1Affine is repr(transparent) over blst_p1_affine, a repr(C)
+    // pair of [u64; 6]; any initialised value is valid as bytes.
+    unsafe {
+        std::slice::from_raw_parts(points.as_ptr().cast::<u8>(), std::mem::size_of_val(points))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use group::prime::PrimeCurveAffine;
+    use group::Curve;
+
+    #[test]
+    fn affine_layout_is_96_bytes_of_montgomery_limbs() {
+        assert_eq!(std::mem::size_of::<G1Affine>(), AFFINE_BYTES);
+        let g = G1Affine::generator();
+        let bytes = affine_bytes(std::slice::from_ref(&g));
+        let words: Vec<u32> = bytes
+            .chunks(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(fp_from_words(&words[0..12]), g.x());
+        assert_eq!(fp_from_words(&words[12..24]), g.y());
+        assert!(affine_bytes(&[G1Affine::identity()])
+            .iter()
+            .all(|b| *b == 0));
+    }
+
+    /// x's Montgomery words, read through the affine layout.
+    fn words_of(x: Fp) -> Vec<u32> {
+        let p = G1Affine::from_raw_unchecked(x, x, false);
+        affine_bytes(std::slice::from_ref(&p))[..48]
+            .chunks(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    #[test]
+    fn xyzz_conversion_keeps_the_point() {
+        // P = 7·G in XYZZ with ZZ = λ², ZZZ = λ³ for an arbitrary λ.
+        let p = (G1Projective::generator() * Scalar::from(7u64)).to_affine();
+        let lambda = Fp::from(123_456_789u64);
+        let (zz, zzz) = (lambda.square(), lambda.square() * lambda);
+        let mut w = [0u32; 48];
+        for (i, v) in [p.x() * zz, p.y() * zzz, zz, zzz].into_iter().enumerate() {
+            w[12 * i..12 * i + 12].copy_from_slice(&words_of(v));
+        }
+        assert_eq!(xyzz_to_projective(&w).to_affine(), p);
+        let inf = [0u32; 48];
+        assert!(bool::from(xyzz_to_projective(&inf).is_identity()));
+    }
+
+    #[test]
+    fn windows_combine_by_horner() {
+        // W_0 = G, W_1 = 2G with c = 3: G + 8·2G = 17G.
+        let g = G1Projective::generator().to_affine();
+        let g2 = (G1Projective::generator() * Scalar::from(2u64)).to_affine();
+        let mut raw = vec![[0u32; 48]; 2];
+        let one = Fp::from(1u64);
+        for (slot, p) in raw.iter_mut().zip([g, g2]) {
+            for (i, v) in [p.x(), p.y(), one, one].into_iter().enumerate() {
+                slot[12 * i..12 * i + 12].copy_from_slice(&words_of(v));
+            }
+        }
+        let want = G1Projective::generator() * Scalar::from(17u64);
+        assert_eq!(combine_windows(&raw, 3), want);
+    }
+
+    #[test]
+    fn plans_cover_a_scalar_with_its_carry() {
+        for c in MIN_WINDOW..=MAX_WINDOW {
+            let p = MsmPlan::new(1 << 20, c);
+            assert!(p.windows * c >= 256, "c={c}");
+            assert_eq!(p.keys(), p.windows as usize * (1usize << (c - 1)));
+        }
+        assert!(window_bits(1 << 24) >= window_bits(1 << 16));
+    }
+}

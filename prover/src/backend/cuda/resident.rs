@@ -1,0 +1,123 @@
+//! Parameter bases kept on the device across proofs.
+//!
+//! A parameter set's G1 queries (h, l, a, b_g1) are the same for every
+//! proof made with it, and at 2^24 each is 1.6 GB: uploading them per MSM
+//! would cost more than the MSM. They are uploaded once, keyed by the
+//! parameter file's checksum and the query, and evicted least recently used
+//! when a new set would exceed the device-memory budget.
+
+use super::check::check;
+use super::memory::DeviceBuffer;
+use super::msm::affine_bytes;
+use crate::backend::{BackendError, G1Query};
+use blstrs::G1Affine;
+use cudarc::driver::{result, sys, CudaContext};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Debug)]
+struct Entry {
+    buf: DeviceBuffer,
+    points: usize,
+    last_used: u64,
+}
+
+/// The device's resident queries.
+#[derive(Debug)]
+pub struct ResidentBases {
+    entries: HashMap<(String, G1Query), Entry>,
+    budget: u64,
+    tick: u64,
+}
+
+impl ResidentBases {
+    /// At most `budget` bytes of bases on the device.
+    pub fn new(budget: u64) -> Self {
+        Self {
+            entries: HashMap::new(),
+            budget,
+            tick: 0,
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.entries.values().map(|e| e.buf.bytes() as u64).sum()
+    }
+
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// The device copy of `query` of set `set`, uploading it first if it is
+    /// not resident. `None` when the query alone exceeds the budget (the
+    /// caller then uploads per call).
+    pub fn get_or_upload(
+        &mut self,
+        ctx: &Arc<CudaContext>,
+        device: u32,
+        set: &str,
+        which: G1Query,
+        query: &[G1Affine],
+    ) -> Result<Option<sys::CUdeviceptr>, BackendError> {
+        self.tick += 1;
+        let key = (set.to_string(), which);
+        if let Some(e) = self.entries.get_mut(&key) {
+            // A checksum names one file, so the length always agrees; a
+            // mismatch means a caller bug, and re-uploading is the safe answer.
+            if e.points == query.len() {
+                e.last_used = self.tick;
+                return Ok(Some(e.buf.ptr()));
+            }
+            self.entries.remove(&key);
+        }
+        let bytes = std::mem::size_of_val(query) as u64;
+        if bytes > self.budget || query.is_empty() {
+            return Ok(None);
+        }
+        while self.bytes() + bytes > self.budget {
+            let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some(e) = self.entries.remove(&oldest) {
+                tracing::info!(
+                    device,
+                    set = %oldest.0,
+                    query = oldest.1.as_str(),
+                    bytes = e.buf.bytes(),
+                    "resident bases evicted (least recently used)"
+                );
+            }
+        }
+        let t = Instant::now();
+        let buf = DeviceBuffer::alloc(ctx, device, bytes as usize)?;
+        // SAFETY: `buf` holds exactly the query's bytes; synchronous copy.
+        check!(device, "cuMemcpyHtoD", unsafe {
+            result::memcpy_htod_sync(buf.ptr(), affine_bytes(query))
+        })?;
+        tracing::info!(
+            device,
+            set,
+            query = which.as_str(),
+            points = query.len(),
+            bytes,
+            ms = format!("{:.1}", t.elapsed().as_secs_f64() * 1e3),
+            "bases uploaded to the device (kept resident)"
+        );
+        let ptr = buf.ptr();
+        self.entries.insert(
+            key,
+            Entry {
+                buf,
+                points: query.len(),
+                last_used: self.tick,
+            },
+        );
+        Ok(Some(ptr))
+    }
+}
