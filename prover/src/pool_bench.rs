@@ -52,7 +52,14 @@ struct Row {
 pub fn run(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
     let cuda = driver_present() && cuda_available();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("bench-pool: {cores} cores, CUDA {}", if cuda { "present" } else { "absent (mlock pool only)" });
+    println!(
+        "bench-pool: {cores} cores, CUDA {}",
+        if cuda {
+            "present"
+        } else {
+            "absent (mlock pool only)"
+        }
+    );
     let mut rows = Vec::new();
     for &gib in &args.gib {
         let pool_alloc: Arc<dyn HostAllocator> = if cuda {

@@ -140,7 +140,10 @@ fn best_fit_picks_the_smallest_adequate_hole() {
     assert_eq!((at(&b), at(&c)), (9, 13));
     drop((a, b, c));
     let buf = pool.checkout("job", 2 * PAGE + 1).unwrap();
-    assert_eq!((at(&buf), buf.capacity(), buf.len()), (9, 3 * PAGE, 2 * PAGE + 1));
+    assert_eq!(
+        (at(&buf), buf.capacity(), buf.len()),
+        (9, 3 * PAGE, 2 * PAGE + 1)
+    );
     // Together: the largest request is placed first, each in its best fit.
     let many = pool.checkout_many("job", &[PAGE, 4 * PAGE]).unwrap();
     assert_eq!((at(&many[0]), at(&many[1])), (0, 13));
@@ -171,7 +174,11 @@ fn many_buffers_need_few_slabs_and_every_byte_is_budgeted() {
     const BUFFERS: usize = 1000;
     let alloc = Counting::new(HeapAllocator);
     let budget = MemoryBudget::new(8 << 20);
-    let pool = PinnedPool::new(alloc.clone(), budget.clone(), slab_limits(4 << 20, SLAB * PAGE));
+    let pool = PinnedPool::new(
+        alloc.clone(),
+        budget.clone(),
+        slab_limits(4 << 20, SLAB * PAGE),
+    );
     let bufs: Vec<_> = (0..BUFFERS)
         .map(|i| pool.checkout("many", PAGE / (1 + i % 2)).unwrap())
         .collect();
@@ -182,12 +189,22 @@ fn many_buffers_need_few_slabs_and_every_byte_is_budgeted() {
         s.regions
     );
     assert_eq!(s.buffers_in_use, BUFFERS);
-    assert_eq!((s.bytes_in_use, alloc.allocs()), ((BUFFERS * PAGE) as u64, s.regions as u64));
+    assert_eq!(
+        (s.bytes_in_use, alloc.allocs()),
+        ((BUFFERS * PAGE) as u64, s.regions as u64)
+    );
     assert_eq!(budget.stats().reserved, s.bytes_pinned);
     drop(bufs);
-    assert_eq!(budget.stats().reserved, s.bytes_pinned, "idle slabs stay budgeted");
+    assert_eq!(
+        budget.stats().reserved,
+        s.bytes_pinned,
+        "idle slabs stay budgeted"
+    );
     pool.shrink_to(0);
-    assert_eq!((budget.stats().reserved, alloc.frees()), (0, s.regions as u64));
+    assert_eq!(
+        (budget.stats().reserved, alloc.frees()),
+        (0, s.regions as u64)
+    );
 }
 
 #[test]
@@ -408,7 +425,11 @@ fn pool_waiters_are_served_in_order_and_a_timed_out_one_leaves_the_line() {
 fn shrink_releases_whole_idle_slabs_largest_first() {
     // One-page slabs: every request gets a slab of exactly its size.
     let alloc = Counting::new(HeapAllocator);
-    let pool = PinnedPool::new(alloc.clone(), MemoryBudget::new(1 << 20), slab_limits(1 << 20, PAGE));
+    let pool = PinnedPool::new(
+        alloc.clone(),
+        MemoryBudget::new(1 << 20),
+        slab_limits(1 << 20, PAGE),
+    );
     let idle: Vec<_> = [PAGE, 3 * PAGE]
         .iter()
         .map(|b| pool.checkout("job", *b).unwrap())
@@ -476,7 +497,8 @@ fn dropping_the_pool_frees_every_region_once_buffers_return() {
     let budget = MemoryBudget::new(1 << 20);
     let pool = PinnedPool::new(alloc.clone(), budget.clone(), limits(1 << 20));
     // A whole slab and a partial one.
-    pool.preallocate((SLAB_PAGES * PAGE + 2 * PAGE) as u64).unwrap();
+    pool.preallocate((SLAB_PAGES * PAGE + 2 * PAGE) as u64)
+        .unwrap();
     assert_eq!(pool.stats().regions, 2);
     let buf = pool.checkout("late", PAGE).unwrap();
     drop(pool);

@@ -665,8 +665,13 @@ mod tests {
         let e = err("[memory]\nbudget = \"8GiB\"\n[pool]\npreallocate = \"5GiB\"\n");
         assert!(e.contains("half of memory.budget"), "{e}");
         let e = err("[memory]\nbudget = \"8GiB\"\n[pool]\nmax_bytes = \"8GiB\"\n");
-        assert!(e.contains("pool.max_bytes: 8589934592 bytes leave nothing"), "{e}");
-        assert!(err("[pool]\nslab_size = 100\n").contains("pool.slab_size: 100 bytes is out of range"));
+        assert!(
+            e.contains("pool.max_bytes: 8589934592 bytes leave nothing"),
+            "{e}"
+        );
+        assert!(
+            err("[pool]\nslab_size = 100\n").contains("pool.slab_size: 100 bytes is out of range")
+        );
     }
 
     #[test]

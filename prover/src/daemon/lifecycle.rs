@@ -303,16 +303,8 @@ async fn start(
         let budget = budget.clone();
         let per_partition = shapes.iter().map(pool_bytes).max().unwrap_or(0);
         let device_workers: u32 = devices.iter().map(|d| d.workers).sum();
-        blocking(move || {
-            make_pool(
-                &config,
-                budget,
-                cuda_ordinal,
-                per_partition,
-                device_workers,
-            )
-        })
-        .await??
+        blocking(move || make_pool(&config, budget, cuda_ordinal, per_partition, device_workers))
+            .await??
     };
     let _ = state.pool.set(pool.clone());
 

@@ -90,7 +90,8 @@ pub fn map_anonymous(allocator: &'static str, bytes: usize) -> Result<Region, Po
         }
         libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTFORK);
     }
-    let ptr = NonNull::new(start as *mut u8).ok_or_else(|| fail(len, "mmap returned null".into()))?;
+    let ptr =
+        NonNull::new(start as *mut u8).ok_or_else(|| fail(len, "mmap returned null".into()))?;
     // SAFETY: page-aligned, zero-filled by the kernel, `len` long, ours.
     Ok(unsafe { Region::from_raw(ptr, len) })
 }

@@ -356,7 +356,9 @@ impl PinnedPool {
         cancel: &AtomicBool,
     ) -> Result<Duration, PoolError> {
         let start = Instant::now();
-        let total = self.inner.round(usize::try_from(bytes).unwrap_or(usize::MAX));
+        let total = self
+            .inner
+            .round(usize::try_from(bytes).unwrap_or(usize::MAX));
         if bytes == 0 {
             return Ok(Duration::ZERO);
         }
@@ -654,10 +656,7 @@ impl Inner {
         let mut evicted = Vec::new();
         let mut grow = 0;
         if need > 0 {
-            let room = self
-                .limits
-                .max_bytes
-                .saturating_sub(st.held + st.pending);
+            let room = self.limits.max_bytes.saturating_sub(st.held + st.pending);
             // Slabs still idle could serve none of the unplaced requests.
             let spare: u64 = st.slabs.iter().filter(|s| s.idle()).map(Slab::len).sum();
             if room.saturating_add(spare) < need {
@@ -959,12 +958,7 @@ impl Inner {
                 }
             }
         }
-        tracing::debug!(
-            who,
-            bytes,
-            in_use = st.in_use,
-            "pinned buffer returned"
-        );
+        tracing::debug!(who, bytes, in_use = st.in_use, "pinned buffer returned");
         drop(st);
         if let Some(gone) = release {
             self.free_all(vec![gone]);
@@ -1088,7 +1082,11 @@ mod tests {
         // The budget, not max_bytes, binds; the pool itself holds all of it.
         let p = pool(u64::MAX, 4 * PAGE as u64, 256);
         let all = p.checkout("first", 4 * PAGE).unwrap();
-        assert_eq!(p.stats().bytes_pinned, 4 * PAGE as u64, "slab cut to the budget");
+        assert_eq!(
+            p.stats().bytes_pinned,
+            4 * PAGE as u64,
+            "slab cut to the budget"
+        );
         let p2 = p.clone();
         let waiter = std::thread::spawn(move || {
             p2.checkout_timeout("second", 5 * PAGE / 2, Duration::from_secs(20))
@@ -1145,7 +1143,10 @@ mod tests {
         let p = pool(1 << 20, 1 << 20, 4);
         p.preallocate(10 * PAGE as u64).unwrap();
         let s = p.stats();
-        assert_eq!((s.grows, s.regions, s.bytes_pinned), (3, 3, 10 * PAGE as u64));
+        assert_eq!(
+            (s.grows, s.regions, s.bytes_pinned),
+            (3, 3, 10 * PAGE as u64)
+        );
         let b = p.checkout_many("job", &[PAGE, 2 * PAGE, 4 * PAGE]).unwrap();
         let s = p.stats();
         assert_eq!((s.grows, s.hits, s.misses), (3, 3, 0));

@@ -132,7 +132,12 @@ impl CudaHostAllocator {
                     sys::cuMemHostRegister_v2(region.as_ptr().cast(), region.len(), REGISTER_FLAGS)
                 }
                 .result()
-                .map_err(|e| format!("cuMemHostRegister(PORTABLE) of {} bytes: {e:?}", region.len()))
+                .map_err(|e| {
+                    format!(
+                        "cuMemHostRegister(PORTABLE) of {} bytes: {e:?}",
+                        region.len()
+                    )
+                })
             });
         match registered {
             Ok(()) => {
@@ -181,15 +186,21 @@ impl CudaHostAllocator {
         let device = self.device;
         check!(device, "cuCtxSetCurrent", self.ctx.bind_to_thread())?;
         // SAFETY: the context is current; the buffer is freed below.
-        let dst = check!(device, "cuMemAlloc", unsafe { result::malloc_sync(src.len()) })?;
+        let dst = check!(device, "cuMemAlloc", unsafe {
+            result::malloc_sync(src.len())
+        })?;
         let copy = || -> Result<f64, BackendError> {
             // A first copy outside the timing: it pays for mapping the range.
             // SAFETY: `dst` holds `src.len()` bytes.
-            check!(device, "cuMemcpyHtoD", unsafe { result::memcpy_htod_sync(dst, src) })?;
+            check!(device, "cuMemcpyHtoD", unsafe {
+                result::memcpy_htod_sync(dst, src)
+            })?;
             let t = Instant::now();
             for _ in 0..reps.max(1) {
                 // SAFETY: as above.
-                check!(device, "cuMemcpyHtoD", unsafe { result::memcpy_htod_sync(dst, src) })?;
+                check!(device, "cuMemcpyHtoD", unsafe {
+                    result::memcpy_htod_sync(dst, src)
+                })?;
             }
             let secs = t.elapsed().as_secs_f64();
             Ok(src.len() as f64 * f64::from(reps.max(1)) / secs / 1e9)
