@@ -60,6 +60,8 @@ pub enum Command {
     Client(prover::daemon::command::ClientArgs),
     /// Print a JSON probe of this host: memory, the daemon, GPUs.
     Health(prover::daemon::command::HealthArgs),
+    /// Measure the pinned pool: pinning, freeing, host-to-device copies.
+    BenchPool(prover::pool_bench::PoolBenchArgs),
     /// Generate TEST-ONLY parameters (seeded toxic waste, NOT a trusted setup) into the cache.
     Setup(prover::setup::SetupArgs),
 }

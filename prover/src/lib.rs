@@ -5,7 +5,7 @@
 //! (NTT, MSM; `cpu`, `cuda`) -> [`prove`] (assembly) -> [`timing`] record.
 //! Beside it: [`budget`], [`params`] and [`setup`], [`daemon`]
 //! (`config`, `api`, `engine`, `lifecycle`), [`health`] (the host probe),
-//! [`bench`].
+//! [`bench`], [`pool_bench`].
 
 pub mod backend;
 pub mod bench;
@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod health;
 pub mod params;
 pub mod pool;
+pub mod pool_bench;
 pub mod prove;
 pub mod setup;
 pub mod synthesis;

@@ -45,6 +45,9 @@ fn main() -> ExitCode {
         Command::Daemon(args) => prover::daemon::command::run_daemon(args),
         Command::Client(args) => prover::daemon::command::run_client(args),
         Command::Health(args) => prover::daemon::command::run_health(args),
+        Command::BenchPool(args) => prover::pool_bench::run(&args)
+            .map(|()| cli::exit::OK)
+            .map_err(Into::into),
         Command::Setup(args) => prover::setup::run(args).map(|()| cli::exit::OK),
     };
     match outcome {

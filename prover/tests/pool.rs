@@ -1,6 +1,6 @@
-//! Pinned pool and memory budget from the outside: reuse, best fit,
-//! all-or-nothing checkout, concurrency, shrink order, budget waits, and
-//! the kernel's view of mlocked memory.
+//! Pinned pool and memory budget from the outside: slabs and carving, best
+//! fit, coalescing, all-or-nothing checkout, concurrency, shrink order,
+//! budget waits, and the kernel's view of mlocked memory.
 
 use parking_lot::Mutex;
 use prover::budget::{BudgetError, MemoryBudget};
@@ -14,6 +14,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 const PAGE: usize = 4096;
+/// Slab size of the test pools unless a test says otherwise.
+const SLAB_PAGES: usize = 16;
 /// Every wait in this file is bounded by this.
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -81,8 +83,13 @@ fn wait_for(cond: impl Fn() -> bool, what: &str) {
 }
 
 fn limits(max_bytes: u64) -> PoolLimits {
+    slab_limits(max_bytes, SLAB_PAGES * PAGE)
+}
+
+fn slab_limits(max_bytes: u64, slab: usize) -> PoolLimits {
     PoolLimits {
         max_bytes,
+        slab_bytes: slab as u64,
         idle_shrink_after: Duration::from_secs(3600),
         checkout_timeout: BOUND,
     }
@@ -106,27 +113,98 @@ fn reuse_does_not_reallocate() {
         }
     }
     let s = pool.stats();
-    assert_eq!(alloc.allocs(), 3, "one region per buffer, made once");
-    assert_eq!((s.grows, s.misses, s.hits), (3, 3, 147));
-    assert_eq!(s.bytes_pinned, 6 * PAGE as u64);
+    assert_eq!(alloc.allocs(), 1, "one slab for all three, made once");
+    assert_eq!((s.grows, s.misses, s.hits), (1, 3, 147));
+    assert_eq!(s.bytes_pinned, (SLAB_PAGES * PAGE) as u64);
     assert_eq!(s.bytes_in_use, 0);
     assert_eq!(alloc.frees(), 0);
 }
 
 #[test]
-fn best_fit_picks_the_smallest_adequate_region() {
-    let (pool, alloc) = heap_pool(1 << 20, 1 << 20);
-    pool.preallocate(&[8 * PAGE, 3 * PAGE, 4 * PAGE, 2 * PAGE])
-        .unwrap();
+fn best_fit_picks_the_smallest_adequate_hole() {
+    let alloc = Counting::new(HeapAllocator);
+    let pool = PinnedPool::new(
+        alloc.clone(),
+        MemoryBudget::new(1 << 20),
+        slab_limits(1 << 20, 17 * PAGE),
+    );
+    // One 17-page slab carved front to back: holes of 8, 3 and 4 pages
+    // once a, b and c are back, with one page kept out between each.
+    let a = pool.checkout("a", 8 * PAGE).unwrap();
+    let base = a.as_ptr() as usize;
+    let _x = pool.checkout("x", PAGE).unwrap();
+    let b = pool.checkout("b", 3 * PAGE).unwrap();
+    let _y = pool.checkout("y", PAGE).unwrap();
+    let c = pool.checkout("c", 4 * PAGE).unwrap();
+    let at = |buf: &prover::pool::PinnedBuf| (buf.as_ptr() as usize - base) / PAGE;
+    assert_eq!((at(&b), at(&c)), (9, 13));
+    drop((a, b, c));
     let buf = pool.checkout("job", 2 * PAGE + 1).unwrap();
-    assert_eq!(buf.capacity(), 3 * PAGE);
-    assert_eq!(buf.len(), 2 * PAGE + 1);
-    // Together: the largest request is matched first, each to its best fit.
+    assert_eq!(
+        (at(&buf), buf.capacity(), buf.len()),
+        (9, 3 * PAGE, 2 * PAGE + 1)
+    );
+    // Together: the largest request is placed first, each in its best fit.
     let many = pool.checkout_many("job", &[PAGE, 4 * PAGE]).unwrap();
-    let caps: Vec<usize> = many.iter().map(|b| b.capacity()).collect();
-    assert_eq!(caps, [2 * PAGE, 4 * PAGE]);
-    assert_eq!(alloc.allocs(), 4, "all served from preallocated regions");
-    assert_eq!(pool.stats().hits, 3);
+    assert_eq!((at(&many[0]), at(&many[1])), (0, 13));
+    assert_eq!(alloc.allocs(), 1, "all carved from the one slab");
+    assert_eq!(pool.stats().hits, 2 + 5 - 1 + 1);
+}
+
+#[test]
+fn returned_buffers_coalesce_so_a_whole_slab_serves_again() {
+    let alloc = Counting::new(HeapAllocator);
+    let pool = PinnedPool::new(alloc.clone(), MemoryBudget::new(1 << 20), limits(1 << 20));
+    let bufs: Vec<_> = (0..SLAB_PAGES)
+        .map(|i| pool.checkout(&format!("b{i}"), PAGE).unwrap())
+        .collect();
+    assert_eq!(pool.stats().regions, 1);
+    // Back in an order that leaves holes until the very last.
+    let (even, odd): (Vec<_>, Vec<_>) = bufs.into_iter().enumerate().partition(|(i, _)| i % 2 == 0);
+    drop(even);
+    drop(odd);
+    let whole = pool.checkout("whole", SLAB_PAGES * PAGE).unwrap();
+    assert_eq!(whole.capacity(), SLAB_PAGES * PAGE);
+    assert_eq!(alloc.allocs(), 1, "the coalesced slab served it");
+}
+
+#[test]
+fn many_buffers_need_few_slabs_and_every_byte_is_budgeted() {
+    const SLAB: usize = 64;
+    const BUFFERS: usize = 1000;
+    let alloc = Counting::new(HeapAllocator);
+    let budget = MemoryBudget::new(8 << 20);
+    let pool = PinnedPool::new(
+        alloc.clone(),
+        budget.clone(),
+        slab_limits(4 << 20, SLAB * PAGE),
+    );
+    let bufs: Vec<_> = (0..BUFFERS)
+        .map(|i| pool.checkout("many", PAGE / (1 + i % 2)).unwrap())
+        .collect();
+    let s = pool.stats();
+    assert!(
+        s.regions <= BUFFERS.div_ceil(SLAB),
+        "{} slabs for {BUFFERS} one-page buffers",
+        s.regions
+    );
+    assert_eq!(s.buffers_in_use, BUFFERS);
+    assert_eq!(
+        (s.bytes_in_use, alloc.allocs()),
+        ((BUFFERS * PAGE) as u64, s.regions as u64)
+    );
+    assert_eq!(budget.stats().reserved, s.bytes_pinned);
+    drop(bufs);
+    assert_eq!(
+        budget.stats().reserved,
+        s.bytes_pinned,
+        "idle slabs stay budgeted"
+    );
+    pool.shrink_to(0);
+    assert_eq!(
+        (budget.stats().reserved, alloc.frees()),
+        (0, s.regions as u64)
+    );
 }
 
 #[test]
@@ -308,9 +386,9 @@ fn pool_waiter_wakes_when_a_buffer_comes_back() {
     wait_for(|| pool.stats().waits == 1, "the checkout to block");
     drop(held);
     let (capacity, waited) = waiter.join().unwrap().unwrap();
-    assert_eq!(capacity, 2 * PAGE, "served by the returned region");
+    assert_eq!(capacity, PAGE);
     assert!(waited < BOUND);
-    assert_eq!(alloc.allocs(), 1);
+    assert_eq!(alloc.allocs(), 1, "served by the returned slab");
 }
 
 #[test]
@@ -344,14 +422,24 @@ fn pool_waiters_are_served_in_order_and_a_timed_out_one_leaves_the_line() {
 }
 
 #[test]
-fn shrink_releases_largest_first() {
-    let (pool, alloc) = heap_pool(1 << 20, 1 << 20);
-    pool.preallocate(&[PAGE, 3 * PAGE, 5 * PAGE, 2 * PAGE])
-        .unwrap();
-    let in_use = pool.checkout("job", 4 * PAGE).unwrap();
-    assert_eq!(in_use.capacity(), 5 * PAGE);
+fn shrink_releases_whole_idle_slabs_largest_first() {
+    // One-page slabs: every request gets a slab of exactly its size.
+    let alloc = Counting::new(HeapAllocator);
+    let pool = PinnedPool::new(
+        alloc.clone(),
+        MemoryBudget::new(1 << 20),
+        slab_limits(1 << 20, PAGE),
+    );
+    let idle: Vec<_> = [PAGE, 3 * PAGE]
+        .iter()
+        .map(|b| pool.checkout("job", *b).unwrap())
+        .collect();
+    let in_use = pool.checkout("job", 5 * PAGE).unwrap();
+    let two = pool.checkout("job", 2 * PAGE).unwrap();
+    drop((idle, two));
+    assert_eq!(pool.stats().regions, 4);
 
-    // Down to 8 of 11 pages held: the 3-page region alone is enough.
+    // Down to 8 of 11 pages held: the 3-page slab alone is enough.
     let r = pool.shrink_to(8 * PAGE as u64);
     assert_eq!((r.regions, r.bytes), (1, 3 * PAGE as u64));
     assert_eq!(*alloc.freed_sizes.lock(), [3 * PAGE]);
@@ -361,8 +449,11 @@ fn shrink_releases_largest_first() {
     let later = Instant::now() + Duration::from_secs(7200);
     let r = pool.shrink_idle(later);
     assert_eq!((r.regions, r.bytes), (2, 3 * PAGE as u64));
-    assert_eq!(*alloc.freed_sizes.lock(), [3 * PAGE, 2 * PAGE, PAGE]);
-    // The buffer in use is untouched.
+    // Those two are freed on two threads at once, in either order.
+    let mut freed = alloc.freed_sizes.lock().clone();
+    freed[1..].sort_unstable();
+    assert_eq!(freed, [3 * PAGE, PAGE, 2 * PAGE]);
+    // The slab in use is untouched.
     let s = pool.stats();
     assert_eq!(
         (s.regions, s.bytes_pinned, s.shrinks),
@@ -372,6 +463,19 @@ fn shrink_releases_largest_first() {
     drop(in_use);
     assert_eq!(pool.shrink_to(0).bytes, 5 * PAGE as u64);
     assert_eq!(pool.budget().stats().reserved, 0);
+}
+
+#[test]
+fn a_slab_with_one_buffer_out_is_not_given_back() {
+    let (pool, alloc) = heap_pool(1 << 20, 1 << 20);
+    let small = pool.checkout("small", PAGE).unwrap();
+    let big = pool.checkout("big", 8 * PAGE).unwrap();
+    drop(big);
+    assert_eq!(pool.shrink_to(0).regions, 0, "mostly free is not free");
+    assert_eq!(alloc.frees(), 0);
+    drop(small);
+    let r = pool.shrink_to(0);
+    assert_eq!((r.regions, r.bytes), (1, (SLAB_PAGES * PAGE) as u64));
 }
 
 #[test]
@@ -392,7 +496,10 @@ fn dropping_the_pool_frees_every_region_once_buffers_return() {
     let alloc = Counting::new(HeapAllocator);
     let budget = MemoryBudget::new(1 << 20);
     let pool = PinnedPool::new(alloc.clone(), budget.clone(), limits(1 << 20));
-    pool.preallocate(&[PAGE, 2 * PAGE]).unwrap();
+    // A whole slab and a partial one.
+    pool.preallocate((SLAB_PAGES * PAGE + 2 * PAGE) as u64)
+        .unwrap();
+    assert_eq!(pool.stats().regions, 2);
     let buf = pool.checkout("late", PAGE).unwrap();
     drop(pool);
     assert_eq!(alloc.frees(), 0, "a buffer out keeps the pool alive");
@@ -424,10 +531,16 @@ fn mlock_pool_bytes_show_as_vm_lck() {
     let _one_at_a_time = MLOCK_TESTS.lock();
     let base = vm_locked_bytes();
     let budget = MemoryBudget::new(64 << 20);
-    let pool = PinnedPool::new(Arc::new(MlockAllocator), budget, limits(32 << 20));
+    let pool = PinnedPool::new(
+        Arc::new(MlockAllocator),
+        budget,
+        slab_limits(32 << 20, 4 << 20),
+    );
     assert!(pool.page_locked());
-    pool.preallocate(&[4 << 20, 2 << 20]).unwrap();
-    // 3 and 1 MiB reuse the 4 and 2 MiB regions; 5 MiB grows the pool.
+    // Slabs of 4 and 2 MiB, pinned on two threads.
+    pool.preallocate(6 << 20).unwrap();
+    assert_eq!(vm_locked_bytes() - base, 6 << 20);
+    // 3 and 1 MiB are carved from the 4 and 2 MiB slabs; 5 MiB grows the pool.
     let bufs = pool
         .checkout_many("abc", &[1 << 20, 3 << 20, 5 << 20])
         .unwrap();

@@ -52,6 +52,7 @@ pub(super) async fn run(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOu
         before,
         vm_lck: info.vm_lck,
         rss_shmem: info.rss_shmem,
+        rss_anon: info.rss_anon,
         killed: false,
     };
     // Recorded before signalling: even a failed drain leaves wait_release

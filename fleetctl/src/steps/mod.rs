@@ -279,10 +279,12 @@ pub struct Drained {
     pub pid: u32,
     /// Host memory just before the signal.
     pub before: MemInfo,
-    /// What the daemon itself held then: `VmLck` (mlock pool) and
-    /// `RssShmem` (CUDA pinned buffers show up as shared memory).
+    /// What the daemon itself held then: `VmLck` (mlock pool), `RssShmem`
+    /// (`cuMemHostAlloc` buffers show up as shared memory) and `RssAnon`
+    /// (registered CUDA slabs, the mlock pool and the heap: anonymous).
     pub vm_lck: u64,
     pub rss_shmem: u64,
+    pub rss_anon: u64,
     pub killed: bool,
 }
 
@@ -294,6 +296,14 @@ impl Drained {
     /// `Mlocked` expected once the daemon's memory is back.
     pub fn mlocked_baseline(&self) -> u64 {
         self.before.mlocked.saturating_sub(self.vm_lck)
+    }
+    /// Bytes the host gets back once the daemon is gone: all its resident
+    /// anonymous and shared memory. Registered pinned memory is only
+    /// `RssAnon`, so this, not `Shmem` or `Mlocked`, is what shows that
+    /// it came back. (`VmLck` is part of `RssAnon`; it counts alone only
+    /// when an older status file gave no `RssAnon`.)
+    pub fn returned(&self) -> u64 {
+        self.rss_anon.max(self.vm_lck) + self.rss_shmem
     }
 }
 

@@ -112,6 +112,9 @@ pub struct ProcInfo {
     pub exe: String,
     pub vm_lck: u64,
     pub rss_shmem: u64,
+    /// Anonymous resident memory: where registered (`cuMemHostRegister`)
+    /// pinned memory shows, being neither `Shmem` nor `Mlocked`.
+    pub rss_anon: u64,
 }
 
 impl ProcInfo {
@@ -145,6 +148,7 @@ pub fn parse_proc_status(text: &str) -> Option<ProcInfo> {
             "Exe" => info.exe = value.to_owned(),
             "VmLck" => info.vm_lck = kb(value),
             "RssShmem" => info.rss_shmem = kb(value),
+            "RssAnon" => info.rss_anon = kb(value),
             _ => {}
         }
     }
@@ -322,11 +326,12 @@ mod tests {
 
     #[test]
     fn proc_status_reads_state_and_locked_memory() {
-        let text = "Name:\tprover\nState:\tS (sleeping)\nVmLck:\t  2048 kB\nRssShmem:\t 1024 kB\nExe:\t/opt/p/releases/ab/prover\n";
+        let text = "Name:\tprover\nState:\tS (sleeping)\nVmLck:\t  2048 kB\nRssAnon:\t 4096 kB\nRssShmem:\t 1024 kB\nExe:\t/opt/p/releases/ab/prover\n";
         let info = parse_proc_status(text).unwrap();
         assert_eq!(info.state, 'S');
         assert_eq!(info.vm_lck, 2048 * 1024);
         assert_eq!(info.rss_shmem, 1024 * 1024);
+        assert_eq!(info.rss_anon, 4096 * 1024);
         assert_eq!(info.exe, "/opt/p/releases/ab/prover");
         assert!(!info.zombie());
         assert!(parse_proc_status("State:\tZ (zombie)\nExe:\t\n")

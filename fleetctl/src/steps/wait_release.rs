@@ -3,6 +3,12 @@
 //! driver seconds after the process exits (32 GiB of `cudaHostAlloc` took
 //! 2.8 s, 64 GiB 6.6 s), and a new daemon allocating its pool in that window
 //! fails or pushes the host into swap.
+//!
+//! How each allocator's memory shows: `mlock` as `Mlocked` (and `VmLck`),
+//! `cuMemHostAlloc` as `Shmem`, registered CUDA slabs only as the process's
+//! anonymous RSS. So the checks are: the pid gone from /proc, `Shmem` and
+//! `Mlocked` back to their baselines, and `MemAvailable` back up by what
+//! the daemon had resident (anonymous and shared), which covers all three.
 
 use super::params::{duration, show, ByteSize};
 use super::remote::{self, MemInfo};
@@ -38,7 +44,7 @@ impl Default for WaitReleaseParams {
 
 pub fn describe(p: &WaitReleaseParams, _ctx: &StepCtx<'_>) -> String {
     format!(
-        "wait up to {} for the old daemon to be reaped and its pinned memory (Shmem, Mlocked, GPU process list) to be returned",
+        "wait up to {} for the old daemon to be reaped and its pinned memory (MemAvailable, Shmem, Mlocked, GPU process list) to be returned",
         humantime::format_duration(p.timeout)
     )
 }
@@ -143,7 +149,7 @@ fn memory_findings(p: &WaitReleaseParams, d: &Drained, mem: &MemInfo) -> Vec<Str
     }
     let need = p.min_available.map_or_else(
         || {
-            (d.before.available + d.vm_lck + d.rss_shmem)
+            (d.before.available + d.returned())
                 .min(d.before.total)
                 .saturating_sub(tol)
         },
@@ -174,8 +180,40 @@ mod tests {
             },
             vm_lck: 0,
             rss_shmem: 32 << 30,
+            rss_anon: 0,
             killed: false,
         }
+    }
+
+    #[test]
+    fn registered_memory_is_waited_for_through_mem_available() {
+        // A registered CUDA pool: 32 GiB of anonymous RSS, no Shmem, no Mlocked.
+        let d = Drained {
+            before: MemInfo {
+                total: 256 << 30,
+                available: 100 << 30,
+                shmem: 2 << 30,
+                mlocked: 1 << 30,
+            },
+            rss_shmem: 0,
+            rss_anon: 33 << 30,
+            ..drained()
+        };
+        let p = WaitReleaseParams::default();
+        let still = MemInfo {
+            total: 256 << 30,
+            available: 101 << 30,
+            shmem: 2 << 30,
+            mlocked: 1 << 30,
+        };
+        let f = memory_findings(&p, &d, &still);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].starts_with("MemAvailable 101GiB < 132.8GiB"), "{f:?}");
+        let back = MemInfo {
+            available: 133 << 30,
+            ..still
+        };
+        assert!(memory_findings(&p, &d, &back).is_empty());
     }
 
     #[test]

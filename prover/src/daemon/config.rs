@@ -14,6 +14,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Smallest `pool.slab_size`: one page.
+const MIN_SLAB: u64 = 4096;
+/// Largest `pool.slab_size`: beyond this one slab is most of a host, and
+/// nothing is left to pin (or give back) in parallel.
+const MAX_SLAB: u64 = 64 << 30;
+
 /// A configuration file that could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -138,12 +144,15 @@ pub enum AllocatorChoice {
 #[serde(deny_unknown_fields, default)]
 pub struct Pool {
     pub allocator: AllocatorChoice,
-    /// Allocated at start, before `ready`: `auto` sizes it for the pipeline's
-    /// partitions of the largest preload entry.
+    /// Pinned at start: `auto` sizes it for the pipeline's partitions of the
+    /// largest preload entry; the daemon is ready once the first partitions'
+    /// share is pinned, the rest follows in the background.
     pub preallocate: BudgetSize,
     /// Most the pool may hold; `None` = half the budget (the rest is for working sets).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<ByteSize>,
+    /// Size of the slabs the pool pins and carves buffers from.
+    pub slab_size: ByteSize,
     /// Idle regions are returned after this long unused.
     pub idle_shrink_after: HumanDuration,
     /// Allow falling back to pageable heap memory when page-locking fails.
@@ -156,6 +165,7 @@ impl Default for Pool {
             allocator: AllocatorChoice::Auto,
             preallocate: BudgetSize::Auto,
             max_bytes: None,
+            slab_size: ByteSize(crate::pool::DEFAULT_SLAB_BYTES),
             idle_shrink_after: HumanDuration(Duration::from_secs(300)),
             pageable: false,
         }
@@ -333,6 +343,7 @@ impl Config {
                 ));
             }
         }
+        self.check_pool(&bad)?;
         for (i, p) in self.preload.iter().enumerate() {
             let range = MIN_SIZE as u64..=MAX_SIZE as u64;
             if !range.contains(&p.size) {
@@ -343,6 +354,54 @@ impl Config {
                         p.size
                     ),
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Pool sizes that contradict each other or the budget, caught here so
+    /// nothing is started (or pinned) with them.
+    fn check_pool(&self, bad: &impl Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
+        let pool = &self.pool;
+        let slab = pool.slab_size.0;
+        if !(MIN_SLAB..=MAX_SLAB).contains(&slab) {
+            return Err(bad(
+                "pool.slab_size",
+                format!("{slab} bytes is out of range: must be between {MIN_SLAB} and {MAX_SLAB}"),
+            ));
+        }
+        let budget = match self.memory.budget {
+            BudgetSize::Bytes(b) => Some(b),
+            BudgetSize::Auto => None,
+        };
+        if let (Some(max), Some(budget)) = (pool.max_bytes, budget) {
+            if max.0 >= budget {
+                return Err(bad(
+                    "pool.max_bytes",
+                    format!(
+                        "{} bytes leave nothing of the {budget}-byte memory.budget for proving's \
+                         working memory; set it below the budget (default: half)",
+                        max.0
+                    ),
+                ));
+            }
+        }
+        if let BudgetSize::Bytes(want) = pool.preallocate {
+            // The cap the pool will have: max_bytes, or half a fixed budget.
+            let cap = pool
+                .max_bytes
+                .map(|m| (m.0, "pool.max_bytes"))
+                .or(budget.map(|b| (b / 2, "half of memory.budget (pool.max_bytes unset)")));
+            if let Some((cap, what)) = cap {
+                if want > cap {
+                    return Err(bad(
+                        "pool.preallocate",
+                        format!(
+                            "{want} bytes exceed the pool's cap of {cap} bytes ({what}); \
+                             preallocate at most the cap"
+                        ),
+                    ));
+                }
             }
         }
         Ok(())
@@ -584,12 +643,35 @@ mod tests {
     #[test]
     fn sizes_accept_integers_and_binary_units() {
         let c = parse(
-            "[memory]\nbudget = \"64GiB\"\n[pool]\nmax_bytes = 4096\npreallocate = \"512 MiB\"\n",
+            "[memory]\nbudget = \"64GiB\"\n[pool]\nmax_bytes = 1073741824\npreallocate = \"512 MiB\"\nslab_size = \"4 KiB\"\n",
         )
         .unwrap();
         assert_eq!(c.memory.budget, BudgetSize::Bytes(64 << 30));
-        assert_eq!(c.pool.max_bytes, Some(ByteSize(4096)));
+        assert_eq!(c.pool.max_bytes, Some(ByteSize(1 << 30)));
         assert_eq!(c.pool.preallocate, BudgetSize::Bytes(512 << 20));
+        assert_eq!(c.pool.slab_size, ByteSize(4096));
+    }
+
+    #[test]
+    fn pool_sizes_that_contradict_each_other_are_refused_when_read() {
+        // Preallocating exactly the cap is fine: it is rounded within it.
+        let c = parse("[pool]\nmax_bytes = \"32GiB\"\npreallocate = \"32GiB\"\n").unwrap();
+        assert_eq!(c.pool.preallocate, BudgetSize::Bytes(32 << 30));
+        let e = err("[pool]\nmax_bytes = \"32GiB\"\npreallocate = \"33GiB\"\n");
+        assert!(
+            e.contains("pool.preallocate: 35433480192 bytes exceed the pool's cap of 34359738368 bytes (pool.max_bytes)"),
+            "{e}"
+        );
+        let e = err("[memory]\nbudget = \"8GiB\"\n[pool]\npreallocate = \"5GiB\"\n");
+        assert!(e.contains("half of memory.budget"), "{e}");
+        let e = err("[memory]\nbudget = \"8GiB\"\n[pool]\nmax_bytes = \"8GiB\"\n");
+        assert!(
+            e.contains("pool.max_bytes: 8589934592 bytes leave nothing"),
+            "{e}"
+        );
+        assert!(
+            err("[pool]\nslab_size = 100\n").contains("pool.slab_size: 100 bytes is out of range")
+        );
     }
 
     #[test]

@@ -2,8 +2,11 @@
 //! failure names its step), serve until told to stop, drain, release, exit.
 //!
 //! Operator log lines, at info, in this order: `starting`, `configuration
-//! loaded`, `pinned pool allocated <bytes> in <ms>`, `ready`, then on the
-//! first stop request `draining`, `drained`, and finally `exiting`. A second
+//! loaded`, `pinned pool allocated <bytes> in <ms>` (the first partitions'
+//! share), `ready`, then on the first stop request `draining`, `drained`,
+//! and finally `exiting`. The rest of the preallocation is pinned in the
+//! background after `ready`: `pinned pool preallocation done` says when,
+//! with the bytes and how long the whole preallocation took. A second
 //! stop request or the drain timeout aborts: `drain aborted: <why>` at error
 //! level, and [`run`] returns [`DaemonError::Aborted`].
 //!
@@ -26,6 +29,7 @@ use crate::pool::{
     HeapAllocator, HostAllocator, MlockAllocator, PinnedPool, PoolError, PoolLimits,
 };
 use crate::timing::TimingLog;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
@@ -160,6 +164,36 @@ struct Running {
     pool: PinnedPool,
     timing: Arc<TimingLog>,
     shrinker: tokio::task::JoinHandle<()>,
+    growing: Option<Background>,
+}
+
+/// The preallocation still being pinned after `ready`. Dropped (a start-up
+/// step after the pool failed), it stops starting new slabs.
+struct Background {
+    cancel: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Background {
+    /// Stops it starting new slabs and waits for the ones being pinned
+    /// (each takes a fraction of a second), so the release sees them all.
+    async fn stop(mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        match tokio::task::spawn_blocking(move || thread.join()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => tracing::warn!("the background preallocation panicked"),
+            Err(e) => tracing::warn!("joining the background preallocation: {e}"),
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Running {
@@ -167,6 +201,9 @@ impl Running {
     /// releases the pool.
     async fn finish(self, clean: bool) {
         self.shrinker.abort();
+        if let Some(growing) = self.growing {
+            growing.stop().await;
+        }
         if clean {
             let engine = self.engine.clone();
             if let Err(e) = tokio::task::spawn_blocking(move || engine.shutdown()).await {
@@ -176,12 +213,22 @@ impl Running {
         if let Err(e) = self.timing.sync() {
             tracing::warn!("flushing the timing log: {e}");
         }
-        let released = self.pool.shrink_to(0);
+        let pool = self.pool.clone();
+        let t = Instant::now();
+        // Slabs are unpinned on several threads: off the async ones.
+        let released = match tokio::task::spawn_blocking(move || pool.shrink_to(0)).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("releasing the pool: {e}");
+                Default::default()
+            }
+        };
         let left = self.pool.stats().bytes_pinned;
         tracing::info!(
             bytes = released.bytes,
             regions = released.regions,
             still_in_use = left,
+            ms = t.elapsed().as_secs_f64() * 1e3,
             "pinned pool released"
         );
     }
@@ -251,25 +298,13 @@ async fn start(
 
     state.readiness.starting("allocating the pinned pool");
     let shapes = preload_shapes(config)?;
-    let pool = {
+    let (pool, growing) = {
         let config = config.clone();
         let budget = budget.clone();
-        let per_partition: Vec<usize> = shapes
-            .iter()
-            .max_by_key(|s| pool_bytes(s))
-            .map(buffer_sizes)
-            .unwrap_or_default();
+        let per_partition = shapes.iter().map(pool_bytes).max().unwrap_or(0);
         let device_workers: u32 = devices.iter().map(|d| d.workers).sum();
-        blocking(move || {
-            make_pool(
-                &config,
-                budget,
-                cuda_ordinal,
-                &per_partition,
-                device_workers,
-            )
-        })
-        .await??
+        blocking(move || make_pool(&config, budget, cuda_ordinal, per_partition, device_workers))
+            .await??
     };
     let _ = state.pool.set(pool.clone());
 
@@ -332,6 +367,7 @@ async fn start(
         pool,
         timing,
         shrinker,
+        growing,
     })
 }
 
@@ -354,15 +390,6 @@ fn preload_shapes(config: &Config) -> Result<Vec<CircuitShape>, DaemonError> {
                 reason: e.to_string(),
             })
         })
-        .collect()
-}
-
-/// The five pool buffers of one partition, as synthesis checks them out.
-fn buffer_sizes(shape: &CircuitShape) -> Vec<usize> {
-    let m = shape.domain_size();
-    [m, m, m, shape.num_inputs.max(1), shape.num_aux.max(1)]
-        .iter()
-        .map(|e| e * 32)
         .collect()
 }
 
@@ -395,17 +422,20 @@ fn open_devices(devices: &Devices, workers: u32) -> Result<Vec<Device>, DaemonEr
 }
 
 /// Builds the pool with the configured allocator (falling back to pageable
-/// memory only when `pool.pageable` allows it) and preallocates it.
+/// memory only when `pool.pageable` allows it) and pins the first
+/// partitions' share of the preallocation; the rest is left to a background
+/// thread, returned with the pool.
 fn make_pool(
     config: &Config,
     budget: Arc<MemoryBudget>,
     cuda_ordinal: Option<u32>,
-    per_partition: &[usize],
+    per_partition: u64,
     device_workers: u32,
-) -> Result<PinnedPool, DaemonError> {
+) -> Result<(PinnedPool, Option<Background>), DaemonError> {
     let max_bytes = pool_max_bytes(config, budget.total())?;
     let limits = PoolLimits {
         max_bytes,
+        slab_bytes: config.pool.slab_size.0,
         idle_shrink_after: config.pool.idle_shrink_after.0,
         checkout_timeout: CHECKOUT_TIMEOUT,
     };
@@ -449,17 +479,64 @@ fn make_pool(
     };
     let name = allocator.name();
     let pool = PinnedPool::new(allocator, budget, limits);
-    let sizes = prealloc_sizes(config, per_partition, device_workers, max_bytes);
-    if sizes.is_empty() {
+    let plan = prealloc_plan(
+        config,
+        per_partition,
+        device_workers,
+        max_bytes,
+        pool.limits().slab_bytes,
+    );
+    if plan.total == 0 {
         tracing::info!(allocator = name, "pinned pool allocated 0 bytes in 0 ms");
-    } else {
-        pool.preallocate(&sizes)
-            .map_err(|source| DaemonError::Pool {
-                allocator: name,
-                source,
-            })?;
+        return Ok((pool, None));
     }
-    Ok(pool)
+    let started = Instant::now();
+    pool.preallocate(plan.first)
+        .map_err(|source| DaemonError::Pool {
+            allocator: name,
+            source,
+        })?;
+    let rest = plan.total - plan.first;
+    if rest == 0 {
+        log_preallocation_done(plan.total, started);
+        return Ok((pool, None));
+    }
+    let cancel = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let (pool, cancel) = (pool.clone(), cancel.clone());
+        std::thread::Builder::new()
+            .name("pool-prealloc".into())
+            .spawn(move || match pool.preallocate_cancellable(rest, &cancel) {
+                Ok(_) if cancel.load(Ordering::Relaxed) => tracing::info!(
+                    bytes = pool.stats().bytes_pinned,
+                    "pinned pool preallocation stopped by the drain"
+                ),
+                Ok(_) => log_preallocation_done(plan.total, started),
+                // Not fatal: the pool grows on demand, through the budget.
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    bytes = pool.stats().bytes_pinned,
+                    "pinned pool preallocation stopped early; the pool grows on demand"
+                ),
+            })
+            .map_err(|e| step("starting the background preallocation")(e.to_string()))?
+    };
+    Ok((
+        pool,
+        Some(Background {
+            cancel,
+            thread: Some(thread),
+        }),
+    ))
+}
+
+fn log_preallocation_done(total: u64, started: Instant) {
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    tracing::info!(
+        bytes = total,
+        ms,
+        "pinned pool preallocation done: {total} bytes in {ms:.0} ms"
+    );
 }
 
 /// The pool's cap: `pool.max_bytes`, or half the budget; it must leave part
@@ -476,37 +553,41 @@ fn pool_max_bytes(config: &Config, budget: u64) -> Result<u64, DaemonError> {
     }
 }
 
-/// Regions to allocate at start: `auto` = one partition's buffers for every
-/// partition the pipeline holds at once (synthesis workers, the lookahead
-/// queue, device workers); a byte count = as many whole partitions as fit
-/// (one region of that size when nothing is preloaded). `auto` stays within
-/// `max_bytes`, the pool's cap.
-fn prealloc_sizes(
+/// How much to pin at start, and how much of it before `ready`.
+#[derive(Debug, PartialEq, Eq)]
+struct PreallocPlan {
+    total: u64,
+    /// Pinned before `ready`: whole slabs holding the buffers of one
+    /// partition per device worker, the first ones to be proved.
+    first: u64,
+}
+
+/// `auto` = one partition's buffers for every partition the pipeline holds
+/// at once (the lookahead queue and the device workers); a byte count = that
+/// many bytes. Either stays within `max_bytes`, the pool's cap (the config
+/// check refuses an explicit size above an explicit cap).
+fn prealloc_plan(
     config: &Config,
-    per_partition: &[usize],
+    per_partition: u64,
     device_workers: u32,
     max_bytes: u64,
-) -> Vec<usize> {
-    let one: usize = per_partition.iter().sum();
-    match config.pool.preallocate {
-        BudgetSize::Auto if one == 0 => Vec::new(),
+    slab: u64,
+) -> PreallocPlan {
+    let total = match config.pool.preallocate {
+        BudgetSize::Auto if per_partition == 0 => 0,
         BudgetSize::Auto => {
-            let page = crate::pool::page_size();
-            let rounded: u64 = per_partition
-                .iter()
-                .map(|b| b.div_ceil(page) * page)
-                .sum::<usize>() as u64;
             let want = u64::from(config.synthesis.lookahead.max(1) + device_workers);
-            let n = want.min(max_bytes / rounded.max(1));
-            (0..n).flat_map(|_| per_partition.iter().copied()).collect()
+            want.min(max_bytes / per_partition) * per_partition
         }
-        BudgetSize::Bytes(0) => Vec::new(),
-        BudgetSize::Bytes(b) if one == 0 => vec![b as usize],
-        BudgetSize::Bytes(b) => {
-            let n = (b as usize / one).max(1);
-            (0..n).flat_map(|_| per_partition.iter().copied()).collect()
-        }
-    }
+        BudgetSize::Bytes(b) => b.min(max_bytes),
+    };
+    let first_partitions = per_partition.saturating_mul(u64::from(device_workers.max(1)));
+    let first = first_partitions
+        .max(1)
+        .div_ceil(slab)
+        .saturating_mul(slab)
+        .min(total);
+    PreallocPlan { total, first }
 }
 
 #[cfg(test)]
@@ -518,17 +599,41 @@ mod tests {
         let mut c = Config::default();
         c.synthesis.concurrency = 2;
         c.synthesis.lookahead = 1;
-        let per = [100, 100, 100, 8, 40];
-        // lookahead 1 + one device worker, room for plenty.
-        assert_eq!(prealloc_sizes(&c, &per, 1, u64::MAX).len(), 2 * 5);
-        // Five pages per partition: a cap of 7 pages leaves room for one.
-        let page = crate::pool::page_size() as u64;
-        assert_eq!(prealloc_sizes(&c, &per, 1, 7 * page).len(), 5);
-        c.pool.preallocate = BudgetSize::Bytes(700);
-        assert_eq!(prealloc_sizes(&c, &per, 1, u64::MAX).len(), 2 * 5);
+        let gib = 1u64 << 30;
+        // lookahead 1 + one device worker, room for plenty; the device
+        // worker's partition is pinned before ready, in whole slabs.
+        assert_eq!(
+            prealloc_plan(&c, 100, 1, u64::MAX, gib),
+            PreallocPlan {
+                total: 200,
+                first: 200
+            }
+        );
+        let p = prealloc_plan(&c, 3 * gib, 2, u64::MAX, gib);
+        assert_eq!((p.total, p.first), (9 * gib, 6 * gib));
+        // A cap of 7 GiB leaves room for two 3 GiB partitions.
+        assert_eq!(prealloc_plan(&c, 3 * gib, 1, 7 * gib, gib).total, 6 * gib);
+    }
+
+    #[test]
+    fn a_fixed_preallocation_is_rounded_within_the_cap() {
+        let mut c = Config::default();
+        let gib = 1u64 << 30;
+        // The case: 32 GiB preallocated, 32 GiB cap, partitions of
+        // 2^10 constraints that do not divide it: exactly the cap.
+        c.pool.preallocate = BudgetSize::Bytes(32 * gib);
+        let p = prealloc_plan(&c, 5 * 32 * 1024, 1, 32 * gib, gib);
+        assert_eq!((p.total, p.first), (32 * gib, gib));
+        assert_eq!(prealloc_plan(&c, 0, 1, 16 * gib, gib).total, 16 * gib);
         c.pool.preallocate = BudgetSize::Bytes(0);
-        assert!(prealloc_sizes(&c, &per, 1, u64::MAX).is_empty());
+        assert_eq!(prealloc_plan(&c, 100, 1, u64::MAX, gib).total, 0);
         c.pool.preallocate = BudgetSize::Bytes(4096);
-        assert_eq!(prealloc_sizes(&c, &[], 1, u64::MAX), vec![4096]);
+        assert_eq!(
+            prealloc_plan(&c, 0, 1, u64::MAX, gib),
+            PreallocPlan {
+                total: 4096,
+                first: 4096
+            }
+        );
     }
 }

@@ -144,54 +144,11 @@ fn heap_layout(bytes: usize) -> Result<Layout, PoolError> {
     })
 }
 
-/// A fresh anonymous private read-write mapping of `bytes` rounded up to
-/// whole pages, made on behalf of `allocator` (named in errors).
 #[cfg(unix)]
-fn map_anonymous(allocator: &'static str, bytes: usize) -> Result<Region, PoolError> {
-    let fail = |bytes, reason| PoolError::Alloc {
-        allocator,
-        bytes,
-        reason,
-    };
-    let len = bytes
-        .max(1)
-        .checked_next_multiple_of(page_size())
-        .ok_or_else(|| fail(bytes, "size overflows when rounded to whole pages".into()))?;
-    // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        let err = std::io::Error::last_os_error();
-        return Err(fail(len, format!("mmap: {err}")));
-    }
-    let ptr =
-        NonNull::new(ptr.cast::<u8>()).ok_or_else(|| fail(len, "mmap returned null".into()))?;
-    // SAFETY: page-aligned, zero-filled by the kernel, `len` long, ours.
-    Ok(unsafe { Region::from_raw(ptr, len) })
-}
-
-/// Unmaps a region made by [`map_anonymous`] (unlocking it too).
-///
-/// # Safety
-/// `region` must be such a mapping, used by nothing afterwards.
-#[cfg(unix)]
-unsafe fn unmap(region: Region) {
-    // munmap cannot fail for a whole mapping we made, and there would be
-    // nothing useful to do about it during teardown anyway.
-    // SAFETY: guaranteed by the caller.
-    unsafe { libc::munmap(region.as_ptr().cast(), region.len()) };
-}
+use super::mmap::{fault_in, map_anonymous, unmap};
 
 /// Anonymous private mappings locked into RAM with `mlock`: page-locked
-/// without any device runtime. The host shows them as `Mlocked` in
+/// without any device runtime, huge-page backed where the kernel allows. The host shows them as `Mlocked` in
 /// `/proc/meminfo`, the process as `VmLck` in `/proc/<pid>/status`.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct MlockAllocator;
@@ -207,20 +164,14 @@ impl HostAllocator for MlockAllocator {
 
     #[cfg(unix)]
     fn alloc(&self, bytes: usize) -> Result<Region, PoolError> {
+        // Huge-page backed and without a copy in forked children (see
+        // `map_anonymous`). Faulting it in from several threads first
+        // leaves `mlock` only the locking: it would otherwise fault every
+        // page in itself, on one thread. Both make the region resident and
+        // locked before this returns (the pool's allocation time).
         let region = map_anonymous(self.name(), bytes)?;
         let len = region.len();
-        // Forked children (a shell, a probe) get no copy of these pages:
-        // sharing them copy-on-write would make the daemon's next write move
-        // a page out from under a device reading it (if the range is
-        // registered with one) and would slow every fork. Best effort: the
-        // region works without it.
-        #[cfg(target_os = "linux")]
-        // SAFETY: advice on the mapping just made.
-        unsafe {
-            libc::madvise(region.as_ptr().cast(), len, libc::MADV_DONTFORK)
-        };
-        // mlock faults every page in, so the region is resident and locked
-        // when this returns (the time the pool reports as allocation time).
+        fault_in(&region);
         // SAFETY: the region is the mapping just made.
         if unsafe { libc::mlock(region.as_ptr().cast(), len) } != 0 {
             let err = std::io::Error::last_os_error();

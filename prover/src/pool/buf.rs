@@ -1,46 +1,50 @@
-//! [`PinnedBuf`]: one region checked out of the pool, returned on drop.
+//! [`PinnedBuf`]: one range carved from a pool slab, returned on drop.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use super::alloc::Region;
 use super::pinned::Inner;
-use crate::budget::Reservation;
 
 /// An owned host buffer from a [`PinnedPool`](super::PinnedPool).
 ///
-/// Derefs to the first `len()` bytes of its region; `capacity()` is the
-/// whole region. Dropping it returns the region (and its budget
-/// reservation) to the pool for the next job; the memory stays pinned.
+/// Derefs to the first `len()` bytes of its range; `capacity()` is the
+/// whole range (page-rounded). Dropping it returns the range to its slab
+/// for the next job; the memory stays pinned, and its budget reservation
+/// stays with the slab.
 pub struct PinnedBuf {
     ptr: *mut u8,
     len: usize,
     capacity: usize,
-    /// Always `Some` until `drop` hands it back.
-    owned: Option<(Region, Reservation)>,
+    slab: u64,
+    offset: usize,
     pool: Arc<Inner>,
     who: String,
 }
 
-// SAFETY: the buffer owns its region exclusively; the raw pointer is only a
-// cached copy of the region's pointer, valid on any thread.
+// SAFETY: the buffer owns its range exclusively (the pool carved it out for
+// this buffer alone); the raw pointer is valid on any thread.
 unsafe impl Send for PinnedBuf {}
 // SAFETY: shared access only gives `&[u8]`.
 unsafe impl Sync for PinnedBuf {}
 
 impl PinnedBuf {
+    /// Wraps the range `offset..offset + capacity` of slab `slab`, which
+    /// starts at `ptr`.
     pub(crate) fn new(
         pool: Arc<Inner>,
-        region: Region,
-        reservation: Reservation,
+        ptr: *mut u8,
+        slab: u64,
+        offset: usize,
+        capacity: usize,
         len: usize,
         who: &str,
     ) -> Self {
         Self {
-            ptr: region.as_ptr(),
-            len: len.min(region.len()),
-            capacity: region.len(),
-            owned: Some((region, reservation)),
+            ptr,
+            len: len.min(capacity),
+            capacity,
+            slab,
+            offset,
             pool,
             who: who.to_owned(),
         }
@@ -63,7 +67,7 @@ impl PinnedBuf {
         self.len == 0
     }
 
-    /// Bytes of the underlying region (`>= len()`, page-rounded).
+    /// Bytes of the carved range (`>= len()`, page-rounded).
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -78,7 +82,7 @@ impl Deref for PinnedBuf {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        // SAFETY: the region is valid, initialised (allocator contract) and
+        // SAFETY: the range is valid, initialised (allocator contract) and
         // exclusively ours for `capacity >= len` bytes.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
@@ -104,8 +108,7 @@ impl std::fmt::Debug for PinnedBuf {
 
 impl Drop for PinnedBuf {
     fn drop(&mut self) {
-        if let Some((region, reservation)) = self.owned.take() {
-            self.pool.give_back(region, reservation, &self.who);
-        }
+        self.pool
+            .give_back(self.slab, self.offset, self.capacity, &self.who);
     }
 }

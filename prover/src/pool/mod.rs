@@ -2,28 +2,33 @@
 //!
 //! Pinning memory is slow (an 8 GiB `cudaHostAlloc` takes seconds) but
 //! copying to a device from pinned memory is an order of magnitude faster
-//! than from pageable memory, so regions are allocated once, kept, and handed
-//! out again job after job. Every byte the pool holds, idle or in use, is a
+//! than from pageable memory, so memory is pinned once in large slabs, kept,
+//! and carved into buffers job after job. Every byte the pool holds, idle or in use, is a
 //! [`Reservation`](crate::budget::Reservation) against the process's
 //! [`MemoryBudget`](crate::budget::MemoryBudget).
 //!
 //! - [`alloc`]: where regions come from ([`MlockAllocator`], [`HeapAllocator`];
 //!   a device runtime adds its own [`HostAllocator`]).
-//! - [`pinned`]: the pool itself: best-fit reuse, growth, all-or-nothing
-//!   checkout of several buffers, idle shrinking.
+//! - [`mmap`]: huge-page backed anonymous mappings, faulted in on many threads.
+//! - [`slab`]: one slab's free extents (best fit, coalescing).
+//! - [`pinned`]: the pool itself: slabs, best-fit carving, growth,
+//!   all-or-nothing checkout of several buffers, idle shrinking.
 //! - [`buf`]: [`PinnedBuf`], the RAII guard of one checked-out region.
 //! - [`vec`]: [`PinnedVec`], a fixed-capacity typed vector over a buffer.
 //! - [`proc`]: what the kernel reports about locked memory.
 
 pub mod alloc;
 pub mod buf;
+#[cfg(unix)]
+pub mod mmap;
 pub mod pinned;
 pub mod proc;
+pub mod slab;
 pub mod vec;
 
 pub use alloc::{page_size, HeapAllocator, HostAllocator, MlockAllocator, Region, REGION_ALIGN};
 pub use buf::PinnedBuf;
-pub use pinned::{PinnedPool, PoolLimits, PoolStats, ShrinkReport};
+pub use pinned::{PinnedPool, PoolLimits, PoolStats, ShrinkReport, DEFAULT_SLAB_BYTES};
 pub use proc::{host_mlocked_bytes, vm_locked_bytes};
 pub use vec::{CapacityError, PinnedVec, PinnedVecError};
 
