@@ -70,7 +70,7 @@ echo "== benchmark table"
 echo "== per-phase timings of one proof (chain, 2^16, CUDA backend)"
 if [ -x "$bin_dir/prover" ]; then
     params=$(mktemp -d)
-    "$bin_dir/prover" prove --backend cuda --size 65536 --params-dir "$params" 2>&1 |
+    "$bin_dir/prover" prove --backend cuda --size 65536 --params-dir "$params" --test-params 2>&1 |
         tee "$out/prove_cuda.txt" || status=1
     rm -rf "$params"
 else

@@ -36,7 +36,7 @@ fn free_port() -> u16 {
 /// `extra` TOML merged over them, table by table.
 fn config_text(port: u16, extra: &str) -> String {
     let base = format!(
-        "listen = \"127.0.0.1:{port}\"\napi_token = \"{TOKEN}\"\ndrain_timeout = \"60s\"\n\
+        "listen = \"127.0.0.1:{port}\"\napi_token = \"{TOKEN}\"\ndrain_timeout = \"60s\"\ntest_params = true\n\
          [gpu]\ndevices = []\n[memory]\nbudget = \"1GiB\"\n[[preload]]\ncircuit = \"chain\"\nsize = {SIZE}\n"
     );
     fn merge(into: &mut toml::Table, from: toml::Table) {
