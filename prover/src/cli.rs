@@ -7,10 +7,10 @@
 
 use anyhow::{bail, Context, Result};
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Parameters, Proof};
-use ff::PrimeField;
 use blstrs::{Bls12, Scalar};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use ff::PrimeField;
 use fleet_wire::timing::{JobTag, Phase, ProofRecord, TimelineKind, TIMING_SCHEMA_VERSION};
 use prover::backend::cpu::CpuBackend;
 use prover::backend::{Backend, BackendTimes};
@@ -383,8 +383,12 @@ mod tests {
 
     #[test]
     fn undecodable_proofs_are_reported_before_anything_is_loaded() {
-        assert!(decode_proofs("zz").expect_err("not hex").contains("not hex"));
-        assert!(decode_proofs("00").expect_err("short").contains("multiple of 192"));
+        assert!(decode_proofs("zz")
+            .expect_err("not hex")
+            .contains("not hex"));
+        assert!(decode_proofs("00")
+            .expect_err("short")
+            .contains("multiple of 192"));
         // 192 bytes of 0xff: a compressed point with invalid flags / off the curve.
         let bad = "ff".repeat(192);
         let err = decode_proofs(&bad).expect_err("off curve");

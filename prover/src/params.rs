@@ -502,7 +502,6 @@ pub struct ParamsMeta {
     pub created_unix_s: u64,
 }
 
-
 /// Whether a store may make up TEST-ONLY parameters for an entry it lacks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum TestParams {

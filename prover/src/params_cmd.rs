@@ -62,8 +62,12 @@ pub struct VerifyArgs {
 }
 
 fn open(dir: &DirArg) -> Result<ParamStore> {
-    ParamStore::open(&dir.params_dir)
-        .with_context(|| format!("opening the parameter directory {}", dir.params_dir.display()))
+    ParamStore::open(&dir.params_dir).with_context(|| {
+        format!(
+            "opening the parameter directory {}",
+            dir.params_dir.display()
+        )
+    })
 }
 
 fn origin_text(origin: &ParamsOrigin) -> String {

@@ -806,4 +806,17 @@ fn drain_timeout_or_a_second_sigterm_aborts_with_exit_5() {
         "{}",
         d.log()
     );
+    after_an_aborted_drain_exiting_is_the_last_log_line(&d);
+}
+
+fn after_an_aborted_drain_exiting_is_the_last_log_line(d: &Daemon) {
+    // Workers still running when the process ends must not log after it.
+    std::thread::sleep(Duration::from_millis(300));
+    let log = d.log();
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    assert!(last.contains("exiting"), "last line {last:?} of\n{log}");
 }

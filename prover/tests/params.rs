@@ -472,7 +472,11 @@ fn a_file_without_sidecar_is_adopted_as_imported_never_overwritten() {
         .get_or_generate(CircuitKind::Chain, SIZE)
         .expect("adopted");
     assert!(*loaded == theirs, "the store loaded something else");
-    assert_eq!(fs::read(&path).expect("read"), bytes, "the file was modified");
+    assert_eq!(
+        fs::read(&path).expect("read"),
+        bytes,
+        "the file was modified"
+    );
     let meta = store.meta(CircuitKind::Chain, SIZE).expect("sidecar");
     assert!(
         matches!(&meta.origin, ParamsOrigin::Imported { from } if from.contains("without a sidecar")),
@@ -500,7 +504,11 @@ fn a_file_without_sidecar_that_does_not_fit_is_refused_and_left_alone() {
         .expect_err("wrong domain adopted");
     assert!(matches!(err, ParamsError::NotAdopted { .. }), "{err}");
     assert!(err.to_string().contains("domain 2^9"), "{err}");
-    assert_eq!(fs::read(&path).expect("read"), bytes, "the file was modified");
+    assert_eq!(
+        fs::read(&path).expect("read"),
+        bytes,
+        "the file was modified"
+    );
     assert!(!store.meta_path(CircuitKind::Chain, SIZE).exists());
 
     fs::write(&path, b"not parameters").expect("write");
@@ -595,10 +603,16 @@ fn loaded_parameters_hold_a_budget_reservation() {
         .with_test_params(TestParams::Generate { seed: 0 })
         .with_budget(budget.clone());
     assert_eq!(budget.stats().reserved, 0);
-    store.get_or_generate(CircuitKind::Chain, 256).expect("load");
+    store
+        .get_or_generate(CircuitKind::Chain, 256)
+        .expect("load");
     let layout = ParamsLayout::read(&store.params_path(CircuitKind::Chain, 256)).expect("layout");
     let want = memory_bytes(&layout);
-    assert!(want > layout.file_len / 2, "{want} for a {}-byte file", layout.file_len);
+    assert!(
+        want > layout.file_len / 2,
+        "{want} for a {}-byte file",
+        layout.file_len
+    );
     assert_eq!(budget.stats().reserved, want);
     assert_eq!(store.loaded_bytes(), want);
     // Loading again shares the entry and reserves nothing more.

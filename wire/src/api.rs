@@ -320,7 +320,7 @@ mod tests {
             ".",
             "",
             "9999999999999999999h",
-            "1" .repeat(40).as_str(),
+            "1".repeat(40).as_str(),
         ] {
             assert_eq!(parse_timeout(t), None, "{t:?}");
         }

@@ -4,12 +4,11 @@
 
 use crate::budget::MemoryBudget;
 use crate::daemon::engine::{Engine, SubmitError};
+use crate::daemon::http::HttpLimits;
 use crate::daemon::metrics::{Metrics, Sample};
 use crate::pool::PinnedPool;
-use crate::daemon::http::HttpLimits;
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
-use tower_http::timeout::RequestBodyTimeoutLayer;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -25,6 +24,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 /// Longest a `/wait` request may hold the connection.
 pub const MAX_WAIT: Duration = Duration::from_secs(600);

@@ -71,13 +71,19 @@ impl HttpLimits {
             ("http.max_header_bytes", self.max_header_bytes.0),
         ] {
             if !(256..=MAX_HEAD_LIMIT).contains(&v) {
-                return Err((key, format!("{v} is out of range: 256 ..= {MAX_HEAD_LIMIT}")));
+                return Err((
+                    key,
+                    format!("{v} is out of range: 256 ..= {MAX_HEAD_LIMIT}"),
+                ));
             }
         }
         if self.max_body_bytes.0 > MAX_BODY_LIMIT {
             return Err((
                 "http.max_body_bytes",
-                format!("{} is out of range: at most {MAX_BODY_LIMIT}", self.max_body_bytes.0),
+                format!(
+                    "{} is out of range: at most {MAX_BODY_LIMIT}",
+                    self.max_body_bytes.0
+                ),
             ));
         }
         Ok(())

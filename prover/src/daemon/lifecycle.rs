@@ -100,10 +100,8 @@ pub async fn run(
         let app = api::router(state.clone());
         let limits = config.http.clone();
         tokio::spawn(async move {
-            crate::daemon::http::serve(listener, app, &limits, async move {
-                stop.notified().await
-            })
-            .await
+            crate::daemon::http::serve(listener, app, &limits, async move { stop.notified().await })
+                .await
         })
     };
     tracing::info!(%listen, "listening");
