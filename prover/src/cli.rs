@@ -377,25 +377,6 @@ pub fn run_verify(args: VerifyArgs) -> Result<u8> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn undecodable_proofs_are_reported_before_anything_is_loaded() {
-        assert!(decode_proofs("zz")
-            .expect_err("not hex")
-            .contains("not hex"));
-        assert!(decode_proofs("00")
-            .expect_err("short")
-            .contains("multiple of 192"));
-        // 192 bytes of 0xff: a compressed point with invalid flags / off the curve.
-        let bad = "ff".repeat(192);
-        let err = decode_proofs(&bad).expect_err("off curve");
-        assert!(err.contains("proof 0 cannot be decoded"), "{err}");
-    }
-}
-
 impl From<BenchArgs> for prover::bench::BenchConfig {
     fn from(a: BenchArgs) -> Self {
         prover::bench::BenchConfig {
@@ -424,4 +405,23 @@ pub fn run_bench(args: BenchArgs) -> Result<u8> {
     } else {
         exit::VERIFY_FAILED
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undecodable_proofs_are_reported_before_anything_is_loaded() {
+        assert!(decode_proofs("zz")
+            .expect_err("not hex")
+            .contains("not hex"));
+        assert!(decode_proofs("00")
+            .expect_err("short")
+            .contains("multiple of 192"));
+        // 192 bytes of 0xff: a compressed point with invalid flags / off the curve.
+        let bad = "ff".repeat(192);
+        let err = decode_proofs(&bad).expect_err("off curve");
+        assert!(err.contains("proof 0 cannot be decoded"), "{err}");
+    }
 }

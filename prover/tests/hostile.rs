@@ -44,7 +44,7 @@ fn state(dir: &std::path::Path, test_params: TestParams, http: HttpLimits) -> Ar
         .with_budget(budget.clone());
     let metrics = Arc::new(Metrics::new("test", "test"));
     let timing =
-        Arc::new(TimingLog::open(&dir.join("timing.jsonl"), 1 << 20, 1).expect("timing log"));
+        Arc::new(TimingLog::open(dir.join("timing.jsonl"), 1 << 20, 1).expect("timing log"));
     let engine = Engine::start(EngineParts {
         pool: pool.clone(),
         budget: budget.clone(),
