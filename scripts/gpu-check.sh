@@ -94,7 +94,7 @@ if [ -x "$bin_dir/prover" ]; then
     for size in ${GPU_CHECK_PROVE_SIZES:-65536 1048576}; do
         # Two partitions: the second shows the steady state (bases resident).
         "$bin_dir/prover" prove --backend cuda --size "$size" --partitions 2 \
-            --params-dir "$params" 2>&1 | tee -a "$out/prove_cuda.txt" || status=1
+            --params-dir "$params" --test-params 2>&1 | tee -a "$out/prove_cuda.txt" || status=1
     done
     rm -rf "$params"
 else

@@ -10,7 +10,7 @@
 
 use crate::backend::cpu::CpuBackend;
 use crate::circuit::{self, CircuitError, CircuitKind};
-use crate::params::{ParamStore, ParamsError};
+use crate::params::{ParamStore, ParamsError, TestParams, DEFAULT_SEED};
 use crate::prove::{self, partition_randomness, ProveError};
 use crate::synthesis;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
@@ -27,6 +27,8 @@ pub struct BenchConfig {
     pub repeat: u32,
     /// Also run bellperson.
     pub baseline: bool,
+    /// Generate TEST-ONLY parameters for sizes `params_dir` lacks.
+    pub test_params: bool,
 }
 
 /// Why the benchmark stopped.
@@ -163,7 +165,14 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 log_size,
                 source,
             };
-            let store = ParamStore::open(&cfg.params_dir).map_err(ctx_params)?;
+            let test_params = if cfg.test_params {
+                TestParams::Generate { seed: DEFAULT_SEED }
+            } else {
+                TestParams::Refuse
+            };
+            let store = ParamStore::open(&cfg.params_dir)
+                .map_err(ctx_params)?
+                .with_test_params(test_params);
             tracing::info!("bench {kind} 2^{log_size}: loading parameters");
             let params = store.get_or_generate(kind, size).map_err(ctx_params)?;
             let domain = params.h.len() + 1;

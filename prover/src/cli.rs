@@ -10,10 +10,12 @@ use bellperson::groth16::{prepare_verifying_key, verify_proof, Parameters, Proof
 use blstrs::{Bls12, Scalar};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use ff::PrimeField;
 use fleet_wire::timing::{JobTag, Phase, ProofRecord, TimelineKind, TIMING_SCHEMA_VERSION};
 use prover::backend::cpu::CpuBackend;
 use prover::backend::{Backend, BackendTimes};
 use prover::circuit::{self, CircuitKind};
+use prover::params::TestParams;
 use prover::prove::{self, partition_randomness};
 use prover::synthesis;
 use prover::timing::{self, PartitionTimer, TimingLog};
@@ -64,6 +66,8 @@ pub enum Command {
     BenchPool(prover::pool_bench::PoolBenchArgs),
     /// Generate TEST-ONLY parameters (seeded toxic waste, NOT a trusted setup) into the cache.
     Setup(prover::setup::SetupArgs),
+    /// Import, list and verify the parameter directory's files.
+    Params(prover::params_cmd::ParamsCmdArgs),
 }
 
 /// `--backend`.
@@ -80,10 +84,10 @@ pub struct ParamsArgs {
     /// Bundled circuit.
     #[arg(long, default_value = "chain")]
     pub circuit: CircuitKind,
-    /// Constraint count the circuit is sized for (domain = next power of two).
-    #[arg(long, default_value_t = 1 << 16)]
+    /// Constraint count the circuit is sized for (domain = next power of two): 65536 or 2^16.
+    #[arg(long, default_value = "2^16", value_parser = prover::setup::parse_size)]
     pub size: usize,
-    /// Parameter cache directory (generated on first use).
+    /// Parameter directory.
     #[arg(long, default_value = "params")]
     pub params_dir: PathBuf,
 }
@@ -106,6 +110,10 @@ pub struct ProveArgs {
     /// CPU backend worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// When the parameter directory has no file for this circuit and size,
+    /// generate TEST-ONLY parameters (seeded toxic waste, NOT a trusted setup).
+    #[arg(long)]
+    pub test_params: bool,
 }
 
 #[derive(Debug, Args)]
@@ -140,17 +148,29 @@ pub struct BenchArgs {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Generate TEST-ONLY parameters for sizes the parameter directory lacks.
+    #[arg(long)]
+    pub test_params: bool,
 }
 
-/// Loads the parameters of `kind` at `size` from the cache in `dir`,
-/// generating and storing them on first use.
+/// Loads the parameters of `kind` at `size` from `dir`; generates TEST-ONLY
+/// ones for a missing entry only when `test_params` says so.
 pub fn load_params(
     kind: CircuitKind,
     size: usize,
     dir: &std::path::Path,
+    test_params: bool,
 ) -> Result<Arc<Parameters<Bls12>>> {
+    let test_params = if test_params {
+        TestParams::Generate {
+            seed: prover::params::DEFAULT_SEED,
+        }
+    } else {
+        TestParams::Refuse
+    };
     let store = prover::params::ParamStore::open(dir)
-        .with_context(|| format!("opening the parameter cache {}", dir.display()))?;
+        .with_context(|| format!("opening the parameter directory {}", dir.display()))?
+        .with_test_params(test_params);
     store
         .get_or_generate(kind, size)
         .with_context(|| format!("parameters for {kind} at size {size}"))
@@ -211,7 +231,7 @@ pub fn run_prove(args: ProveArgs) -> Result<u8> {
     }
     let kind = args.params.circuit;
     let size = args.params.size;
-    let params = load_params(kind, size, &args.params.params_dir)?;
+    let params = load_params(kind, size, &args.params.params_dir, args.test_params)?;
     // The key under which a device keeps the bases resident across partitions.
     let params_sha256 = prover::params::ParamStore::open(&args.params.params_dir)
         .and_then(|store| store.meta(kind, size))
@@ -301,6 +321,10 @@ pub fn run_prove(args: ProveArgs) -> Result<u8> {
         backend.kind().as_str()
     );
     println!("proof {}", hex::encode(bytes));
+    // Each public input as the verifier takes it (ONE excluded): a scalar's
+    // canonical little-endian bytes, hex, as the daemon's `public_inputs`.
+    let (_, inputs) = circuit::bundled(kind, size, args.seed)?;
+    println!("public_inputs {}", public_inputs_hex(&inputs).join(","));
     if let Some(log) = log {
         log.close()?;
     }
@@ -311,24 +335,48 @@ pub fn run_prove(args: ProveArgs) -> Result<u8> {
     })
 }
 
-/// `prover verify`.
+/// Each public input's canonical little-endian bytes, hex.
+pub fn public_inputs_hex(inputs: &[Scalar]) -> Vec<String> {
+    inputs.iter().map(|x| hex::encode(x.to_repr())).collect()
+}
+
+/// The proofs in `--proof`, decoded, or why they cannot be: checked before
+/// the parameter directory is touched.
+fn decode_proofs(hex_text: &str) -> std::result::Result<Vec<Proof<Bls12>>, String> {
+    let bytes = hex::decode(hex_text.trim()).map_err(|e| format!("--proof is not hex: {e}"))?;
+    if bytes.is_empty() || bytes.len() % 192 != 0 {
+        return Err(format!(
+            "--proof holds {} bytes; expected a multiple of 192 (one proof per partition)",
+            bytes.len()
+        ));
+    }
+    bytes
+        .chunks(192)
+        .enumerate()
+        .map(|(i, chunk)| {
+            Proof::<Bls12>::read(chunk).map_err(|e| format!("proof {i} cannot be decoded: {e}"))
+        })
+        .collect()
+}
+
+/// `prover verify`: exit 0 when every proof verifies, 3 when one does not or
+/// cannot even be decoded, 1 when the check itself could not run.
 pub fn run_verify(args: VerifyArgs) -> Result<u8> {
     let kind = args.params.circuit;
     let size = args.params.size;
-    let params = load_params(kind, size, &args.params.params_dir)?;
-    let bytes = hex::decode(args.proof.trim()).context("--proof is not hex")?;
-    if bytes.is_empty() || bytes.len() % 192 != 0 {
-        bail!(
-            "--proof holds {} bytes; expected a multiple of 192",
-            bytes.len()
-        );
-    }
+    let proofs = match decode_proofs(&args.proof) {
+        Ok(proofs) => proofs,
+        Err(reason) => {
+            eprintln!("INVALID: {reason}");
+            return Ok(exit::VERIFY_FAILED);
+        }
+    };
+    let params = load_params(kind, size, &args.params.params_dir, false)?;
     let (_, inputs): (_, Vec<Scalar>) = circuit::bundled(kind, size, args.seed)?;
     let pvk = prepare_verifying_key(&params.vk);
     let mut all_ok = true;
-    for (i, chunk) in bytes.chunks(192).enumerate() {
-        let proof = Proof::<Bls12>::read(chunk).with_context(|| format!("decoding proof {i}"))?;
-        let ok = verify_proof(&pvk, &proof, &inputs).context("verifying")?;
+    for (i, proof) in proofs.iter().enumerate() {
+        let ok = verify_proof(&pvk, proof, &inputs).context("verifying")?;
         println!("partition {i}: {}", if ok { "valid" } else { "INVALID" });
         all_ok &= ok;
     }
@@ -347,6 +395,7 @@ impl From<BenchArgs> for prover::bench::BenchConfig {
             params_dir: a.params_dir,
             repeat: a.repeat,
             baseline: !a.no_baseline,
+            test_params: a.test_params,
         }
     }
 }
@@ -366,4 +415,23 @@ pub fn run_bench(args: BenchArgs) -> Result<u8> {
     } else {
         exit::VERIFY_FAILED
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undecodable_proofs_are_reported_before_anything_is_loaded() {
+        assert!(decode_proofs("zz")
+            .expect_err("not hex")
+            .contains("not hex"));
+        assert!(decode_proofs("00")
+            .expect_err("short")
+            .contains("multiple of 192"));
+        // 192 bytes of 0xff: a compressed point with invalid flags / off the curve.
+        let bad = "ff".repeat(192);
+        let err = decode_proofs(&bad).expect_err("off curve");
+        assert!(err.contains("proof 0 cannot be decoded"), "{err}");
+    }
 }

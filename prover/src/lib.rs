@@ -14,6 +14,7 @@ pub mod circuit;
 pub mod daemon;
 pub mod health;
 pub mod params;
+pub mod params_cmd;
 pub mod pool;
 pub mod pool_bench;
 pub mod prove;

@@ -12,7 +12,9 @@ fn init_tracing(cli: &Cli) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Escape codes only where a terminal interprets them, not in files or pipes.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     if cli.log_json {
         builder.json().init();
     } else {
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
             .map(|()| cli::exit::OK)
             .map_err(Into::into),
         Command::Setup(args) => prover::setup::run(args).map(|()| cli::exit::OK),
+        Command::Params(args) => prover::params_cmd::run(args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -22,8 +22,9 @@ use blstrs::Bls12;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
+use crate::budget::{BudgetError, MemoryBudget, Reservation};
 use crate::circuit::{self, CircuitError, CircuitKind, CircuitShape};
-use crate::setup::{self, SetupError};
+use crate::setup::{self, SetupError, TEST_ONLY_WARNING};
 
 /// Groth16 parameters over BLS12-381.
 pub type Params = Parameters<Bls12>;
@@ -38,7 +39,7 @@ pub const G2_BYTES: u64 = 192;
 const VK_FIXED_BYTES: u64 = 3 * G1_BYTES + 3 * G2_BYTES;
 /// Version of the sidecar format.
 pub const META_FORMAT: u32 = 1;
-/// Seed [`ParamStore::get_or_generate`] uses when nobody picked one.
+/// Seed of the TEST-ONLY toxic waste when nobody picked one.
 pub const DEFAULT_SEED: u64 = 0;
 
 /// Why parameters could not be read, written, found or used.
@@ -64,7 +65,8 @@ pub enum ParamsError {
         available: u64,
     },
     #[error(
-        "parameters in {path} have domain 2^{have_log2}, circuit `{kind}` size {size} needs 2^{need_log2}: run `prover setup --circuit {kind} --size {size}`"
+        "parameters in {path} have domain 2^{have_log2}, circuit `{kind}` size {size} needs 2^{need_log2}: run `prover setup --circuit {kind} --size {size} --params-dir {}` (TEST-ONLY) or `prover params import FILE --circuit {kind} --size {size} --params-dir {}`",
+        dir_of(path).display(), dir_of(path).display()
     )]
     DomainMismatch {
         path: PathBuf,
@@ -74,7 +76,8 @@ pub enum ParamsError {
         need_log2: u32,
     },
     #[error(
-        "parameters in {path} do not fit circuit `{kind}` size {size}: {what}: run `prover setup --circuit {kind} --size {size}`"
+        "parameters in {path} do not fit circuit `{kind}` size {size}: {what}: run `prover setup --circuit {kind} --size {size} --params-dir {}` (TEST-ONLY) or `prover params import FILE --circuit {kind} --size {size} --params-dir {}`",
+        dir_of(path).display(), dir_of(path).display()
     )]
     ShapeMismatch {
         path: PathBuf,
@@ -91,7 +94,7 @@ pub enum ParamsError {
         actual: String,
     },
     #[error(
-        "no parameters for circuit `{kind}` size {size} in {dir}: run `prover setup --circuit {kind} --size {size} --params-dir {dir}`"
+        "no parameters for circuit `{kind}` size {size} in {dir}: import real ones with `prover params import FILE --circuit {kind} --size {size} --params-dir {dir}`, or generate TEST-ONLY ones with `prover setup --circuit {kind} --size {size} --params-dir {dir}`"
     )]
     Missing {
         dir: PathBuf,
@@ -100,6 +103,24 @@ pub enum ParamsError {
     },
     #[error("parameter sidecar {path}: {reason}")]
     Meta { path: PathBuf, reason: String },
+    #[error(
+        "{path} was not written by `prover setup` ({why}), so it is never replaced: move it out of the parameter directory first"
+    )]
+    Protected { path: PathBuf, why: String },
+    #[error(
+        "{path} has no sidecar and could not be adopted: {reason}; the file was left as it is"
+    )]
+    NotAdopted {
+        path: PathBuf,
+        #[source]
+        reason: Box<ParamsError>,
+    },
+    #[error("reserving memory for parameters {path}: {source}")]
+    Budget {
+        path: PathBuf,
+        #[source]
+        source: BudgetError,
+    },
     #[error(transparent)]
     Circuit(#[from] CircuitError),
     #[error("generating parameters for circuit `{kind}` size {size}: {source}")]
@@ -109,6 +130,14 @@ pub enum ParamsError {
         #[source]
         source: SetupError,
     },
+}
+
+/// The directory a parameter file lies in, for fix hints.
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
 }
 
 fn io_err(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> ParamsError {
@@ -379,7 +408,6 @@ pub fn read_mapped(
     Ok((mapped, layout))
 }
 
-/// SHA-256 of a file, streamed.
 /// The file's sha256 must be the one its sidecar recorded.
 fn same_checksum(path: &Path, expected: &str, actual: String) -> Result<(), ParamsError> {
     if actual == expected {
@@ -392,6 +420,7 @@ fn same_checksum(path: &Path, expected: &str, actual: String) -> Result<(), Para
     })
 }
 
+/// SHA-256 of a file, streamed.
 pub fn file_sha256(path: &Path) -> Result<String, ParamsError> {
     let file = File::open(path).map_err(io_err(path, "opening"))?;
     let mut reader = Hashing::new(BufReader::with_capacity(1 << 20, file));
@@ -473,27 +502,92 @@ pub struct ParamsMeta {
     pub created_unix_s: u64,
 }
 
+/// Whether a store may make up TEST-ONLY parameters for an entry it lacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TestParams {
+    /// Missing parameters are an error ([`ParamsError::Missing`]).
+    #[default]
+    Refuse,
+    /// Missing parameters are generated from this seed (TEST-ONLY toxic waste).
+    Generate { seed: u64 },
+}
+
+/// What `params list` reports about one file of the parameter directory.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ListedEntry {
+    pub circuit: CircuitKind,
+    pub size: usize,
+    /// The sidecar, when it exists and parses.
+    pub meta: Option<ParamsMeta>,
+    /// Why the entry would not load as it is (sidecar missing or broken).
+    pub problem: Option<String>,
+}
+
+struct Loaded {
+    params: Arc<Params>,
+    /// Held while the parameters stay in memory, so the budget counts them.
+    _reservation: Option<Reservation>,
+}
+
 /// Parameters cached on disk per circuit kind and size, and in memory once loaded.
+///
+/// A file the store did not write (no sidecar) is never modified or replaced:
+/// loading it validates it completely and records a sidecar with origin
+/// `imported`, or refuses it with the reason.
 pub struct ParamStore {
     root: PathBuf,
-    loaded: Mutex<HashMap<(CircuitKind, usize), Arc<Params>>>,
+    loaded: Mutex<HashMap<(CircuitKind, usize), Loaded>>,
     /// Counted circuit shapes: counting a large sha256 circuit takes a while.
     shapes: Mutex<HashMap<(CircuitKind, usize), CircuitShape>>,
-    /// Serialises generation so two callers asking for the same missing
-    /// parameters generate them once.
+    /// Serialises generation and adoption so two callers asking for the same
+    /// entry do the work once.
     generating: Mutex<()>,
+    test_params: TestParams,
+    budget: Option<Arc<MemoryBudget>>,
 }
 
 impl std::fmt::Debug for ParamStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParamStore")
             .field("root", &self.root)
+            .field("test_params", &self.test_params)
             .finish()
     }
 }
 
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Bytes decoded parameters with this layout occupy in memory.
+pub fn memory_bytes(layout: &ParamsLayout) -> u64 {
+    let g1 = std::mem::size_of::<blstrs::G1Affine>() as u64;
+    let g2 = std::mem::size_of::<blstrs::G2Affine>() as u64;
+    (layout.ic + layout.h + layout.l + layout.a + layout.b_g1 + 3) * g1 + (layout.b_g2 + 3) * g2
+}
+
+fn layout_of(params: &Params) -> ParamsLayout {
+    let layout = ParamsLayout {
+        ic: params.vk.ic.len() as u64,
+        h: params.h.len() as u64,
+        l: params.l.len() as u64,
+        a: params.a.len() as u64,
+        b_g1: params.b_g1.len() as u64,
+        b_g2: params.b_g2.len() as u64,
+        file_len: 0,
+    };
+    ParamsLayout {
+        file_len: layout.expected_len(),
+        ..layout
+    }
+}
+
 impl ParamStore {
-    /// A store rooted at `root`, created if missing.
+    /// A store rooted at `root`, created if missing, that refuses to generate
+    /// parameters and counts nothing against a budget.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, ParamsError> {
         let root = root.into();
         fs::create_dir_all(&root).map_err(io_err(&root, "creating parameter directory"))?;
@@ -502,11 +596,29 @@ impl ParamStore {
             loaded: Mutex::new(HashMap::new()),
             shapes: Mutex::new(HashMap::new()),
             generating: Mutex::new(()),
+            test_params: TestParams::Refuse,
+            budget: None,
         })
+    }
+
+    /// Lets [`ParamStore::get_or_generate`] make up TEST-ONLY parameters.
+    pub fn with_test_params(mut self, test_params: TestParams) -> Self {
+        self.test_params = test_params;
+        self
+    }
+
+    /// Reserves every loaded entry's memory in `budget` while it stays loaded.
+    pub fn with_budget(mut self, budget: Arc<MemoryBudget>) -> Self {
+        self.budget = Some(budget);
+        self
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    pub fn test_params(&self) -> TestParams {
+        self.test_params
     }
 
     /// The shape of `kind` at `size`, counted once per store.
@@ -532,6 +644,34 @@ impl ParamStore {
     /// Whether a parameter file and its sidecar exist (not whether they are valid).
     pub fn contains(&self, kind: CircuitKind, size: usize) -> bool {
         self.params_path(kind, size).is_file() && self.meta_path(kind, size).is_file()
+    }
+
+    /// Whether [`ParamStore::get_or_generate`] could find or make `kind`/`size`
+    /// without generating being refused (a file is there, or generating is allowed).
+    pub fn can_provide(&self, kind: CircuitKind, size: usize) -> bool {
+        self.params_path(kind, size).is_file() || self.test_params != TestParams::Refuse
+    }
+
+    /// Bytes the entry will occupy once loaded, from its length fields
+    /// (`None` when there is no file yet).
+    pub fn memory_bytes_of(&self, kind: CircuitKind, size: usize) -> Option<u64> {
+        ParamsLayout::read(&self.params_path(kind, size))
+            .ok()
+            .map(|l| memory_bytes(&l))
+    }
+
+    /// Whether `kind`/`size` is in memory.
+    pub fn is_loaded(&self, kind: CircuitKind, size: usize) -> bool {
+        self.loaded.lock().contains_key(&(kind, size))
+    }
+
+    /// Total bytes of the entries loaded in memory (what the budget holds for them).
+    pub fn loaded_bytes(&self) -> u64 {
+        self.loaded
+            .lock()
+            .values()
+            .map(|l| memory_bytes(&layout_of(&l.params)))
+            .sum()
     }
 
     /// Reads the sidecar of `kind`/`size` and checks it describes that entry.
@@ -607,12 +747,88 @@ impl ParamStore {
         Ok(meta)
     }
 
+    /// Read-only check of whatever is at `kind`/`size`: an entry with a
+    /// sidecar as [`ParamStore::verify`] does, a file without one completely
+    /// (every point) as adopting it would, without writing its sidecar.
+    /// Returns a description of the origin.
+    pub fn verify_any(&self, kind: CircuitKind, size: usize) -> Result<String, ParamsError> {
+        let path = self.params_path(kind, size);
+        if path.is_file() && !self.meta_path(kind, size).is_file() {
+            let shape = self.shape(kind, size)?;
+            let (_, _, sha256) = Self::validate(&path, kind, size, &shape)?;
+            return Ok(format!(
+                "no sidecar yet; valid, adopted as imported on first use; sha256 {sha256}"
+            ));
+        }
+        let meta = self.verify(kind, size)?;
+        Ok(match meta.origin {
+            ParamsOrigin::TestSetup { seed } => format!("test_setup seed {seed}: TEST-ONLY"),
+            ParamsOrigin::Imported { from } => format!("imported from {from}"),
+            ParamsOrigin::Inserted => "inserted".into(),
+        })
+    }
+
+    /// Keeps `params` in memory for `kind`/`size`, reserving their memory in
+    /// the budget first (waiting for it like a partition would).
+    fn keep_loaded(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+        params: Params,
+    ) -> Result<Arc<Params>, ParamsError> {
+        let reservation = match &self.budget {
+            None => None,
+            Some(budget) => {
+                let bytes = memory_bytes(&layout_of(&params));
+                let who = format!("parameters {kind}/{size}");
+                Some(
+                    budget
+                        .reserve(&who, bytes)
+                        .map_err(|source| ParamsError::Budget {
+                            path: self.params_path(kind, size),
+                            source,
+                        })?,
+                )
+            }
+        };
+        let params = Arc::new(params);
+        let mut loaded = self.loaded.lock();
+        // Someone else may have loaded it meanwhile: keep theirs, drop ours
+        // (and with it our reservation).
+        if let Some(l) = loaded.get(&(kind, size)) {
+            return Ok(l.params.clone());
+        }
+        loaded.insert(
+            (kind, size),
+            Loaded {
+                params: params.clone(),
+                _reservation: reservation,
+            },
+        );
+        Ok(params)
+    }
+
+    fn warn_if_test_only(&self, kind: CircuitKind, size: usize, origin: &ParamsOrigin) {
+        if let ParamsOrigin::TestSetup { seed } = origin {
+            tracing::warn!(circuit = %kind, size, seed, "{TEST_ONLY_WARNING}");
+        }
+    }
+
     /// Loads `kind`/`size` into memory (once; later calls share it), checking
     /// layout, fit and checksum. Points are decoded unchecked: the checksum
-    /// proves the file is the one the store wrote from valid points.
+    /// proves the file is the one validated when its sidecar was written.
+    /// A file without a sidecar is adopted first ([`ParamStore::adopt`]).
     pub fn load(&self, kind: CircuitKind, size: usize) -> Result<Arc<Params>, ParamsError> {
-        if let Some(params) = self.loaded.lock().get(&(kind, size)) {
-            return Ok(params.clone());
+        if let Some(l) = self.loaded.lock().get(&(kind, size)) {
+            return Ok(l.params.clone());
+        }
+        if self.params_path(kind, size).is_file() && !self.meta_path(kind, size).is_file() {
+            let _adopting = self.generating.lock();
+            if !self.meta_path(kind, size).is_file() {
+                let (meta, params) = self.adopt(kind, size)?;
+                self.warn_if_test_only(kind, size, &meta.origin);
+                return self.keep_loaded(kind, size, params);
+            }
         }
         let (meta, _, path) = self.check_entry(kind, size)?;
         let (params, _, actual) = match read_params(&path, false) {
@@ -626,9 +842,8 @@ impl ParamStore {
             Err(err) => return Err(err),
         };
         same_checksum(&path, &meta.sha256, actual)?;
-        let params = Arc::new(params);
-        self.loaded.lock().insert((kind, size), params.clone());
-        Ok(params)
+        self.warn_if_test_only(kind, size, &meta.origin);
+        self.keep_loaded(kind, size, params)
     }
 
     /// Maps `kind`/`size` after checking sidecar, layout, fit and checksum.
@@ -645,39 +860,56 @@ impl ParamStore {
         Ok(mapped)
     }
 
-    /// Writes `params` as the entry for `kind`/`size` (file first, then the
-    /// sidecar, each atomically), after checking they fit the circuit.
-    pub fn insert(
+    /// Validates a file found in the directory without a sidecar (format,
+    /// domain, shape, every point on the curve and in the subgroup) and
+    /// records a sidecar for it with origin `imported`. The file itself is
+    /// only read.
+    pub fn adopt(
         &self,
         kind: CircuitKind,
         size: usize,
-        params: &Params,
+    ) -> Result<(ParamsMeta, Params), ParamsError> {
+        let path = self.params_path(kind, size);
+        let refuse = |reason: ParamsError| ParamsError::NotAdopted {
+            path: path.clone(),
+            reason: Box::new(reason),
+        };
+        let shape = self.shape(kind, size)?;
+        let (params, layout, sha256) = Self::validate(&path, kind, size, &shape).map_err(refuse)?;
+        let meta = self.write_meta(
+            kind,
+            size,
+            shape,
+            layout,
+            sha256,
+            ParamsOrigin::Imported {
+                from: format!("{} (found without a sidecar)", path.display()),
+            },
+        )?;
+        tracing::info!(circuit = %kind, size, path = %path.display(), sha256 = %meta.sha256, "adopted a parameter file found without a sidecar");
+        Ok((meta, params))
+    }
+
+    /// Everything that can be checked about a file of unknown origin.
+    fn validate(
+        path: &Path,
+        kind: CircuitKind,
+        size: usize,
+        shape: &CircuitShape,
+    ) -> Result<(Params, ParamsLayout, String), ParamsError> {
+        ParamsLayout::read(path)?.check_fits(path, kind, size, shape)?;
+        read_params(path, true)
+    }
+
+    fn write_meta(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+        shape: CircuitShape,
+        layout: ParamsLayout,
+        sha256: String,
         origin: ParamsOrigin,
     ) -> Result<ParamsMeta, ParamsError> {
-        let shape = self.shape(kind, size)?;
-        let path = self.params_path(kind, size);
-        let layout = ParamsLayout {
-            ic: params.vk.ic.len() as u64,
-            h: params.h.len() as u64,
-            l: params.l.len() as u64,
-            a: params.a.len() as u64,
-            b_g1: params.b_g1.len() as u64,
-            b_g2: params.b_g2.len() as u64,
-            file_len: 0,
-        };
-        let layout = ParamsLayout {
-            file_len: layout.expected_len(),
-            ..layout
-        };
-        layout.check_fits(&path, kind, size, &shape)?;
-        self.loaded.lock().remove(&(kind, size));
-        let (sha256, file_len) = write_params(&path, params)?;
-        if file_len != layout.file_len {
-            return Err(ParamsError::Malformed {
-                path,
-                reason: format!("wrote {file_len} bytes, expected {}", layout.file_len),
-            });
-        }
         let meta = ParamsMeta {
             format: META_FORMAT,
             circuit: kind,
@@ -687,10 +919,7 @@ impl ParamStore {
             layout,
             sha256,
             origin,
-            created_unix_s: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
+            created_unix_s: unix_now(),
         };
         let meta_path = self.meta_path(kind, size);
         let json = serde_json::to_vec_pretty(&meta).map_err(|e| ParamsError::Meta {
@@ -701,63 +930,216 @@ impl ParamStore {
         Ok(meta)
     }
 
-    /// Copies a parameter file made elsewhere (for example by bellperson's
-    /// generator) into the store, checking every point on the way in.
+    /// Refuses to go on when the entry's file is one the store must not
+    /// replace: a file without a sidecar, or one not generated by the store
+    /// (unless `replace_imported`).
+    fn check_replaceable(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+        replace_imported: bool,
+    ) -> Result<(), ParamsError> {
+        let path = self.params_path(kind, size);
+        if !path.exists() {
+            return Ok(());
+        }
+        let protected = |why: String| ParamsError::Protected {
+            path: path.clone(),
+            why,
+        };
+        match self.meta(kind, size) {
+            Ok(meta) => match meta.origin {
+                ParamsOrigin::TestSetup { .. } | ParamsOrigin::Inserted => Ok(()),
+                _ if replace_imported => Ok(()),
+                origin => Err(protected(format!("its sidecar records origin {origin:?}"))),
+            },
+            Err(ParamsError::Missing { .. }) => Err(protected("it has no sidecar".into())),
+            Err(e) => Err(protected(format!("its sidecar is unreadable: {e}"))),
+        }
+    }
+
+    /// Writes `params` as the entry for `kind`/`size` (file first, then the
+    /// sidecar, each atomically), after checking they fit the circuit. Only
+    /// an absent entry or one the store wrote from memory (origin
+    /// `test_setup` or `inserted`) is replaced.
+    pub fn insert(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+        params: &Params,
+        origin: ParamsOrigin,
+    ) -> Result<ParamsMeta, ParamsError> {
+        let shape = self.shape(kind, size)?;
+        let path = self.params_path(kind, size);
+        let layout = layout_of(params);
+        layout.check_fits(&path, kind, size, &shape)?;
+        self.check_replaceable(kind, size, false)?;
+        self.loaded.lock().remove(&(kind, size));
+        let (sha256, file_len) = write_params(&path, params)?;
+        if file_len != layout.file_len {
+            return Err(ParamsError::Malformed {
+                path,
+                reason: format!("wrote {file_len} bytes, expected {}", layout.file_len),
+            });
+        }
+        self.write_meta(kind, size, shape, layout, sha256, origin)
+    }
+
+    /// Copies a parameter file made elsewhere (a ceremony, bellperson's
+    /// generator) into the store byte for byte, after checking every point.
+    /// A file already at the entry's own path is adopted in place. An
+    /// existing imported entry is replaced only with `replace`; a file
+    /// without a sidecar never.
     pub fn import(
         &self,
         kind: CircuitKind,
         size: usize,
         from: &Path,
+        replace: bool,
     ) -> Result<ParamsMeta, ParamsError> {
         let shape = self.shape(kind, size)?;
-        ParamsLayout::read(from)?.check_fits(from, kind, size, &shape)?;
-        let (params, _, _) = read_params(from, true)?;
-        self.insert(
+        let dest = self.params_path(kind, size);
+        let same_file = match (fs::canonicalize(from), fs::canonicalize(&dest)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        let _importing = self.generating.lock();
+        if same_file {
+            if let Ok(meta) = self.verify(kind, size) {
+                return Ok(meta);
+            }
+            return self.adopt(kind, size).map(|(meta, _)| meta);
+        }
+        let (_, layout, sha256) = Self::validate(from, kind, size, &shape)?;
+        self.check_replaceable(kind, size, replace)?;
+        self.loaded.lock().remove(&(kind, size));
+        let mut source = File::open(from).map_err(io_err(from, "opening"))?;
+        let (_, copied, bytes) = write_atomic(&dest, |w| io::copy(&mut source, w).map(drop))?;
+        if copied != sha256 || bytes != layout.file_len {
+            return Err(ParamsError::Malformed {
+                path: from.to_path_buf(),
+                reason: "the file changed while it was being imported".into(),
+            });
+        }
+        self.write_meta(
             kind,
             size,
-            &params,
+            shape,
+            layout,
+            sha256,
             ParamsOrigin::Imported {
                 from: from.display().to_string(),
             },
         )
     }
 
-    /// Loads `kind`/`size`, generating and caching it with [`DEFAULT_SEED`]
-    /// when it is missing. Generated parameters are TEST-ONLY (seeded toxic waste).
-    pub fn get_or_generate(
-        &self,
-        kind: CircuitKind,
-        size: usize,
-    ) -> Result<Arc<Params>, ParamsError> {
-        self.get_or_generate_with_seed(kind, size, DEFAULT_SEED)
-    }
-
-    /// [`ParamStore::get_or_generate`] with an explicit setup seed (used only when generating).
-    pub fn get_or_generate_with_seed(
+    /// Generates TEST-ONLY parameters for `kind`/`size` from `seed` and stores
+    /// them, replacing only an absent entry or an earlier TEST-ONLY one.
+    pub fn generate_test(
         &self,
         kind: CircuitKind,
         size: usize,
         seed: u64,
-    ) -> Result<Arc<Params>, ParamsError> {
-        match self.load(kind, size) {
-            Err(ParamsError::Missing { .. }) => {}
-            other => return other,
-        }
-        let _generating = self.generating.lock();
-        // Someone may have generated them while we waited.
-        match self.load(kind, size) {
-            Err(ParamsError::Missing { .. }) => {}
-            other => return other,
-        }
+    ) -> Result<(ParamsMeta, Params), ParamsError> {
+        self.check_replaceable(kind, size, false)?;
+        tracing::warn!(circuit = %kind, size, seed, "generating parameters: {TEST_ONLY_WARNING}");
         let circuit = circuit::shape_circuit(kind, size)?;
         let params = setup::generate(&circuit, seed).map_err(|source| ParamsError::Generate {
             kind,
             size,
             source,
         })?;
-        self.insert(kind, size, &params, ParamsOrigin::TestSetup { seed })?;
-        let params = Arc::new(params);
-        self.loaded.lock().insert((kind, size), params.clone());
-        Ok(params)
+        let meta = self.insert(kind, size, &params, ParamsOrigin::TestSetup { seed })?;
+        Ok((meta, params))
+    }
+
+    /// Loads `kind`/`size`; when the directory has no file for it and the
+    /// store was opened with [`TestParams::Generate`], generates TEST-ONLY
+    /// parameters, stores them and logs the TEST-ONLY warning. A file that
+    /// is there but invalid is never regenerated over.
+    pub fn get_or_generate(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+    ) -> Result<Arc<Params>, ParamsError> {
+        match self.load(kind, size) {
+            Err(ParamsError::Missing { .. }) if !self.params_path(kind, size).exists() => {}
+            other => return other,
+        }
+        let TestParams::Generate { seed } = self.test_params else {
+            return Err(ParamsError::Missing {
+                dir: self.root.clone(),
+                kind,
+                size,
+            });
+        };
+        let _generating = self.generating.lock();
+        // Someone may have generated them while we waited.
+        match self.load(kind, size) {
+            Err(ParamsError::Missing { .. }) if !self.params_path(kind, size).exists() => {}
+            other => return other,
+        }
+        let (_, params) = self.generate_test(kind, size, seed)?;
+        self.keep_loaded(kind, size, params)
+    }
+
+    /// Every `<kind>-<size>.params` file in the directory, sorted, with its
+    /// sidecar or why it has none.
+    pub fn list(&self) -> Result<Vec<ListedEntry>, ParamsError> {
+        let mut entries = Vec::new();
+        let dir = fs::read_dir(&self.root).map_err(io_err(&self.root, "listing"))?;
+        for entry in dir {
+            let entry = entry.map_err(io_err(&self.root, "listing"))?;
+            let name = entry.file_name();
+            let Some((kind, size)) = name.to_str().and_then(parse_entry_name) else {
+                continue;
+            };
+            let (meta, problem) = match self.meta(kind, size) {
+                Ok(meta) => (Some(meta), None),
+                Err(ParamsError::Missing { .. }) => (
+                    None,
+                    Some("no sidecar: validated and adopted as `imported` on first use".into()),
+                ),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            entries.push(ListedEntry {
+                circuit: kind,
+                size,
+                meta,
+                problem,
+            });
+        }
+        entries.sort_by_key(|e| (e.circuit, e.size));
+        Ok(entries)
+    }
+}
+
+/// `chain-1024.params` -> (chain, 1024).
+fn parse_entry_name(name: &str) -> Option<(CircuitKind, usize)> {
+    let stem = name.strip_suffix(".params")?;
+    let (kind, size) = stem.rsplit_once('-')?;
+    let kind: CircuitKind = kind.parse().ok()?;
+    // Only canonical names: `chain-01024` is not the entry `chain-1024`.
+    let size: usize = size.parse().ok()?;
+    (size.to_string() == size_str(stem)).then_some((kind, size))
+}
+
+fn size_str(stem: &str) -> &str {
+    stem.rsplit_once('-').map(|(_, s)| s).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_names_parse_only_in_canonical_form() {
+        assert_eq!(
+            parse_entry_name("chain-1024.params"),
+            Some((CircuitKind::Chain, 1024))
+        );
+        assert_eq!(parse_entry_name("chain-01024.params"), None);
+        assert_eq!(parse_entry_name("chain-1024.json"), None);
+        assert_eq!(parse_entry_name("Chain-1024.params"), None);
     }
 }

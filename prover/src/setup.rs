@@ -30,8 +30,8 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 
-use crate::circuit::{self, CircuitError, CircuitKind, CircuitShape};
-use crate::params::{ParamStore, Params, ParamsOrigin, DEFAULT_SEED};
+use crate::circuit::{CircuitError, CircuitKind, CircuitShape};
+use crate::params::{ParamStore, Params, DEFAULT_SEED};
 use fixed_base::FixedBaseTable;
 use qap::QapEvaluator;
 
@@ -300,8 +300,8 @@ pub fn generate_with<C: Circuit<Scalar> + Clone>(
     })
 }
 
-/// Parses `1024`, `2^10` or `1<<10`.
-fn parse_size(s: &str) -> Result<usize, String> {
+/// Parses `1024`, `2^10` or `1<<10`: the one size syntax of every command.
+pub fn parse_size(s: &str) -> Result<usize, String> {
     let s = s.trim();
     let exponent = s
         .strip_prefix("2^")
@@ -373,27 +373,19 @@ pub fn run(args: SetupArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    let shape_circuit = circuit::shape_circuit(kind, size)?;
-    tracing::warn!(circuit = %kind, size, seed = args.seed, "{TEST_ONLY_WARNING}");
     let started = Instant::now();
-    let params = generate(&shape_circuit, args.seed)
+    // Refuses to replace a file the store did not generate (an imported or
+    // sidecar-less one), even with --force.
+    let (meta, _) = store
+        .generate_test(kind, size, args.seed)
         .with_context(|| format!("generating parameters for `{kind}` size {size}"))?;
     let generated = started.elapsed();
-    let meta = store
-        .insert(
-            kind,
-            size,
-            &params,
-            ParamsOrigin::TestSetup { seed: args.seed },
-        )
-        .with_context(|| format!("caching parameters for `{kind}` size {size}"))?;
     println!(
-        "wrote {} ({} bytes, domain 2^{}, sha256 {}) in {:.2}s ({:.2}s generating)\n{TEST_ONLY_WARNING}",
+        "wrote {} ({} bytes, domain 2^{}, sha256 {}) in {:.2}s\n{TEST_ONLY_WARNING}",
         store.params_path(kind, size).display(),
         meta.layout.file_len,
         meta.shape.log2_domain(),
         meta.sha256,
-        started.elapsed().as_secs_f64(),
         generated.as_secs_f64(),
     );
     Ok(())

@@ -36,7 +36,7 @@ fn free_port() -> u16 {
 /// `extra` TOML merged over them, table by table.
 fn config_text(port: u16, extra: &str) -> String {
     let base = format!(
-        "listen = \"127.0.0.1:{port}\"\napi_token = \"{TOKEN}\"\ndrain_timeout = \"60s\"\n\
+        "listen = \"127.0.0.1:{port}\"\napi_token = \"{TOKEN}\"\ndrain_timeout = \"60s\"\ntest_params = true\n\
          [gpu]\ndevices = []\n[memory]\nbudget = \"1GiB\"\n[[preload]]\ncircuit = \"chain\"\nsize = {SIZE}\n"
     );
     fn merge(into: &mut toml::Table, from: toml::Table) {
@@ -806,4 +806,17 @@ fn drain_timeout_or_a_second_sigterm_aborts_with_exit_5() {
         "{}",
         d.log()
     );
+    after_an_aborted_drain_exiting_is_the_last_log_line(&d);
+}
+
+fn after_an_aborted_drain_exiting_is_the_last_log_line(d: &Daemon) {
+    // Workers still running when the process ends must not log after it.
+    std::thread::sleep(Duration::from_millis(300));
+    let log = d.log();
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    assert!(last.contains("exiting"), "last line {last:?} of\n{log}");
 }

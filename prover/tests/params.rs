@@ -13,7 +13,8 @@ use blstrs::{Bls12, Scalar};
 use ff::Field;
 use prover::circuit::{self, CircuitKind};
 use prover::params::{
-    read_mapped, read_params, write_params, ParamStore, ParamsError, ParamsLayout, ParamsOrigin,
+    memory_bytes, read_mapped, read_params, write_params, ParamStore, ParamsError, ParamsLayout,
+    ParamsOrigin, TestParams,
 };
 use prover::setup::{self, SetupArgs};
 use rand_chacha::rand_core::SeedableRng;
@@ -130,7 +131,7 @@ fn bellperson_and_our_files_are_interchangeable() {
 
     let store = ParamStore::open(dir.path().join("cache")).expect("store");
     let meta = store
-        .import(CircuitKind::Chain, SIZE, &foreign)
+        .import(CircuitKind::Chain, SIZE, &foreign, false)
         .expect("import");
     assert!(matches!(meta.origin, ParamsOrigin::Imported { .. }));
     assert!(*store.load(CircuitKind::Chain, SIZE).expect("load") == theirs);
@@ -151,7 +152,9 @@ fn bellperson_and_our_files_are_interchangeable() {
 #[test]
 fn get_or_generate_caches_on_disk() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = ParamStore::open(dir.path()).expect("store");
+    let store = ParamStore::open(dir.path())
+        .expect("store")
+        .with_test_params(TestParams::Generate { seed: 0 });
     assert!(!store.contains(CircuitKind::Chain, 256));
     let first = store
         .get_or_generate(CircuitKind::Chain, 256)
@@ -159,6 +162,7 @@ fn get_or_generate_caches_on_disk() {
     assert!(store.contains(CircuitKind::Chain, 256));
     let meta = store.meta(CircuitKind::Chain, 256).expect("meta");
     assert_eq!(meta.origin, ParamsOrigin::TestSetup { seed: 0 });
+    // Loading what is there needs no permission to generate.
     let again = ParamStore::open(dir.path())
         .expect("store")
         .get_or_generate(CircuitKind::Chain, 256)
@@ -378,7 +382,10 @@ fn parameters_that_do_not_fit_say_what_to_run() {
         "{text}"
     );
     assert!(
-        text.contains("have domain 2^10, circuit `chain` size 4096 needs 2^12: run `prover setup --circuit chain --size 4096`"),
+        text.contains(&format!(
+            "have domain 2^10, circuit `chain` size 4096 needs 2^12: run `prover setup --circuit chain --size 4096 --params-dir {}`",
+            dir.path().display()
+        )),
         "{text}"
     );
 
@@ -431,7 +438,186 @@ fn parameters_that_do_not_fit_say_what_to_run() {
     assert!(matches!(err, ParamsError::Missing { .. }), "{err}");
     assert!(
         err.to_string()
-            .contains("run `prover setup --circuit sha256 --size 1024"),
+            .contains("`prover setup --circuit sha256 --size 1024 --params-dir"),
         "{err}"
     );
+}
+
+/// bellperson's parameters for chain/SIZE from an RNG we never use: what an
+/// operator brings from a real ceremony, as far as the store can tell.
+fn foreign_params(seed: u64) -> Parameters<Bls12> {
+    let shape = circuit::shape_circuit(CircuitKind::Chain, SIZE).expect("shape");
+    generate_random_parameters::<Bls12, _, _>(shape, &mut ChaCha20Rng::seed_from_u64(seed))
+        .expect("bellperson")
+}
+
+fn write_foreign(path: &Path, params: &Parameters<Bls12>) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    params.write(&mut bytes).expect("bellperson write");
+    fs::write(path, &bytes).expect("write");
+    bytes
+}
+
+#[test]
+fn a_file_without_sidecar_is_adopted_as_imported_never_overwritten() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParamStore::open(dir.path())
+        .expect("store")
+        .with_test_params(TestParams::Generate { seed: 0 });
+    let theirs = foreign_params(77);
+    let path = store.params_path(CircuitKind::Chain, SIZE);
+    let bytes = write_foreign(&path, &theirs);
+
+    let loaded = store
+        .get_or_generate(CircuitKind::Chain, SIZE)
+        .expect("adopted");
+    assert!(*loaded == theirs, "the store loaded something else");
+    assert_eq!(
+        fs::read(&path).expect("read"),
+        bytes,
+        "the file was modified"
+    );
+    let meta = store.meta(CircuitKind::Chain, SIZE).expect("sidecar");
+    assert!(
+        matches!(&meta.origin, ParamsOrigin::Imported { from } if from.contains("without a sidecar")),
+        "{:?}",
+        meta.origin
+    );
+    assert_eq!(meta.sha256, hex::encode(Sha256::digest(&bytes)));
+    // A proof made with the operator's file verifies against what the store serves.
+    prove_and_verify(&loaded, CircuitKind::Chain, SIZE, 5);
+}
+
+#[test]
+fn a_file_without_sidecar_that_does_not_fit_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParamStore::open(dir.path())
+        .expect("store")
+        .with_test_params(TestParams::Generate { seed: 0 });
+    // Parameters for another size under this entry's name, then garbage.
+    let wrong = generated(CircuitKind::Chain, SIZE / 2, 1);
+    let path = store.params_path(CircuitKind::Chain, SIZE);
+    let bytes = write_foreign(&path, &wrong);
+    let err = store
+        .get_or_generate(CircuitKind::Chain, SIZE)
+        .map(drop)
+        .expect_err("wrong domain adopted");
+    assert!(matches!(err, ParamsError::NotAdopted { .. }), "{err}");
+    assert!(err.to_string().contains("domain 2^9"), "{err}");
+    assert_eq!(
+        fs::read(&path).expect("read"),
+        bytes,
+        "the file was modified"
+    );
+    assert!(!store.meta_path(CircuitKind::Chain, SIZE).exists());
+
+    fs::write(&path, b"not parameters").expect("write");
+    let err = store
+        .get_or_generate(CircuitKind::Chain, SIZE)
+        .map(drop)
+        .expect_err("garbage adopted");
+    assert!(matches!(err, ParamsError::NotAdopted { .. }), "{err}");
+    assert_eq!(fs::read(&path).expect("read"), b"not parameters");
+}
+
+#[test]
+fn setup_never_replaces_a_file_it_did_not_write_even_with_force() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParamStore::open(dir.path()).expect("store");
+    let path = store.params_path(CircuitKind::Chain, SIZE);
+    let bytes = write_foreign(&path, &foreign_params(3));
+    let args = SetupArgs {
+        circuit: CircuitKind::Chain,
+        size: Some(SIZE),
+        params_dir: dir.path().to_path_buf(),
+        seed: 0,
+        force: true,
+        bench: false,
+        bench_sizes: vec![],
+    };
+    let err = setup::run(args.clone()).expect_err("setup overwrote a foreign file");
+    assert!(format!("{err:#}").contains("never replaced"), "{err:#}");
+    assert_eq!(fs::read(&path).expect("read"), bytes);
+    // Adopted, it is `imported`: still protected.
+    store.load(CircuitKind::Chain, SIZE).expect("adopt");
+    setup::run(args).expect_err("setup overwrote an imported entry");
+    assert_eq!(fs::read(&path).expect("read"), bytes);
+}
+
+#[test]
+fn missing_parameters_are_generated_only_when_test_params_are_allowed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParamStore::open(dir.path()).expect("store");
+    let err = store
+        .get_or_generate(CircuitKind::Chain, 256)
+        .map(drop)
+        .expect_err("generated without permission");
+    assert!(matches!(err, ParamsError::Missing { .. }), "{err}");
+    assert!(err.to_string().contains("prover params import"), "{err}");
+    assert_eq!(fs::read_dir(dir.path()).expect("list").count(), 0);
+}
+
+#[test]
+fn import_copies_byte_for_byte_and_replaces_only_when_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParamStore::open(dir.path().join("store")).expect("store");
+    let first = dir.path().join("first.params");
+    let first_bytes = write_foreign(&first, &foreign_params(1));
+    store
+        .import(CircuitKind::Chain, SIZE, &first, false)
+        .expect("import");
+    let entry = store.params_path(CircuitKind::Chain, SIZE);
+    assert_eq!(fs::read(&entry).expect("read"), first_bytes);
+
+    let second = dir.path().join("second.params");
+    let second_bytes = write_foreign(&second, &foreign_params(2));
+    let err = store
+        .import(CircuitKind::Chain, SIZE, &second, false)
+        .map(drop)
+        .expect_err("replaced an imported entry");
+    assert!(matches!(err, ParamsError::Protected { .. }), "{err}");
+    assert_eq!(fs::read(&entry).expect("read"), first_bytes);
+    store
+        .import(CircuitKind::Chain, SIZE, &second, true)
+        .expect("import --replace");
+    assert_eq!(fs::read(&entry).expect("read"), second_bytes);
+    assert!(store.verify(CircuitKind::Chain, SIZE).is_ok());
+
+    // A file that does not fit is refused before anything is written.
+    let small = dir.path().join("small.params");
+    write_foreign(&small, &generated(CircuitKind::Chain, SIZE / 2, 1));
+    let err = store
+        .import(CircuitKind::Chain, SIZE, &small, true)
+        .map(drop)
+        .expect_err("wrong size imported");
+    assert!(matches!(err, ParamsError::DomainMismatch { .. }), "{err}");
+    assert_eq!(fs::read(&entry).expect("read"), second_bytes);
+}
+
+#[test]
+fn loaded_parameters_hold_a_budget_reservation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let budget = prover::budget::MemoryBudget::new(1 << 30);
+    let store = ParamStore::open(dir.path())
+        .expect("store")
+        .with_test_params(TestParams::Generate { seed: 0 })
+        .with_budget(budget.clone());
+    assert_eq!(budget.stats().reserved, 0);
+    store
+        .get_or_generate(CircuitKind::Chain, 256)
+        .expect("load");
+    let layout = ParamsLayout::read(&store.params_path(CircuitKind::Chain, 256)).expect("layout");
+    let want = memory_bytes(&layout);
+    assert!(
+        want > layout.file_len / 2,
+        "{want} for a {}-byte file",
+        layout.file_len
+    );
+    assert_eq!(budget.stats().reserved, want);
+    assert_eq!(store.loaded_bytes(), want);
+    // Loading again shares the entry and reserves nothing more.
+    store.load(CircuitKind::Chain, 256).expect("load again");
+    assert_eq!(budget.stats().reserved, want);
+    drop(store);
+    assert_eq!(budget.stats().reserved, 0, "released with the store");
 }

@@ -80,6 +80,8 @@ pub fn fleetctl(cwd: &Path, args: &[&str]) -> Run {
 pub const LAB_DAEMON_CONFIG: &str = r#"
 listen = "127.0.0.1:7878"
 drain_timeout = "30s"
+# Lab hosts prove the smoke statement with TEST-ONLY parameters.
+test_params = true
 [[preload]]
 circuit = "chain"
 size = 1024

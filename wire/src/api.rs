@@ -143,7 +143,9 @@ pub struct TimingSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     /// A short stable code: `bad_request`, `unknown_circuit`, `size_out_of_range`,
-    /// `too_large_for_budget`, `unauthorized`, `queue_full`, `draining`, `not_found`,
+    /// `too_large_for_budget`, `params_missing`, `unauthorized`, `not_found`,
+    /// `method_not_allowed`, `body_too_large`, `uri_too_long`, `headers_too_large`,
+    /// `unsupported_media_type`, `queue_full`, `draining`, `busy`, `not_ready`,
     /// `internal`.
     pub error: String,
     /// A sentence for a human.
@@ -248,10 +250,17 @@ pub struct DeviceState {
     pub partitions_done: u64,
 }
 
+/// Longest timeout [`parse_timeout`] accepts (a day; the daemon caps waits lower).
+pub const MAX_TIMEOUT_SECS: f64 = 86_400.0;
+
 /// Parses the `timeout` query value of the wait route (`30s`, `2m`, `1500ms`,
-/// or bare seconds).
+/// or bare seconds), at most [`MAX_TIMEOUT_SECS`].
 pub fn parse_timeout(s: &str) -> Option<std::time::Duration> {
     let s = s.trim();
+    // A number longer than this is not a timeout anybody means.
+    if s.len() > 32 {
+        return None;
+    }
     let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
         Some(i) => (&s[..i], s[i..].trim()),
         None => (s, "s"),
@@ -264,10 +273,11 @@ pub fn parse_timeout(s: &str) -> Option<std::time::Duration> {
         "h" => v * 3600.0,
         _ => return None,
     };
-    if !secs.is_finite() || secs < 0.0 {
+    // Bounded before the conversion: from_secs_f64 panics past u64::MAX seconds.
+    if !secs.is_finite() || !(0.0..=MAX_TIMEOUT_SECS).contains(&secs) {
         return None;
     }
-    Some(std::time::Duration::from_secs_f64(secs))
+    std::time::Duration::try_from_secs_f64(secs).ok()
 }
 
 #[cfg(test)]
@@ -294,6 +304,30 @@ mod tests {
         assert_eq!(parse_timeout("7"), Some(Duration::from_secs(7)));
         assert_eq!(parse_timeout("7 parsecs"), None);
         assert_eq!(parse_timeout("-1s"), None);
+    }
+
+    #[test]
+    fn huge_nan_and_negative_timeouts_are_refused_without_panicking() {
+        for t in [
+            "99999999999999999999999s",
+            "1e400",
+            "NaN",
+            "nan",
+            "inf",
+            "-0.5",
+            "86401",
+            "1.5.3s",
+            ".",
+            "",
+            "9999999999999999999h",
+            "1".repeat(40).as_str(),
+        ] {
+            assert_eq!(parse_timeout(t), None, "{t:?}");
+        }
+        assert_eq!(
+            parse_timeout("86400"),
+            Some(std::time::Duration::from_secs(86_400))
+        );
     }
 
     #[test]

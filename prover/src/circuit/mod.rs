@@ -65,9 +65,11 @@ impl FromStr for CircuitKind {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         CircuitKind::ALL
             .into_iter()
-            .find(|k| k.name().eq_ignore_ascii_case(s.trim()))
+            // Exact names only: `chain\n` or `Chain` would be stored and
+            // echoed back as a different name than the circuit it selects.
+            .find(|k| k.name() == s)
             .ok_or_else(|| CircuitError::UnknownKind {
-                name: s.to_string(),
+                name: s.escape_debug().to_string(),
                 valid: CircuitKind::valid_names(),
             })
     }
@@ -186,15 +188,24 @@ mod tests {
                 kind
             );
         }
-        assert_eq!(
-            "SHA256".parse::<CircuitKind>().expect("parse"),
-            CircuitKind::Sha256
-        );
         let err = "poseidon".parse::<CircuitKind>().expect_err("unknown");
         assert_eq!(
             err.to_string(),
             "unknown circuit `poseidon`: valid circuits are chain, sha256"
         );
+    }
+
+    #[test]
+    fn circuit_names_match_exactly_not_trimmed_or_case_folded() {
+        for name in ["chain\n", " chain", "Chain", "SHA256", "chain\0"] {
+            let err = name.parse::<CircuitKind>().expect_err(name);
+            // The name is echoed escaped: a newline cannot forge a log line.
+            assert!(!err.to_string().contains('\n'), "{err}");
+        }
+        assert!(matches!(
+            "chain\n".parse::<CircuitKind>(),
+            Err(CircuitError::UnknownKind { name, .. }) if name == "chain\\n"
+        ));
     }
 
     #[test]

@@ -4,9 +4,11 @@
 
 use crate::budget::MemoryBudget;
 use crate::daemon::engine::{Engine, SubmitError};
+use crate::daemon::http::HttpLimits;
 use crate::daemon::metrics::{Metrics, Sample};
 use crate::pool::PinnedPool;
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -22,6 +24,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 /// Longest a `/wait` request may hold the connection.
 pub const MAX_WAIT: Duration = Duration::from_secs(600);
@@ -77,6 +80,7 @@ pub struct AppState {
     pub token: Option<String>,
     pub listen: SocketAddr,
     pub started: Instant,
+    pub http: HttpLimits,
 }
 
 impl AppState {
@@ -90,7 +94,14 @@ impl AppState {
             token,
             listen,
             started: Instant::now(),
+            http: HttpLimits::default(),
         }
+    }
+
+    /// The URI, header and body limits the router enforces.
+    pub fn with_http_limits(mut self, http: HttpLimits) -> Self {
+        self.http = http;
+        self
     }
 
     fn budget_stats(&self) -> BudgetStats {
@@ -198,6 +209,8 @@ impl From<SubmitError> for ApiError {
             }
             SubmitError::QueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, "queue_full"),
             SubmitError::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
+            SubmitError::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
+            SubmitError::ParamsMissing(_) => (StatusCode::UNPROCESSABLE_ENTITY, "params_missing"),
             SubmitError::Params { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, e.to_string())
@@ -216,11 +229,105 @@ pub fn router(state: Shared) -> Router {
         .route(wire::STATUS_PATH, get(status))
         .route(wire::METRICS_PATH, get(metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
+    let limits = &state.http;
     Router::new()
         .route(wire::HEALTHZ_PATH, get(healthz))
         .merge(protected)
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(RequestBodyTimeoutLayer::new(limits.body_read_timeout.0))
+        .layer(DefaultBodyLimit::max(
+            usize::try_from(limits.max_body_bytes.0).unwrap_or(usize::MAX),
+        ))
+        .layer(middleware::from_fn_with_state(state.clone(), head_limits))
+        .layer(middleware::map_response(json_errors))
         .with_state(state)
+}
+
+/// URI and header limits, answered as JSON before anything else runs
+/// (hyper's own, larger, limits answer with an empty body).
+async fn head_limits(State(state): State<Shared>, req: Request, next: Next) -> Response {
+    let uri_bytes = req.uri().path_and_query().map_or(0, |p| p.as_str().len()) as u64;
+    if uri_bytes > state.http.max_uri_bytes.0 {
+        return ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!(
+                "the request target has {uri_bytes} bytes; at most {} (http.max_uri_bytes)",
+                state.http.max_uri_bytes.0
+            ),
+        )
+        .into_response();
+    }
+    let header_bytes: u64 = req
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().len() + v.len() + 4) as u64)
+        .sum();
+    if header_bytes > state.http.max_header_bytes.0 {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers_too_large",
+            format!(
+                "the request headers have {header_bytes} bytes; at most {} (http.max_header_bytes)",
+                state.http.max_header_bytes.0
+            ),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// The stable `error` code of a status the handlers do not produce themselves.
+fn code_for(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::REQUEST_TIMEOUT => "timeout",
+        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
+        StatusCode::URI_TOO_LONG => "uri_too_long",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "headers_too_large",
+        s if s.is_server_error() => "internal",
+        _ => "bad_request",
+    }
+}
+
+/// Turns every error answer that is not already an [`ErrorBody`] (axum's
+/// plain-text extractor rejections: bad path or query, body too large or
+/// unreadable) into one, keeping its status and its text as the detail.
+async fn json_errors(resp: Response) -> Response {
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json || !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let detail = match text.is_empty() {
+        true => status.canonical_reason().unwrap_or("error").to_string(),
+        false => text,
+    };
+    let mut out = ApiError::new(status, code_for(status), detail).into_response();
+    if let Some(allow) = parts.headers.get(header::ALLOW) {
+        out.headers_mut().insert(header::ALLOW, allow.clone());
+    }
+    out
+}
+
+async fn method_not_allowed(req: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} is not allowed on {}", req.method(), req.uri().path()),
+    )
 }
 
 /// Compares without an early exit, so response time does not leak the token.

@@ -211,10 +211,8 @@ pub fn run_daemon(args: DaemonArgs) -> Result<u8> {
     rt.shutdown_timeout(Duration::from_secs(1));
     match result? {
         Ok(()) => Ok(exit::OK),
-        Err(e @ lifecycle::DaemonError::Aborted(_)) => {
-            eprintln!("error: {e}");
-            Ok(exit::ABORTED)
-        }
+        // The `exiting` line already carries the reason; nothing may follow it.
+        Err(lifecycle::DaemonError::Aborted(_)) => Ok(exit::ABORTED),
         Err(e) => Err(e.into()),
     }
 }
@@ -277,8 +275,9 @@ fn init_logging(config: &Config) -> Result<()> {
         }
     });
     tracing_subscriber::registry()
-        .with(stderr_layer)
-        .with(file_layer)
+        .with(stderr_layer.with_filter(log_gate::open()))
+        .with(file_layer.map(|l| l.with_filter(log_gate::open())))
+        .with(log_gate::CloseAfterExiting)
         .try_init()
         .context("installing the logger")?;
     Ok(())
@@ -311,6 +310,55 @@ mod log_writer {
         }
         fn flush(&mut self) -> std::io::Result<()> {
             (&*self.0).flush()
+        }
+    }
+}
+
+/// Keeps `exiting` the daemon's last log line: after an aborted drain the
+/// worker threads are not joined and may still log while the process ends,
+/// so the writers close once that line has been written.
+mod log_gate {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tracing::field::{Field, Visit};
+    use tracing_subscriber::filter::{filter_fn, FilterFn};
+    use tracing_subscriber::layer::{Context, Layer};
+
+    static CLOSED: AtomicBool = AtomicBool::new(false);
+
+    /// A filter that lets events through until the log closes.
+    pub fn open() -> FilterFn<impl Fn(&tracing::Metadata<'_>) -> bool> {
+        filter_fn(|_| !CLOSED.load(Ordering::SeqCst))
+    }
+
+    /// Closes the log after the lifecycle's `exiting` event; registered
+    /// after the writing layers, so that line itself is written.
+    pub struct CloseAfterExiting;
+
+    struct IsExiting(bool);
+
+    impl Visit for IsExiting {
+        fn record_str(&mut self, field: &Field, value: &str) {
+            if field.name() == "message" && value == "exiting" {
+                self.0 = true;
+            }
+        }
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" && format!("{value:?}") == "exiting" {
+                self.0 = true;
+            }
+        }
+    }
+
+    impl<S: tracing::Subscriber> Layer<S> for CloseAfterExiting {
+        fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+            if !event.metadata().target().ends_with("daemon::lifecycle") {
+                return;
+            }
+            let mut v = IsExiting(false);
+            event.record(&mut v);
+            if v.0 {
+                CLOSED.store(true, Ordering::SeqCst);
+            }
         }
     }
 }

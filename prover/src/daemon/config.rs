@@ -57,8 +57,12 @@ pub struct Config {
     /// How long a drain may take before the daemon aborts.
     pub drain_timeout: HumanDuration,
     pub log: Log,
-    /// Parameters loaded (or generated) at start.
+    /// Parameters loaded at start.
     pub preload: Vec<Preload>,
+    /// Generate TEST-ONLY parameters (seeded toxic waste, NOT a trusted
+    /// setup) for a circuit and size `params_dir` has no file for.
+    pub test_params: bool,
+    pub http: crate::daemon::http::HttpLimits,
 }
 
 impl Default for Config {
@@ -75,6 +79,8 @@ impl Default for Config {
             drain_timeout: HumanDuration(Duration::from_secs(300)),
             log: Log::default(),
             preload: Vec::new(),
+            test_params: false,
+            http: Default::default(),
         }
     }
 }
@@ -344,6 +350,9 @@ impl Config {
             }
         }
         self.check_pool(&bad)?;
+        if let Err((key, reason)) = self.http.check() {
+            return Err(bad(key, reason));
+        }
         for (i, p) in self.preload.iter().enumerate() {
             let range = MIN_SIZE as u64..=MAX_SIZE as u64;
             if !range.contains(&p.size) {

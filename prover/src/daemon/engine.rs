@@ -64,8 +64,9 @@ pub enum SubmitError {
     BadPartitions { got: u32, max: u32 },
     #[error(
         "a partition of {circuit} at size {size} needs {pool_need} bytes of pool buffers and \
-         {working} bytes of working memory, but the pool may hold {pool_max} bytes and the rest \
-         of the memory budget is {working_max} bytes"
+         {working} bytes of working memory (its parameters included when not loaded yet), but \
+         the pool may hold {pool_max} bytes and the rest of the memory budget (less the \
+         parameters loaded) is {working_max} bytes"
     )]
     TooLarge {
         circuit: String,
@@ -79,6 +80,10 @@ pub enum SubmitError {
     QueueFull { depth: u64, max: u64 },
     #[error("the daemon is draining and accepts no new jobs")]
     Draining,
+    #[error("{0}")]
+    Busy(String),
+    #[error("{0}; the daemon's config does not allow TEST-ONLY parameters (test_params)")]
+    ParamsMissing(String),
     #[error("cannot load parameters for {circuit}/{size}: {reason}")]
     Params {
         circuit: String,
@@ -249,6 +254,24 @@ struct Shared {
 pub struct Engine {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Held while a submission counts the constraints of a (circuit, size)
+    /// not seen before: one core at most, whatever clients send.
+    counting: Mutex<()>,
+}
+
+/// How long a submission waits for another one's constraint count before
+/// it is told to retry (503).
+const COUNTING_WAIT: Duration = Duration::from_secs(5);
+
+/// A lower bound of a partition's domain at `size`, known without counting:
+/// a chain fills exactly `size` padded constraints; a sha256 circuit takes
+/// whole blocks (fewer than 2^15 constraints each) up to `size`, at least one.
+fn domain_lower_bound(kind: CircuitKind, size: u64) -> u64 {
+    let padded = match kind {
+        CircuitKind::Chain => size,
+        CircuitKind::Sha256 => size.saturating_sub(1 << 15).max(1 << 14),
+    };
+    padded.max(1).next_power_of_two()
 }
 
 fn unix_ms() -> u64 {
@@ -379,11 +402,22 @@ impl Engine {
         Ok(Self {
             shared,
             threads: Mutex::new(threads),
+            counting: Mutex::new(()),
         })
     }
 
-    /// The shape of `kind` at `size`, counted once and cached.
+    /// The shape of `kind` at `size`, counted once and cached; one count
+    /// runs at a time.
     fn shape(&self, kind: CircuitKind, size: u64) -> Result<CircuitShape, SubmitError> {
+        if let Some(s) = self.shared.shapes.lock().get(&(kind, size)) {
+            return Ok(*s);
+        }
+        let Some(_counting) = self.counting.try_lock_for(COUNTING_WAIT) else {
+            return Err(SubmitError::Busy(format!(
+                "another submission is counting the constraints of a new circuit size; retry {kind} size {size} later"
+            )));
+        };
+        // Counted by whoever held the lock before us?
         if let Some(s) = self.shared.shapes.lock().get(&(kind, size)) {
             return Ok(*s);
         }
@@ -420,20 +454,55 @@ impl Engine {
                 max: MAX_PARTITIONS,
             });
         }
-        let shape = self.shape(kind, req.size)?;
-        let pool_need = pool_bytes(&shape);
-        let working = working_bytes(&shape);
-        // The pool may hold `pool_max`; working sets live in the rest of the budget.
+        // The pool may hold `pool_max`; working sets and loaded parameters
+        // live in the rest of the budget.
         let budget = self.shared.budget.total();
         let pool_max = self.shared.pool.limits().max_bytes.min(budget);
-        if pool_need > pool_max || working > budget - pool_max {
+        let working_max = (budget - pool_max).saturating_sub(self.shared.params.loaded_bytes());
+        // Refuse what cannot fit before spending a core on counting constraints.
+        let m = domain_lower_bound(kind, req.size);
+        let g1 = std::mem::size_of::<blstrs::G1Affine>() as u64;
+        let (pool_low, working_low) = (3 * 32 * m, 2 * 32 * m + m * g1);
+        if pool_low > pool_max || working_low > working_max {
+            return Err(SubmitError::TooLarge {
+                circuit: kind.to_string(),
+                size: req.size,
+                pool_need: pool_low,
+                pool_max,
+                working: working_low,
+                working_max,
+            });
+        }
+        if !self.shared.params.can_provide(kind, req.size as usize) {
+            return Err(SubmitError::ParamsMissing(
+                crate::params::ParamsError::Missing {
+                    dir: self.shared.params.root().to_path_buf(),
+                    kind,
+                    size: req.size as usize,
+                }
+                .to_string(),
+            ));
+        }
+        let shape = self.shape(kind, req.size)?;
+        let pool_need = pool_bytes(&shape);
+        let loaded = self.shared.params.is_loaded(kind, req.size as usize);
+        let params_need = match loaded {
+            true => 0,
+            false => self
+                .shared
+                .params
+                .memory_bytes_of(kind, req.size as usize)
+                .unwrap_or(shape.domain_size() as u64 * g1),
+        };
+        let working = working_bytes(&shape) + params_need;
+        if pool_need > pool_max || working > working_max {
             return Err(SubmitError::TooLarge {
                 circuit: kind.to_string(),
                 size: req.size,
                 pool_need,
                 pool_max,
                 working,
-                working_max: budget - pool_max,
+                working_max,
             });
         }
         let rs_seed = req.rs_seed.unwrap_or_else(rand::random);

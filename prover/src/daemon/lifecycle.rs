@@ -24,7 +24,7 @@ use crate::daemon::config::{AllocatorChoice, BudgetSize, Config, Devices};
 use crate::daemon::engine::{pool_bytes, Device, Engine, EngineParts};
 use crate::daemon::metrics::Metrics;
 use crate::daemon::pidfile::{PidFile, PidFileError};
-use crate::params::ParamStore;
+use crate::params::{ParamStore, TestParams};
 use crate::pool::{
     HeapAllocator, HostAllocator, MlockAllocator, PinnedPool, PoolError, PoolLimits,
 };
@@ -94,18 +94,17 @@ pub async fn run(
     let pid_file = PidFile::acquire(&config.paths.pid_file)?;
 
     let metrics = Arc::new(Metrics::new(crate::VERSION, crate::BUILD_HASH));
-    let state = Arc::new(AppState::new(
-        metrics.clone(),
-        config.api_token.clone(),
-        listen,
-    ));
+    let state = Arc::new(
+        AppState::new(metrics.clone(), config.api_token.clone(), listen)
+            .with_http_limits(config.http.clone()),
+    );
     let stop_http = Arc::new(Notify::new());
     let server = {
         let stop = stop_http.clone();
         let app = api::router(state.clone());
+        let limits = config.http.clone();
         tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.notified().await })
+            crate::daemon::http::serve(listener, app, &limits, async move { stop.notified().await })
                 .await
         })
     };
@@ -134,8 +133,7 @@ pub async fn run(
     stop_http.notify_waiters();
     stop_http.notify_one();
     match tokio::time::timeout(HTTP_GRACE, server).await {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => tracing::warn!("http server: {e}"),
+        Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!("http server task: {e}"),
         Err(_) => tracing::warn!("http server did not stop within {HTTP_GRACE:?}"),
     }
@@ -308,9 +306,17 @@ async fn start(
     };
     let _ = state.pool.set(pool.clone());
 
+    let test_params = match config.test_params {
+        true => TestParams::Generate {
+            seed: crate::params::DEFAULT_SEED,
+        },
+        false => TestParams::Refuse,
+    };
     let params = Arc::new(
         ParamStore::open(&config.paths.params_dir)
-            .map_err(|e| step("opening the parameter directory")(e.to_string()))?,
+            .map_err(|e| step("opening the parameter directory")(e.to_string()))?
+            .with_test_params(test_params)
+            .with_budget(budget.clone()),
     );
     for p in &config.preload {
         state

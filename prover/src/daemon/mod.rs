@@ -4,6 +4,7 @@
 //! - [`config`]: the TOML file, validated with key paths.
 //! - [`lifecycle`]: `run(config, listener, shutdown)`, start-up to exit.
 //! - [`api`]: HTTP routes, authentication, error mapping.
+//! - [`http`]: serving them with timeouts, a connection cap and size limits.
 //! - [`engine`]: synthesis and device workers, jobs, admission.
 //! - [`metrics`]: Prometheus registry behind `/metrics`.
 //! - [`pidfile`]: exclusive pid file with stale detection.
@@ -14,6 +15,7 @@ pub mod client;
 pub mod command;
 pub mod config;
 pub mod engine;
+pub mod http;
 pub mod lifecycle;
 pub mod metrics;
 pub mod pidfile;

@@ -1,0 +1,149 @@
+//! `prover params import|list|verify`: the operator's view of the parameter
+//! directory. Nothing here generates parameters (that is `prover setup`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use crate::circuit::CircuitKind;
+use crate::params::{ParamStore, ParamsOrigin};
+use crate::setup::parse_size;
+
+#[derive(Debug, clap::Args)]
+pub struct ParamsCmdArgs {
+    #[command(subcommand)]
+    pub command: ParamsCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ParamsCommand {
+    /// Validate a parameter file made elsewhere (a ceremony, bellperson) and copy it into the directory.
+    Import(ImportArgs),
+    /// List the directory's entries: circuit, size, origin, checksum.
+    List(DirArg),
+    /// Check entries completely: layout, fit to the circuit, checksum (or every point, without a sidecar).
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DirArg {
+    /// Parameter directory.
+    #[arg(long, default_value = "params")]
+    pub params_dir: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// The parameter file (bellperson's `Parameters::write` format).
+    pub file: PathBuf,
+    /// Circuit the parameters are for (chain, sha256).
+    #[arg(long)]
+    pub circuit: CircuitKind,
+    /// Circuit size in constraints: 1024 or 2^10.
+    #[arg(long, value_parser = parse_size)]
+    pub size: usize,
+    #[command(flatten)]
+    pub dir: DirArg,
+    /// Replace an entry imported earlier (a file without a sidecar is never replaced).
+    #[arg(long)]
+    pub replace: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// Only this circuit (with --size); default: every entry.
+    #[arg(long, requires = "size")]
+    pub circuit: Option<CircuitKind>,
+    /// Only this size (with --circuit): 1024 or 2^10.
+    #[arg(long, value_parser = parse_size, requires = "circuit")]
+    pub size: Option<usize>,
+    #[command(flatten)]
+    pub dir: DirArg,
+}
+
+fn open(dir: &DirArg) -> Result<ParamStore> {
+    ParamStore::open(&dir.params_dir).with_context(|| {
+        format!(
+            "opening the parameter directory {}",
+            dir.params_dir.display()
+        )
+    })
+}
+
+fn origin_text(origin: &ParamsOrigin) -> String {
+    match origin {
+        ParamsOrigin::TestSetup { seed } => format!("test_setup (seed {seed}, TEST-ONLY)"),
+        ParamsOrigin::Imported { from } => format!("imported from {from}"),
+        ParamsOrigin::Inserted => "inserted".into(),
+    }
+}
+
+/// Runs `prover params …`; the exit code is 0 when every entry checked is
+/// sound, 1 otherwise.
+pub fn run(args: ParamsCmdArgs) -> Result<u8> {
+    match args.command {
+        ParamsCommand::Import(a) => {
+            let store = open(&a.dir)?;
+            let meta = store
+                .import(a.circuit, a.size, &a.file, a.replace)
+                .with_context(|| format!("importing {}", a.file.display()))?;
+            println!(
+                "imported {} as {} (domain 2^{}, sha256 {})",
+                a.file.display(),
+                store.params_path(a.circuit, a.size).display(),
+                meta.shape.log2_domain(),
+                meta.sha256
+            );
+            Ok(0)
+        }
+        ParamsCommand::List(dir) => {
+            let store = open(&dir)?;
+            let entries = store.list()?;
+            if entries.is_empty() {
+                println!("no parameter files in {}", dir.params_dir.display());
+            }
+            for e in &entries {
+                match (&e.meta, &e.problem) {
+                    (Some(m), _) => println!(
+                        "{}-{}\tdomain 2^{}\t{} bytes\t{}\tsha256 {}",
+                        e.circuit,
+                        e.size,
+                        m.shape.log2_domain(),
+                        m.layout.file_len,
+                        origin_text(&m.origin),
+                        m.sha256
+                    ),
+                    (None, problem) => println!(
+                        "{}-{}\t{}",
+                        e.circuit,
+                        e.size,
+                        problem.as_deref().unwrap_or("unknown state")
+                    ),
+                }
+            }
+            Ok(0)
+        }
+        ParamsCommand::Verify(a) => {
+            let store = open(&a.dir)?;
+            let targets: Vec<(CircuitKind, usize)> = match (a.circuit, a.size) {
+                (Some(c), Some(s)) => vec![(c, s)],
+                _ => store
+                    .list()?
+                    .into_iter()
+                    .map(|e| (e.circuit, e.size))
+                    .collect(),
+            };
+            let mut all_ok = true;
+            for (kind, size) in targets {
+                match store.verify_any(kind, size) {
+                    Ok(what) => println!("{kind}-{size}: ok ({what})"),
+                    Err(e) => {
+                        all_ok = false;
+                        println!("{kind}-{size}: FAILED: {e}");
+                    }
+                }
+            }
+            Ok(if all_ok { 0 } else { 1 })
+        }
+    }
+}
