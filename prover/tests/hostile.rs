@@ -36,6 +36,7 @@ fn state(dir: &std::path::Path, test_params: TestParams, http: HttpLimits) -> Ar
             max_bytes: 128 << 20,
             idle_shrink_after: Duration::from_secs(300),
             checkout_timeout: Duration::from_secs(60),
+            ..PoolLimits::default()
         },
     );
     let params = ParamStore::open(dir.join("params"))
