@@ -553,9 +553,11 @@ fn a_second_daemon_on_the_same_pid_file_is_refused() {
 
 #[test]
 fn an_exhausted_budget_makes_partitions_wait_then_complete() {
-    // The pool (half the budget, 160 KiB) holds one partition's 132 KiB of buffers at a time.
+    // The pool (capped at 160 KiB) holds one partition's 132 KiB of buffers
+    // at a time; the rest of the 1 MiB budget holds the loaded parameters
+    // (~590 KB, which take a reservation) and the working memory.
     let d = Daemon::start(
-        "[memory]\nbudget = \"320KiB\"\n[pool]\npreallocate = 0\n[synthesis]\nconcurrency = 2\nlookahead = 2\n",
+        "[memory]\nbudget = \"1MiB\"\n[pool]\npreallocate = 0\nmax_bytes = \"160KiB\"\n[synthesis]\nconcurrency = 2\nlookahead = 2\n",
     );
     let ids: Vec<String> = (0..2)
         .map(|i| {
@@ -590,7 +592,7 @@ fn an_exhausted_budget_makes_partitions_wait_then_complete() {
     );
     let st = d.status();
     assert_eq!(st.proofs_completed, 2);
-    assert!(st.budget.total_bytes == 320 << 10);
+    assert!(st.budget.total_bytes == 1 << 20);
 }
 
 fn daemon_config_error(text: &str) -> String {
