@@ -113,8 +113,9 @@ __device__ __noinline__ g1_xyzz g1_dbl(const g1_xyzz &p)
     return r;
 }
 
-// p + q, q affine.
-__device__ __noinline__ g1_xyzz g1_add_affine(const g1_xyzz &p, const g1_affine &q)
+// p + q, q affine: the body, inlined only where it is the hot loop
+// (msm_accumulate_bases); everyone else calls g1_add_affine.
+__device__ __forceinline__ g1_xyzz g1_add_affine_inline(const g1_xyzz &p, const g1_affine &q)
 {
     if (g1_affine_is_inf(q))
         return p;
@@ -138,6 +139,11 @@ __device__ __noinline__ g1_xyzz g1_add_affine(const g1_xyzz &p, const g1_affine 
     r.zz = fp_mul(p.zz, pp);
     r.zzz = fp_mul(p.zzz, ppp);
     return r;
+}
+
+__device__ __noinline__ g1_xyzz g1_add_affine(const g1_xyzz &p, const g1_affine &q)
+{
+    return g1_add_affine_inline(p, q);
 }
 
 // p + q, both XYZZ.

@@ -277,7 +277,7 @@ extern "C" __global__ void msm_accumulate_bases(const g1_affine *bases, const u3
         g1_affine p = g1_affine_load(bases + (entry & ~MSM_SIGN));
         if (entry & MSM_SIGN)
             p = g1_affine_neg(p);
-        acc = g1_add_affine(acc, p);
+        acc = g1_add_affine_inline(acc, p);
     }
     g1_store(out + t, acc);
 }
