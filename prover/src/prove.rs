@@ -257,9 +257,6 @@ pub fn prove_synthesized(
     drop((b, c));
 
     let msm_start = Instant::now();
-    // h has m coefficients; the top one is zero for a satisfied system and
-    // bellperson drops it, as the h query holds m − 1 points.
-    let t = Instant::now();
     let set = key.set_id();
     fn bases<'k>(
         query: &'k [G1Affine],
@@ -269,79 +266,114 @@ pub fn prove_synthesized(
     ) -> G1Bases<'k> {
         G1Bases::of_query(query, range, set, which)
     }
-    let h = backend
-        .msm_g1(
-            &bases(key.h(), 0..m - 1, G1Query::H, set),
-            &a[..m - 1],
-            times,
-        )
-        .map_err(backend_err)?;
-    times.add(Phase::MsmH, ms_since(t));
-    drop(a);
-
-    let t = Instant::now();
-    let l = backend
-        .msm_g1(
-            &bases(key.l(), 0..key.l().len(), G1Query::L, set),
-            &aux_assignment,
-            times,
-        )
-        .map_err(backend_err)?;
-    times.add(Phase::MsmL, ms_since(t));
-
-    let t = Instant::now();
     // Inputs and aux run as two MSMs over adjacent bases (the sum is the
     // same group element) so a fully dense aux assignment is used in place,
     // not copied.
-    let mut scratch = Vec::new();
-    let a_aux = dense(&aux_assignment, &a_aux_density, &mut scratch);
-    let a_answer = backend
-        .msm_g1(
-            &bases(key.a(), 0..num_inputs, G1Query::A, set),
-            &input_assignment,
-            times,
-        )
-        .map_err(backend_err)?
-        + backend
-            .msm_g1(
-                &bases(key.a(), num_inputs..a_len, G1Query::A, set),
-                a_aux,
-                times,
-            )
-            .map_err(backend_err)?;
-    times.add(Phase::MsmA, ms_since(t));
-
-    let t = Instant::now();
     let b_inputs_len = b_input_density.total();
     let mut b_inputs = Vec::with_capacity(b_inputs_len);
     gather(&mut b_inputs, &input_assignment, &b_input_density);
-    let b_aux = dense(&aux_assignment, &b_aux_density, &mut scratch);
-    let b1_answer = backend
-        .msm_g1(
-            &bases(key.b_g1(), 0..b_inputs_len, G1Query::BG1, set),
-            &b_inputs,
-            times,
-        )
-        .map_err(backend_err)?
-        + backend
-            .msm_g1(
-                &bases(key.b_g1(), b_inputs_len..b_len, G1Query::BG1, set),
-                b_aux,
-                times,
-            )
-            .map_err(backend_err)?;
-    times.add(Phase::MsmBG1, ms_since(t));
+    let mut scratch_b = Vec::new();
+    let b_aux = dense(&aux_assignment, &b_aux_density, &mut scratch_b);
+    let mut scratch_a = Vec::new();
+    let mut g2_times = BackendTimes::default();
+    let (g1, g2) = std::thread::scope(|scope| {
+        // The G2 MSM runs on the CPU (every backend today): on its own thread
+        // it overlaps the G1 MSMs, which a device backend runs on the GPU.
+        let g2_times = &mut g2_times;
+        let (b_inputs, b_aux) = (&b_inputs, b_aux);
+        let g2 = scope.spawn(move || {
+            let t = Instant::now();
+            let sum = backend
+                .msm_g2(&key.b_g2()[..b_inputs_len], b_inputs, g2_times)
+                .and_then(|x| {
+                    Ok(x + backend.msm_g2(&key.b_g2()[b_inputs_len..b_len], b_aux, g2_times)?)
+                });
+            (sum, ms_since(t))
+        });
+        let g1 = (|| {
+            // h has m coefficients; the top one is zero for a satisfied
+            // system and bellperson drops it, as the h query holds m − 1 points.
+            let t = Instant::now();
+            let h = backend
+                .msm_g1(
+                    &bases(key.h(), 0..m - 1, G1Query::H, set),
+                    &a[..m - 1],
+                    times,
+                )
+                .map_err(backend_err)?;
+            times.add(Phase::MsmH, ms_since(t));
+            drop(a);
 
-    let t = Instant::now();
-    let b2_answer = backend
-        .msm_g2(&key.b_g2()[..b_inputs_len], &b_inputs, times)
-        .map_err(backend_err)?
-        + backend
-            .msm_g2(&key.b_g2()[b_inputs_len..b_len], b_aux, times)
-            .map_err(backend_err)?;
-    times.add(Phase::MsmBG2, ms_since(t));
+            let t = Instant::now();
+            let l = backend
+                .msm_g1(
+                    &bases(key.l(), 0..key.l().len(), G1Query::L, set),
+                    &aux_assignment,
+                    times,
+                )
+                .map_err(backend_err)?;
+            times.add(Phase::MsmL, ms_since(t));
+
+            let t = Instant::now();
+            let a_aux = dense(&aux_assignment, &a_aux_density, &mut scratch_a);
+            let a_answer = backend
+                .msm_g1(
+                    &bases(key.a(), 0..num_inputs, G1Query::A, set),
+                    &input_assignment,
+                    times,
+                )
+                .map_err(backend_err)?
+                + backend
+                    .msm_g1(
+                        &bases(key.a(), num_inputs..a_len, G1Query::A, set),
+                        a_aux,
+                        times,
+                    )
+                    .map_err(backend_err)?;
+            times.add(Phase::MsmA, ms_since(t));
+
+            let t = Instant::now();
+            let b1_answer = backend
+                .msm_g1(
+                    &bases(key.b_g1(), 0..b_inputs_len, G1Query::BG1, set),
+                    b_inputs,
+                    times,
+                )
+                .map_err(backend_err)?
+                + backend
+                    .msm_g1(
+                        &bases(key.b_g1(), b_inputs_len..b_len, G1Query::BG1, set),
+                        b_aux,
+                        times,
+                    )
+                    .map_err(backend_err)?;
+            times.add(Phase::MsmBG1, ms_since(t));
+            Ok::<_, ProveError>((h, l, a_answer, b1_answer))
+        })();
+        match g2.join() {
+            Ok(g2) => (g1, g2),
+            // A panic in the G2 MSM is the partition's panic (the daemon
+            // catches it and fails only this job).
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    });
+    let (h, l, a_answer, b1_answer) = g1?;
+    let (b2_answer, g2_ms) = g2;
+    let b2_answer = b2_answer.map_err(backend_err)?;
+    times.add(Phase::MsmBG2, g2_ms);
+    for (phase, ms) in g2_times.phases_ms {
+        times.add(phase, ms);
+    }
+    times.device_ms += g2_times.device_ms;
+    times.h2d_bytes += g2_times.h2d_bytes;
     times.add(Phase::Msm, ms_since(msm_start));
-    drop((scratch, b_inputs, input_assignment, aux_assignment));
+    drop((
+        scratch_a,
+        scratch_b,
+        b_inputs,
+        input_assignment,
+        aux_assignment,
+    ));
 
     let t = Instant::now();
     let g_a = vk.delta_g1 * r + vk.alpha_g1 + a_answer;
