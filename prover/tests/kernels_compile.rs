@@ -2,8 +2,7 @@
 //! with no GPU: a kernel that does not compile, or compiles with warnings,
 //! fails CI before it reaches a GPU host.
 
-use prover::backend::cuda::kernels::{self, CompileError, UNITS};
-use std::path::{Path, PathBuf};
+use prover::backend::cuda::kernels::{self, CompileError, KERNEL_TREE, UNITS};
 
 /// Architecture the fleet's H200s report (compute capability 9.0).
 const ARCH: &str = "sm_90";
@@ -12,50 +11,31 @@ fn nvrtc_skipped() -> bool {
     std::env::var("PROVER_SKIP_NVRTC").is_ok_and(|v| v == "1")
 }
 
-fn kernel_files(dir: &Path, base: &Path, out: &mut Vec<String>) {
-    let entries =
-        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
-    for entry in entries {
-        let path = entry
-            .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
-            .path();
-        if path.is_dir() {
-            kernel_files(&path, base, out);
-        } else if matches!(
-            path.extension().and_then(|e| e.to_str()),
-            Some("cu" | "cuh")
-        ) {
-            let rel = path.strip_prefix(base).unwrap_or(&path);
-            out.push(rel.to_string_lossy().replace('\\', "/"));
-        }
-    }
-}
-
-/// `kernels/` of the source tree; from the working directory when the test
-/// binary runs elsewhere than where it was built (a GPU host without cargo).
-fn kernels_dir() -> PathBuf {
-    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels");
-    if built.is_dir() {
-        built
-    } else {
-        PathBuf::from("kernels")
-    }
-}
-
+/// The kernel files of the tree this binary was built from (listed at build
+/// time), so the check does not depend on where the test binary runs (a GPU
+/// host without the source tree).
 #[test]
 fn every_kernel_file_belongs_to_a_unit() {
-    let mut files = Vec::new();
-    kernel_files(&kernels_dir(), &kernels_dir(), &mut files);
     assert!(
-        !files.is_empty(),
-        "no kernel files under {}",
-        kernels_dir().display()
+        !KERNEL_TREE.is_empty(),
+        "no kernel files were found at build time"
     );
-    for f in &files {
+    for f in KERNEL_TREE {
         assert!(
-            UNITS.iter().any(|u| u.files.iter().any(|k| k.path == f)),
+            UNITS.iter().any(|u| u.files.iter().any(|k| k.path == *f)),
             "kernels/{f} is not compiled by any unit in backend/cuda/kernels.rs"
         );
+    }
+    // And every file a unit embeds exists in the tree (no stale path).
+    for u in UNITS {
+        for k in u.files {
+            assert!(
+                KERNEL_TREE.contains(&k.path),
+                "unit {} embeds {}, which is not under kernels/",
+                u.name,
+                k.path
+            );
+        }
     }
 }
 

@@ -58,6 +58,8 @@ pub const MSM: KernelUnit = KernelUnit {
     ],
 };
 
+include!(concat!(env!("OUT_DIR"), "/kernel_tree.rs"));
+
 /// Every unit the backend loads; the compile test checks that together they
 /// cover every file of `kernels/`.
 pub const UNITS: &[KernelUnit] = &[NTT, MSM];
