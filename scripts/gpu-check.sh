@@ -82,6 +82,8 @@ if grep -q "GPU tests skipped" "$out/cuda_tests.txt"; then
     echo "gpu-check: the GPU tests skipped themselves (no usable device or NVRTC)" >&2
     status=1
 fi
+ran=$(grep -cE '^test .* ok$' "$out/cuda_tests.txt")
+echo "gpu-check: $ran GPU tests ran on the device and passed"
 
 echo "== benchmark table"
 "$cuda_bin" --ignored --exact gpu_bench_table --nocapture --test-threads=1 2>&1 |
