@@ -82,8 +82,10 @@ if grep -q "GPU tests skipped" "$out/cuda_tests.txt"; then
     echo "gpu-check: the GPU tests skipped themselves (no usable device or NVRTC)" >&2
     status=1
 fi
-ran=$(grep -cE '^test .* ok$' "$out/cuda_tests.txt")
-echo "gpu-check: $ran GPU tests ran on the device and passed"
+# With --nocapture a test's own lines interleave with libtest's, so count
+# from the summary line.
+ran=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$out/cuda_tests.txt" | grep -oE '[0-9]+' | tail -1)
+echo "gpu-check: ${ran:-0} GPU tests ran on the device and passed"
 
 echo "== benchmark table"
 "$cuda_bin" --ignored --exact gpu_bench_table --nocapture --test-threads=1 2>&1 |
