@@ -822,3 +822,93 @@ fn after_an_aborted_drain_exiting_is_the_last_log_line(d: &Daemon) {
         .unwrap_or("");
     assert!(last.contains("exiting"), "last line {last:?} of\n{log}");
 }
+
+/// Runs the real `prover` binary with `args`, killed after 120 s.
+fn prover_cli(args: &[&str]) -> (Option<i32>, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_prover"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning prover");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("prover {args:?} ran past 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn prove_takes_the_power_syntax_prints_public_inputs_and_verify_exits_3_on_a_bad_proof() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let params = dir.path().join("params");
+    let params = params.to_str().expect("utf-8 path");
+    let (code, out, err) = prover_cli(&[
+        "prove",
+        "--backend",
+        "cpu",
+        "--size",
+        "2^10",
+        "--seed",
+        "4",
+        "--params-dir",
+        params,
+        "--test-params",
+    ]);
+    assert_eq!(code, Some(0), "prove failed:\n{err}");
+    // stderr is a pipe here, not a terminal: no colour codes.
+    assert!(
+        !err.contains('\u{1b}'),
+        "ANSI escapes on a non-terminal:\n{err}"
+    );
+    let inputs = out
+        .lines()
+        .find_map(|l| l.strip_prefix("public_inputs "))
+        .expect("public_inputs line");
+    assert!(
+        inputs
+            .split(',')
+            .all(|h| h.len() == 64 && hex::decode(h).is_ok()),
+        "{inputs}"
+    );
+    let proof = out
+        .lines()
+        .find_map(|l| l.strip_prefix("proof "))
+        .expect("proof line")
+        .to_string();
+    let verify = |p: &str| {
+        prover_cli(&[
+            "verify",
+            "--size",
+            "2^10",
+            "--seed",
+            "4",
+            "--params-dir",
+            params,
+            "--proof",
+            p,
+        ])
+    };
+    let (code, _, err) = verify(&proof);
+    assert_eq!(code, Some(0), "the proof just made must verify:\n{err}");
+    // A flipped bit in the first point's x coordinate: not a curve point,
+    // so the proof cannot be decoded, which is a proof that did not verify.
+    let mut bytes = hex::decode(&proof).expect("hex");
+    bytes[20] ^= 0x01;
+    let (code, _, err) = verify(&hex::encode(&bytes));
+    assert_eq!(code, Some(3), "a corrupted proof must exit 3:\n{err}");
+    assert!(err.contains("INVALID"), "{err}");
+    // Truncated.
+    let (code, _, err) = verify(&proof[..proof.len() - 2]);
+    assert_eq!(code, Some(3), "a truncated proof must exit 3:\n{err}");
+}
