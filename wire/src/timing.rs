@@ -188,6 +188,14 @@ pub struct PartitionRecord {
     pub h2d_gbps: Option<f64>,
     /// Milliseconds per phase; phases that did not run are absent.
     pub phases_ms: BTreeMap<Phase, f64>,
+    /// Milliseconds the device itself spent on this partition's copies and
+    /// kernels, timed on the device (CUDA events), not by the host around the
+    /// call. The phase times and `gpu_start..gpu_end` include CPU work done
+    /// while the device worker was held; this does not. Absent on the CPU
+    /// backend and in records written before it existed: a reader must treat
+    /// absent as "not measured", never as zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_busy_ms: Option<f64>,
     /// Set when the partition failed; phases then hold what ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -268,6 +276,9 @@ impl fmt::Display for PartitionRecord {
         }
         if let Some(g) = self.h2d_gbps {
             write!(f, " h2d_gbps={g:.2}")?;
+        }
+        if let Some(b) = self.device_busy_ms {
+            write!(f, " device_busy={b:.3}ms")?;
         }
         if let Some(e) = &self.error {
             write!(f, " error={e:?}")?;
@@ -378,13 +389,35 @@ mod tests {
             h2d_bytes: 0,
             h2d_gbps: None,
             phases_ms: phases,
+            device_busy_ms: Some(0.75),
             error: None,
         });
         let line = rec.to_line();
         assert!(!line.contains('\n'));
         assert!(line.contains("\"kind\":\"partition\""));
         assert!(line.contains("\"synthesis\":1.5"));
+        assert!(line.contains("\"device_busy_ms\":0.75"));
         assert_eq!(TimingLine::parse(&line).unwrap(), rec);
+    }
+
+    #[test]
+    fn record_without_device_busy_reads_as_not_measured() {
+        // A line as written before device_busy_ms existed.
+        let line = r#"{"kind":"partition","v":1,"ts_ms":1,"host":"h","build":"b","job_id":"j","circuit":"c","size":1,"partition":0,"partitions":1,"domain":2,"backend":"cuda","device":0,"pinned":true,"phases_ms":{"total":4.0}}"#;
+        let TimingLine::Partition(p) = TimingLine::parse(line).unwrap() else {
+            panic!("wrong kind")
+        };
+        assert_eq!(p.device_busy_ms, None);
+        // And a record that does not carry it writes no key at all, so an
+        // older reader sees the line it always did.
+        let out = TimingLine::Partition(p).to_line();
+        assert!(!out.contains("device_busy_ms"), "{out}");
+        // A measured zero stays a zero, distinct from absent.
+        let zero = line.replace("\"phases_ms\"", "\"device_busy_ms\":0.0,\"phases_ms\"");
+        let TimingLine::Partition(p) = TimingLine::parse(&zero).unwrap() else {
+            panic!("wrong kind")
+        };
+        assert_eq!(p.device_busy_ms, Some(0.0));
     }
 
     #[test]
@@ -414,6 +447,7 @@ mod tests {
             h2d_bytes: 96,
             h2d_gbps: Some(51.234),
             phases_ms: phases,
+            device_busy_ms: Some(1.5),
             error: None,
         };
         let s = rec.to_string();
@@ -421,6 +455,7 @@ mod tests {
         assert!(s.contains("msm_h=2.000ms"));
         assert!(s.contains("h2d_gbps=51.23"));
         assert!(s.contains("device=0"));
+        assert!(s.contains("device_busy=1.500ms"));
     }
 
     fn ev(p: u32, kind: TimelineKind, ts: u64) -> TimelineEvent {
