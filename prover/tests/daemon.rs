@@ -296,6 +296,11 @@ fn proofs_over_http_are_verified_and_byte_identical_to_the_library() {
     }
     assert!(text.contains("prover_proofs_completed_total 1"), "{text}");
     assert!(text.contains("phase=\"msm\""), "{text}");
+    // The CPU backend measures no device time: no kernel-busy series, not a zero one.
+    assert!(
+        !text.contains("prover_kernel_busy_seconds_total{"),
+        "{text}"
+    );
 
     // The client subcommands read address and token from the config.
     let out = Command::new(env!("CARGO_BIN_EXE_prover"))
