@@ -405,9 +405,14 @@ fn worker_phases(means: &[(Phase, f64)]) -> Vec<(Phase, f64)> {
         .collect()
 }
 
-const STACK: [&str; 8] = [
+/// One colour per phase of the breakdown (at most five host and eleven
+/// worker phases, so twelve repeat only on an unusual record).
+const STACK: [&str; 12] = [
     "#2b6cb0", "#dd6b20", "#38a169", "#805ad5", "#d69e2e", "#319795", "#e53e3e", "#718096",
+    "#97266d", "#2c7a7b", "#b7791f", "#4c51bf",
 ];
+/// The measured device time's bar: unlike any phase's colour.
+const MEASURED: &str = "#1a202c";
 
 /// Where a partition's time goes, on a linear scale: stacked bars of the mean
 /// milliseconds per phase for the host side and the device worker, and the
@@ -474,7 +479,7 @@ fn breakdown_chart(s: &Section) -> String {
             svg,
             r#"<rect x="{left}" y="{y:.1}" width="{:.2}" height="20" fill="{}"><title>device_busy {k:.3} ms</title></rect>"#,
             (k / max * plot).max(0.5),
-            STACK[STACK.len() - 2]
+            MEASURED
         );
     }
     time_axis(&mut svg, 8.0 + lane * 3.0, left, left + plot, max);
