@@ -4,7 +4,9 @@
 //! A line is one of three kinds (the `kind` tag): a [`PartitionRecord`] when a
 //! partition finishes, a [`ProofRecord`] when a whole proof finishes, and a
 //! [`TimelineEvent`] at each hand-over in the pipeline, from which a reader
-//! computes how busy each GPU was ([`busy_fraction`]).
+//! computes how much of the time each device worker was occupied
+//! ([`busy_fraction`]). How much of it the device actually computed is the
+//! records' `device_busy_ms` over the same window, not the timeline.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -311,7 +313,9 @@ impl fmt::Display for ProofRecord {
 }
 
 /// Fraction of the window `[first gpu_start, last gpu_end]` during which at
-/// least one partition was on the given device, from TIMELINE events.
+/// least one partition was on the given device, from TIMELINE events: the
+/// *occupied* figure. The interval wraps the device worker's whole call, CPU
+/// work inside it included, so this is an upper bound on the GPU's busy time.
 /// `None` when there is no complete start/end pair.
 pub fn busy_fraction<'a>(events: impl IntoIterator<Item = &'a TimelineEvent>) -> Option<f64> {
     use std::collections::HashMap;

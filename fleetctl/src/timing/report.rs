@@ -119,7 +119,7 @@ pub struct Section {
     pub synthesis_ms: f64,
     pub device_ms: f64,
     pub bottleneck: Bottleneck,
-    /// Latest GPU busy intervals per device (µs since the first shown), for charts.
+    /// Latest occupied (gpu_start..gpu_end) intervals per device, Unix µs, for charts.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub timeline: BTreeMap<String, Vec<(u64, u64)>>,
     /// For the same intervals, where the record carries it: (start µs,

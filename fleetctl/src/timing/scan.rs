@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 const SIGFIG: u8 = 3;
 /// Longest phase the histograms accept: one day in microseconds.
 const MAX_US: u64 = 86_400_000_000;
-/// How many GPU busy intervals per host are kept for the timeline chart.
+/// How many occupied intervals per device are kept for the timeline chart.
 pub const TIMELINE_SAMPLE: usize = 400;
 
 /// A file to scan and the host it belongs to (the store folder name, which is
