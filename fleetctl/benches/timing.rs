@@ -90,6 +90,7 @@ fn write_host_log(path: &Path, host: &str, records: u64) -> std::io::Result<(u64
                 h2d_bytes: 100_663_296,
                 h2d_gbps: Some(50.0),
                 phases_ms: phases,
+                device_busy_ms: Some(420.0),
                 error: None,
             });
             written += w.write(rec.to_line().as_bytes())? as u64 + w.write(b"\n")? as u64;

@@ -256,6 +256,18 @@ pub struct PartitionTimer {
     phases: BTreeMap<Phase, f64>,
     h2d_bytes: u64,
     h2d_gbps: Option<f64>,
+    device_busy_ms: f64,
+}
+
+/// The record's `device_busy_ms` for what `kind` measured: the device time of
+/// the call on a device backend, absent on the CPU backend. A CPU backend has
+/// no device whose kernels could be busy, so writing its zero would make
+/// every CPU run read as a starved GPU.
+pub fn device_busy_ms(kind: BackendKind, device_ms: f64) -> Option<f64> {
+    match kind {
+        BackendKind::Cpu => None,
+        BackendKind::Cuda => Some(device_ms),
+    }
 }
 
 impl PartitionTimer {
@@ -269,6 +281,7 @@ impl PartitionTimer {
             phases: BTreeMap::new(),
             h2d_bytes: 0,
             h2d_gbps: None,
+            device_busy_ms: 0.0,
         }
     }
 
@@ -304,6 +317,7 @@ impl PartitionTimer {
         if times.h2d_gbps.is_some() {
             self.h2d_gbps = times.h2d_gbps;
         }
+        self.device_busy_ms += times.device_ms;
     }
 
     /// A TIMELINE event for this partition, stamped now.
@@ -348,6 +362,7 @@ impl PartitionTimer {
             h2d_bytes: self.h2d_bytes,
             h2d_gbps: self.h2d_gbps,
             phases_ms: self.phases,
+            device_busy_ms: device_busy_ms(backend, self.device_busy_ms),
             error,
         }
     }
@@ -449,5 +464,28 @@ mod tests {
         assert_eq!(rec.h2d_bytes, 96);
         assert_eq!(rec.partition, 1);
         assert!(rec.to_string().starts_with("GPU_TIMING job=j"));
+        // The CPU backend has no device: not measured, not zero.
+        assert_eq!(rec.device_busy_ms, None);
+    }
+
+    #[test]
+    fn device_time_of_every_backend_call_is_summed_into_the_record() {
+        let mut t = PartitionTimer::new(tag(), 0, 1, Instant::now());
+        for device_ms in [1.25, 0.5] {
+            let bt = BackendTimes {
+                device_ms,
+                ..Default::default()
+            };
+            t.merge_backend(&bt);
+        }
+        // Host time around the calls (here a long synthesis) does not count.
+        t.add(Phase::Synthesis, 900.0);
+        let rec = t.finish(8, BackendKind::Cuda, Some(0), true, None);
+        assert_eq!(rec.device_busy_ms, Some(1.75));
+        let line = TimingLine::Partition(rec.clone()).to_line();
+        assert_eq!(
+            TimingLine::parse(&line).unwrap(),
+            TimingLine::Partition(rec)
+        );
     }
 }

@@ -296,6 +296,11 @@ fn proofs_over_http_are_verified_and_byte_identical_to_the_library() {
     }
     assert!(text.contains("prover_proofs_completed_total 1"), "{text}");
     assert!(text.contains("phase=\"msm\""), "{text}");
+    // The CPU backend measures no device time: no kernel-busy series, not a zero one.
+    assert!(
+        !text.contains("prover_kernel_busy_seconds_total{"),
+        "{text}"
+    );
 
     // The client subcommands read address and token from the config.
     let out = Command::new(env!("CARGO_BIN_EXE_prover"))
@@ -659,8 +664,16 @@ fn pipelined_run_synthesises_the_next_partition_during_compute() {
     let d = Daemon::start("[synthesis]\nconcurrency = 1\nlookahead = 1\n");
     let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 8, "rs_seed": 5}));
     assert_eq!(d.wait_job(&id).state, JobState::Done);
-    let iv = intervals(&d.timing_lines(), &id);
+    let lines = d.timing_lines();
+    let iv = intervals(&lines, &id);
     assert_eq!(iv.len(), 8);
+    // The CPU backend has no device: its records leave device_busy_ms out
+    // (not measured), so a report shows kernel busy as n/a, not 0%.
+    for l in &lines {
+        if let TimingLine::Partition(p) = l {
+            assert_eq!(p.device_busy_ms, None, "{p:?}");
+        }
+    }
     for (p, t) in &iv {
         assert!(
             t[0] <= t[1] && t[1] <= t[2] && t[2] <= t[3],

@@ -37,11 +37,25 @@ pub const UPTIME_SECONDS: &str = "prover_uptime_seconds";
 /// Gauge: always 1, labels `version` and `build`.
 pub const BUILD_INFO: &str = "prover_build_info";
 
+/// Counter: seconds the device spent executing this daemon's copies and
+/// kernels, timed on the device (the sum of the partition records'
+/// `device_busy_ms`), label `device`. Its rate is the kernel-busy fraction;
+/// unlike `gpu_start..gpu_end` it excludes CPU work done while a partition
+/// holds the device worker.
+pub const KERNEL_BUSY_SECONDS: &str = "prover_kernel_busy_seconds";
+/// Gauge: NVML's `utilization.gpu` (percent of the last sample period in
+/// which any kernel ran, as `nvidia-smi` shows it), label `device` = the NVML
+/// index, sampled at each scrape. Absent without NVML or a GPU.
+pub const GPU_UTILIZATION_PERCENT: &str = "prover_gpu_utilization_percent";
+
+/// Label of [`KERNEL_BUSY_SECONDS`] and [`GPU_UTILIZATION_PERCENT`].
+pub const DEVICE_LABEL: &str = "device";
+
 /// Label of [`PHASE_DURATION_SECONDS`].
 pub const PHASE_LABEL: &str = "phase";
 
 /// Every metric name, for exporters that want to check coverage.
-pub const ALL: [&str; 16] = [
+pub const ALL: [&str; 18] = [
     PHASE_DURATION_SECONDS,
     JOB_DURATION_SECONDS,
     QUEUE_DEPTH,
@@ -58,6 +72,8 @@ pub const ALL: [&str; 16] = [
     READY,
     UPTIME_SECONDS,
     BUILD_INFO,
+    KERNEL_BUSY_SECONDS,
+    GPU_UTILIZATION_PERCENT,
 ];
 
 /// Upper bounds (seconds) of the [`PHASE_DURATION_SECONDS`] buckets: 100 µs

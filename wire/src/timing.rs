@@ -4,7 +4,9 @@
 //! A line is one of three kinds (the `kind` tag): a [`PartitionRecord`] when a
 //! partition finishes, a [`ProofRecord`] when a whole proof finishes, and a
 //! [`TimelineEvent`] at each hand-over in the pipeline, from which a reader
-//! computes how busy each GPU was ([`busy_fraction`]).
+//! computes how much of the time each device worker was occupied
+//! ([`busy_fraction`]). How much of it the device actually computed is the
+//! records' `device_busy_ms` over the same window, not the timeline.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -188,6 +190,14 @@ pub struct PartitionRecord {
     pub h2d_gbps: Option<f64>,
     /// Milliseconds per phase; phases that did not run are absent.
     pub phases_ms: BTreeMap<Phase, f64>,
+    /// Milliseconds the device itself spent on this partition's copies and
+    /// kernels, timed on the device (CUDA events), not by the host around the
+    /// call. The phase times and `gpu_start..gpu_end` include CPU work done
+    /// while the device worker was held; this does not. Absent on the CPU
+    /// backend and in records written before it existed: a reader must treat
+    /// absent as "not measured", never as zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_busy_ms: Option<f64>,
     /// Set when the partition failed; phases then hold what ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -269,6 +279,9 @@ impl fmt::Display for PartitionRecord {
         if let Some(g) = self.h2d_gbps {
             write!(f, " h2d_gbps={g:.2}")?;
         }
+        if let Some(b) = self.device_busy_ms {
+            write!(f, " device_busy={b:.3}ms")?;
+        }
         if let Some(e) = &self.error {
             write!(f, " error={e:?}")?;
         }
@@ -300,7 +313,9 @@ impl fmt::Display for ProofRecord {
 }
 
 /// Fraction of the window `[first gpu_start, last gpu_end]` during which at
-/// least one partition was on the given device, from TIMELINE events.
+/// least one partition was on the given device, from TIMELINE events: the
+/// *occupied* figure. The interval wraps the device worker's whole call, CPU
+/// work inside it included, so this is an upper bound on the GPU's busy time.
 /// `None` when there is no complete start/end pair.
 pub fn busy_fraction<'a>(events: impl IntoIterator<Item = &'a TimelineEvent>) -> Option<f64> {
     use std::collections::HashMap;
@@ -378,13 +393,35 @@ mod tests {
             h2d_bytes: 0,
             h2d_gbps: None,
             phases_ms: phases,
+            device_busy_ms: Some(0.75),
             error: None,
         });
         let line = rec.to_line();
         assert!(!line.contains('\n'));
         assert!(line.contains("\"kind\":\"partition\""));
         assert!(line.contains("\"synthesis\":1.5"));
+        assert!(line.contains("\"device_busy_ms\":0.75"));
         assert_eq!(TimingLine::parse(&line).unwrap(), rec);
+    }
+
+    #[test]
+    fn record_without_device_busy_reads_as_not_measured() {
+        // A line as written before device_busy_ms existed.
+        let line = r#"{"kind":"partition","v":1,"ts_ms":1,"host":"h","build":"b","job_id":"j","circuit":"c","size":1,"partition":0,"partitions":1,"domain":2,"backend":"cuda","device":0,"pinned":true,"phases_ms":{"total":4.0}}"#;
+        let TimingLine::Partition(p) = TimingLine::parse(line).unwrap() else {
+            panic!("wrong kind")
+        };
+        assert_eq!(p.device_busy_ms, None);
+        // And a record that does not carry it writes no key at all, so an
+        // older reader sees the line it always did.
+        let out = TimingLine::Partition(p).to_line();
+        assert!(!out.contains("device_busy_ms"), "{out}");
+        // A measured zero stays a zero, distinct from absent.
+        let zero = line.replace("\"phases_ms\"", "\"device_busy_ms\":0.0,\"phases_ms\"");
+        let TimingLine::Partition(p) = TimingLine::parse(&zero).unwrap() else {
+            panic!("wrong kind")
+        };
+        assert_eq!(p.device_busy_ms, Some(0.0));
     }
 
     #[test]
@@ -414,6 +451,7 @@ mod tests {
             h2d_bytes: 96,
             h2d_gbps: Some(51.234),
             phases_ms: phases,
+            device_busy_ms: Some(1.5),
             error: None,
         };
         let s = rec.to_string();
@@ -421,6 +459,7 @@ mod tests {
         assert!(s.contains("msm_h=2.000ms"));
         assert!(s.contains("h2d_gbps=51.23"));
         assert!(s.contains("device=0"));
+        assert!(s.contains("device_busy=1.500ms"));
     }
 
     fn ev(p: u32, kind: TimelineKind, ts: u64) -> TimelineEvent {

@@ -65,9 +65,14 @@ pub struct ReportArgs {
     /// Flag hosts uploading slower than this (GB/s).
     #[arg(long, default_value_t = 20.0)]
     pub min_h2d_gbps: f64,
-    /// Flag GPUs busy less than this fraction.
-    #[arg(long, default_value_t = 0.70)]
+    /// Flag devices whose kernel busy fraction (device time measured on the
+    /// device over the wall window) is under this.
+    #[arg(long, default_value_t = 0.50)]
     pub min_busy: f64,
+    /// Flag devices occupied (a partition held the device worker) less than
+    /// this fraction of the window.
+    #[arg(long, default_value_t = 0.70)]
+    pub min_occupied: f64,
 }
 
 #[derive(Debug, Args)]
@@ -147,6 +152,7 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let thresholds = Thresholds {
         min_h2d_gbps: a.min_h2d_gbps,
         min_busy: a.min_busy,
+        min_occupied: a.min_occupied,
         ..Thresholds::default()
     };
     let r = build(&s, &thresholds, a.baseline.as_deref());

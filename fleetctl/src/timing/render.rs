@@ -1,7 +1,7 @@
 //! Renders a [`Report`]: a terminal table and a self-contained HTML page with
 //! inline SVG charts (no scripts, no external assets, opens offline).
 
-use super::report::{Bottleneck, Report, Section};
+use super::report::{fine_pct, Bottleneck, Report, Section};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
 use fleet_wire::timing::Phase;
 use std::fmt::Write as _;
@@ -12,6 +12,12 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 
 fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{:.0}%", v * 100.0))
+}
+
+/// Kernel busy: "n/a" where the records do not carry device time, which is
+/// not the same as a measured zero.
+fn kpct(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".into(), fine_pct)
 }
 
 fn bottleneck(b: Bottleneck) -> &'static str {
@@ -36,7 +42,8 @@ pub fn table(report: &Report) -> String {
         "proofs",
         "h2d GB/s",
         "pinned",
-        "GPU busy",
+        "occupied",
+        "kernel busy",
         "synth s",
         "device s",
         "bottleneck",
@@ -51,12 +58,45 @@ pub fn table(report: &Report) -> String {
             Cell::new(opt(s.h2d.gbps, 1)),
             Cell::new(pct(s.h2d.pinned_fraction)),
             Cell::new(pct(s.busy_fraction)),
+            Cell::new(kpct(s.kernel_busy_fraction)),
             Cell::new(format!("{:.1}", s.synthesis_ms / 1000.0)),
             Cell::new(format!("{:.1}", s.device_ms / 1000.0)),
             Cell::new(bottleneck(s.bottleneck)),
         ]);
     }
     let _ = writeln!(out, "{t}");
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "host",
+        "build",
+        "device",
+        "occupied",
+        "kernel busy",
+        "window s",
+        "kernel s",
+        "measured",
+        "unmeasured",
+    ]);
+    let mut rows = 0;
+    for s in &report.sections {
+        for d in &s.devices {
+            rows += 1;
+            t.add_row(vec![
+                Cell::new(&s.host),
+                Cell::new(&s.build),
+                Cell::new(&d.device),
+                Cell::new(pct(d.occupied_fraction)),
+                Cell::new(kpct(d.kernel_busy_fraction)),
+                Cell::new(opt(d.window_ms.map(|w| w / 1000.0), 2)),
+                Cell::new(format!("{:.3}", d.kernel_busy_ms / 1000.0)),
+                Cell::new(d.measured_partitions),
+                Cell::new(d.unmeasured_partitions),
+            ]);
+        }
+    }
+    if rows > 0 {
+        let _ = writeln!(out, "\nper device\n{t}");
+    }
     for b in &report.builds {
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
@@ -216,38 +256,247 @@ fn h2d_chart(hosts: &[Section], threshold: f64) -> String {
     svg
 }
 
-/// Lanes per device of one host: each busy interval a rectangle.
+/// A tick step of 1, 2 or 5 times a power of ten giving about six ticks.
+fn tick_step(span: f64) -> f64 {
+    let raw = (span / 6.0).max(1e-9);
+    let mag = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag)
+}
+
+/// A linear time axis under a chart: ticks from 0 to `span_ms`, labelled in
+/// ms or s (whichever keeps the labels short), between `x0` and `x1`.
+fn time_axis(svg: &mut String, y: f64, x0: f64, x1: f64, span_ms: f64) {
+    let (unit, scale) = if span_ms >= 2000.0 {
+        ("s", 1000.0)
+    } else {
+        ("ms", 1.0)
+    };
+    let span = (span_ms / scale).max(1e-9);
+    let step = tick_step(span);
+    let _ = write!(
+        svg,
+        r##"<line x1="{x0:.1}" y1="{y:.1}" x2="{x1:.1}" y2="{y:.1}" stroke="#4a5568"/>"##
+    );
+    let mut i = 0u32;
+    loop {
+        let v = step * f64::from(i);
+        if v > span * 1.0001 {
+            break;
+        }
+        let x = x0 + v / span * (x1 - x0);
+        let digits = if step < 1.0 {
+            (-step.log10().floor()) as usize
+        } else {
+            0
+        };
+        let _ = write!(
+            svg,
+            r##"<line x1="{x:.1}" y1="{y:.1}" x2="{x:.1}" y2="{:.1}" stroke="#4a5568"/><text x="{x:.1}" y="{:.1}" font-size="10" text-anchor="middle">{v:.digits$} {unit}</text>"##,
+            y + 4.0,
+            y + 15.0
+        );
+        i += 1;
+    }
+}
+
+/// Two lanes per device of one host on one linear time axis: "occupied"
+/// (each gpu_start..gpu_end a rectangle) and "kernel" (the device time the
+/// record measured inside each interval).
 fn timeline_chart(s: &Section) -> Option<String> {
     let start = s.timeline.values().flatten().map(|i| i.0).min()?;
     let end = s.timeline.values().flatten().map(|i| i.1).max()?;
     let span = (end - start).max(1) as f64;
-    let (w, lane, left) = (760.0, 28.0, 60.0);
-    let h = 20.0 + lane * s.timeline.len() as f64;
+    let (w, lane, left) = (760.0, 24.0, 170.0);
+    let lanes = s.timeline.len() * 2;
+    let h = 40.0 + lane * lanes as f64;
+    let plot = w - left - 20.0;
+    let x = |us: u64| left + us.saturating_sub(start) as f64 / span * plot;
     let mut svg = format!(
         r#"<svg class="chart" data-chart="timeline" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}">"#
     );
     for (i, (dev, iv)) in s.timeline.iter().enumerate() {
-        let y = 8.0 + lane * i as f64;
+        let figures = s.devices.iter().find(|d| &d.device == dev);
+        let occupied = pct(figures.and_then(|d| d.occupied_fraction));
+        let kernel = kpct(figures.and_then(|d| d.kernel_busy_fraction));
+        let y = 8.0 + lane * (2 * i) as f64;
+        let yk = y + lane;
         let _ = write!(
             svg,
-            r##"<text x="4" y="{:.1}" font-size="12">gpu {}</text><rect x="{left}" y="{y:.1}" width="{:.1}" height="20" fill="#edf2f7"/>"##,
-            y + 14.0,
+            r##"<text x="4" y="{:.1}" font-size="12">gpu {} occupied {occupied}</text><rect x="{left}" y="{y:.1}" width="{plot:.1}" height="18" fill="#edf2f7"/><text x="4" y="{:.1}" font-size="12">gpu {} kernel {kernel}</text><rect x="{left}" y="{yk:.1}" width="{plot:.1}" height="18" fill="#edf2f7"/>"##,
+            y + 13.0,
             esc(dev),
-            w - left - 10.0
+            yk + 13.0,
+            esc(dev),
         );
         for (a, b) in iv {
-            let x0 = left + (a - start) as f64 / span * (w - left - 10.0);
-            let x1 = left + (b - start) as f64 / span * (w - left - 10.0);
+            let (x0, x1) = (x(*a), x(*b));
             let _ = write!(
                 svg,
-                r#"<rect x="{x0:.2}" y="{y:.1}" width="{:.2}" height="20" fill="{}"/>"#,
+                r#"<rect x="{x0:.2}" y="{y:.1}" width="{:.2}" height="18" fill="{}"><title>occupied {:.3} ms</title></rect>"#,
                 (x1 - x0).max(0.5),
-                PALETTE[0]
+                PALETTE[0],
+                (b - a) as f64 / 1000.0
+            );
+        }
+        for (a, b, busy_ms) in s.kernel_timeline.get(dev).map(Vec::as_slice).unwrap_or(&[]) {
+            // Where inside the interval the device ran is not recorded, only
+            // how long: the bar starts with the interval and keeps its length.
+            let len_us = (busy_ms * 1000.0).min((b - a) as f64);
+            let x0 = x(*a);
+            let _ = write!(
+                svg,
+                r#"<rect x="{x0:.2}" y="{yk:.1}" width="{:.2}" height="18" fill="{}"><title>kernel {busy_ms:.3} ms of {:.3} ms occupied</title></rect>"#,
+                (len_us / span * plot).max(0.5),
+                PALETTE[1],
+                (b - a) as f64 / 1000.0
             );
         }
     }
+    time_axis(&mut svg, h - 26.0, left, left + plot, span / 1000.0);
     svg.push_str("</svg>");
     Some(svg)
+}
+
+/// Phases run by the host before the device worker takes the partition.
+const HOST_PHASES: [Phase; 5] = [
+    Phase::QueueWait,
+    Phase::BudgetWait,
+    Phase::PoolCheckout,
+    Phase::Synthesis,
+    Phase::GpuLockWait,
+];
+
+/// The device worker's phases without double counting: the finest ones the
+/// records carry (the NTT sub-phases and the per-query MSMs when present,
+/// else their totals).
+fn worker_phases(means: &[(Phase, f64)]) -> Vec<(Phase, f64)> {
+    let has = |p: Phase| means.iter().any(|(q, _)| *q == p);
+    let ntt = [
+        Phase::NttIfft,
+        Phase::NttCosetFft,
+        Phase::NttMulSubDivZ,
+        Phase::NttCosetIfft,
+    ];
+    let msm = [
+        Phase::MsmH,
+        Phase::MsmL,
+        Phase::MsmA,
+        Phase::MsmBG1,
+        Phase::MsmBG2,
+    ];
+    let mut want: Vec<Phase> = Vec::new();
+    if ntt.iter().any(|p| has(*p)) {
+        want.extend(ntt);
+    } else {
+        want.push(Phase::NttKernels);
+    }
+    if msm.iter().any(|p| has(*p)) {
+        want.extend(msm);
+    } else {
+        want.push(Phase::Msm);
+    }
+    want.push(Phase::Assembly);
+    want.into_iter()
+        .filter_map(|p| means.iter().find(|(q, _)| *q == p).copied())
+        .collect()
+}
+
+/// One colour per phase of the breakdown (at most five host and eleven
+/// worker phases, so twelve repeat only on an unusual record).
+const STACK: [&str; 12] = [
+    "#2b6cb0", "#dd6b20", "#38a169", "#805ad5", "#d69e2e", "#319795", "#e53e3e", "#718096",
+    "#97266d", "#2c7a7b", "#b7791f", "#4c51bf",
+];
+/// The measured device time's bar: unlike any phase's colour.
+const MEASURED: &str = "#1a202c";
+
+/// Where a partition's time goes, on a linear scale: stacked bars of the mean
+/// milliseconds per phase for the host side and the device worker, and the
+/// device time measured on the device, on one axis.
+fn breakdown_chart(s: &Section) -> String {
+    let host: Vec<(Phase, f64)> = HOST_PHASES
+        .iter()
+        .filter_map(|p| s.mean_phase_ms.iter().find(|(q, _)| q == p).copied())
+        .collect();
+    let worker = worker_phases(&s.mean_phase_ms);
+    let sum = |v: &[(Phase, f64)]| v.iter().map(|x| x.1).sum::<f64>();
+    let kernel = s.mean_device_busy_ms;
+    let max = sum(&host)
+        .max(sum(&worker))
+        .max(kernel.unwrap_or(0.0))
+        .max(1e-3);
+    let (w, lane, left) = (760.0, 30.0, 170.0);
+    let plot = w - left - 20.0;
+    let h = 3.0 * lane + 40.0 + 18.0 * ((host.len() + worker.len()) as f64 / 4.0).ceil();
+    let mut svg = format!(
+        r#"<svg class="chart" data-chart="breakdown" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}">"#
+    );
+    let mut legend = Vec::new();
+    let mut color_of = |p: Phase| {
+        let i = legend.iter().position(|q| *q == p).unwrap_or_else(|| {
+            legend.push(p);
+            legend.len() - 1
+        });
+        STACK[i % STACK.len()]
+    };
+    for (row, (name, parts)) in [("host", &host), ("device worker", &worker)]
+        .into_iter()
+        .enumerate()
+    {
+        let y = 8.0 + lane * row as f64;
+        let _ = write!(
+            svg,
+            r#"<text x="4" y="{:.1}" font-size="12">{name} {:.1} ms</text>"#,
+            y + 14.0,
+            sum(parts)
+        );
+        let mut x0 = left;
+        for (p, ms) in parts.iter() {
+            let width = ms / max * plot;
+            let _ = write!(
+                svg,
+                r#"<rect x="{x0:.2}" y="{y:.1}" width="{:.2}" height="20" fill="{}"><title>{} {ms:.3} ms</title></rect>"#,
+                width.max(0.5),
+                color_of(*p),
+                esc(p.as_str())
+            );
+            x0 += width;
+        }
+    }
+    let y = 8.0 + lane * 2.0;
+    let _ = write!(
+        svg,
+        r#"<text x="4" y="{:.1}" font-size="12">device (measured) {}</text>"#,
+        y + 14.0,
+        kernel.map_or_else(|| "n/a".to_string(), |k| format!("{k:.1} ms"))
+    );
+    if let Some(k) = kernel {
+        let _ = write!(
+            svg,
+            r#"<rect x="{left}" y="{y:.1}" width="{:.2}" height="20" fill="{}"><title>device_busy {k:.3} ms</title></rect>"#,
+            (k / max * plot).max(0.5),
+            MEASURED
+        );
+    }
+    time_axis(&mut svg, 8.0 + lane * 3.0, left, left + plot, max);
+    let ly = 8.0 + lane * 3.0 + 34.0;
+    for (i, p) in legend.iter().enumerate() {
+        let (lx, lyy) = (4.0 + 185.0 * (i % 4) as f64, ly + 18.0 * (i / 4) as f64);
+        let _ = write!(
+            svg,
+            r#"<rect x="{lx:.1}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{:.1}" y="{lyy:.1}" font-size="11">{}</text>"#,
+            lyy - 9.0,
+            STACK[i % STACK.len()],
+            lx + 14.0,
+            esc(p.as_str())
+        );
+    }
+    svg.push_str("</svg>");
+    svg
 }
 
 /// A self-contained HTML page.
@@ -266,11 +515,11 @@ td:first-child,th:first-child{text-align:left}.flag{color:#c53030}svg.chart{disp
         report.bytes as f64 / 1e6,
         report.malformed_count
     );
-    page.push_str("<h2>Hosts</h2><table><tr><th>host</th><th>build</th><th>partitions</th><th>failed</th><th>h2d GB/s</th><th>pinned</th><th>GPU busy</th><th>bottleneck</th></tr>");
+    page.push_str("<h2>Hosts</h2><table><tr><th>host</th><th>build</th><th>partitions</th><th>failed</th><th>h2d GB/s</th><th>pinned</th><th>occupied</th><th>kernel busy</th><th>bottleneck</th></tr>");
     for s in &report.sections {
         let _ = write!(
             page,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&s.host),
             esc(&s.build),
             s.partitions,
@@ -278,6 +527,7 @@ td:first-child,th:first-child{text-align:left}.flag{color:#c53030}svg.chart{disp
             opt(s.h2d.gbps, 1),
             pct(s.h2d.pinned_fraction),
             pct(s.busy_fraction),
+            kpct(s.kernel_busy_fraction),
             bottleneck(s.bottleneck)
         );
     }
@@ -299,9 +549,18 @@ td:first-child,th:first-child{text-align:left}.flag{color:#c53030}svg.chart{disp
     for b in &report.builds {
         let _ = write!(page, "<h3>build {}</h3>{}", esc(&b.build), phase_chart(b));
     }
+    page.push_str("<h2>Where a partition's time goes (mean per partition, linear scale)</h2>");
+    for b in &report.builds {
+        let _ = write!(
+            page,
+            "<h3>build {}</h3>{}",
+            esc(&b.build),
+            breakdown_chart(b)
+        );
+    }
     page.push_str("<h2>Host-to-device rate per host</h2>");
     page.push_str(&h2d_chart(&report.hosts, min_h2d_gbps));
-    page.push_str("<h2>GPU timeline (latest intervals)</h2>");
+    page.push_str("<h2>GPU timeline (latest intervals)</h2><p>Occupied: a partition held the device worker (gpu_start..gpu_end, CPU work inside the call included). Kernel: the device time the record measured on the device inside that interval; where in the interval it ran is not recorded, so each bar starts with its interval.</p>");
     let mut any = false;
     for s in &report.hosts {
         if let Some(svg) = timeline_chart(s) {

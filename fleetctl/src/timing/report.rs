@@ -1,12 +1,12 @@
 //! Turns scanned accumulators into the report: per host, per build and per
 //! phase count, p50, p95, p99, max; h2d GB/s and whether it was pinned; GPU
-//! busy fraction; which side (synthesis or device) is the bottleneck; outliers
+//! occupancy and kernel busy per device; which side (synthesis or device) is the bottleneck; outliers
 //! with their reason; and a build-to-build comparison.
 //!
 //! The JSON form of [`Report`] is documented in `docs/timing.md`
 //! (`report_version` 1).
 
-use super::scan::{merged_busy_fraction, Acc, Malformed, Scan};
+use super::scan::{merged_busy_fraction, window_us, Acc, Malformed, Scan};
 use fleet_wire::timing::Phase;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -18,8 +18,12 @@ pub const REPORT_VERSION: u32 = 1;
 pub struct Thresholds {
     /// Flag h2d below this many GB/s.
     pub min_h2d_gbps: f64,
-    /// Flag a GPU busy fraction below this.
+    /// Flag a device whose kernel busy fraction (device time measured on the
+    /// device over the wall window) is below this.
     pub min_busy: f64,
+    /// Flag a device whose occupied fraction (a partition held the device
+    /// worker) is below this.
+    pub min_occupied: f64,
     /// Only judge the h2d rate where uploads average at least this many bytes
     /// per partition: small copies are latency-bound and say nothing about pinning.
     pub min_h2d_bytes: u64,
@@ -29,7 +33,8 @@ impl Default for Thresholds {
     fn default() -> Self {
         Thresholds {
             min_h2d_gbps: 20.0,
-            min_busy: 0.70,
+            min_busy: 0.50,
+            min_occupied: 0.70,
             min_h2d_bytes: 16 << 20,
         }
     }
@@ -71,6 +76,24 @@ pub enum Bottleneck {
     Unknown,
 }
 
+/// Occupancy and kernel busy of one device of a host.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeviceBusy {
+    /// Device ordinal as the records and TIMELINE carry it (`-` for none).
+    pub device: String,
+    /// Share of the window during which a partition held the device worker
+    /// (union of `gpu_start..gpu_end`); CPU work inside the call counts.
+    pub occupied_fraction: Option<f64>,
+    /// Summed `device_busy_ms` over the window: the share during which the
+    /// device executed copies and kernels. `None` where records lack it.
+    pub kernel_busy_fraction: Option<f64>,
+    /// First `gpu_start` to last `gpu_end` on this device, milliseconds.
+    pub window_ms: Option<f64>,
+    pub kernel_busy_ms: f64,
+    pub measured_partitions: u64,
+    pub unmeasured_partitions: u64,
+}
+
 /// Statistics of one (host, build), or of a whole host when `build` is `*`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Section {
@@ -83,13 +106,32 @@ pub struct Section {
     pub backends: BTreeMap<String, u64>,
     pub phases: Vec<PhaseStats>,
     pub h2d: H2dStats,
+    /// Occupied fraction (a partition held the device worker), averaged over
+    /// devices. Kept under its old name: it is the figure reports called
+    /// "GPU busy" before kernel busy was measured.
     pub busy_fraction: Option<f64>,
+    /// Kernel busy fraction averaged over the devices that have one.
+    pub kernel_busy_fraction: Option<f64>,
+    /// Per device; empty for the per-build sections, where devices of
+    /// different hosts share ordinals.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceBusy>,
     pub synthesis_ms: f64,
     pub device_ms: f64,
     pub bottleneck: Bottleneck,
-    /// Latest GPU busy intervals per device (µs since the first shown), for charts.
+    /// Latest occupied (gpu_start..gpu_end) intervals per device, Unix µs, for charts.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub timeline: BTreeMap<String, Vec<(u64, u64)>>,
+    /// For the same intervals, where the record carries it: (start µs,
+    /// end µs, device ms measured inside).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_timeline: BTreeMap<String, Vec<(u64, u64, f64)>>,
+    /// Mean milliseconds per partition of each phase, for the linear
+    /// where-the-time-goes bar.
+    #[serde(skip)]
+    pub mean_phase_ms: Vec<(Phase, f64)>,
+    /// Mean `device_busy_ms` per partition that carries it.
+    pub mean_device_busy_ms: Option<f64>,
 }
 
 /// A host or build that needs a look, and why.
@@ -117,6 +159,7 @@ pub struct BuildComparison {
     pub phases: Vec<PhaseChange>,
     pub h2d_gbps: (Option<f64>, Option<f64>),
     pub busy_fraction: (Option<f64>, Option<f64>),
+    pub kernel_busy_fraction: (Option<f64>, Option<f64>),
 }
 
 /// The whole report.
@@ -140,6 +183,33 @@ pub struct Report {
 
 fn us_to_ms(us: u64) -> f64 {
     us as f64 / 1000.0
+}
+
+fn label(d: Option<u32>) -> String {
+    d.map_or_else(|| "-".to_string(), |d| d.to_string())
+}
+
+fn devices(acc: &Acc) -> Vec<DeviceBusy> {
+    let kernel = acc.kernel_busy();
+    let mut keys: Vec<Option<u32>> = acc.intervals.keys().copied().collect();
+    keys.extend(acc.kernel.keys().copied());
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into_iter()
+        .map(|d| {
+            let iv = acc.intervals.get(&d).map(Vec::as_slice).unwrap_or(&[]);
+            let k = acc.kernel.get(&d).cloned().unwrap_or_default();
+            DeviceBusy {
+                device: label(d),
+                occupied_fraction: merged_busy_fraction(iv),
+                kernel_busy_fraction: kernel.get(&d).copied().flatten(),
+                window_ms: window_us(iv).map(us_to_ms),
+                kernel_busy_ms: k.busy_ms,
+                measured_partitions: k.measured,
+                unmeasured_partitions: k.unmeasured,
+            }
+        })
+        .collect()
 }
 
 fn section(host: &str, build: &str, acc: &Acc) -> Section {
@@ -175,7 +245,23 @@ fn section(host: &str, build: &str, acc: &Acc) -> Section {
     let timeline = acc
         .timeline_sample()
         .into_iter()
-        .map(|(d, iv)| (d.map_or_else(|| "-".to_string(), |d| d.to_string()), iv))
+        .map(|(d, iv)| (label(d), iv))
+        .collect();
+    let kernel_timeline = acc
+        .kernel_sample()
+        .into_iter()
+        .map(|(d, m)| {
+            let m = m
+                .iter()
+                .map(|k| (k.start_us, k.end_us, k.busy_ms))
+                .collect();
+            (label(d), m)
+        })
+        .collect();
+    let mean_phase_ms = acc
+        .phases
+        .iter()
+        .map(|(p, h)| (*p, h.mean() / 1000.0))
         .collect();
     Section {
         host: host.to_string(),
@@ -188,10 +274,21 @@ fn section(host: &str, build: &str, acc: &Acc) -> Section {
         phases,
         h2d,
         busy_fraction: acc.busy_fraction(),
+        kernel_busy_fraction: acc.kernel_busy_fraction(),
+        devices: devices(acc),
         synthesis_ms: acc.synthesis_ms,
         device_ms: acc.device_ms,
         bottleneck,
         timeline,
+        kernel_timeline,
+        mean_phase_ms,
+        mean_device_busy_ms: {
+            let (ms, n) = acc
+                .kernel
+                .values()
+                .fold((0.0, 0u64), |(ms, n), k| (ms + k.busy_ms, n + k.measured));
+            (n > 0).then(|| ms / n as f64)
+        },
     }
 }
 
@@ -221,7 +318,7 @@ fn flags_for(s: &Section, t: &Thresholds, out: &mut Vec<Flag>) {
         }
     }
     if let Some(b) = s.busy_fraction {
-        if b < t.min_busy {
+        if b < t.min_occupied {
             let why = match s.bottleneck {
                 Bottleneck::Synthesis => {
                     "; synthesis is slower than the device, so the GPU waits for it"
@@ -229,14 +326,49 @@ fn flags_for(s: &Section, t: &Thresholds, out: &mut Vec<Flag>) {
                 _ => "",
             };
             flag(format!(
-                "GPU busy {:.0}% is under {:.0}%{why}",
+                "GPU occupied {:.0}% is under {:.0}%{why}",
                 b * 100.0,
-                t.min_busy * 100.0
+                t.min_occupied * 100.0
+            ));
+        }
+    }
+    for d in &s.devices {
+        let Some(k) = d.kernel_busy_fraction else {
+            continue;
+        };
+        if k < t.min_busy {
+            // High occupancy with idle kernels is the case the occupied
+            // figure hides: the worker holds the device while the CPU works.
+            let why = match d.occupied_fraction {
+                Some(o) if o >= t.min_occupied => format!(
+                    "; occupied {}, so the device worker is held while the device idles (CPU work inside the device call)",
+                    fine_pct(o)
+                ),
+                _ => String::new(),
+            };
+            flag(format!(
+                "gpu {}: kernel busy {} is under {}{why}",
+                d.device,
+                fine_pct(k),
+                fine_pct(t.min_busy)
             ));
         }
     }
     if s.failed_partitions > 0 {
         flag(format!("{} failed partitions", s.failed_partitions));
+    }
+}
+
+/// A percentage with enough digits that a near-zero kernel busy does not
+/// print as a bare "0%".
+pub fn fine_pct(v: f64) -> String {
+    let p = v * 100.0;
+    if p != 0.0 && p.abs() < 1.0 {
+        format!("{p:.2}%")
+    } else if p.abs() < 10.0 {
+        format!("{p:.1}%")
+    } else {
+        format!("{p:.0}%")
     }
 }
 
@@ -268,7 +400,18 @@ pub fn build(scan: &Scan, thresholds: &Thresholds, baseline: Option<&str>) -> Re
             .collect();
         b.busy_fraction =
             (!per_host.is_empty()).then(|| per_host.iter().sum::<f64>() / per_host.len() as f64);
+        // Likewise kernel busy: each host's devices over their own windows.
+        let per_device: Vec<f64> = scan
+            .accs
+            .iter()
+            .filter(|((_, build), _)| *build == b.build)
+            .flat_map(|(_, acc)| acc.kernel_busy().into_values().flatten())
+            .collect();
+        b.kernel_busy_fraction = (!per_device.is_empty())
+            .then(|| per_device.iter().sum::<f64>() / per_device.len() as f64);
+        b.devices.clear();
         b.timeline.clear();
+        b.kernel_timeline.clear();
     }
     let mut flags = Vec::new();
     for s in &sections {
@@ -324,6 +467,7 @@ fn compare(base: &Section, other: &Section) -> BuildComparison {
         phases,
         h2d_gbps: (base.h2d.gbps, other.h2d.gbps),
         busy_fraction: (base.busy_fraction, other.busy_fraction),
+        kernel_busy_fraction: (base.kernel_busy_fraction, other.kernel_busy_fraction),
     }
 }
 
@@ -368,6 +512,7 @@ mod tests {
             h2d_bytes: bytes,
             h2d_gbps: None,
             phases_ms: phases,
+            device_busy_ms: None,
             error: None,
         })
     }
@@ -467,7 +612,7 @@ mod tests {
         assert!(
             r.flags
                 .iter()
-                .any(|f| f.host == "h01" && f.reason.contains("GPU busy 67%")),
+                .any(|f| f.host == "h01" && f.reason.contains("GPU occupied 67%")),
             "{:?}",
             r.flags
         );
@@ -480,6 +625,210 @@ mod tests {
             .flags
             .iter()
             .any(|f| f.reason.contains("synthesis is slower than the device")));
+    }
+
+    /// Writes a CUDA daemon's log: per partition gpu_start, gpu_end and the
+    /// record, as the daemon orders them. `parts` is (device, start µs, end
+    /// µs, device_busy_ms).
+    fn cuda_log(path: &std::path::Path, parts: &[(u32, u64, u64, Option<f64>)]) {
+        let mut f = std::fs::File::create(path).unwrap();
+        for (i, (dev, start, end, busy)) in parts.iter().enumerate() {
+            let ev = |kind, ts| {
+                TimingLine::Timeline(TimelineEvent {
+                    v: 1,
+                    ts_us: ts,
+                    host: "machine".into(),
+                    build: "b1".into(),
+                    job_id: format!("job{i}"),
+                    partition: 0,
+                    event: kind,
+                    device: Some(*dev),
+                })
+            };
+            writeln!(f, "{}", ev(TimelineKind::GpuStart, *start).to_line()).unwrap();
+            writeln!(f, "{}", ev(TimelineKind::GpuEnd, *end).to_line()).unwrap();
+            let mut phases = BTreeMap::new();
+            phases.insert(Phase::Synthesis, 40.0);
+            phases.insert(Phase::NttKernels, 3.0);
+            phases.insert(Phase::MsmBG2, (end - start) as f64 / 1000.0 - 5.0);
+            phases.insert(Phase::Msm, (end - start) as f64 / 1000.0 - 4.0);
+            let rec = TimingLine::Partition(PartitionRecord {
+                v: TIMING_SCHEMA_VERSION,
+                ts_ms: end / 1000,
+                tag: JobTag {
+                    host: "machine".into(),
+                    build: "b1".into(),
+                    job_id: format!("job{i}"),
+                    circuit: "chain".into(),
+                    size: 1 << 18,
+                },
+                partition: 0,
+                partitions: 1,
+                domain: 1 << 18,
+                backend: "cuda".into(),
+                device: Some(*dev),
+                pinned: true,
+                h2d_bytes: 0,
+                h2d_gbps: None,
+                phases_ms: phases,
+                device_busy_ms: *busy,
+                error: None,
+            });
+            writeln!(f, "{}", rec.to_line()).unwrap();
+        }
+    }
+
+    /// Kernel busy per device computed straight from the input: summed
+    /// device time over first start to last end.
+    fn expected_kernel_busy(parts: &[(u32, u64, u64, Option<f64>)], dev: u32) -> f64 {
+        let mine: Vec<_> = parts.iter().filter(|p| p.0 == dev).collect();
+        let first = mine.iter().map(|p| p.1).min().unwrap();
+        let last = mine.iter().map(|p| p.2).max().unwrap();
+        let busy_ms: f64 = mine.iter().map(|p| p.3.unwrap()).sum();
+        busy_ms / ((last - first) as f64 / 1000.0)
+    }
+
+    fn report_of(dir: &std::path::Path, parts: &[(u32, u64, u64, Option<f64>)]) -> Report {
+        let path = dir.join("h01.jsonl");
+        cuda_log(&path, parts);
+        let s = scan(&[Source {
+            host: "h01".into(),
+            path,
+        }])
+        .unwrap();
+        build(&s, &Thresholds::default(), None)
+    }
+
+    #[test]
+    fn cpu_bound_run_reads_fully_occupied_but_kernel_idle_and_is_flagged() {
+        // 16 partitions back to back on one device, each holding the worker
+        // ~1.9 s (the G2 MSM on the CPU) while the device works ~1.5 ms.
+        let parts: Vec<_> = (0..16u64)
+            .map(|i| {
+                let start = 1_000_000 + i * 1_902_000;
+                (
+                    0,
+                    start,
+                    start + 1_900_000,
+                    Some(1.2 + (i % 3) as f64 * 0.3),
+                )
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let r = report_of(dir.path(), &parts);
+        let sec = &r.sections[0];
+        let want = expected_kernel_busy(&parts, 0);
+        assert!(want < 0.001, "the fixture is CPU-bound: {want}");
+        let dev = &sec.devices[0];
+        assert_eq!(dev.device, "0");
+        let got = dev.kernel_busy_fraction.unwrap();
+        assert!((got - want).abs() < 1e-12, "kernel busy {got} vs {want}");
+        assert_eq!(sec.kernel_busy_fraction, Some(got));
+        // Occupancy: 16 x 1.9 s of the 16 x 1.902 s - 2 ms window.
+        let occupied = 16.0 * 1.9 / (16.0 * 1.902 - 0.002);
+        assert!((dev.occupied_fraction.unwrap() - occupied).abs() < 1e-9);
+        assert_eq!(
+            (dev.measured_partitions, dev.unmeasured_partitions),
+            (16, 0)
+        );
+        let flag = r
+            .flags
+            .iter()
+            .find(|f| f.reason.contains("kernel busy"))
+            .unwrap_or_else(|| panic!("kernel busy flagged: {:?}", r.flags));
+        assert!(
+            flag.reason.starts_with(&format!(
+                "gpu 0: kernel busy {} is under 50%",
+                fine_pct(want)
+            )),
+            "{}",
+            flag.reason
+        );
+        assert!(flag.reason.contains("occupied 100%"), "{}", flag.reason);
+        // The occupied figure alone would have said nothing was wrong.
+        assert!(!r.flags.iter().any(|f| f.reason.contains("GPU occupied")));
+        let table = crate::timing::render::table(&r);
+        assert!(table.contains(&fine_pct(want)), "{table}");
+        let html = crate::timing::render::html(&r, 20.0);
+        assert!(
+            html.contains("data-chart=\"breakdown\"") && html.contains("data-chart=\"timeline\"")
+        );
+        assert!(html.contains(&format!("gpu 0 kernel {}", fine_pct(want))));
+    }
+
+    #[test]
+    fn device_bound_run_shows_the_measured_fraction_per_device() {
+        // Two devices, overlapping partitions on each, the device measured
+        // busy for most of each interval.
+        let mut parts = Vec::new();
+        for i in 0..12u64 {
+            let dev = (i % 2) as u32;
+            let start = 5_000 + (i / 2) * 310_000 + u64::from(dev) * 7_000;
+            let end = start + 300_000;
+            parts.push((dev, start, end, Some(220.0 + (i % 5) as f64 * 11.0)));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let r = report_of(dir.path(), &parts);
+        let sec = &r.sections[0];
+        assert_eq!(sec.devices.len(), 2);
+        let mut fractions = Vec::new();
+        for dev in 0..2u32 {
+            let d = sec
+                .devices
+                .iter()
+                .find(|d| d.device == dev.to_string())
+                .unwrap();
+            let want = expected_kernel_busy(&parts, dev);
+            let got = d.kernel_busy_fraction.unwrap();
+            assert!((got - want).abs() < 1e-12, "gpu {dev}: {got} vs {want}");
+            assert!(got > 0.5, "above the default threshold: {got}");
+            fractions.push(want);
+        }
+        let mean = (fractions[0] + fractions[1]) / 2.0;
+        assert!((sec.kernel_busy_fraction.unwrap() - mean).abs() < 1e-12);
+        assert!((r.builds[0].kernel_busy_fraction.unwrap() - mean).abs() < 1e-12);
+        assert!(
+            !r.flags.iter().any(|f| f.reason.contains("kernel busy")),
+            "{:?}",
+            r.flags
+        );
+        // The same log against a stricter threshold is flagged per device.
+        let s = scan(&[Source {
+            host: "h01".into(),
+            path: dir.path().join("h01.jsonl"),
+        }])
+        .unwrap();
+        let strict = Thresholds {
+            min_busy: 0.99,
+            ..Thresholds::default()
+        };
+        let r = build(&s, &strict, None);
+        let n = r
+            .flags
+            .iter()
+            .filter(|f| f.reason.contains("kernel busy"))
+            .count();
+        assert_eq!(n, 2, "{:?}", r.flags);
+    }
+
+    #[test]
+    fn records_without_device_busy_show_na_not_zero() {
+        // A log from a prover that predates device_busy_ms.
+        let parts: Vec<_> = (0..4u64)
+            .map(|i| (0, i * 100_000, i * 100_000 + 90_000, None))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let r = report_of(dir.path(), &parts);
+        let sec = &r.sections[0];
+        assert_eq!(sec.kernel_busy_fraction, None);
+        assert_eq!(sec.devices[0].kernel_busy_fraction, None);
+        assert_eq!(sec.devices[0].unmeasured_partitions, 4);
+        assert!(sec.devices[0].occupied_fraction.is_some());
+        assert!(!r.flags.iter().any(|f| f.reason.contains("kernel busy")));
+        let table = crate::timing::render::table(&r);
+        assert!(table.contains("n/a"), "{table}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json["sections"][0]["kernel_busy_fraction"].is_null());
     }
 
     #[test]

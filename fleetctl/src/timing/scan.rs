@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 const SIGFIG: u8 = 3;
 /// Longest phase the histograms accept: one day in microseconds.
 const MAX_US: u64 = 86_400_000_000;
-/// How many GPU busy intervals per host are kept for the timeline chart.
+/// How many occupied intervals per device are kept for the timeline chart.
 pub const TIMELINE_SAMPLE: usize = 400;
 
 /// A file to scan and the host it belongs to (the store folder name, which is
@@ -57,6 +57,35 @@ pub struct Acc {
     pub intervals: BTreeMap<Option<u32>, Vec<(u64, u64)>>,
     pub timeline_events: u64,
     pub backends: BTreeMap<String, u64>,
+    /// Device time the records report (`device_busy_ms`), per record device.
+    pub kernel: BTreeMap<Option<u32>, KernelAcc>,
+    /// A closed gpu_start..gpu_end per (job, partition) whose record has not
+    /// been read yet; the daemon writes gpu_end just before the record, so
+    /// this holds only the partitions in flight at the end of a file.
+    closed: HashMap<(String, u32), (Option<u32>, u64, u64)>,
+    /// Occupied interval and the device time measured inside it, per device,
+    /// for drawing kernel busy next to occupancy.
+    pub kernel_marks: BTreeMap<Option<u32>, Vec<KernelMark>>,
+}
+
+/// Device time of one device's partition records.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KernelAcc {
+    /// Sum of `device_busy_ms` over the records that carry it.
+    pub busy_ms: f64,
+    /// Records that carry `device_busy_ms`.
+    pub measured: u64,
+    /// Records without it (older prover or CPU backend): their device time
+    /// is unknown, so a fraction over their window would be an undercount.
+    pub unmeasured: u64,
+}
+
+/// One partition's occupied interval (µs) and its measured device time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KernelMark {
+    pub start_us: u64,
+    pub end_us: u64,
+    pub busy_ms: f64,
 }
 
 impl Default for Acc {
@@ -77,6 +106,9 @@ impl Default for Acc {
             intervals: BTreeMap::new(),
             timeline_events: 0,
             backends: BTreeMap::new(),
+            kernel: BTreeMap::new(),
+            closed: HashMap::new(),
+            kernel_marks: BTreeMap::new(),
         }
     }
 }
@@ -149,6 +181,26 @@ impl Acc {
                 }
                 self.synthesis_ms += p.phases_ms.get(&Phase::Synthesis).copied().unwrap_or(0.0);
                 self.device_ms += device_ms(&p.phases_ms);
+                let closed = self.closed.remove(&(p.tag.job_id.clone(), p.partition));
+                // Failed-early partitions never reached a device: they carry
+                // neither a device nor device time, and say nothing about one.
+                if p.device.is_some() || p.device_busy_ms.is_some() {
+                    let k = self.kernel.entry(p.device).or_default();
+                    match p.device_busy_ms.filter(|b| b.is_finite() && *b >= 0.0) {
+                        Some(b) => {
+                            k.busy_ms += b;
+                            k.measured += 1;
+                            if let Some((dev, start_us, end_us)) = closed {
+                                self.kernel_marks.entry(dev).or_default().push(KernelMark {
+                                    start_us,
+                                    end_us,
+                                    busy_ms: b,
+                                });
+                            }
+                        }
+                        None => k.unmeasured += 1,
+                    }
+                }
             }
             TimingLine::Proof(p) => {
                 self.proofs += 1;
@@ -170,6 +222,7 @@ impl Acc {
                                     .entry(key.2)
                                     .or_default()
                                     .push((start, e.ts_us));
+                                self.closed.insert((key.0, key.1), (key.2, start, e.ts_us));
                             }
                         }
                     }
@@ -205,6 +258,54 @@ impl Acc {
         for (b, n) in other.backends {
             *self.backends.entry(b).or_insert(0) += n;
         }
+        for (dev, k) in other.kernel {
+            let mine = self.kernel.entry(dev).or_default();
+            mine.busy_ms += k.busy_ms;
+            mine.measured += k.measured;
+            mine.unmeasured += k.unmeasured;
+        }
+        for (dev, mut m) in other.kernel_marks {
+            self.kernel_marks.entry(dev).or_default().append(&mut m);
+        }
+        // An interval whose record sits in the other file (rotation between
+        // gpu_end and the record) only loses its chart mark, not its sum.
+        self.closed.extend(other.closed);
+    }
+
+    /// Kernel busy per device: the records' summed device time over the
+    /// device's occupied window [first gpu_start, last gpu_end]. `None` for a
+    /// device with no window, no measured record, or any unmeasured record
+    /// (an unknown share of its time would make the fraction an undercount).
+    pub fn kernel_busy(&self) -> BTreeMap<Option<u32>, Option<f64>> {
+        self.kernel
+            .iter()
+            .map(|(dev, k)| {
+                let window_us = self.intervals.get(dev).and_then(|iv| window_us(iv));
+                let f = window_us
+                    .filter(|w| *w > 0 && k.measured > 0 && k.unmeasured == 0)
+                    .map(|w| k.busy_ms * 1000.0 / w as f64);
+                (*dev, f)
+            })
+            .collect()
+    }
+
+    /// Kernel busy averaged over the devices that have one.
+    pub fn kernel_busy_fraction(&self) -> Option<f64> {
+        let f: Vec<f64> = self.kernel_busy().into_values().flatten().collect();
+        (!f.is_empty()).then(|| f.iter().sum::<f64>() / f.len() as f64)
+    }
+
+    /// The kernel marks of the intervals [`timeline_sample`](Self::timeline_sample) keeps.
+    pub fn kernel_sample(&self) -> BTreeMap<Option<u32>, Vec<KernelMark>> {
+        self.kernel_marks
+            .iter()
+            .map(|(d, m)| {
+                let mut m = m.clone();
+                m.sort_unstable_by_key(|k| (k.start_us, k.end_us));
+                let skip = m.len().saturating_sub(TIMELINE_SAMPLE);
+                (*d, m.split_off(skip))
+            })
+            .collect()
     }
 
     /// Fraction of the window [first start, last end] during which each device
@@ -235,6 +336,13 @@ impl Acc {
             })
             .collect()
     }
+}
+
+/// Span in µs from the first start to the last end of `intervals`.
+pub fn window_us(intervals: &[(u64, u64)]) -> Option<u64> {
+    let start = intervals.iter().map(|i| i.0).min()?;
+    let end = intervals.iter().map(|i| i.1).max()?;
+    Some(end.saturating_sub(start))
 }
 
 /// Busy fraction of a set of possibly overlapping intervals over their span.

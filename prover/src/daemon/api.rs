@@ -473,6 +473,7 @@ async fn metrics(State(state): State<Shared>) -> Response {
         budget_waiters: st.budget.waiters,
         ready: st.state == DaemonState::Ready,
         uptime_s: st.uptime_s,
+        gpu_utilization_pct: crate::health::gpu::utilization(),
     });
     (
         [(

@@ -879,12 +879,14 @@ impl Shared {
             h2d_bytes: times.h2d_bytes,
             h2d_gbps: times.h2d_gbps,
             phases_ms: phases_ms.clone(),
+            device_busy_ms: crate::timing::device_busy_ms(dev.backend.kind(), times.device_ms),
             error: result.as_ref().err().cloned(),
         };
         if let Err(e) = self.timing.partition(&record) {
             tracing::warn!("timing log: {e}");
         }
         self.metrics.partition_done(&phases_ms);
+        self.metrics.device_busy(device, record.device_busy_ms);
         let proof = result.map(|(proof, verified)| PartitionProof {
             partition: task.partition,
             proof: hex::encode(proof_bytes(&proof)),
@@ -1026,6 +1028,7 @@ impl Shared {
             h2d_bytes: 0,
             h2d_gbps: None,
             phases_ms: phases_ms.clone(),
+            device_busy_ms: None,
             error: Some(error.clone()),
         };
         if let Err(e) = self.timing.partition(&rec) {

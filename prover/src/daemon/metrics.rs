@@ -1,6 +1,7 @@
-//! Prometheus metrics at `/metrics`: phase histograms fed by every finished
-//! partition, counters fed by every finished job, and gauges (queue, pool,
-//! budget) sampled when the endpoint is scraped. Names come from
+//! Prometheus metrics at `/metrics`: phase histograms and the per-device
+//! kernel-busy counter fed by every finished partition, counters fed by every
+//! finished job, and gauges (queue, pool, budget, NVML utilisation) sampled
+//! when the endpoint is scraped. Names come from
 //! [`fleet_wire::metrics`] so fleetctl's exporter spells them the same way.
 
 use fleet_wire::metrics as names;
@@ -27,6 +28,8 @@ pub struct Sample {
     pub budget_waiters: u64,
     pub ready: bool,
     pub uptime_s: f64,
+    /// NVML `utilization.gpu` per NVML device index; empty without NVML.
+    pub gpu_utilization_pct: Vec<(u32, u32)>,
 }
 
 pub struct Metrics {
@@ -46,6 +49,8 @@ pub struct Metrics {
     budget_waiters: Gauge,
     ready: Gauge,
     uptime: Gauge<f64, std::sync::atomic::AtomicU64>,
+    kernel_busy: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    gpu_utilization: Family<Labels, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -139,6 +144,18 @@ impl Metrics {
         let ready = gauge(&mut registry, names::READY, "1 when /readyz answers 200");
         let uptime = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
         registry.register(names::UPTIME_SECONDS, "Seconds since start", uptime.clone());
+        let kernel_busy = Family::<Labels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            names::KERNEL_BUSY_SECONDS,
+            "Seconds the device spent on copies and kernels, timed on the device",
+            kernel_busy.clone(),
+        );
+        let gpu_utilization = Family::<Labels, Gauge>::default();
+        registry.register(
+            names::GPU_UTILIZATION_PERCENT,
+            "NVML utilization.gpu per device, sampled at scrape",
+            gpu_utilization.clone(),
+        );
         let info = Family::<Labels, Gauge>::default();
         info.get_or_create(&vec![
             ("version", version.to_string()),
@@ -167,7 +184,22 @@ impl Metrics {
             budget_waiters,
             ready,
             uptime,
+            kernel_busy,
+            gpu_utilization,
         }
+    }
+
+    /// A finished partition's device time (its record's `device_busy_ms`) on
+    /// `device`; nothing when the backend did not measure it, so a CPU
+    /// daemon exports no kernel-busy series rather than a zero one.
+    pub fn device_busy(&self, device: Option<u32>, device_busy_ms: Option<f64>) {
+        let Some(ms) = device_busy_ms.filter(|ms| ms.is_finite() && *ms >= 0.0) else {
+            return;
+        };
+        let label = device.map_or_else(|| "-".to_string(), |d| d.to_string());
+        self.kernel_busy
+            .get_or_create(&vec![(names::DEVICE_LABEL, label)])
+            .inc_by(ms / 1e3);
     }
 
     /// A finished partition's phases (milliseconds, as in the timing record).
@@ -206,6 +238,14 @@ impl Metrics {
         self.budget_waiters.set(g(sample.budget_waiters));
         self.ready.set(i64::from(sample.ready));
         self.uptime.set(sample.uptime_s);
+        // Rebuilt each scrape: a device NVML no longer reports drops out
+        // instead of repeating its last value.
+        self.gpu_utilization.clear();
+        for (device, pct) in &sample.gpu_utilization_pct {
+            self.gpu_utilization
+                .get_or_create(&vec![(names::DEVICE_LABEL, device.to_string())])
+                .set(i64::from(*pct));
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
@@ -224,9 +264,14 @@ mod tests {
         phases.insert(Phase::Synthesis, 12.0);
         m.partition_done(&phases);
         m.job_done(true, 30.0);
+        m.device_busy(Some(1), Some(250.0));
+        m.device_busy(Some(1), Some(500.0));
+        // A CPU backend's record carries no device time: no series for it.
+        m.device_busy(Some(0), None);
         let text = m.render(&Sample {
             queue_depth: 3,
             ready: true,
+            gpu_utilization_pct: vec![(1, 37)],
             ..Default::default()
         });
         for name in names::ALL {
@@ -238,5 +283,20 @@ mod tests {
         );
         assert!(text.contains("prover_queue_depth 3"), "{text}");
         assert!(text.contains("prover_proofs_completed_total 1"), "{text}");
+        assert!(
+            text.contains("prover_kernel_busy_seconds_total{device=\"1\"} 0.75"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("prover_kernel_busy_seconds_total{device=\"0\"}"),
+            "{text}"
+        );
+        assert!(
+            text.contains("prover_gpu_utilization_percent{device=\"1\"} 37"),
+            "{text}"
+        );
+        // Without NVML the next scrape has no samples: the series goes away.
+        let text = m.render(&Sample::default());
+        assert!(!text.contains("prover_gpu_utilization_percent{"), "{text}");
     }
 }

@@ -71,6 +71,25 @@ pub fn probe() -> Gpus {
     section
 }
 
+/// NVML's `utilization.gpu` (percent) of every device it lists, by NVML
+/// index; empty when NVML is unavailable, and a device whose query fails is
+/// left out, because a scrape must never fail on the GPU side. NVML is opened
+/// once per process and kept: `/metrics` is scraped every few seconds, and
+/// opening NVML costs far more than reading one counter.
+pub fn utilization() -> Vec<(u32, u32)> {
+    static NVML: std::sync::OnceLock<Option<nvml_wrapper::Nvml>> = std::sync::OnceLock::new();
+    let Some(nvml) = NVML.get_or_init(|| nvml_wrapper::Nvml::init().ok()) else {
+        return Vec::new();
+    };
+    let count = nvml.device_count().unwrap_or(0);
+    (0..count)
+        .filter_map(|index| {
+            let dev = nvml.device_by_index(index).ok()?;
+            Some((index, dev.utilization_rates().ok()?.gpu))
+        })
+        .collect()
+}
+
 /// Records `r`'s value, or its error under `field` (NotSupported is a fact, not an error).
 fn take<T>(errors: &mut Vec<String>, field: &str, r: Result<T, NvmlError>) -> Option<T> {
     match r {
