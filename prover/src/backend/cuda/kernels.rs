@@ -306,8 +306,18 @@ mod tests {
         let src = NTT.source();
         assert!(src.starts_with("#line 1 \"ff/fr.cuh\"\n"));
         assert!(src.contains("#line 1 \"ntt/ntt.cu\"\n"));
-        assert_eq!(NTT.hash(), NTT.hash());
         assert_eq!(NTT.hash().len(), 64);
+        // The hash names the source: a changed file changes it (it keys
+        // both caches), and the units differ from each other.
+        const EDITED: KernelUnit = KernelUnit {
+            name: "ntt",
+            files: &[FR, KernelFile {
+                path: "ntt/ntt.cu",
+                source: "// edited\n",
+            }],
+        };
+        assert_ne!(EDITED.hash(), NTT.hash());
+        assert_ne!(MSM.hash(), NTT.hash());
     }
 
     #[test]
