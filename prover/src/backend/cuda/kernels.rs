@@ -311,10 +311,13 @@ mod tests {
         // both caches), and the units differ from each other.
         const EDITED: KernelUnit = KernelUnit {
             name: "ntt",
-            files: &[FR, KernelFile {
-                path: "ntt/ntt.cu",
-                source: "// edited\n",
-            }],
+            files: &[
+                FR,
+                KernelFile {
+                    path: "ntt/ntt.cu",
+                    source: "// edited\n",
+                },
+            ],
         };
         assert_ne!(EDITED.hash(), NTT.hash());
         assert_ne!(MSM.hash(), NTT.hash());

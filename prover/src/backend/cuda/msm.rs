@@ -38,9 +38,10 @@ const REDUCE_CHUNK: u32 = 32;
 /// Entries per task after level 1 (partial sums are XYZZ, full additions).
 const LATER_LEVEL_TASK: u32 = 32;
 
-/// Window size for `n` points: chosen from the sweep in docs/gpu.md
-/// (H200, uniform random scalars); fewer windows cost fewer additions per
-/// point, more buckets cost more in the reduction.
+/// Window size for `n` points: chosen from the sweep in docs/BENCHMARKS.md
+/// (H200, uniform random scalars; at 2^26 window 16 beat 18, 543 against
+/// 602 ms); fewer windows cost fewer additions per point, more buckets
+/// cost more in the reduction.
 pub fn window_bits(n: usize) -> u32 {
     let log = n.max(1).ilog2();
     match log {
@@ -48,7 +49,8 @@ pub fn window_bits(n: usize) -> u32 {
         10..=13 => 11,
         14..=17 => 13,
         18..=23 => 16,
-        _ => 18,
+        24..=25 => 18,
+        _ => 16,
     }
 }
 
