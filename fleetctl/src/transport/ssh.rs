@@ -159,6 +159,14 @@ impl SshTransport {
             .unwrap_or(DEFAULT_KEX);
         let slot = MuxSlot::for_host(host, kex);
         if let Some(slot) = &slot {
+            let closed = slot.close_stale().await;
+            if closed > 0 {
+                tracing::warn!(
+                    host = %host.name,
+                    "the host's key in known_hosts changed: closed {closed} SSH master(s) \
+                     authenticated under the earlier key; connecting anew"
+                );
+            }
             if let Some(session) = slot.resume().await {
                 tracing::debug!(host = %host.name, "reusing SSH master");
                 return Ok(SshTransport {
