@@ -583,6 +583,69 @@ fn lock_refuses_a_second_holder_and_names_the_first() {
     });
 }
 
+/// Sets the pid in the host's lock owner file, as if another fleetctl
+/// process of this controller had taken the lock.
+async fn set_lock_pid(t: &Transport, pid: u32) {
+    sh(
+        t,
+        &format!("sed -i '2s/ pid=[0-9]* / pid={pid} /' /data/prover/state/lock/owner && sed -n 2p /data/prover/state/lock/owner"),
+    )
+    .await;
+}
+
+/// A resume of a run that was SIGKILLed takes over the locks that run left
+/// (same run id, this controller, pid gone) and says from whom; a live
+/// holder of the same run and any other run are still refused.
+#[test]
+fn a_resume_takes_over_the_lock_of_its_own_killed_run_and_nothing_else() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let left = acquire_lock(&host, &t, "run-9").await.unwrap();
+        assert!(left.took_over.is_none());
+
+        // The killed fleetctl: a process of ours that is gone.
+        let mut killed = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let dead_pid = killed.id();
+        killed.kill().unwrap();
+        killed.wait().unwrap();
+        set_lock_pid(&t, dead_pid).await;
+
+        let err = acquire_lock(&host, &t, "run-8").await.unwrap_err();
+        assert!(err.to_string().contains("locked by run=run-9"), "{err}");
+
+        let mut alive = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        set_lock_pid(&t, alive.id()).await;
+        let err = acquire_lock(&host, &t, "run-9").await.unwrap_err();
+        assert!(
+            err.to_string().contains("locked by run=run-9"),
+            "live holder: {err}"
+        );
+        alive.kill().unwrap();
+        alive.wait().unwrap();
+        let alive_pid = alive.id();
+
+        let taken = acquire_lock(&host, &t, "run-9").await.unwrap();
+        let from = taken.took_over.clone().expect("taken over");
+        assert!(
+            from.contains("run=run-9") && from.contains(&format!("pid={alive_pid}")),
+            "{from}"
+        );
+        // The old guard's token is no longer the owner's: only the new one releases.
+        assert!(release_lock(&host, &t, &left).await.is_err());
+        release_lock(&host, &t, &taken).await.unwrap();
+        t.close().await.unwrap();
+    });
+}
+
 #[test]
 fn a_host_that_is_down_gives_a_bounded_clear_error() {
     let Some((lab, mut host)) = lab(None) else {

@@ -169,7 +169,20 @@ async fn with_transport(
         let t = Timer::start(emit, "lock");
         match steps::acquire_lock(host, transport, &job.run_id).await {
             Ok(g) => {
-                t.done(false, g.path.clone());
+                match &g.took_over {
+                    Some(holder) => {
+                        tracing::warn!(
+                            host = %host.name,
+                            "took over {} from this run's earlier holder, whose process is gone ({holder})",
+                            g.path
+                        );
+                        t.done(
+                            false,
+                            format!("{} (taken over from dead holder: {holder})", g.path),
+                        );
+                    }
+                    None => t.done(false, g.path.clone()),
+                }
                 Some(g)
             }
             Err(e) => {
