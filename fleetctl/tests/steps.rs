@@ -54,6 +54,11 @@ fn main() {
                 eprintln!("Error: cannot bind 127.0.0.1:1: address in use");
                 std::process::exit(1);
             }
+            if mode == "no_pid" {
+                // A build that hangs before its pid file, with a child.
+                let _child = std::process::Command::new("/proc/self/exe").arg("linger").spawn();
+                loop { std::thread::sleep(std::time::Duration::from_secs(1)); }
+            }
             std::fs::write("run/prover.pid", format!("{}\n", std::process::id())).unwrap();
             unsafe { signal(15, if mode == "ignore_term" { 1 } else { on_term as extern "C" fn(i32) as usize }); }
             println!("INFO pinned pool allocated 0 bytes");
@@ -72,6 +77,7 @@ fn main() {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
         }
+        Some("linger") => loop { std::thread::sleep(std::time::Duration::from_secs(1)); },
         Some("health") => {
             let (pid, alive) = pid_alive();
             let build = pid.filter(|_| alive).map(|p| build_of(&format!("/proc/{p}/exe"))).unwrap_or_default();
@@ -418,6 +424,68 @@ fn rollout_start_detaches_verify_passes_and_rollback_restores_the_previous_relea
         // Start refuses while a daemon runs.
         let msg = fails(StepSpec::Start(StartParams::default()), &mut ctx).await;
         assert!(msg.contains("still running"), "{msg}");
+        t.close().await.unwrap();
+    });
+}
+
+/// Processes on the host running a binary under `/data/prover/releases`,
+/// as `pid exe` lines.
+async fn release_processes(t: &Transport) -> Vec<String> {
+    let out = sh(
+        t,
+        "for d in /proc/[0-9]*; do e=$(readlink $d/exe 2>/dev/null) || continue; \
+         case \"$e\" in /data/prover/releases/*) echo \"${d#/proc/} $e\";; esac; done",
+    )
+    .await;
+    out.lines().map(str::to_owned).collect()
+}
+
+/// A build that never writes its pid file (and has a child) is invisible to
+/// the drain; the rollback still stops all of it before it starts the old
+/// release, so the host ends with one daemon: the old one.
+#[test]
+fn rollback_stops_every_process_of_the_failed_release_and_leaves_one_daemon() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "one-a", "normal", 0);
+    let b = release(dir.path(), "one-b", "no_pid", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+
+        let mut ctx = StepCtx::new(&host, &t, &b);
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+        ok(StepSpec::Start(StartParams::default()), &mut ctx).await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while release_processes(&t).await.len() < 2 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let before = release_processes(&t).await;
+        assert_eq!(
+            before.len(),
+            2,
+            "the failed build and its child: {before:?}"
+        );
+        let mut quick = fast_verify();
+        quick.timeout = Duration::from_secs(2);
+        fails(StepSpec::Verify(quick), &mut ctx).await;
+
+        let r = ok(StepSpec::Rollback(Default::default()), &mut ctx).await;
+        assert!(
+            matches!(&r, StepOutcome::Done { detail } if detail.contains("stopped what was left")),
+            "{r:?}"
+        );
+        let after = release_processes(&t).await;
+        assert_eq!(after.len(), 1, "one daemon per host: {after:?}");
+        assert!(
+            after[0].ends_with(&format!("/releases/{}/prover", a.sha256)),
+            "{after:?}"
+        );
         t.close().await.unwrap();
     });
 }

@@ -1,5 +1,14 @@
-//! `rollback`: drain the current daemon, wait for its memory, point `current`
-//! back at `state/previous` and start that release.
+//! `rollback`: drain the current daemon, stop whatever else of the failed
+//! release still runs, wait for its memory, point `current` back at
+//! `state/previous` and start that release.
+//!
+//! The drain only knows the daemon through its pid file. A failed build may
+//! never have written one (it died half-way, or hung before it), or may have
+//! left children; starting the old release next to those leaves two daemons
+//! on one host, fighting over the GPUs and the port. So before the old
+//! release starts, every process of the failed release goes: the pid the
+//! start step launched (and its session, which `setsid` made its own), and
+//! any process whose `/proc/<pid>/exe` is the failed release's binary.
 
 use super::drain::{self, DrainParams};
 use super::params::duration;
@@ -86,12 +95,13 @@ pub(super) async fn run(p: &RollbackParams, ctx: &mut StepCtx<'_>) -> Result<Ste
     }
     let from = kept(remote::current_release(ctx).await, KEPT)?;
     let drained = drain::run(&p.drain, ctx).await?;
+    let swept = stop_failed_release(ctx, from.as_deref()).await?;
     wait_release::run(&p.wait_release, ctx).await?;
     start_release(ctx, &prev, p.start_timeout).await?;
     let pid = ctx.state.started.as_ref().map_or(0, |s| s.pid);
     let short = |s: &str| s[..12.min(s.len())].to_owned();
     Ok(StepOutcome::done(format!(
-        "rolled back {} -> {}, started as pid {pid} ({})",
+        "rolled back {} -> {}, started as pid {pid} ({}{swept})",
         from.as_deref().map_or("none".to_owned(), short),
         short(&prev),
         match drained {
@@ -99,4 +109,81 @@ pub(super) async fn run(p: &RollbackParams, ctx: &mut StepCtx<'_>) -> Result<Ste
             StepOutcome::Skipped { reason } => reason,
         }
     )))
+}
+
+/// How long the failed release's processes get after SIGTERM before SIGKILL:
+/// the drain already had its turn with the daemon, these are what is left.
+const SWEEP_TERM_GRACE_TENTHS: u32 = 30;
+
+/// SIGTERM, then SIGKILL, to every process of the failed release; returns
+/// a note for the outcome ("" when nothing was left), or fails when a
+/// process survives SIGKILL (the old release must not start beside it).
+async fn stop_failed_release(ctx: &StepCtx<'_>, failed: Option<&str>) -> Result<String, Failed> {
+    let started = ctx.state.started.as_ref().map_or(0, |s| s.pid);
+    let exe = failed.map(|sha| format!("{}/prover", ctx.layout().release(sha)));
+    if started == 0 && exe.is_none() {
+        return Ok(String::new());
+    }
+    let script = kept(
+        sweep_script(exe.as_deref(), started, SWEEP_TERM_GRACE_TENTHS),
+        KEPT,
+    )?;
+    let out = kept(
+        ctx.transport
+            .run_script_ok(&script, Duration::from_secs(30))
+            .await,
+        KEPT,
+    )?
+    .stdout_text();
+    let field = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (stopped, left) = (field("stopped:"), field("left:"));
+    if !left.is_empty() {
+        return Err((
+            Cause::Check(format!(
+                "processes of the failed release survived SIGKILL (pids {left}); not starting the previous release beside them"
+            )),
+            KEPT.to_owned(),
+        ));
+    }
+    Ok(if stopped.is_empty() {
+        String::new()
+    } else {
+        format!("; stopped what was left of the failed release: pids {stopped}")
+    })
+}
+
+/// The processes to stop: those whose exe is `exe` (also once deleted by a
+/// prune), and those in the session of `started` (the launched pid leads
+/// its own session). Prints `stopped: PIDS` and `left: PIDS`.
+fn sweep_script(exe: Option<&str>, started: u32, grace_tenths: u32) -> Result<String, Cause> {
+    let target = match exe {
+        Some(exe) => format!("$(readlink -f {e} 2>/dev/null || echo {e})", e = q(exe)?),
+        None => String::new(),
+    };
+    Ok(format!(
+        r#"target="{target}"; sid={started}
+list() {{
+  for d in /proc/[0-9]*; do
+    p=${{d#/proc/}}; [ "$p" = "$$" ] && continue
+    e=$(readlink "$d/exe" 2>/dev/null) || continue
+    s=$(sed 's/.*) //' "$d/stat" 2>/dev/null | cut -d' ' -f4)
+    if [ -n "$target" ] && {{ [ "$e" = "$target" ] || [ "$e" = "$target (deleted)" ]; }}; then echo "$p"
+    elif [ "$sid" != 0 ] && [ "$s" = "$sid" ]; then echo "$p"; fi
+  done
+}}
+pids=$(list | tr '
+' ' '); [ -n "$pids" ] && kill -TERM $pids 2>/dev/null
+i=0; while [ -n "$(list)" ] && [ $i -lt {grace_tenths} ]; do sleep 0.1; i=$((i+1)); done
+rest=$(list | tr '
+' ' '); [ -n "$rest" ] && kill -KILL $rest 2>/dev/null
+i=0; while [ -n "$(list)" ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
+echo "stopped: $pids"; echo "left: $(list | tr '
+' ' ')""#
+    ))
 }
