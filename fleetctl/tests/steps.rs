@@ -79,6 +79,10 @@ fn main() {
         }
         Some("linger") => loop { std::thread::sleep(std::time::Duration::from_secs(1)); },
         Some("health") => {
+            if mode == "probe_fails" {
+                eprintln!("health: cannot open /dev/nvidiactl: permission denied");
+                std::process::exit(1);
+            }
             let (pid, alive) = pid_alive();
             let build = pid.filter(|_| alive).map(|p| build_of(&format!("/proc/{p}/exe"))).unwrap_or_default();
             println!(
@@ -485,6 +489,78 @@ fn rollback_stops_every_process_of_the_failed_release_and_leaves_one_daemon() {
         assert!(
             after[0].ends_with(&format!("/releases/{}/prover", a.sha256)),
             "{after:?}"
+        );
+        t.close().await.unwrap();
+    });
+}
+
+/// A release that never passed verify is no rollback target: after A
+/// verified, B failed at start and stayed `current` (so `state/previous`
+/// names B when C starts); C fails, and the rollback goes to A, not B.
+#[test]
+fn rollback_goes_to_the_last_release_that_passed_verify_not_the_previous() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "good-a", "normal", 0);
+    let b = release(dir.path(), "bad-b", "crash", 0);
+    let c = release(dir.path(), "bad-c", "no_pid", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+
+        let mut ctx = StepCtx::new(&host, &t, &b);
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+        ok(StepSpec::Start(StartParams::default()), &mut ctx).await;
+        fails(StepSpec::Verify(fast_verify()), &mut ctx).await;
+
+        let mut ctx = StepCtx::new(&host, &t, &c);
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        step(StepSpec::Drain(DrainParams::default()), &mut ctx)
+            .await
+            .ok();
+        ok(StepSpec::Start(StartParams::default()), &mut ctx).await;
+        assert_eq!(sh(&t, "cat /data/prover/state/previous").await, b.sha256);
+        let mut quick = fast_verify();
+        quick.timeout = Duration::from_secs(2);
+        fails(StepSpec::Verify(quick), &mut ctx).await;
+        ok(StepSpec::Rollback(Default::default()), &mut ctx).await;
+        assert_eq!(
+            sh(&t, "readlink /data/prover/current").await,
+            format!("releases/{}", a.sha256),
+            "rolled back onto the build that worked"
+        );
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        t.close().await.unwrap();
+    });
+}
+
+/// A probe that fails the same way every poll ends verify at once with
+/// its output, instead of after the whole readiness deadline.
+#[test]
+fn verify_fails_fast_on_a_probe_that_fails_the_same_way_every_time() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "probe-bad", "probe_fails", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        let mut slow = fast_verify();
+        slow.timeout = Duration::from_secs(60);
+        let began = Instant::now();
+        let msg = fails(StepSpec::Verify(slow), &mut ctx).await;
+        let took = began.elapsed();
+        assert!(took < Duration::from_secs(10), "took {took:?}: {msg}");
+        assert!(
+            msg.contains("same way") && msg.contains("cannot open /dev/nvidiactl"),
+            "{msg}"
         );
         t.close().await.unwrap();
     });

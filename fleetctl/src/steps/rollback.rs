@@ -40,9 +40,9 @@ impl Default for RollbackParams {
 
 pub fn describe(_p: &RollbackParams, ctx: &StepCtx<'_>) -> String {
     format!(
-        "drain the daemon, wait for its memory, point {} at the release in {} and start it",
+        "drain the daemon, stop what is left of its release, wait for its memory, point {} at the newest other release in {} (those that passed verify) and start it",
         ctx.layout().current(),
-        ctx.layout().previous_file()
+        ctx.layout().verified_file()
     )
 }
 
@@ -50,12 +50,16 @@ const KEPT: &str = "`current`, `state/previous`, the releases and the running da
 
 pub(super) async fn run(p: &RollbackParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
     let layout = ctx.layout();
-    let prev = kept(
+    let from = kept(remote::current_release(ctx).await, KEPT)?;
+    // The target is the newest release that passed verify here and is still
+    // on the host, never merely the previous `current`: that may be a build
+    // that never worked (a first rollout that failed at start).
+    let verified = kept(
         ctx.transport
             .run_script_ok(
                 &format!(
                     "cat {} 2>/dev/null || true",
-                    kept(q(&layout.previous_file()), KEPT)?
+                    kept(q(&layout.verified_file()), KEPT)?
                 ),
                 QUICK,
             )
@@ -63,37 +67,40 @@ pub(super) async fn run(p: &RollbackParams, ctx: &mut StepCtx<'_>) -> Result<Ste
         KEPT,
     )?
     .stdout_text();
-    if !is_release_id(&prev) {
+    let mut candidates: Vec<&str> = verified
+        .lines()
+        .map(str::trim)
+        .filter(|l| is_release_id(l) && Some(*l) != from.as_deref())
+        .collect();
+    candidates.reverse();
+    let mut prev = None;
+    for sha in candidates {
+        let present = kept(
+            ctx.transport
+                .run_script(
+                    &format!(
+                        "[ -x {} ]",
+                        kept(q(&format!("{}/prover", layout.release(sha))), KEPT)?
+                    ),
+                    QUICK,
+                )
+                .await,
+            KEPT,
+        )?;
+        if present.success() {
+            prev = Some(sha.to_owned());
+            break;
+        }
+    }
+    let Some(prev) = prev else {
         return Err((
             Cause::Check(format!(
-                "no previous release recorded in {} (found {prev:?}): nothing to roll back to",
-                layout.previous_file()
+                "no previous release that passed verify on this host is left (recorded in {}): nothing known to work to roll back to; the host is left as it is",
+                layout.verified_file()
             )),
             KEPT.to_owned(),
         ));
-    }
-    let present = kept(
-        ctx.transport
-            .run_script(
-                &format!(
-                    "[ -x {} ]",
-                    kept(q(&format!("{}/prover", layout.release(&prev))), KEPT)?
-                ),
-                QUICK,
-            )
-            .await,
-        KEPT,
-    )?;
-    if !present.success() {
-        return Err((
-            Cause::Check(format!(
-                "previous release {} is no longer on the host",
-                layout.release(&prev)
-            )),
-            KEPT.to_owned(),
-        ));
-    }
-    let from = kept(remote::current_release(ctx).await, KEPT)?;
+    };
     let drained = drain::run(&p.drain, ctx).await?;
     let swept = stop_failed_release(ctx, from.as_deref()).await?;
     wait_release::run(&p.wait_release, ctx).await?;
