@@ -325,6 +325,28 @@ pub async fn probe(ctx: &StepCtx<'_>, timeout: Duration) -> Result<Probe, Cause>
         .map_err(|e| Cause::Check(format!("`prover health` output: {e}")))
 }
 
+/// How many verified releases a host remembers.
+const VERIFIED_KEPT: usize = 20;
+
+/// Appends `sha` to the host's verified list (moved to the end when it was
+/// there already), through a temporary file and a rename.
+pub async fn record_verified(ctx: &StepCtx<'_>, sha: &str) -> Result<(), Cause> {
+    let layout = ctx.layout();
+    let file = q(&layout.verified_file())?;
+    let tmp = q(&format!(
+        "{}.{}.tmp",
+        layout.verified_file(),
+        std::process::id()
+    ))?;
+    let script = format!(
+        "mkdir -p {state} && {{ grep -vxF {sha} {file} 2>/dev/null; echo {sha}; }} | tail -n {VERIFIED_KEPT} > {tmp} && mv -f {tmp} {file}",
+        state = q(&layout.state())?,
+        sha = q(sha)?,
+    );
+    ctx.transport.run_script_ok(&script, QUICK).await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,26 +384,4 @@ mod tests {
         assert!(!is_release_id(&"A".repeat(64)));
         assert!(!is_release_id("../../etc"));
     }
-}
-
-/// How many verified releases a host remembers.
-const VERIFIED_KEPT: usize = 20;
-
-/// Appends `sha` to the host's verified list (moved to the end when it was
-/// there already), through a temporary file and a rename.
-pub async fn record_verified(ctx: &StepCtx<'_>, sha: &str) -> Result<(), Cause> {
-    let layout = ctx.layout();
-    let file = q(&layout.verified_file())?;
-    let tmp = q(&format!(
-        "{}.{}.tmp",
-        layout.verified_file(),
-        std::process::id()
-    ))?;
-    let script = format!(
-        "mkdir -p {state} && {{ grep -vxF {sha} {file} 2>/dev/null; echo {sha}; }} | tail -n {VERIFIED_KEPT} > {tmp} && mv -f {tmp} {file}",
-        state = q(&layout.state())?,
-        sha = q(sha)?,
-    );
-    ctx.transport.run_script_ok(&script, QUICK).await?;
-    Ok(())
 }
