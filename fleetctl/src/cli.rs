@@ -90,7 +90,7 @@ pub struct ExecArgs {
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Playbook file (YAML), or the name of a built-in one (`rollout`,
-    /// `restart`, `rollback`, `health`, `collect-timing`).
+    /// `restart`, `rollback`, `health`, `stop`, `collect-timing`).
     #[arg(short, long, value_name = "PLAYBOOK")]
     pub playbook: String,
     #[command(flatten)]
