@@ -69,9 +69,10 @@ pub struct ExecArgs {
     /// Continue a halted or interrupted run, skipping hosts it completed.
     #[arg(long, value_name = "RUN_ID")]
     pub resume: Option<String>,
-    /// Prover binary to ship.
-    #[arg(long, value_name = "PATH", default_value = "target/release/prover")]
-    pub binary: PathBuf,
+    /// Prover binary to ship [default: target/release/prover; a resume
+    /// takes the run's own].
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<PathBuf>,
     /// Never draw progress spinners, even on a terminal.
     #[arg(long)]
     pub plain: bool,
@@ -89,7 +90,7 @@ pub struct ExecArgs {
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Playbook file (YAML), or the name of a built-in one (`rollout`,
-    /// `restart`, `rollback`, `health`, `collect-timing`).
+    /// `restart`, `rollback`, `health`, `stop`, `collect-timing`).
     #[arg(short, long, value_name = "PLAYBOOK")]
     pub playbook: String,
     #[command(flatten)]

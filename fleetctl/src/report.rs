@@ -42,11 +42,19 @@ struct SummaryData {
     /// Step columns in first-seen order.
     columns: Vec<String>,
     halted: Option<String>,
+    /// The command that resumes this run, without `--resume RUN_ID`.
+    resume_with: Option<String>,
 }
 
 impl Summary {
     pub fn new() -> Summary {
         Summary::default()
+    }
+
+    /// The command the HALTED line tells the operator to run (without
+    /// `--resume RUN_ID`, which is added).
+    pub fn set_resume_command(&self, cmd: &str) {
+        self.lock().resume_with = Some(cmd.to_owned());
     }
 
     /// Rows in the order the run listed its hosts.
@@ -208,8 +216,12 @@ impl Reporter for Summary {
                 max_fail,
                 not_started,
             } => {
+                let cmd = d
+                    .resume_with
+                    .clone()
+                    .unwrap_or_else(|| format!("fleetctl run -p {}", d.playbook));
                 d.halted = Some(format!(
-                    "HALTED: {failed} host(s) failed, more than max_fail {max_fail}; not started: {}. Fix the cause, then: fleetctl run ... --resume {}",
+                    "HALTED: {failed} host(s) failed, more than max_fail {max_fail}; not started: {}. Fix the cause, then: {cmd} --resume {}",
                     not_started.join(", "),
                     e.run_id
                 ));

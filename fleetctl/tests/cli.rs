@@ -193,3 +193,51 @@ fn missing_binary_and_unknown_resume_are_errors_before_anything_runs() {
     assert!(err.contains("no state file"), "{err}");
     assert!(!dir.path().join(".deploy").exists());
 }
+
+/// A resume refuses a build other than the one its run shipped (a mixed
+/// fleet), naming both checksums, and an inventory other than its run's.
+/// Both are refused before any host is contacted.
+#[test]
+fn a_resume_refuses_another_build_or_inventory_naming_both() {
+    use sha2::Digest;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fleet.yaml"),
+        "vars:\n  transport: ssh\n  user: ops\n  install_dir: /data/prover\nhosts:\n  gpu-01: { address: 192.0.2.1 }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("prover-new"), b"another build").unwrap();
+    let new_sha = hex::encode(sha2::Sha256::digest(b"another build"));
+    let shipped = "ab".repeat(32);
+    std::fs::create_dir_all(dir.path().join(".fleetctl/state")).unwrap();
+    let state = serde_json::json!({
+        "version": 1, "run_id": "r1", "playbook": "rollout", "inventory": "fleet.yaml",
+        "hosts": {"gpu-01": "not_started"}, "updated": "2026-01-01T00:00:00Z",
+        "origin": {"playbook": "rollout", "inventory": "fleet.yaml", "limit": null,
+                   "extra_vars": [], "binary": "prover-old", "sha256": shipped},
+    });
+    std::fs::write(
+        dir.path().join(".fleetctl/state/r1.json"),
+        state.to_string(),
+    )
+    .unwrap();
+
+    let o = fleetctl(
+        dir.path(),
+        &["rollout", "--resume", "r1", "--binary", "prover-new"],
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&shipped) && err.contains(&new_sha), "{err}");
+
+    let o = fleetctl(
+        dir.path(),
+        &["rollout", "--resume", "r1", "-i", "other.yaml"],
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("`fleet.yaml`") && err.contains("`other.yaml`"),
+        "{err}"
+    );
+}

@@ -495,7 +495,7 @@ fn a_failed_start_reports_the_host_and_cleans_up_what_it_built() {
 /// The master sockets in a reuse directory, one per live master.
 fn master_sockets(runtime: &Path) -> BTreeSet<PathBuf> {
     let pattern = format!(
-        "{}/fleetctl-ssh/*/.ssh-connection*/master",
+        "{}/fleetctl-ssh/*/*/.ssh-connection*/master",
         runtime.display()
     );
     glob::glob(&pattern).expect("pattern").flatten().collect()
@@ -578,5 +578,86 @@ fn ssh_masters_outlive_a_run_are_reused_and_go_with_the_host() {
         "{fourth}"
     );
     assert_eq!(master_sockets(runtime.path()), kept, "nothing new kept");
+    lab.teardown().expect("teardown");
+}
+
+fn row<'a>(rows: &'a serde_json::Value, host: &str) -> &'a serde_json::Value {
+    rows.as_array()
+        .expect("array")
+        .iter()
+        .find(|r| r["host"] == host)
+        .unwrap_or_else(|| panic!("no row for {host}: {rows}"))
+}
+
+/// A fresh ed25519 public key, as `type base64` (no comment).
+fn fresh_host_key(dir: &Path) -> String {
+    let key = dir.join("other_host_key");
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
+        .arg(&key)
+        .output()
+        .expect("ssh-keygen runs");
+    assert!(out.status.success(), "ssh-keygen: {}", text(&out.stderr));
+    let public = std::fs::read_to_string(key.with_extension("pub")).expect("public key");
+    public
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// ssh checks a host key only when a master is made. A master kept from
+/// an earlier run must not outlive the key it was checked against: once
+/// known_hosts pins another key for h01, the next run closes h01's master
+/// and fails with the host-key message, while h02's master is reused; once
+/// the old line is back, h01 answers again.
+#[test]
+fn a_kept_master_is_dropped_when_known_hosts_pins_another_key() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let lab = Lab::start(2).expect("lab starts");
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let inv = lab.inventory_path();
+    let first = status_json(runtime.path(), &inv, &[]);
+    assert!(
+        reachable(&first, "h01") && reachable(&first, "h02"),
+        "{first}"
+    );
+    let masters = master_sockets(runtime.path());
+    assert_eq!(masters.len(), 2, "{masters:?}");
+
+    let pinned = std::fs::read_to_string(lab.known_hosts()).expect("known_hosts");
+    let h01 = lab.hosts()[0].address.to_string();
+    let other = fresh_host_key(runtime.path());
+    let replaced: String = pinned
+        .lines()
+        .map(|line| {
+            if line.split_whitespace().next() == Some(h01.as_str()) {
+                format!("{h01} {other}\n")
+            } else {
+                format!("{line}\n")
+            }
+        })
+        .collect();
+    assert_ne!(replaced, pinned, "h01's line was replaced");
+    std::fs::write(lab.known_hosts(), &replaced).expect("write known_hosts");
+
+    let second = status_json(runtime.path(), &inv, &[]);
+    assert!(!reachable(&second, "h01"), "kept master used: {second}");
+    let why = row(&second, "h01")["error"].as_str().unwrap_or_default();
+    assert!(why.contains("HOST KEY MISMATCH"), "{second}");
+    assert!(reachable(&second, "h02"), "{second}");
+    let left = master_sockets(runtime.path());
+    assert_eq!(left.len(), 1, "h01's master closed, h02's kept: {left:?}");
+    assert!(masters.is_superset(&left), "h02's master reused: {left:?}");
+
+    std::fs::write(lab.known_hosts(), &pinned).expect("restore known_hosts");
+    let third = status_json(runtime.path(), &inv, &[]);
+    assert!(
+        reachable(&third, "h01") && reachable(&third, "h02"),
+        "{third}"
+    );
     lab.teardown().expect("teardown");
 }

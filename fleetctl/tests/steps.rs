@@ -54,6 +54,11 @@ fn main() {
                 eprintln!("Error: cannot bind 127.0.0.1:1: address in use");
                 std::process::exit(1);
             }
+            if mode == "no_pid" {
+                // A build that hangs before its pid file, with a child.
+                let _child = std::process::Command::new("/proc/self/exe").arg("linger").spawn();
+                loop { std::thread::sleep(std::time::Duration::from_secs(1)); }
+            }
             std::fs::write("run/prover.pid", format!("{}\n", std::process::id())).unwrap();
             unsafe { signal(15, if mode == "ignore_term" { 1 } else { on_term as extern "C" fn(i32) as usize }); }
             println!("INFO pinned pool allocated 0 bytes");
@@ -72,7 +77,12 @@ fn main() {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
         }
+        Some("linger") => loop { std::thread::sleep(std::time::Duration::from_secs(1)); },
         Some("health") => {
+            if mode == "probe_fails" {
+                eprintln!("health: cannot open /dev/nvidiactl: permission denied");
+                std::process::exit(1);
+            }
             let (pid, alive) = pid_alive();
             let build = pid.filter(|_| alive).map(|p| build_of(&format!("/proc/{p}/exe"))).unwrap_or_default();
             println!(
@@ -422,6 +432,140 @@ fn rollout_start_detaches_verify_passes_and_rollback_restores_the_previous_relea
     });
 }
 
+/// Processes on the host running a binary under `/data/prover/releases`,
+/// as `pid exe` lines.
+async fn release_processes(t: &Transport) -> Vec<String> {
+    let out = sh(
+        t,
+        "for d in /proc/[0-9]*; do e=$(readlink $d/exe 2>/dev/null) || continue; \
+         case \"$e\" in /data/prover/releases/*) echo \"${d#/proc/} $e\";; esac; done",
+    )
+    .await;
+    out.lines().map(str::to_owned).collect()
+}
+
+/// A build that never writes its pid file (and has a child) is invisible to
+/// the drain; the rollback still stops all of it before it starts the old
+/// release, so the host ends with one daemon: the old one.
+#[test]
+fn rollback_stops_every_process_of_the_failed_release_and_leaves_one_daemon() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "one-a", "normal", 0);
+    let b = release(dir.path(), "one-b", "no_pid", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+
+        let mut ctx = StepCtx::new(&host, &t, &b);
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+        ok(StepSpec::Start(StartParams::default()), &mut ctx).await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while release_processes(&t).await.len() < 2 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let before = release_processes(&t).await;
+        assert_eq!(
+            before.len(),
+            2,
+            "the failed build and its child: {before:?}"
+        );
+        let mut quick = fast_verify();
+        quick.timeout = Duration::from_secs(2);
+        fails(StepSpec::Verify(quick), &mut ctx).await;
+
+        let r = ok(StepSpec::Rollback(Default::default()), &mut ctx).await;
+        assert!(
+            matches!(&r, StepOutcome::Done { detail } if detail.contains("stopped what was left")),
+            "{r:?}"
+        );
+        let after = release_processes(&t).await;
+        assert_eq!(after.len(), 1, "one daemon per host: {after:?}");
+        assert!(
+            after[0].ends_with(&format!("/releases/{}/prover", a.sha256)),
+            "{after:?}"
+        );
+        t.close().await.unwrap();
+    });
+}
+
+/// A release that never passed verify is no rollback target: after A
+/// verified, B failed at start and stayed `current` (so `state/previous`
+/// names B when C starts); C fails, and the rollback goes to A, not B.
+#[test]
+fn rollback_goes_to_the_last_release_that_passed_verify_not_the_previous() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "good-a", "normal", 0);
+    let b = release(dir.path(), "bad-b", "crash", 0);
+    let c = release(dir.path(), "bad-c", "no_pid", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+
+        let mut ctx = StepCtx::new(&host, &t, &b);
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+        ok(StepSpec::Start(StartParams::default()), &mut ctx).await;
+        fails(StepSpec::Verify(fast_verify()), &mut ctx).await;
+
+        let mut ctx = StepCtx::new(&host, &t, &c);
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        step(StepSpec::Drain(DrainParams::default()), &mut ctx)
+            .await
+            .ok();
+        ok(StepSpec::Start(StartParams::default()), &mut ctx).await;
+        assert_eq!(sh(&t, "cat /data/prover/state/previous").await, b.sha256);
+        let mut quick = fast_verify();
+        quick.timeout = Duration::from_secs(2);
+        fails(StepSpec::Verify(quick), &mut ctx).await;
+        ok(StepSpec::Rollback(Default::default()), &mut ctx).await;
+        assert_eq!(
+            sh(&t, "readlink /data/prover/current").await,
+            format!("releases/{}", a.sha256),
+            "rolled back onto the build that worked"
+        );
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        t.close().await.unwrap();
+    });
+}
+
+/// A probe that fails the same way every poll ends verify at once with
+/// its output, instead of after the whole readiness deadline.
+#[test]
+fn verify_fails_fast_on_a_probe_that_fails_the_same_way_every_time() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "probe-bad", "probe_fails", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        let mut slow = fast_verify();
+        slow.timeout = Duration::from_secs(60);
+        let began = Instant::now();
+        let msg = fails(StepSpec::Verify(slow), &mut ctx).await;
+        let took = began.elapsed();
+        assert!(took < Duration::from_secs(10), "took {took:?}: {msg}");
+        assert!(
+            msg.contains("same way") && msg.contains("cannot open /dev/nvidiactl"),
+            "{msg}"
+        );
+        t.close().await.unwrap();
+    });
+}
+
 #[test]
 fn rollback_without_a_previous_release_fails_clearly() {
     let Some((_lab, host)) = lab(None) else {
@@ -579,6 +723,69 @@ fn lock_refuses_a_second_holder_and_names_the_first() {
         // A stale guard cannot remove someone else's lock.
         assert!(release_lock(&host, &t, &first).await.is_err());
         release_lock(&host, &t, &second).await.unwrap();
+        t.close().await.unwrap();
+    });
+}
+
+/// Sets the pid in the host's lock owner file, as if another fleetctl
+/// process of this controller had taken the lock.
+async fn set_lock_pid(t: &Transport, pid: u32) {
+    sh(
+        t,
+        &format!("sed -i '2s/ pid=[0-9]* / pid={pid} /' /data/prover/state/lock/owner && sed -n 2p /data/prover/state/lock/owner"),
+    )
+    .await;
+}
+
+/// A resume of a run that was SIGKILLed takes over the locks that run left
+/// (same run id, this controller, pid gone) and says from whom; a live
+/// holder of the same run and any other run are still refused.
+#[test]
+fn a_resume_takes_over_the_lock_of_its_own_killed_run_and_nothing_else() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let left = acquire_lock(&host, &t, "run-9").await.unwrap();
+        assert!(left.took_over.is_none());
+
+        // The killed fleetctl: a process of ours that is gone.
+        let mut killed = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let dead_pid = killed.id();
+        killed.kill().unwrap();
+        killed.wait().unwrap();
+        set_lock_pid(&t, dead_pid).await;
+
+        let err = acquire_lock(&host, &t, "run-8").await.unwrap_err();
+        assert!(err.to_string().contains("locked by run=run-9"), "{err}");
+
+        let mut alive = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        set_lock_pid(&t, alive.id()).await;
+        let err = acquire_lock(&host, &t, "run-9").await.unwrap_err();
+        assert!(
+            err.to_string().contains("locked by run=run-9"),
+            "live holder: {err}"
+        );
+        alive.kill().unwrap();
+        alive.wait().unwrap();
+        let alive_pid = alive.id();
+
+        let taken = acquire_lock(&host, &t, "run-9").await.unwrap();
+        let from = taken.took_over.clone().expect("taken over");
+        assert!(
+            from.contains("run=run-9") && from.contains(&format!("pid={alive_pid}")),
+            "{from}"
+        );
+        // The old guard's token is no longer the owner's: only the new one releases.
+        assert!(release_lock(&host, &t, &left).await.is_err());
+        release_lock(&host, &t, &taken).await.unwrap();
         t.close().await.unwrap();
     });
 }

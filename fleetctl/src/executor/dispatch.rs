@@ -48,6 +48,8 @@ pub struct Dispatch {
     pub state_dir: Option<PathBuf>,
     /// State of the run being resumed: its completed hosts are skipped.
     pub resume: Option<RunState>,
+    /// What a new run was started with, kept in its state file for a resume.
+    pub origin: super::state::Origin,
 }
 
 /// Every host's final status, in inventory order, and how the run ended.
@@ -85,10 +87,11 @@ pub async fn dispatch(
 ) -> Result<RunSummary, StateError> {
     let begin = Instant::now();
     let batches = d.playbook.strategy.batches(&d.hosts);
-    let mut state = d
-        .resume
-        .clone()
-        .unwrap_or_else(|| RunState::new(&d.run_id, &d.playbook.name, &d.inventory));
+    let mut state = d.resume.clone().unwrap_or_else(|| {
+        let mut st = RunState::new(&d.run_id, &d.playbook.name, &d.inventory);
+        st.origin = d.origin.clone();
+        st
+    });
     let mut status: Vec<Option<HostStatus>> = vec![None; d.hosts.len()];
     let mut out = Fanout {
         run_id: d.run_id.clone(),
@@ -396,6 +399,7 @@ mod tests {
             check: false,
             state_dir,
             resume,
+            origin: Default::default(),
         };
         let ran = Arc::new(Mutex::new(Vec::new()));
         let runner = Arc::new(Scripted {
@@ -571,6 +575,7 @@ mod tests {
             check: false,
             state_dir: Some(dir.path().to_owned()),
             resume: None,
+            origin: Default::default(),
         };
         let (tx, rx) = watch::channel(Stop::Run);
         let ran = Arc::new(Mutex::new(Vec::new()));
@@ -621,6 +626,7 @@ mod tests {
             check: false,
             state_dir: None,
             resume: None,
+            origin: Default::default(),
         };
         let ran = Arc::new(Mutex::new(Vec::new()));
         let runner = Arc::new(Scripted {
@@ -636,5 +642,114 @@ mod tests {
         let s = rt.block_on(dispatch(d, runner, &mut [], rx)).unwrap();
         assert_eq!(s.end, RunEnd::Interrupted);
         assert!(ran.lock().unwrap().is_empty());
+    }
+
+    fn prepared(n: usize, strategy: Strategy) -> super::super::Prepared {
+        super::super::Prepared {
+            playbook: Arc::new(Playbook {
+                name: "t".into(),
+                description: None,
+                source: "test".into(),
+                strategy,
+                steps: vec![crate::steps::StepSpec::Health(Default::default())],
+            }),
+            inventory: "i".into(),
+            hosts: (0..n).map(host).collect(),
+            release: Arc::new(ReleaseSpec {
+                binary: "p".into(),
+                sha256: None,
+            }),
+        }
+    }
+
+    fn execute(
+        p: super::super::Prepared,
+        opts: &super::super::RunOptions,
+        fail: &[&str],
+    ) -> super::super::Finished {
+        let runner = Arc::new(Scripted {
+            fail: fail.iter().map(|s| s.to_string()).collect(),
+            ran: Arc::new(Mutex::new(Vec::new())),
+        });
+        let (_tx, rx) = watch::channel(Stop::Run);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(super::super::execute(p, opts, runner, Vec::new(), rx))
+            .unwrap()
+    }
+
+    fn files_under(dir: &std::path::Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out: Vec<_> = glob::glob(&format!("{}/**/*", dir.display()))
+            .unwrap()
+            .flatten()
+            .filter(|p| p.is_file())
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap();
+                (p, bytes)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_check_of_a_resume_writes_nothing_to_the_real_runs_audit_or_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = super::super::RunOptions {
+            check: false,
+            resume: None,
+            state_dir: dir.path().to_owned(),
+            origin: Default::default(),
+            resume_with: None,
+        };
+        // A real run that halts: h0 fails, h1..h2 are left to a resume.
+        let first = execute(
+            prepared(3, strategy(1, BatchSize::Count(1), 0)),
+            &opts,
+            &["h0"],
+        );
+        assert_eq!(first.summary.end, RunEnd::Halted);
+        let id = first.summary.run_id.clone();
+        let before = files_under(dir.path());
+        assert!(before
+            .iter()
+            .any(|(p, _)| p.ends_with(format!("{id}.jsonl"))));
+
+        opts.check = true;
+        opts.resume = Some(id.clone());
+        let check = execute(prepared(3, strategy(1, BatchSize::Count(1), 0)), &opts, &[]);
+        assert_ne!(check.summary.run_id, id, "a check runs under its own id");
+        let after = files_under(dir.path());
+        for (path, bytes) in &before {
+            let now = after.iter().find(|(p, _)| p == path).map(|(_, b)| b);
+            assert_eq!(now, Some(bytes), "{} changed by a check", path.display());
+        }
+        let st = state::load(dir.path(), &id).unwrap();
+        assert!(!st.completed("h1"), "the check completed nothing");
+    }
+
+    #[test]
+    fn the_halted_line_prints_the_exact_resume_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = super::super::RunOptions {
+            check: false,
+            resume: None,
+            state_dir: dir.path().to_owned(),
+            origin: Default::default(),
+            resume_with: Some("fleetctl run -p health --state-dir /x".into()),
+        };
+        let done = execute(
+            prepared(3, strategy(1, BatchSize::Count(1), 0)),
+            &opts,
+            &["h0"],
+        );
+        let table = done.table.render();
+        let want = format!(
+            "Fix the cause, then: fleetctl run -p health --state-dir /x --resume {}",
+            done.summary.run_id
+        );
+        assert!(table.contains(&want), "{table}");
     }
 }

@@ -24,6 +24,9 @@ pub enum HostStatus {
     NotStarted,
     /// Completed by the run being resumed; not touched again.
     DoneEarlier,
+    /// A step failed and putting the host back failed too: the host runs
+    /// neither the new build nor a verified old one. The worst outcome.
+    RollbackFailed,
 }
 
 impl HostStatus {
@@ -31,7 +34,10 @@ impl HostStatus {
     pub fn is_failure(self) -> bool {
         matches!(
             self,
-            HostStatus::Failed | HostStatus::Unreachable | HostStatus::Locked
+            HostStatus::Failed
+                | HostStatus::Unreachable
+                | HostStatus::Locked
+                | HostStatus::RollbackFailed
         )
     }
 
@@ -44,6 +50,7 @@ impl HostStatus {
             HostStatus::Interrupted => "interrupted",
             HostStatus::NotStarted => "not started",
             HostStatus::DoneEarlier => "done earlier",
+            HostStatus::RollbackFailed => "ROLLBACK FAILED",
         }
     }
 }
@@ -176,5 +183,18 @@ impl Emitter {
         let _ = self
             .tx
             .send(Event::new(&self.run_id, Some(&self.host), kind));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_rollback_is_a_failure_shown_loudly() {
+        let s = HostStatus::RollbackFailed;
+        assert!(s.is_failure());
+        assert_eq!(s.label(), "ROLLBACK FAILED");
+        assert_eq!(serde_json::to_string(&s).unwrap(), "\"rollback_failed\"");
     }
 }

@@ -169,7 +169,20 @@ async fn with_transport(
         let t = Timer::start(emit, "lock");
         match steps::acquire_lock(host, transport, &job.run_id).await {
             Ok(g) => {
-                t.done(false, g.path.clone());
+                match &g.took_over {
+                    Some(holder) => {
+                        tracing::warn!(
+                            host = %host.name,
+                            "took over {} from this run's earlier holder, whose process is gone ({holder})",
+                            g.path
+                        );
+                        t.done(
+                            false,
+                            format!("{} (taken over from dead holder: {holder})", g.path),
+                        );
+                    }
+                    None => t.done(false, g.path.clone()),
+                }
                 Some(g)
             }
             Err(e) => {
@@ -259,11 +272,20 @@ async fn run_steps(
                 let error = format!("{}: {}", e.step, e.cause);
                 t.failed(e.cause.to_string(), e.kept.clone());
                 let mut error = error;
+                let mut status = HostStatus::Failed;
                 if changed && job.playbook.strategy.rollback_on_failure && !ctx.check {
-                    error.push_str(&recover(emit, ctx).await);
+                    let (note, recovered) = recover(emit, ctx).await;
+                    error.push_str(&note);
+                    if !recovered {
+                        status = HostStatus::RollbackFailed;
+                        tracing::error!(
+                            host = %ctx.host.name,
+                            "ROLLBACK FAILED: the host runs no verified build ({error})"
+                        );
+                    }
                 }
                 return HostEnd {
-                    status: HostStatus::Failed,
+                    status,
                     build: None,
                     error: Some(error),
                 };
@@ -280,13 +302,21 @@ async fn run_steps(
 /// Puts a host that failed after it was changed back on the build it ran
 /// before: `rollback` when `start` switched releases, a fresh start of the
 /// unchanged current release when it was drained but not switched, nothing
-/// on a first install. Returns a suffix for the host's error.
-async fn recover(emit: &Emitter, ctx: &mut StepCtx<'_>) -> String {
+/// on a first install. Returns a suffix for the host's error, and whether
+/// the host is back on a build that verified (or was left alone on purpose).
+///
+/// A rolled-back daemon is verified as a new start is (pid, readiness, a
+/// clean log, the build): "started" is not "working", and a host reported
+/// as rolled back must be one that serves.
+async fn recover(emit: &Emitter, ctx: &mut StepCtx<'_>) -> (String, bool) {
     if ctx.state.started.is_some() && ctx.state.previous_release.is_none() {
         // `start` switched nothing: a first install, or the same release
         // again. There is no other build to go back to.
-        return "; no earlier release to roll back to: the new daemon is left as it is for inspection"
-            .to_string();
+        return (
+            "; no earlier release to roll back to: the new daemon is left as it is for inspection"
+                .to_string(),
+            true,
+        );
     }
     if ctx.state.previous_release.is_some() {
         let spec = StepSpec::Rollback(Default::default());
@@ -294,17 +324,17 @@ async fn recover(emit: &Emitter, ctx: &mut StepCtx<'_>) -> String {
         return match steps::run(&spec, ctx).await {
             Ok(o) => {
                 t.done(false, outcome_text(&o));
-                "; rolled back to the previous release".to_string()
+                verify_restored(emit, ctx).await
             }
             Err(e) => {
                 let msg = e.cause.to_string();
                 t.failed(msg.clone(), e.kept);
-                format!("; ROLLBACK FAILED: {msg}")
+                (format!("; ROLLBACK FAILED: {msg}"), false)
             }
         };
     }
     if ctx.state.drained.is_none() {
-        return String::new();
+        return (String::new(), true);
     }
     // Drained but nothing switched: start what `current` points at again.
     let t = Timer::start(emit, "rollback");
@@ -315,12 +345,15 @@ async fn recover(emit: &Emitter, ctx: &mut StepCtx<'_>) -> String {
                 "no release in `current` to restart".into(),
                 "the host as it is (daemon stopped)".into(),
             );
-            return "; the daemon stays stopped: no previous release to restart".into();
+            return (
+                "; the daemon stays stopped: no previous release to restart".into(),
+                false,
+            );
         }
         Err(e) => {
             let msg = e.to_string();
             t.failed(msg.clone(), "the host as it is (daemon stopped)".into());
-            return format!("; ROLLBACK FAILED: {msg}");
+            return (format!("; ROLLBACK FAILED: {msg}"), false);
         }
     };
     let release = Release {
@@ -335,12 +368,38 @@ async fn recover(emit: &Emitter, ctx: &mut StepCtx<'_>) -> String {
                 false,
                 format!("restarted {}: {}", short(&current), outcome_text(&o)),
             );
-            format!("; restarted the previous release {}", short(&current))
+            let (note, ok) = verify_restored(emit, &mut restart).await;
+            (
+                format!("; restarted the previous release {}{note}", short(&current)),
+                ok,
+            )
         }
         Err(e) => {
             let msg = e.cause.to_string();
             t.failed(msg.clone(), e.kept);
-            format!("; ROLLBACK FAILED: {msg}")
+            (format!("; ROLLBACK FAILED: {msg}"), false)
+        }
+    }
+}
+
+/// Verifies the daemon a rollback started, with the defaults of `verify`.
+async fn verify_restored(emit: &Emitter, ctx: &mut StepCtx<'_>) -> (String, bool) {
+    let t = Timer::start(emit, "verify rollback");
+    match steps::run(&StepSpec::Verify(Default::default()), ctx).await {
+        Ok(o) => {
+            t.done(false, outcome_text(&o));
+            (
+                "; rolled back to the previous release, which verified".to_string(),
+                true,
+            )
+        }
+        Err(e) => {
+            let msg = e.cause.to_string();
+            t.failed(msg.clone(), e.kept);
+            (
+                format!("; ROLLBACK FAILED: the restored daemon did not verify: {msg}"),
+                false,
+            )
         }
     }
 }

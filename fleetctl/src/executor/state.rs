@@ -18,6 +18,28 @@ pub struct RunState {
     /// Host -> latest status in this run.
     pub hosts: BTreeMap<String, HostStatus>,
     pub updated: String,
+    /// What the run was started with; a resume takes all of it from here.
+    /// Absent in state files of older fleetctl versions.
+    #[serde(default)]
+    pub origin: Origin,
+}
+
+/// The arguments a run was started with, as given on its command line, and
+/// the checksum of the build it shipped: a resume must continue the same
+/// run, not a new one on another inventory or another build.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// `-p` as given (a built-in name or a file path).
+    pub playbook: Option<String>,
+    /// `-i` as given; `None`: the built-in local inventory.
+    pub inventory: Option<String>,
+    pub limit: Option<String>,
+    #[serde(default)]
+    pub extra_vars: Vec<String>,
+    /// `--binary` as given (or its default) when the playbook ships one.
+    pub binary: Option<String>,
+    /// sha256 of that binary when the run started.
+    pub sha256: Option<String>,
 }
 
 impl RunState {
@@ -29,6 +51,7 @@ impl RunState {
             inventory: inventory.to_string(),
             hosts: BTreeMap::new(),
             updated: super::event::now_rfc3339(),
+            origin: Origin::default(),
         }
     }
 
@@ -63,6 +86,21 @@ pub enum StateError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error("--resume {run_id}: the run was started with {what} `{was}`, this command gives `{now}`; leave {flag} out (a resume takes it from the run's state file) or start a new run")]
+    Conflict {
+        run_id: String,
+        what: &'static str,
+        flag: &'static str,
+        was: String,
+        now: String,
+    },
+    #[error("--resume {run_id}: the binary {binary} has sha256 {now}, but the run shipped {was}; resuming would leave a mixed fleet: put that build back at {binary}, pass it with --binary, or start a new run")]
+    OtherBuild {
+        run_id: String,
+        binary: String,
+        was: String,
+        now: String,
     },
     #[error("--resume {run_id}: that run ran playbook `{was}`, not `{now}`")]
     OtherPlaybook {

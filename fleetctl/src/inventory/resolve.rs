@@ -98,6 +98,36 @@ pub struct Bases {
 
 /// Parses `-e key=value` arguments; the value is read as YAML, so `gpus=4`
 /// is a number and `health={max_gpu_temp_c: 80}` a mapping.
+/// The known key an unknown `key` is probably a misspelling of: one edit
+/// away, or a known key with a unit suffix (`connect_timeout_s`). Free
+/// variables are allowed in `vars:`, so this can only warn.
+pub fn near_miss(key: &str) -> Option<&'static str> {
+    if KNOWN_KEYS.contains(&key) {
+        return None;
+    }
+    let trimmed = ["_s", "_secs", "_seconds", "_ms"]
+        .iter()
+        .find_map(|suffix| key.strip_suffix(suffix));
+    KNOWN_KEYS.iter().copied().find(|known| {
+        trimmed == Some(*known) || (known.len() > 3 && edit_distance(key, known) == 1)
+    })
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 pub fn parse_extra_vars(args: &[String]) -> Result<Vec<(String, Value)>, ResolveError> {
     args.iter()
         .map(|arg| {
@@ -456,6 +486,14 @@ fn build(
             return Err(bad("health", format!("must be a mapping, not {v}")));
         }
     }
+    for key in merged.keys() {
+        if let Some(known) = near_miss(key) {
+            tracing::warn!(
+                host = %name,
+                "variable `{key}` is not a setting of fleetctl and is passed on as a plain variable; did you mean `{known}`?"
+            );
+        }
+    }
     let vars = merged
         .iter()
         .filter(|(k, _)| !KNOWN_KEYS.contains(&k.as_str()) || k.as_str() == "health")
@@ -538,6 +576,16 @@ hosts:
   gpu-02: { address: 10.0.0.12, user: ops, vars: { log: host-vars } }
   gpu-03: { transport: local, install_dir: .deploy/x, config_file: files/p.toml }
 ";
+
+    #[test]
+    fn near_misses_of_known_keys_are_caught_free_variables_are_not() {
+        assert_eq!(near_miss("connect_timeout_s"), Some("connect_timeout"));
+        assert_eq!(near_miss("instal_dir"), Some("install_dir"));
+        assert_eq!(near_miss("ssh_persist_s"), Some("ssh_persist"));
+        assert_eq!(near_miss("connect_timeout"), None);
+        assert_eq!(near_miss("log"), None);
+        assert_eq!(near_miss("ssh_kex_algorithms"), None);
+    }
 
     #[test]
     fn precedence_defaults_vars_groups_host_extra() {

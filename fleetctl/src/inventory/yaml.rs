@@ -88,6 +88,25 @@ impl YamlProblem {
             message,
         }
     }
+
+    /// The YAML scanner's words for a tab in indentation ("found character
+    /// that cannot start any token") say nothing a user can act on; name the
+    /// tab when the offending line is indented with one.
+    pub fn explain_tabs(mut self, text: &str) -> YamlProblem {
+        let indented_with_tab = text
+            .lines()
+            .nth(self.line.saturating_sub(1))
+            .is_some_and(|l| {
+                l.chars()
+                    .take_while(|c| c.is_whitespace())
+                    .any(|c| c == '\t')
+            });
+        if indented_with_tab && self.message.contains("cannot start any token") {
+            self.message =
+                "tab characters are not allowed in YAML indentation; indent with spaces".to_owned();
+        }
+        self
+    }
 }
 
 /// `file:line:column: message` followed by the expected form, indented.
@@ -145,7 +164,7 @@ pub fn parse<T: DeserializeOwned>(
 ) -> Result<T, YamlFileError> {
     serde_yaml::from_str(text).map_err(|e| YamlFileError::Syntax {
         path: path.to_owned(),
-        problem: YamlProblem::from_error(&e),
+        problem: YamlProblem::from_error(&e).explain_tabs(text),
         expected,
     })
 }
@@ -153,6 +172,18 @@ pub fn parse<T: DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tab_in_indentation_is_named_as_such() {
+        let text = "vars:\n\tuser: ops\n";
+        let err = parse::<serde_yaml::Value>(Path::new("inv.yaml"), text, "").unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("inv.yaml:2:")
+                && msg.contains("tab characters are not allowed in YAML indentation"),
+            "{msg}"
+        );
+    }
 
     #[test]
     fn a_missing_file_names_its_kind_and_path() {

@@ -18,6 +18,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("restart", include_str!("../../../playbooks/restart.yaml")),
     ("rollback", include_str!("../../../playbooks/rollback.yaml")),
     ("health", include_str!("../../../playbooks/health.yaml")),
+    ("stop", include_str!("../../../playbooks/stop.yaml")),
     (
         "collect-timing",
         include_str!("../../../playbooks/collect-timing.yaml"),

@@ -1,12 +1,19 @@
 //! Per-host rollout lock: `mkdir <install>/state/lock` is atomic on every
 //! POSIX filesystem, so two rollouts can never both hold a host. The owner
 //! file inside says who holds it, for the error the second one gets.
+//!
+//! A resume runs under the run id of the run it continues. When that run
+//! was killed outright (SIGKILL, a lost terminal), its locks stay behind;
+//! the resume takes them over only when their holder is provably gone: the
+//! same run id, taken from this same controller machine, by a pid that no
+//! longer exists here. Anything less (another run, another machine, a live
+//! pid) is still refused, as a lock must be.
 
 use super::remote::{q, Layout, QUICK};
 use super::{Cause, StepError};
 use crate::inventory::Host;
 use crate::transport::Transport;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// A lock older than this is reported as probably stale.
 pub const STALE_AFTER: Duration = Duration::from_secs(6 * 3600);
@@ -19,6 +26,9 @@ pub struct LockGuard {
     /// Random token on the owner file's first line: release only removes a
     /// lock that is still ours.
     pub token: String,
+    /// The owner line of a dead holder of this same run whose lock was
+    /// taken over (a resume of a killed run), for the operator to see.
+    pub took_over: Option<String>,
 }
 
 fn error(host: &Host, cause: Cause, kept: &str) -> StepError {
@@ -40,12 +50,11 @@ pub async fn acquire_lock(
     let layout = Layout::new(host);
     let path = layout.lock_dir();
     let token = format!("{:032x}", rand::random::<u128>());
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    // A time a person reads, not an epoch; UTC so every controller agrees.
+    let now = humantime::format_rfc3339_seconds(SystemTime::now());
     let owner = format!(
         "{token}\nrun={run} user={} host={} pid={} since={now}\n",
-        std::env::var("USER").unwrap_or_else(|_| "?".to_owned()),
+        user_name(),
         local_hostname(),
         std::process::id()
     );
@@ -70,6 +79,7 @@ pub async fn acquire_lock(
             host: host.name.clone(),
             path,
             token,
+            took_over: None,
         }),
         Some("held") => {
             let holder = lines.next().unwrap_or("").trim().to_owned();
@@ -77,6 +87,9 @@ pub async fn acquire_lock(
                 .filter_map(|l| l.strip_prefix("age="))
                 .find_map(|a| a.trim().parse::<u64>().ok())
                 .map(Duration::from_secs);
+            if holder_is_gone(&holder, run, &local_hostname(), pid_exists) {
+                return take_over(host, transport, path, token, &owner, holder).await;
+            }
             Err(error(
                 host,
                 Cause::Check(held_message(&path, &holder, age)),
@@ -88,6 +101,73 @@ pub async fn acquire_lock(
             Cause::Check(format!("unexpected answer taking the lock: {text:?}")),
             "nothing was changed",
         )),
+    }
+}
+
+/// Whether `holder` (an owner line) is this run, taken on this machine by
+/// a process that no longer exists.
+fn holder_is_gone(
+    holder: &str,
+    run: &str,
+    this_host: &str,
+    pid_exists: impl Fn(u32) -> bool,
+) -> bool {
+    let field = |name: &str| {
+        holder
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+    };
+    let pid = field("pid").and_then(|p| p.parse::<u32>().ok());
+    field("run") == Some(run)
+        && field("host") == Some(this_host)
+        && this_host != "?"
+        && pid.is_some_and(|pid| pid != std::process::id() && !pid_exists(pid))
+}
+
+fn pid_exists(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Rewrites the owner file of a lock whose holder is gone, only if it still
+/// names that holder (another resume may have been quicker).
+async fn take_over(
+    host: &Host,
+    transport: &Transport,
+    path: String,
+    token: String,
+    owner: &str,
+    holder: String,
+) -> Result<LockGuard, StepError> {
+    let script = (|| -> Result<String, Cause> {
+        let lock = q(&path)?;
+        Ok(format!(
+            "if [ \"$(sed -n 2p {lock}/owner 2>/dev/null)\" = {holder} ]; then \
+             printf '%s' {owner} > {lock}/owner.new && mv -f {lock}/owner.new {lock}/owner && echo taken; \
+             else echo changed; fi",
+            holder = q(&holder)?,
+            owner = q(owner)?,
+        ))
+    })()
+    .map_err(|c| error(host, c, "the dead holder's lock"))?;
+    let out = transport
+        .run_script_ok(&script, QUICK)
+        .await
+        .map_err(|e| error(host, e.into(), "the dead holder's lock"))?;
+    if out.stdout_text() == "taken" {
+        Ok(LockGuard {
+            host: host.name.clone(),
+            path,
+            token,
+            took_over: Some(holder),
+        })
+    } else {
+        Err(error(
+            host,
+            Cause::Check(format!(
+                "{path} changed owner while this resume was taking it over from its dead holder ({holder}); left as it is"
+            )),
+            "the lock as found",
+        ))
     }
 }
 
@@ -142,6 +222,28 @@ pub async fn release_lock(
     }
 }
 
+/// The name of the user we run as: `$USER` when set, else the passwd
+/// entry of our uid, else the uid itself (never a bare `?`).
+fn user_name() -> String {
+    if let Ok(user) = std::env::var("USER") {
+        if !user.is_empty() {
+            return user;
+        }
+    }
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let from_passwd = std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|passwd| {
+            passwd.lines().find_map(|line| {
+                let mut f = line.split(':');
+                let name = f.next()?;
+                (f.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
+            })
+        });
+    from_passwd.unwrap_or_else(|| format!("uid{uid}"))
+}
+
 fn local_hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_owned())
@@ -151,6 +253,32 @@ fn local_hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_this_runs_dead_holder_on_this_machine_is_gone() {
+        let line = "run=r1 user=ops host=ctl pid=4000000 since=2026-01-01T00:00:00Z";
+        let dead = |_| false;
+        assert!(holder_is_gone(line, "r1", "ctl", dead));
+        assert!(!holder_is_gone(line, "r1", "ctl", |_| true), "pid alive");
+        assert!(!holder_is_gone(line, "r2", "ctl", dead), "another run");
+        assert!(
+            !holder_is_gone(line, "r1", "other", dead),
+            "another controller"
+        );
+        assert!(
+            !holder_is_gone("run=r1 host=ctl", "r1", "ctl", dead),
+            "no pid"
+        );
+        assert!(!holder_is_gone("", "r1", "ctl", dead), "no owner file");
+        let mine = format!("run=r1 host=ctl pid={}", std::process::id());
+        assert!(!holder_is_gone(&mine, "r1", "ctl", dead), "ourselves");
+    }
+
+    #[test]
+    fn the_owner_names_a_user_not_a_question_mark() {
+        let name = user_name();
+        assert!(!name.is_empty() && name != "?", "{name}");
+    }
 
     #[test]
     fn held_lock_message_names_owner_and_flags_stale_ones() {

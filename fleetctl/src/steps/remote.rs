@@ -57,6 +57,11 @@ impl Layout {
     pub fn previous_file(&self) -> String {
         format!("{}/state/previous", self.install)
     }
+    /// Releases that passed `verify` on this host, oldest first: what a
+    /// rollback may go back to.
+    pub fn verified_file(&self) -> String {
+        format!("{}/state/verified", self.install)
+    }
     pub fn lock_dir(&self) -> String {
         format!("{}/state/lock", self.install)
     }
@@ -318,6 +323,28 @@ pub async fn probe(ctx: &StepCtx<'_>, timeout: Duration) -> Result<Probe, Cause>
     let out = ctx.transport.run_script_ok(&script, timeout).await?;
     Probe::parse(&String::from_utf8_lossy(&out.stdout))
         .map_err(|e| Cause::Check(format!("`prover health` output: {e}")))
+}
+
+/// How many verified releases a host remembers.
+const VERIFIED_KEPT: usize = 20;
+
+/// Appends `sha` to the host's verified list (moved to the end when it was
+/// there already), through a temporary file and a rename.
+pub async fn record_verified(ctx: &StepCtx<'_>, sha: &str) -> Result<(), Cause> {
+    let layout = ctx.layout();
+    let file = q(&layout.verified_file())?;
+    let tmp = q(&format!(
+        "{}.{}.tmp",
+        layout.verified_file(),
+        std::process::id()
+    ))?;
+    let script = format!(
+        "mkdir -p {state} && {{ grep -vxF {sha} {file} 2>/dev/null; echo {sha}; }} | tail -n {VERIFIED_KEPT} > {tmp} && mv -f {tmp} {file}",
+        state = q(&layout.state())?,
+        sha = q(sha)?,
+    );
+    ctx.transport.run_script_ok(&script, QUICK).await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 /// Always fatal in the new part of the log.
 const BUILTIN_PATTERNS: [&str; 2] = ["panicked", " ERROR "];
+/// Identical probe failures in a row that end the wait at once.
+const SAME_FAILURES_FATAL: u32 = 3;
 /// Read at most this much new log per poll.
 const LOG_WINDOW: u64 = 4 << 20;
 
@@ -73,6 +75,9 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
         .collect();
     let start = Instant::now();
     let mut last_probe;
+    // A probe that fails the same way poll after poll is broken, not slow:
+    // waiting out the deadline would only hide its message for a minute.
+    let mut same_failure = (String::new(), 0u32);
     let (daemon_build, release_build) = loop {
         let log = kept(new_log(ctx, log_offset).await, KEPT)?;
         kept(check_log(&log, &patterns), KEPT)?;
@@ -93,7 +98,22 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
                 }
                 None => last_probe = "probe has no daemon section".to_owned(),
             },
-            Err(e) => last_probe = format!("probe failed: {e}"),
+            Err(e) => {
+                last_probe = format!("probe failed: {e}");
+                if same_failure.0 == last_probe {
+                    same_failure.1 += 1;
+                } else {
+                    same_failure = (last_probe.clone(), 1);
+                }
+                if same_failure.1 >= SAME_FAILURES_FATAL {
+                    return Err((
+                        Cause::Check(format!(
+                            "pid {pid}: the probe failed the same way {SAME_FAILURES_FATAL} times in a row, not waiting out the deadline: {last_probe}"
+                        )),
+                        KEPT.to_owned(),
+                    ));
+                }
+            }
         }
         if start.elapsed() >= p.timeout {
             return Err((
@@ -143,11 +163,14 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
         ));
     }
     match daemon_build.as_deref() {
-        Some(b) if !b.is_empty() && b == release_build => Ok(StepOutcome::done(format!(
-            "pid {pid} ready after {}, clean for {}, build {b}",
-            show(ready_after),
-            show(p.settle)
-        ))),
+        Some(b) if !b.is_empty() && b == release_build => {
+            kept(remote::record_verified(ctx, &release).await, KEPT)?;
+            Ok(StepOutcome::done(format!(
+                "pid {pid} ready after {}, clean for {}, build {b}",
+                show(ready_after),
+                show(p.settle)
+            )))
+        }
         other => Err((
             Cause::Check(format!(
                 "daemon pid {pid} reports build {other:?}, but release {short} is build {release_build:?}"

@@ -4,12 +4,18 @@
 //! once per command line. This is OpenSSH's own ControlPersist (and what
 //! Ansible does by default); fleetctl only has to find the socket again.
 //!
-//! Layout: `<base>/<key>/.ssh-connectionXXXXXX/master`, where `<base>` is a
-//! private (0700, ours) directory and `<key>` hashes everything that decides
-//! *which* connection this is (user, address, port, identity, known_hosts,
-//! jump host, key exchange), so an inventory change never reuses a master
-//! made under other settings. The master exits by itself after the host's
-//! `ssh_persist` idle time, or when the host drops the connection.
+//! Layout: `<base>/<key>/<pin>/.ssh-connectionXXXXXX/master`, where `<base>`
+//! is a private (0700, ours) directory, `<key>` hashes everything that
+//! decides *which* connection this is (user, address, port, identity,
+//! known_hosts path, jump host, key exchange), so an inventory change never
+//! reuses a master made under other settings, and `<pin>` hashes the
+//! known_hosts lines that pin this host's key *now*. ssh checks the host key
+//! only when a master is made; a master kept from before an operator
+//! replaced the key would otherwise go on trusting the old one. So a master
+//! is only found under the pin it was made with, and masters under any
+//! other pin of the same connection are told to stop when the slot is
+//! opened. The master exits by itself after the host's `ssh_persist` idle
+//! time, or when the host drops the connection.
 
 use crate::inventory::Host;
 use openssh::Session;
@@ -17,6 +23,10 @@ use sha2::{Digest, Sha256};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
+
+/// Global known_hosts files ssh reads as well as the user's (its defaults
+/// for `GlobalKnownHostsFile`).
+const GLOBAL_KNOWN_HOSTS: [&str; 2] = ["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"];
 
 /// An alive check is a round trip over a local socket to our own master;
 /// anything slower means the master is wedged and a fresh one is cheaper.
@@ -31,6 +41,9 @@ const MASTER_DIR_PREFIX: &str = ".ssh-connection";
 #[derive(Debug, Clone)]
 pub struct MuxSlot {
     dir: PathBuf,
+    /// Masters of this connection made under a host key pin that is no
+    /// longer the one in known_hosts.
+    stale_pins: Vec<PathBuf>,
 }
 
 impl MuxSlot {
@@ -48,9 +61,13 @@ impl MuxSlot {
                 return None;
             }
         };
-        let dir = base.join(key(host, kex));
-        match private_dir(&dir) {
-            Ok(()) => Some(MuxSlot { dir }),
+        let conn = base.join(key(host, kex));
+        let dir = conn.join(pin(host));
+        match private_dir(&conn).and_then(|()| private_dir(&dir)) {
+            Ok(()) => Some(MuxSlot {
+                stale_pins: pin_dirs(&conn).into_iter().filter(|d| *d != dir).collect(),
+                dir,
+            }),
             Err(why) => {
                 tracing::warn!(host = %host.name, "not reusing SSH connections: {why}");
                 None
@@ -63,9 +80,33 @@ impl MuxSlot {
         &self.dir
     }
 
-    /// A master an earlier invocation left, if one answers an alive check.
-    /// Masters that do not answer are dead (host gone, killed): their
-    /// directories are removed so the next look is quick.
+    /// Stops every master of this connection that was made under another
+    /// host key pin, and returns how many answered: each was authenticated
+    /// against a key that known_hosts no longer pins, so no command may go
+    /// over it. Stopping one only refuses new clients; commands another
+    /// invocation is running over it finish, then the master exits.
+    pub async fn close_stale(&self) -> usize {
+        let mut closed = 0;
+        for pin_dir in &self.stale_pins {
+            for (dir, _) in master_dirs(pin_dir) {
+                let ctl = dir.join("master");
+                if !is_socket(&ctl) {
+                    continue;
+                }
+                let session = Session::resume_mux(ctl.into_boxed_path(), None);
+                if let Ok(Ok(())) = tokio::time::timeout(CHECK_TIMEOUT, session.close()).await {
+                    closed += 1;
+                }
+            }
+            let _ = std::fs::remove_dir_all(pin_dir);
+        }
+        closed
+    }
+
+    /// A master an earlier invocation left under the current host key pin,
+    /// if one answers an alive check. Masters that do not answer are dead
+    /// (host gone, killed): their directories are removed so the next look
+    /// is quick.
     pub async fn resume(&self) -> Option<Session> {
         let mut candidates = master_dirs(&self.dir);
         // Newest first: the one most likely to be alive.
@@ -160,6 +201,91 @@ fn key(host: &Host, kex: &str) -> String {
     hex::encode(&h.finalize()[..8])
 }
 
+/// Eight hex digits over the known_hosts lines that can pin `host`'s key,
+/// in every file ssh reads for it. A line counts when one of its patterns
+/// is the host's name as ssh looks it up (`addr`, or `[addr]:port` off port
+/// 22), and also, conservatively, when it cannot be matched without ssh's
+/// own logic (hashed names, wildcards, negations): a change to any of those
+/// retires the master too, which costs one handshake and never trusts a
+/// stale key. A missing file pins nothing, which is also a state.
+fn pin(host: &Host) -> String {
+    let user_files: Vec<PathBuf> = match &host.known_hosts {
+        Some(file) => vec![file.clone()],
+        None => match std::env::var_os("HOME") {
+            Some(home) => vec![
+                Path::new(&home).join(".ssh/known_hosts"),
+                Path::new(&home).join(".ssh/known_hosts2"),
+            ],
+            None => Vec::new(),
+        },
+    };
+    let names = lookup_names(host);
+    let mut h = Sha256::new();
+    let files = user_files
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(GLOBAL_KNOWN_HOSTS.iter().map(Path::new));
+    for file in files {
+        h.update(file.as_os_str().as_encoded_bytes());
+        h.update([0]);
+        match std::fs::read_to_string(file) {
+            Ok(text) => {
+                for line in pinning_lines(&text, &names) {
+                    h.update(line.as_bytes());
+                    h.update([b'\n']);
+                }
+            }
+            Err(e) => h.update(format!("unreadable: {:?}", e.kind()).as_bytes()),
+        }
+        h.update([0]);
+    }
+    hex::encode(&h.finalize()[..4])
+}
+
+/// The names ssh looks the host key up under.
+fn lookup_names(host: &Host) -> Vec<String> {
+    let addr = host.address.to_ascii_lowercase();
+    if host.port == 22 {
+        vec![addr]
+    } else {
+        vec![format!("[{addr}]:{}", host.port)]
+    }
+}
+
+/// The lines of one known_hosts text that may pin a key for `names`.
+fn pinning_lines<'a>(text: &'a str, names: &[String]) -> Vec<&'a str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .filter(|line| {
+            let mut fields = line.split_whitespace();
+            let mut patterns = fields.next().unwrap_or("");
+            if patterns.starts_with('@') {
+                // `@cert-authority` / `@revoked`: the patterns come next.
+                patterns = fields.next().unwrap_or("");
+            }
+            patterns.split(',').any(|p| {
+                p.starts_with('|')
+                    || p.starts_with('!')
+                    || p.contains(['*', '?'])
+                    || names.iter().any(|n| p.eq_ignore_ascii_case(n))
+            })
+        })
+        .collect()
+}
+
+/// The pin directories under one connection's directory.
+fn pin_dirs(conn: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(conn) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect()
+}
+
 fn path_text(p: Option<&Path>) -> String {
     p.map(|p| p.display().to_string()).unwrap_or_default()
 }
@@ -232,6 +358,45 @@ mod tests {
     }
 
     #[test]
+    fn the_pin_follows_the_hosts_key_lines_and_nothing_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kh = tmp.path().join("known_hosts");
+        let mut h = host("10.0.0.1");
+        h.known_hosts = Some(kh.clone());
+        std::fs::write(
+            &kh,
+            "10.0.0.1 ssh-ed25519 AAAAold\n10.0.0.2 ssh-ed25519 AAAAb\n",
+        )
+        .unwrap();
+        let before = pin(&h);
+        assert_eq!(before.len(), 8);
+        std::fs::write(
+            &kh,
+            "10.0.0.1 ssh-ed25519 AAAAold\n10.0.0.2 ssh-ed25519 AAAAc\n",
+        )
+        .unwrap();
+        assert_eq!(pin(&h), before, "another host's key does not matter");
+        std::fs::write(
+            &kh,
+            "10.0.0.1 ssh-ed25519 AAAAnew\n10.0.0.2 ssh-ed25519 AAAAc\n",
+        )
+        .unwrap();
+        assert_ne!(pin(&h), before, "this host's key does");
+
+        let names = vec!["[10.0.0.1]:2222".to_owned()];
+        let text = "# c\n[10.0.0.1]:2222 k A\n10.0.0.1 k B\n|1|salt|hash k C\n@revoked *.lab k D\n10.0.0.9,[10.0.0.1]:2222 k E\n";
+        assert_eq!(
+            pinning_lines(text, &names),
+            [
+                "[10.0.0.1]:2222 k A",
+                "|1|salt|hash k C",
+                "@revoked *.lab k D",
+                "10.0.0.9,[10.0.0.1]:2222 k E"
+            ]
+        );
+    }
+
+    #[test]
     fn only_a_private_directory_of_ours_is_used() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("fresh");
@@ -271,6 +436,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let slot = MuxSlot {
             dir: tmp.path().to_owned(),
+            stale_pins: Vec::new(),
         };
         // A socket nobody listens on: what a killed master leaves.
         let dead = tmp.path().join(".ssh-connectionDEAD");

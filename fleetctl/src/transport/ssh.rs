@@ -68,7 +68,7 @@ impl ConnectCause {
     pub fn fix(self) -> &'static str {
         match self {
             ConnectCause::Refused => "is sshd running and listening on that port? check `port` in the inventory",
-            ConnectCause::Timeout => "is the host up and reachable (firewall, jump host)? raise `connect_timeout_s` for slow links",
+            ConnectCause::Timeout => "is the host up and reachable (firewall, jump host)? raise the inventory key `connect_timeout` for slow links (it bounds each of 3 attempts)",
             ConnectCause::Unreachable => "check the address and the routing from this machine (or set `jump_host`)",
             ConnectCause::UnknownName => "check the host's `address` in the inventory",
             ConnectCause::HostKeyMismatch => {
@@ -159,6 +159,14 @@ impl SshTransport {
             .unwrap_or(DEFAULT_KEX);
         let slot = MuxSlot::for_host(host, kex);
         if let Some(slot) = &slot {
+            let closed = slot.close_stale().await;
+            if closed > 0 {
+                tracing::warn!(
+                    host = %host.name,
+                    "the host's key in known_hosts changed: closed {closed} SSH master(s) \
+                     authenticated under the earlier key; connecting anew"
+                );
+            }
             if let Some(session) = slot.resume().await {
                 tracing::debug!(host = %host.name, "reusing SSH master");
                 return Ok(SshTransport {
