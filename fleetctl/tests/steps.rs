@@ -876,9 +876,11 @@ fn real_prover() -> Option<PathBuf> {
 }
 
 /// Small CPU-only daemon config: mlock pool (so the drain's memory shows in
-/// `Mlocked`), parameters for the smoke proof preloaded.
+/// `Mlocked`), TEST-ONLY parameters for the smoke proof generated and
+/// preloaded (a lab host has no ceremony parameters).
 const REAL_CONFIG: &str = r#"listen = "127.0.0.1:7878"
 drain_timeout = "30s"
+test_params = true
 [[preload]]
 circuit = "chain"
 size = 1024
