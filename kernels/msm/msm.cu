@@ -69,6 +69,19 @@ __device__ __forceinline__ u32 msm_digit_key(const fr &s, u32 w, u32 c, u32 &car
     return d == 0 ? MSM_NO_KEY : w * half + d - 1;
 }
 
+// Scalar i, or zero past the end: lanes past n still run the window loop
+// (with no digits) so that whole warps take part in the warp-wide merges.
+__device__ __forceinline__ fr msm_scalar_or_zero(const fr *s, u32 i, u32 n)
+{
+    fr v;
+    if (i < n) {
+        v = fr_load_ro(s + i);
+    } else {
+        v.l[0] = v.l[1] = v.l[2] = v.l[3] = 0;
+    }
+    return v;
+}
+
 extern "C" __global__ void msm_canonical(fr *s, u32 n)
 {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -89,13 +102,7 @@ extern "C" __global__ void msm_canonical(fr *s, u32 n)
 extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32 *counts)
 {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    bool live = i < n;
-    fr v;
-    if (live) {
-        v = fr_load_ro(s + i);
-    } else {
-        v.l[0] = v.l[1] = v.l[2] = v.l[3] = 0;
-    }
+    fr v = msm_scalar_or_zero(s, i, n);
     u32 lane = threadIdx.x & 31;
     u32 carry = 0;
     for (u32 w = 0; w < windows; w++) {
@@ -112,13 +119,7 @@ extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u
                                        u32 *entries)
 {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    bool live = i < n;
-    fr v;
-    if (live) {
-        v = fr_load_ro(s + i);
-    } else {
-        v.l[0] = v.l[1] = v.l[2] = v.l[3] = 0;
-    }
+    fr v = msm_scalar_or_zero(s, i, n);
     u32 lane = threadIdx.x & 31;
     u32 below = (1u << lane) - 1;
     u32 carry = 0;
