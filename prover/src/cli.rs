@@ -145,6 +145,9 @@ pub struct BenchArgs {
     /// Skip bellperson (only time this prover).
     #[arg(long)]
     pub no_baseline: bool,
+    /// Also time the CUDA backend on device 0 (fails without a usable GPU).
+    #[arg(long)]
+    pub cuda: bool,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -395,6 +398,7 @@ impl From<BenchArgs> for prover::bench::BenchConfig {
             params_dir: a.params_dir,
             repeat: a.repeat,
             baseline: !a.no_baseline,
+            cuda: a.cuda,
             test_params: a.test_params,
         }
     }
