@@ -413,7 +413,9 @@ pub fn run_bench(args: BenchArgs) -> Result<u8> {
         let text = serde_json::to_string_pretty(&rows)?;
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    let all_identical = rows.iter().all(|r| r.identical != Some(false));
+    let all_identical = rows
+        .iter()
+        .all(|r| r.identical != Some(false) && r.cuda_identical != Some(false));
     Ok(if all_identical {
         exit::OK
     } else {
