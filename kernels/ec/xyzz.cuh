@@ -117,7 +117,7 @@ template <class F> __device__ __noinline__ ec_xyzz<F> ec_dbl(const ec_xyzz<F> &p
 }
 
 // p + q, q affine: the body, inlined only where it is the hot loop
-// (msm_accumulate_bases); everyone else calls ec_add_affine.
+// (msm_accumulate_segments); everyone else calls ec_add_affine.
 template <class F>
 __device__ __forceinline__ ec_xyzz<F> ec_add_affine_inline(const ec_xyzz<F> &p,
                                                            const ec_affine<F> &q)

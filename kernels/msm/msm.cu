@@ -11,15 +11,17 @@
 //  3. msm_max             the largest bucket (sizes the reduction levels)
 //  4. msm_scan_*          exclusive prefix sums (bucket offsets)
 //  5. msm_scatter         the counting sort: entries grouped by bucket key
-//  6. msm_task_counts,    bucket accumulation in levels: every bucket is cut
-//     msm_accumulate_*    into tasks of at most S entries (S fixed per
-//                         level), one thread sums one task; the next level
-//                         sums the tasks' partial sums the same way, until
-//                         each bucket has one sum. Work per thread is
-//                         bounded by S whatever the digit distribution, so
-//                         a bucket holding half the points (scalars equal
-//                         to one) is spread over many threads instead of
-//                         stalling one.
+//  6. msm_segment_counts, bucket accumulation in levels: level 1 cuts the
+//     msm_accumulate_*    sorted entries into segments of exactly S, one
+//                         thread each, emitting a partial sum per bucket a
+//                         segment touches; the next levels cut each
+//                         bucket's partials into tasks of at most 32
+//                         (msm_task_counts), until each bucket has one sum.
+//                         Work per thread is bounded by S whatever the digit
+//                         distribution, so a bucket holding half the points
+//                         (scalars equal to one) is spread over many threads
+//                         instead of stalling one, and the threads of a warp
+//                         at level 1 all do exactly S additions.
 //  7. msm_bucket_reduce   per window, chunks of buckets: Σ digit · bucket by
 //                         running sums
 //  8. msm_window_sum      per window, the chunks' sums (block tree)
@@ -262,28 +264,61 @@ __device__ __forceinline__ u32 msm_task_key(const u32 *task_off, u32 keys, u32 t
     return lo;
 }
 
-// Level 1: task t sums its at most per_task entries of the sorted list.
+// Level 1 cuts the sorted entries into segments of exactly S, one thread
+// each, whatever the bucket boundaries: every thread of a warp does the
+// same number of additions (tasks cut per bucket left a warp waiting for
+// its longest bucket, about 85 % efficiency for Poisson-sized buckets). A
+// segment emits one partial sum per bucket it touches, so bucket k gets
+// one partial from each segment its entries overlap: np_k of them, at
+// part_off[k] (the exclusive scan of np), in segment order.
+__device__ __forceinline__ u32 msm_segments_of(u32 off, u32 count, u32 seg)
+{
+    return count == 0 ? 0 : (off + count - 1) / seg - off / seg + 1;
+}
+
+// np[k] = the number of segments bucket k's entries overlap; np[keys] = 0.
+extern "C" __global__ void msm_segment_counts(const u32 *bucket_off, const u32 *counts, u32 keys,
+                                              u32 seg, u32 *np)
+{
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < keys)
+        np[k] = msm_segments_of(bucket_off[k], counts[k], seg);
+    else if (k == keys)
+        np[k] = 0;
+}
+
+// Segment t: entries [t·S, t·S + S) of the sorted list; the bucket of an
+// entry is the last key whose offset is <= its position (empty buckets
+// share their offset with the next key, so the search never lands on one).
 template <class F>
-__device__ __forceinline__ void msm_accumulate_bases(const ec_affine<F> *bases, const u32 *entries,
-                                                     const u32 *bucket_off, const u32 *counts,
-                                                     const u32 *task_off, u32 keys, u32 per_task,
-                                                     ec_xyzz<F> *out)
+__device__ __forceinline__ void msm_accumulate_segments(const ec_affine<F> *bases, const u32 *entries,
+                                                        const u32 *bucket_off, u32 keys,
+                                                        const u32 *part_off, u32 seg,
+                                                        ec_xyzz<F> *out)
 {
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= task_off[keys])
+    u32 total = bucket_off[keys];
+    u32 begin = t * seg;
+    if (begin >= total)
         return;
-    u32 k = msm_task_key(task_off, keys, t);
-    u32 begin = bucket_off[k] + (t - task_off[k]) * per_task;
-    u32 end = min(begin + per_task, bucket_off[k] + counts[k]);
+    u32 end = min(begin + seg, total);
+    u32 k = msm_task_key(bucket_off, keys, begin);
+    u32 k_end = bucket_off[k + 1];
     ec_xyzz<F> acc = ec_inf<F>();
     for (u32 e = begin; e < end; e++) {
+        if (e == k_end) {
+            ec_store(out + part_off[k] + t - bucket_off[k] / seg, acc);
+            k = msm_task_key(bucket_off, keys, e);
+            k_end = bucket_off[k + 1];
+            acc = ec_inf<F>();
+        }
         u32 entry = __ldg(entries + e);
         ec_affine<F> p = ec_load(bases + (entry & ~MSM_SIGN));
         if (entry & MSM_SIGN)
             p = ec_neg(p);
         acc = ec_add_affine_inline(acc, p);
     }
-    ec_store(out + t, acc);
+    ec_store(out + part_off[k] + t - bucket_off[k] / seg, acc);
 }
 
 // Level 2 and later: the same over the previous level's partial sums,
@@ -367,12 +402,11 @@ __device__ __forceinline__ void msm_window_sum(const ec_xyzz<F> *chunk_out, u32 
 // The group-dependent steps as kernels for one group: msm_<step>_<G> with
 // coordinates in field F (msm_g1.cu: G1 over fp; msm_g2.cu: G2 over fp2).
 #define MSM_GROUP_KERNELS(G, F)                                                                    \
-    extern "C" __global__ void msm_accumulate_bases_##G(                                           \
-        const ec_affine<F> *bases, const u32 *entries, const u32 *bucket_off, const u32 *counts,  \
-        const u32 *task_off, u32 keys, u32 per_task, ec_xyzz<F> *out)                              \
+    extern "C" __global__ void msm_accumulate_segments_##G(                                        \
+        const ec_affine<F> *bases, const u32 *entries, const u32 *bucket_off, u32 keys,           \
+        const u32 *part_off, u32 seg, ec_xyzz<F> *out)                                             \
     {                                                                                              \
-        msm_accumulate_bases<F>(bases, entries, bucket_off, counts, task_off, keys, per_task,     \
-                                out);                                                              \
+        msm_accumulate_segments<F>(bases, entries, bucket_off, keys, part_off, seg, out);         \
     }                                                                                              \
     extern "C" __global__ void msm_accumulate_partials_##G(                                        \
         const ec_xyzz<F> *in, const u32 *in_off, const u32 *in_count, const u32 *task_off,        \

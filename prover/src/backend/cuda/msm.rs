@@ -24,10 +24,15 @@ use std::sync::Arc;
 pub trait DeviceGroup {
     type Affine: Copy + Send + Sync + Into<Self::Projective>;
     type Projective: Group<Scalar = Scalar> + Copy;
-    /// Suffix of the group's kernels (`msm_accumulate_bases_g1`).
+    /// Suffix of the group's kernels (`msm_accumulate_segments_g1`).
     const SUFFIX: &'static str;
     /// Which of the backend's MSM units holds the group's kernels.
     const UNIT: usize;
+    /// Block size of the level-1 bucket sums, the kernel where the time
+    /// goes: G1's needs 164 registers a thread, so 128-thread blocks fit
+    /// three to an SM where 256-thread blocks fit one (2^24: 135.8 against
+    /// 141.0 ms); G2's needs 234, and 256 was as fast or faster.
+    const SEGMENT_THREADS: u32;
     /// 32-bit words of one coordinate (12 for Fp, 24 for Fp2).
     const FIELD_WORDS: usize;
     /// Bytes of one affine base (blst_p1_affine / blst_p2_affine).
@@ -52,6 +57,7 @@ impl DeviceGroup for G1 {
     type Projective = G1Projective;
     const SUFFIX: &'static str = "g1";
     const UNIT: usize = 0;
+    const SEGMENT_THREADS: u32 = 128;
     const FIELD_WORDS: usize = 12;
     fn affine_bytes(points: &[G1Affine]) -> &[u8] {
         affine_bytes(points)
@@ -72,6 +78,7 @@ impl DeviceGroup for G2 {
     type Projective = G2Projective;
     const SUFFIX: &'static str = "g2";
     const UNIT: usize = 1;
+    const SEGMENT_THREADS: u32 = 256;
     const FIELD_WORDS: usize = 24;
     fn affine_bytes(points: &[G2Affine]) -> &[u8] {
         // SAFETY: G2Affine is repr(transparent) over blst_p2_affine, a
@@ -123,17 +130,16 @@ const REDUCE_CHUNK: u32 = 32;
 const LATER_LEVEL_TASK: u32 = 32;
 
 /// Window size for `n` points: chosen from the sweep in docs/BENCHMARKS.md
-/// (H200, uniform random scalars; at 2^26 window 16 beat 18, 543 against
-/// 602 ms); fewer windows cost fewer additions per point, more buckets
-/// cost more in the reduction.
+/// (H200, uniform random scalars; with level-1 segments 16 is best from
+/// 2^18 up, 2^24 included: 135.8 against 143.4 ms at 17 and 152.7 at 18);
+/// fewer windows cost fewer additions per point, more buckets cost more in
+/// the reduction.
 pub fn window_bits(n: usize) -> u32 {
     let log = n.max(1).ilog2();
     match log {
         0..=9 => 8,
         10..=13 => 11,
         14..=17 => 13,
-        18..=23 => 16,
-        24..=25 => 18,
         _ => 16,
     }
 }
@@ -170,8 +176,8 @@ impl MsmPlan {
         self.n * self.windows as usize
     }
 
-    /// Entries per level-1 task: enough tasks to fill the device (about a
-    /// million threads) without making each too short.
+    /// Entries per level-1 segment: enough segments to fill the device
+    /// (about a million threads) without making each too short.
     fn first_task(&self) -> u32 {
         ((self.entries() >> 20) as u32).clamp(16, 256)
     }
@@ -188,7 +194,8 @@ pub struct MsmKernels {
     scan_sums: CudaFunction,
     scan_add: CudaFunction,
     task_counts: CudaFunction,
-    acc_bases: CudaFunction,
+    segment_counts: CudaFunction,
+    acc_segments: CudaFunction,
     acc_partials: CudaFunction,
     bucket_reduce: CudaFunction,
     window_sum: CudaFunction,
@@ -215,7 +222,8 @@ impl MsmKernels {
             scan_sums: f("msm_scan_sums")?,
             scan_add: f("msm_scan_add")?,
             task_counts: f("msm_task_counts")?,
-            acc_bases: g("msm_accumulate_bases")?,
+            segment_counts: f("msm_segment_counts")?,
+            acc_segments: g("msm_accumulate_segments")?,
             acc_partials: g("msm_accumulate_partials")?,
             bucket_reduce: g("msm_bucket_reduce")?,
             window_sum: g("msm_window_sum")?,
@@ -547,13 +555,15 @@ impl MsmRun<'_> {
             result::memcpy_dtoh_sync(&mut largest[..], max_ptr)
         })?;
 
-        // Level 1: buckets of entries into tasks of `first_task` entries.
+        // Level 1: the sorted entries in segments of `first_task`, each
+        // bucket getting one partial per segment it overlaps.
         let mut per_task = first_task;
         launch!(
             self,
-            &self.kernels.task_counts,
-            "msm_task_counts",
+            &self.kernels.segment_counts,
+            "msm_segment_counts",
             grid(keys + 1, THREADS),
+            &bucket_off,
             &counts,
             &keys32,
             &per_task,
@@ -572,19 +582,25 @@ impl MsmRun<'_> {
         let mut bound = max_tasks;
         launch!(
             self,
-            &self.kernels.acc_bases,
-            "msm_accumulate_bases",
-            grid(bound, THREADS),
+            &self.kernels.acc_segments,
+            "msm_accumulate_segments",
+            grid(
+                plan.entries().div_ceil(per_task as usize),
+                G::SEGMENT_THREADS
+            ),
             &bases,
             &entries,
             &bucket_off,
-            &counts,
-            &task_off[0],
             &keys32,
+            &task_off[0],
             &per_task,
             &partials[0]
         )?;
-        let mut left = largest[0].div_ceil(per_task);
+        // A bucket of m entries overlaps at most ceil((m - 1) / S) + 1 segments.
+        let mut left = match largest[0] {
+            0 | 1 => largest[0],
+            m => (m - 1).div_ceil(per_task) + 1,
+        };
         let mut cur = 0usize;
         while left > 1 {
             let next = 1 - cur;
