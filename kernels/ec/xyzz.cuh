@@ -199,6 +199,25 @@ template <class F> __device__ __forceinline__ ec_xyzz<F> ec_load(const ec_xyzz<F
     return r;
 }
 
+// The affine form of p (not infinity) given 1/ZZZ: with λ = ZZZ/ZZ,
+// ZZ = λ² and ZZZ = λ³ (ZZ³ = ZZZ² always), so 1/λ = ZZ/ZZZ,
+// x = X·(1/λ)² and y = Y/ZZZ.
+template <class F>
+__device__ __forceinline__ ec_affine<F> ec_to_affine(const ec_xyzz<F> &p, const F &zzz_inv)
+{
+    F l = f_mul(p.zz, zzz_inv);
+    ec_affine<F> r;
+    r.x = f_mul(p.x, f_sqr(l));
+    r.y = f_mul(p.y, zzz_inv);
+    return r;
+}
+
+template <class F> __device__ __forceinline__ void ec_store(ec_affine<F> *p, const ec_affine<F> &v)
+{
+    f_store(&p->x, v.x);
+    f_store(&p->y, v.y);
+}
+
 template <class F> __device__ __forceinline__ void ec_store(ec_xyzz<F> *p, const ec_xyzz<F> &v)
 {
     f_store(&p->x, v.x);

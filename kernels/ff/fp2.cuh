@@ -70,6 +70,13 @@ __device__ __noinline__ fp2 f_sqr(const fp2 &a)
     return fp2_make(fp_mul(fp_add(a.c0, a.c1), fp_sub(a.c0, a.c1)), fp_dbl(t));
 }
 
+// 1 / (a0 + a1 u) = (a0 - a1 u) / (a0^2 + a1^2), since u^2 = -1.
+__device__ __noinline__ fp2 f_inv(const fp2 &a)
+{
+    fp t = fp_inv(fp_add(fp_sqr(a.c0), fp_sqr(a.c1)));
+    return fp2_make(fp_mul(a.c0, t), fp_neg(fp_mul(a.c1, t)));
+}
+
 __device__ __forceinline__ fp2 f_load(const fp2 *p)
 {
     return fp2_make(fp_load(&p->c0), fp_load(&p->c1));

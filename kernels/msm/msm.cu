@@ -24,7 +24,8 @@
 //                         at level 1 all do exactly S additions.
 //  7. msm_bucket_reduce   per window, chunks of buckets: Σ digit · bucket by
 //                         running sums
-//  8. msm_window_sum      per window, the chunks' sums (block tree)
+//  8. msm_window_sum      per window, the chunks' sums (block trees, in
+//                         two rounds when a window has many chunks)
 // The host combines the windows (Horner with c doublings each).
 //
 // Keys: window w, digit magnitude d in [1, 2^(c-1)] -> w * 2^(c-1) + d - 1.
@@ -57,9 +58,10 @@ __device__ __forceinline__ u32 msm_bits(const fr &s, u32 off, u32 c)
 }
 
 // Digit of window w given the carry from window w - 1; updates carry.
-// Returns the bucket key, or MSM_NO_KEY for a zero digit; *neg says
-// whether the digit is negative.
-__device__ __forceinline__ u32 msm_digit_key(const fr &s, u32 w, u32 c, u32 &carry, bool &neg)
+// Returns the bucket key in bucket set `set`, or MSM_NO_KEY for a zero
+// digit; *neg says whether the digit is negative.
+__device__ __forceinline__ u32 msm_digit_key(const fr &s, u32 w, u32 set, u32 c, u32 &carry,
+                                             bool &neg)
 {
     u32 half = 1u << (c - 1);
     u32 d = msm_bits(s, w * c, c) + carry;
@@ -70,7 +72,7 @@ __device__ __forceinline__ u32 msm_digit_key(const fr &s, u32 w, u32 c, u32 &car
     } else {
         carry = 0;
     }
-    return d == 0 ? MSM_NO_KEY : w * half + d - 1;
+    return d == 0 ? MSM_NO_KEY : set * half + d - 1;
 }
 
 // Scalar i, or zero past the end: lanes past n still run the window loop
@@ -103,7 +105,12 @@ extern "C" __global__ void msm_canonical(fr *s, u32 n)
 // Every lane of the warp runs the window loop (no early exit), so the warp
 // can merge equal keys with one atomic: real witnesses put most points in a
 // few buckets, and 32 lanes hitting one counter would serialise.
-extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32 *counts)
+//
+// With a table of multiples (sets < windows), window w = g·sets + j uses
+// bucket set j and the base in table row g (2^(c·sets·g) times the base):
+// entry = i + g·stride. Without one, sets = windows and stride = 0.
+extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32 sets,
+                                     u32 *counts)
 {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     fr v = msm_scalar_or_zero(s, i, n);
@@ -111,7 +118,7 @@ extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32
     u32 carry = 0;
     for (u32 w = 0; w < windows; w++) {
         bool neg;
-        u32 key = msm_digit_key(v, w, c, carry, neg);
+        u32 key = msm_digit_key(v, w, w % sets, c, carry, neg);
         u32 peers = __match_any_sync(0xffffffffu, key);
         if (key != MSM_NO_KEY && lane == (u32)(__ffs(peers) - 1))
             atomicAdd(&counts[key], (u32)__popc(peers));
@@ -119,8 +126,8 @@ extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32
 }
 
 // Same digits as msm_count; each entry lands at its bucket's cursor.
-extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u32 *cursor,
-                                       u32 *entries)
+extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u32 sets,
+                                       u32 stride, u32 *cursor, u32 *entries)
 {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     fr v = msm_scalar_or_zero(s, i, n);
@@ -129,7 +136,7 @@ extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u
     u32 carry = 0;
     for (u32 w = 0; w < windows; w++) {
         bool neg;
-        u32 key = msm_digit_key(v, w, c, carry, neg);
+        u32 key = msm_digit_key(v, w, w % sets, c, carry, neg);
         u32 peers = __match_any_sync(0xffffffffu, key);
         u32 leader = __ffs(peers) - 1;
         u32 base = 0;
@@ -137,7 +144,7 @@ extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u
             base = atomicAdd(&cursor[key], (u32)__popc(peers));
         base = __shfl_sync(0xffffffffu, base, leader);
         if (key != MSM_NO_KEY)
-            entries[base + __popc(peers & below)] = i | (neg ? MSM_SIGN : 0u);
+            entries[base + __popc(peers & below)] = (i + (w / sets) * stride) | (neg ? MSM_SIGN : 0u);
     }
 }
 
@@ -377,16 +384,25 @@ __device__ __forceinline__ void msm_bucket_reduce(const ec_xyzz<F> *sums, const 
     ec_store(chunk_out + t, ec_add(acc, ec_mul_small(run, lo)));
 }
 
-// One block per window: the sum of its chunks.
+// Block b = w·parts + j sums part j of window w's `per_window` chunk
+// sums (shared-memory tree) into out[b]. The host runs it twice when a
+// window has many chunks: `parts` blocks a window, then one: a single
+// block per window would add thousands of points one after the other when
+// there are few windows (a table of multiples leaves one to three).
 template <class F>
 __device__ __forceinline__ void msm_window_sum(const ec_xyzz<F> *chunk_out, u32 per_window,
-                                               ec_xyzz<F> *window_out)
+                                               u32 parts, ec_xyzz<F> *out)
 {
     extern __shared__ uint4 msm_shared[];
     ec_xyzz<F> *sh = reinterpret_cast<ec_xyzz<F> *>(msm_shared);
-    const ec_xyzz<F> *mine = chunk_out + blockIdx.x * per_window;
+    u32 w = blockIdx.x / parts;
+    u32 j = blockIdx.x % parts;
+    u32 per_part = (per_window + parts - 1) / parts;
+    u32 lo = j * per_part;
+    u32 hi = min(per_window, lo + per_part);
+    const ec_xyzz<F> *mine = chunk_out + (u64)w * per_window;
     ec_xyzz<F> acc = ec_inf<F>();
-    for (u32 i = threadIdx.x; i < per_window; i += blockDim.x)
+    for (u32 i = lo + threadIdx.x; i < hi; i += blockDim.x)
         acc = ec_add(acc, ec_load(mine + i));
     ec_store(sh + threadIdx.x, acc);
     __syncthreads();
@@ -396,7 +412,43 @@ __device__ __forceinline__ void msm_window_sum(const ec_xyzz<F> *chunk_out, u32 
         __syncthreads();
     }
     if (threadIdx.x == 0)
-        ec_store(window_out + blockIdx.x, ec_load(sh));
+        ec_store(out + blockIdx.x, ec_load(sh));
+}
+
+// Rows 1.. of a table of multiples: row j holds 2^(shift·j)·P_i for every
+// base i of row 0 (the bases, uploaded), `stride` points per row. One
+// thread per base; the rows' ZZZ are inverted together (Montgomery's
+// trick: one inversion per base). A base at infinity has every multiple
+// at infinity (all zeros); any other has none (the group's order is an
+// odd prime), so the product of the ZZZs is invertible.
+#define MSM_MAX_ROWS 16
+template <class F>
+__device__ __forceinline__ void msm_precompute(ec_affine<F> *table, u32 stride, u32 shift, u32 rows)
+{
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= stride || rows < 2 || rows > MSM_MAX_ROWS)
+        return;
+    ec_affine<F> p = ec_load(table + i);
+    if (ec_is_inf(p)) {
+        for (u32 j = 1; j < rows; j++)
+            ec_store(table + (u64)j * stride + i, p);
+        return;
+    }
+    ec_xyzz<F> pts[MSM_MAX_ROWS];
+    F prefix[MSM_MAX_ROWS];
+    ec_xyzz<F> acc = ec_from_affine(p);
+    for (u32 j = 1; j < rows; j++) {
+        for (u32 k = 0; k < shift; k++)
+            acc = ec_dbl(acc);
+        pts[j] = acc;
+        prefix[j] = j == 1 ? acc.zzz : f_mul(prefix[j - 1], acc.zzz);
+    }
+    F inv = f_inv(prefix[rows - 1]);
+    for (u32 j = rows - 1; j >= 1; j--) {
+        F zzz_inv = j == 1 ? inv : f_mul(inv, prefix[j - 1]);
+        inv = f_mul(inv, pts[j].zzz);
+        ec_store(table + (u64)j * stride + i, ec_to_affine(pts[j], zzz_inv));
+    }
 }
 
 // The group-dependent steps as kernels for one group: msm_<step>_<G> with
@@ -422,7 +474,12 @@ __device__ __forceinline__ void msm_window_sum(const ec_xyzz<F> *chunk_out, u32 
         msm_bucket_reduce<F>(sums, sum_off, sum_count, buckets, windows, chunk, chunk_out);        \
     }                                                                                              \
     extern "C" __global__ void msm_window_sum_##G(const ec_xyzz<F> *chunk_out, u32 per_window,     \
-                                                  ec_xyzz<F> *window_out)                          \
+                                                  u32 parts, ec_xyzz<F> *out)                      \
     {                                                                                              \
-        msm_window_sum<F>(chunk_out, per_window, window_out);                                      \
+        msm_window_sum<F>(chunk_out, per_window, parts, out);                                      \
+    }                                                                                              \
+    extern "C" __global__ void msm_precompute_##G(ec_affine<F> *table, u32 stride, u32 shift,      \
+                                                  u32 rows)                                        \
+    {                                                                                              \
+        msm_precompute<F>(table, stride, shift, rows);                                             \
     }

@@ -468,6 +468,7 @@ fn resident_bases_are_uploaded_once_per_parameter_set() {
     let scalars = bench::random_scalars(n, 5);
     let (before, budget) = gpu.resident_bases();
     assert!(budget > 0);
+    let table = prover::backend::cuda::msm::TablePlan::choose(2 * n, 96, budget);
     let set = format!("test-set-{}", std::process::id());
     let run = |range: std::ops::Range<usize>| {
         let b = G1Bases::of_query(&bases, range, Some(&set), BaseQuery::L);
@@ -478,7 +479,7 @@ fn resident_bases_are_uploaded_once_per_parameter_set() {
     // Two sub-ranges of one resident query: one upload, offsets respected.
     assert_eq!(run(0..n), cpu_msm(&bases[..n], &scalars));
     let after_first = gpu.resident_bases().0;
-    assert_eq!(after_first, before + (2 * n * 96) as u64);
+    assert_eq!(after_first, before + table.bytes(2 * n, 96) as u64);
     assert_eq!(run(n..2 * n), cpu_msm(&bases[n..], &scalars));
     assert_eq!(gpu.resident_bases().0, after_first);
 }
@@ -553,6 +554,45 @@ fn g2_additions_match_blstrs_including_exceptional_cases() {
         "g2: {} mixed/full additions and doublings exact, edge cases included",
         p.len()
     );
+}
+
+#[test]
+fn gpu_msm_with_a_table_of_multiples_equals_the_cpu_at_every_size() {
+    let Some(gpu) = gpu() else { return };
+    let max = msm_max_log();
+    let bases = msm_bases(1 << max);
+    let g2_bases = msm_g2_bases(1 << max.min(18));
+    let budget = gpu.resident_bases().1;
+    for log in 10..=max {
+        let n = 1usize << log;
+        let table = prover::backend::cuda::msm::TablePlan::choose(n, 96, budget);
+        let set = format!("table-test-{}-{log}", std::process::id());
+        for (kind, scalars) in [
+            ("uniform", bench::random_scalars(n, 31 + n as u64)),
+            (
+                "witness-like",
+                bench::witness_like_scalars(n, 37 + n as u64),
+            ),
+        ] {
+            let b = G1Bases::of_query(&bases[..n], 0..n, Some(&set), BaseQuery::L);
+            let (got, _) = gpu.msm_g1_auto(&b, &scalars).expect("gpu msm");
+            assert_eq!(
+                got.to_affine(),
+                cpu_msm(&bases[..n], &scalars),
+                "G1 {kind} n = {n} {table:?}"
+            );
+            if n <= g2_bases.len() {
+                let b = G2Bases::of_query(&g2_bases[..n], 0..n, Some(&set), BaseQuery::BG2);
+                let (got, _) = gpu.msm_g2_auto(&b, &scalars).expect("gpu msm");
+                assert_eq!(
+                    got.to_affine(),
+                    cpu_msm_g2(&g2_bases[..n], &scalars),
+                    "G2 {kind} n = {n}"
+                );
+            }
+        }
+        eprintln!("table msm n={n}: {table:?} equals the CPU");
+    }
 }
 
 /// G2 bases with identities and repeated points mixed in (see `msm_bases`).
@@ -677,8 +717,8 @@ fn gpu_bench_table() {
 fn msm_g2_table(gpu: &CudaBackend, max_log: u32) {
     use prover::backend::cuda::msm::{window_bits, MAX_WINDOW};
     let bases = bench::random_g2_bases(1 << max_log, 78);
-    println!("\n| G2 MSM, bases resident | window | kernels ms | ns/point | sort / sums / reduce ms | with scalar upload ms | witness-like ms | windows tried (ms) |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("\n| G2 MSM, bases resident | **with the table of multiples** ms (c, sets x rows) | witness-like ms | bases alone: window | kernels ms | ns/point | sort / sums / reduce ms | with scalar upload ms | witness-like ms | windows tried (ms) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for log_n in (16..=max_log).step_by(2) {
         let n = 1usize << log_n;
         let set = format!("bench-g2-{log_n}");
@@ -699,12 +739,20 @@ fn msm_g2_table(gpu: &CudaBackend, max_log: u32) {
             .unwrap_or(best);
         let witness = bench::witness_like_scalars(n, log_n as u64 + 100);
         let w = bench::msm_g2(gpu, &set, &bases[..n], &witness, chosen, 3).expect("msm");
+        let tab = bench::msm_g2_table(gpu, &set, &bases[..n], &uniform, 3).expect("msm");
+        let tab_w = bench::msm_g2_table(gpu, &set, &bases[..n], &witness, 3).expect("msm");
+        let plan = prover::backend::cuda::msm::TablePlan::choose(n, 192, gpu.resident_bases().1);
         let sweep: Vec<String> = tried
             .iter()
             .map(|t| format!("{}:{:.1}", t.c, t.kernels_ms))
             .collect();
         println!(
-            "| 2^{log_n} | {chosen} (best {}) | {:.2} | {:.2} | {:.1} / {:.1} / {:.1} | {:.2} | {:.2} | {} |",
+            "| 2^{log_n} | **{:.2}** ({}, {} x {}) | {:.2} | {chosen} (best {}) | {:.2} | {:.2} | {:.1} / {:.1} / {:.1} | {:.2} | {:.2} | {} |",
+            tab.kernels_ms,
+            plan.c,
+            plan.sets,
+            plan.rows,
+            tab_w.kernels_ms,
             best.c,
             at.kernels_ms,
             at.kernels_ms * 1e6 / n as f64,
@@ -725,8 +773,8 @@ const SPPARK_G1_MS: [(u32, f64); 4] = [(20, 21.1), (22, 53.5), (24, 155.0), (26,
 fn msm_table(gpu: &CudaBackend, max_log: u32) {
     use prover::backend::cuda::msm::window_bits;
     let bases = bench::random_bases(1 << max_log, 77);
-    println!("\n| G1 MSM, bases resident | window | kernels ms | ns/point | sort / sums / reduce ms | with scalar upload ms | witness-like ms | sppark ms | windows tried (ms) |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("\n| G1 MSM, bases resident | **with the table of multiples** ms (c, sets x rows) | ns/point | sort / sums / reduce ms | witness-like ms | bases alone: window | kernels ms | with scalar upload ms | witness-like ms | sppark ms | windows tried (ms) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for log_n in (16..=max_log).step_by(2) {
         let n = 1usize << log_n;
         let set = format!("bench-{log_n}");
@@ -750,6 +798,9 @@ fn msm_table(gpu: &CudaBackend, max_log: u32) {
             .unwrap_or(best);
         let witness = bench::witness_like_scalars(n, log_n as u64 + 100);
         let w = bench::msm_g1(gpu, &set, &bases[..n], &witness, chosen, 3).expect("msm");
+        let tab = bench::msm_g1_table(gpu, &set, &bases[..n], &uniform, 3).expect("msm");
+        let tab_w = bench::msm_g1_table(gpu, &set, &bases[..n], &witness, 3).expect("msm");
+        let plan = prover::backend::cuda::msm::TablePlan::choose(n, 96, gpu.resident_bases().1);
         let sppark = SPPARK_G1_MS
             .iter()
             .find(|(l, _)| *l == log_n)
@@ -759,13 +810,18 @@ fn msm_table(gpu: &CudaBackend, max_log: u32) {
             .map(|t| format!("{}:{:.1}", t.c, t.kernels_ms))
             .collect();
         println!(
-            "| 2^{log_n} | {chosen} (best {}) | {:.2} | {:.2} | {:.1} / {:.1} / {:.1} | {:.2} | {:.2} | {sppark} | {} |",
+            "| 2^{log_n} | **{:.2}** ({}, {} x {}) | {:.2} | {:.1} / {:.1} / {:.1} | {:.2} | {chosen} (best {}) | {:.2} | {:.2} | {:.2} | {sppark} | {} |",
+            tab.kernels_ms,
+            plan.c,
+            plan.sets,
+            plan.rows,
+            tab.kernels_ms * 1e6 / n as f64,
+            tab.stages.sort_ms,
+            tab.stages.accumulate_ms,
+            tab.stages.reduce_ms,
+            tab_w.kernels_ms,
             best.c,
             at_chosen.kernels_ms,
-            at_chosen.kernels_ms * 1e6 / n as f64,
-            at_chosen.stages.sort_ms,
-            at_chosen.stages.accumulate_ms,
-            at_chosen.stages.reduce_ms,
             at_chosen.with_upload_ms,
             w.kernels_ms,
             sweep.join(" ")

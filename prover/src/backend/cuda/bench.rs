@@ -293,6 +293,32 @@ pub fn msm_g2(
     msm_timing(c, reps, || Ok(gpu.msm_g2_with_window(&b, scalars, c)?.1))
 }
 
+/// The G1 MSM as provers run it (the resident query's table of multiples).
+pub fn msm_g1_table(
+    gpu: &CudaBackend,
+    set: &str,
+    bases: &[blstrs::G1Affine],
+    scalars: &[Scalar],
+    reps: usize,
+) -> Result<MsmTiming, BackendError> {
+    use crate::backend::{BaseQuery, G1Bases};
+    let b = G1Bases::of_query(bases, 0..scalars.len(), Some(set), BaseQuery::H);
+    msm_timing(0, reps, || Ok(gpu.msm_g1_auto(&b, scalars)?.1))
+}
+
+/// As [`msm_g1_table`], in G2.
+pub fn msm_g2_table(
+    gpu: &CudaBackend,
+    set: &str,
+    bases: &[blstrs::G2Affine],
+    scalars: &[Scalar],
+    reps: usize,
+) -> Result<MsmTiming, BackendError> {
+    use crate::backend::{BaseQuery, G2Bases};
+    let b = G2Bases::of_query(bases, 0..scalars.len(), Some(set), BaseQuery::BG2);
+    msm_timing(0, reps, || Ok(gpu.msm_g2_auto(&b, scalars)?.1))
+}
+
 /// A warm-up call, then the median of `reps` calls.
 fn msm_timing(
     c: u32,

@@ -42,7 +42,9 @@ use cudarc::nvrtc::Ptx;
 use domain::{scalar_bytes_mut, DomainTables};
 use fleet_wire::timing::Phase;
 use memory::DeviceBuffer;
-use msm::{DeviceGroup, MsmDeviceTimes, MsmKernels, MsmPlan, MsmRun, MsmWorkspace, G1, G2};
+use msm::{
+    DeviceGroup, MsmDeviceTimes, MsmKernels, MsmPlan, MsmRun, MsmWorkspace, TablePlan, G1, G2,
+};
 use parking_lot::Mutex;
 use quotient::{NttKernels, Run, Workspace};
 use resident::ResidentBases;
@@ -104,6 +106,15 @@ pub fn open_or_log(ordinal: u32) -> Option<CudaBackend> {
             None
         }
     }
+}
+
+/// How a device MSM picks its window.
+#[derive(Debug, Clone, Copy)]
+enum Window {
+    /// A resident query's table of multiples, else [`msm::window_bits`].
+    Auto,
+    /// This window over the bases alone.
+    Fixed(u32),
 }
 
 /// Mutable per-device state, one h computation at a time.
@@ -453,32 +464,52 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
-    /// The device G1 MSM with window size `c` (benchmarks sweep it; provers
-    /// go through [`Backend::msm_g1`], which picks it by size).
+    /// The device G1 MSM with window size `c` over the bases alone, no
+    /// table of multiples (benchmarks sweep it; provers go through
+    /// [`Backend::msm_g1`], which uses a resident query's table).
     pub fn msm_g1_with_window(
         &self,
         bases: &G1Bases<'_>,
         scalars: &[Scalar],
         c: u32,
     ) -> Result<(G1Projective, MsmDeviceTimes), BackendError> {
-        self.msm_on_device::<G1>(bases, scalars, c)
+        self.msm_on_device::<G1>(bases, scalars, Window::Fixed(c))
     }
 
-    /// The device G2 MSM with window size `c`.
+    /// The device G2 MSM with window size `c` (see `msm_g1_with_window`).
     pub fn msm_g2_with_window(
         &self,
         bases: &G2Bases<'_>,
         scalars: &[Scalar],
         c: u32,
     ) -> Result<(G2Projective, MsmDeviceTimes), BackendError> {
-        self.msm_on_device::<G2>(bases, scalars, c)
+        self.msm_on_device::<G2>(bases, scalars, Window::Fixed(c))
+    }
+
+    /// The device G1 MSM as provers run it: a resident query's table of
+    /// multiples, or [`msm::window_bits`] over the bases alone.
+    pub fn msm_g1_auto(
+        &self,
+        bases: &G1Bases<'_>,
+        scalars: &[Scalar],
+    ) -> Result<(G1Projective, MsmDeviceTimes), BackendError> {
+        self.msm_on_device::<G1>(bases, scalars, Window::Auto)
+    }
+
+    /// As `msm_g1_auto`, in G2.
+    pub fn msm_g2_auto(
+        &self,
+        bases: &G2Bases<'_>,
+        scalars: &[Scalar],
+    ) -> Result<(G2Projective, MsmDeviceTimes), BackendError> {
+        self.msm_on_device::<G2>(bases, scalars, Window::Auto)
     }
 
     fn msm_on_device<G: DeviceGroup>(
         &self,
         bases: &Bases<'_, G::Affine>,
         scalars: &[Scalar],
-        c: u32,
+        window: Window,
     ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
         if bases.len() != scalars.len() {
             return Err(BackendError::MsmLength {
@@ -495,7 +526,7 @@ impl CudaBackend {
         let mut guard = self.state.lock();
         let st = &mut *guard;
         check!(self.ordinal, "cuCtxSetCurrent", self.ctx.bind_to_thread())?;
-        let out = self.msm_locked::<G>(st, bases, scalars, c);
+        let out = self.msm_locked::<G>(st, bases, scalars, window);
         if out.is_err() {
             self.drain(st);
         }
@@ -507,25 +538,58 @@ impl CudaBackend {
         st: &mut DeviceState,
         bases: &Bases<'_, G::Affine>,
         scalars: &[Scalar],
-        c: u32,
+        window: Window,
     ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
+        let run = MsmRun {
+            device: self.ordinal,
+            ctx: &self.ctx,
+            stream: &st.compute,
+            kernels: &self.msm_kernels[G::UNIT],
+        };
         let resident = match bases.resident {
-            Some((set, which)) => st
-                .bases
-                .get_or_upload(
+            Some((set, which)) => {
+                let table =
+                    TablePlan::choose(bases.query.len(), G::AFFINE_BYTES, st.bases.budget());
+                let r = st.bases.get_or_upload(
                     &self.ctx,
                     self.ordinal,
                     set,
                     which,
                     G::affine_bytes(bases.query),
                     bases.query.len(),
-                )?
-                .map(|p| p + (bases.range.start * G::AFFINE_BYTES) as u64),
+                    table,
+                )?;
+                if let Some(r) = r.filter(|r| r.fresh && r.table.rows > 1) {
+                    let t = Instant::now();
+                    if let Err(e) = run.precompute::<G>(r.ptr, r.points, r.table) {
+                        st.bases.remove(set, which);
+                        return Err(e);
+                    }
+                    tracing::info!(
+                        device = self.ordinal,
+                        set,
+                        query = which.as_str(),
+                        rows = r.table.rows,
+                        window = r.table.c,
+                        ms = format!("{:.1}", t.elapsed().as_secs_f64() * 1e3),
+                        "table of base multiples computed on the device"
+                    );
+                }
+                r
+            }
             None => None,
         };
-        let ptr = match resident {
-            Some(p) => p,
-            None => {
+        let n = scalars.len();
+        let (ptr, plan) = match (resident, window) {
+            (Some(r), Window::Auto) => (
+                r.ptr + (bases.range.start * G::AFFINE_BYTES) as u64,
+                MsmPlan::with_table(n, r.table, r.points),
+            ),
+            (Some(r), Window::Fixed(c)) => (
+                r.ptr + (bases.range.start * G::AFFINE_BYTES) as u64,
+                MsmPlan::new(n, c),
+            ),
+            (None, window) => {
                 let points = G::affine_bytes(bases.points());
                 let bytes = points.len();
                 if st
@@ -541,16 +605,14 @@ impl CudaBackend {
                 check!(self.ordinal, "cuMemcpyHtoD", unsafe {
                     result::memcpy_htod_sync(buf, points)
                 })?;
-                buf
+                let c = match window {
+                    Window::Fixed(c) => c,
+                    Window::Auto => msm::window_bits(n),
+                };
+                (buf, MsmPlan::new(n, c))
             }
         };
-        let run = MsmRun {
-            device: self.ordinal,
-            ctx: &self.ctx,
-            stream: &st.compute,
-            kernels: &self.msm_kernels[G::UNIT],
-        };
-        run.msm::<G>(&mut st.msm, ptr, scalars, MsmPlan::new(scalars.len(), c))
+        run.msm::<G>(&mut st.msm, ptr, scalars, plan)
     }
 
     /// The routing every MSM of a proof takes: a few points summed on the
@@ -581,8 +643,7 @@ impl CudaBackend {
         if scalars.len() < MIN_DEVICE_MSM || scalars.len() > msm::MAX_POINTS {
             return on_cpu(times);
         }
-        let c = msm::window_bits(scalars.len());
-        let (sum, dt) = self.msm_on_device::<G>(bases, scalars, c)?;
+        let (sum, dt) = self.msm_on_device::<G>(bases, scalars, Window::Auto)?;
         times.device_ms += dt.h2d_ms + dt.kernels_ms;
         times.h2d_bytes += std::mem::size_of_val(scalars) as u64;
         Ok(sum)
