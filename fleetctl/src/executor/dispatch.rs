@@ -1,12 +1,14 @@
-//! The dispatcher: owns batches, concurrency within a batch, the failure
-//! budget, Ctrl-C, the state file, and the fan-out of events to reporters.
+//! The dispatcher: owns batches, concurrency within a batch (through
+//! [`crate::fanout`]), the failure budget, Ctrl-C, the state file, and the
+//! fan-out of events to reporters.
 //! Host work itself is behind [`HostRunner`] (the real one is
 //! [`super::host::run_host`]).
 
 use super::event::{millis, Emitter, Event, EventKind, HostStatus, Reporter};
 use super::host::{HostEnd, HostJob, ReleaseSpec};
 use super::state::{self, RunState, StateError};
-use super::{RunEnd, Stop};
+use super::Stop;
+use crate::fanout::FanOut;
 use crate::inventory::Host;
 use crate::playbook::Playbook;
 use std::future::Future;
@@ -15,7 +17,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinSet;
 
 pub type HostFuture = Pin<Box<dyn Future<Output = HostEnd> + Send>>;
 
@@ -50,6 +51,19 @@ pub struct Dispatch {
     pub resume: Option<RunState>,
     /// What a new run was started with, kept in its state file for a resume.
     pub origin: super::state::Origin,
+}
+
+/// How a run ended; the binary maps it to the process exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every selected host finished every step (or a check only).
+    Ok,
+    /// At least one host failed; every other host was still run.
+    HostsFailed,
+    /// The failure budget was exceeded and some hosts were not started.
+    Halted,
+    /// Stopped by Ctrl-C before every host was done.
+    Interrupted,
 }
 
 /// Every host's final status, in inventory order, and how the run ended.
@@ -143,8 +157,7 @@ pub async fn dispatch(
                 hosts: batch.iter().map(|&i| d.hosts[i].name.clone()).collect(),
             },
         );
-        let mut set: JoinSet<(usize, HostEnd)> = JoinSet::new();
-        let mut running: Vec<usize> = Vec::new();
+        let mut set: FanOut<HostEnd> = FanOut::new(batch.len());
         for &i in batch {
             let host = &d.hosts[i];
             if state.completed(&host.name) {
@@ -172,24 +185,22 @@ pub async fn dispatch(
                 Emitter::new(&d.run_id, &host.name, tx.clone()),
                 stop.clone(),
             );
-            set.spawn(async move { (i, fut.await) });
-            running.push(i);
+            set.spawn(i, &host.name, fut);
         }
         while !set.is_empty() {
             tokio::select! {
                 Some(e) = rx.recv() => out.send(&e),
-                Some(joined) = set.join_next() => {
+                Some((i, joined)) = set.join_next() => {
                     while let Ok(e) = rx.try_recv() {
                         out.send(&e);
                     }
-                    let (i, end) = match joined {
-                        Ok(r) => r,
+                    let end = match joined {
+                        Ok(end) => end,
                         Err(e) => {
-                            // A host task that panicked: find which one is missing.
-                            let Some(&i) = running.iter().find(|&&i| status[i].is_none()) else { continue };
-                            let end = HostEnd { status: HostStatus::Failed, build: None, error: Some(format!("internal error in the host task: {e}")) };
+                            // The task died before it could report its end.
+                            let end = HostEnd { status: HostStatus::Failed, build: None, error: Some(format!("internal error in the host task: {}", e.reason)) };
                             out.emit(Some(&d.hosts[i].name), EventKind::HostFinished { status: end.status, build: None, error: end.error.clone(), duration_ms: 0 });
-                            (i, end)
+                            end
                         }
                     };
                     status[i] = Some(end.status);
@@ -380,6 +391,23 @@ mod tests {
         state_dir: Option<PathBuf>,
         resume: Option<RunState>,
     ) -> (RunSummary, Vec<String>, Vec<Event>) {
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let runner = Arc::new(Scripted {
+            fail: fail.iter().map(|s| s.to_string()).collect(),
+            ran: ran.clone(),
+        });
+        let (summary, events) = run_with(n, strategy, runner, state_dir, resume);
+        let ran = ran.lock().unwrap().clone();
+        (summary, ran, events)
+    }
+
+    fn run_with(
+        n: usize,
+        strategy: Strategy,
+        runner: Arc<dyn HostRunner>,
+        state_dir: Option<PathBuf>,
+        resume: Option<RunState>,
+    ) -> (RunSummary, Vec<Event>) {
         let playbook = Playbook {
             name: "t".into(),
             description: None,
@@ -401,11 +429,6 @@ mod tests {
             resume,
             origin: Default::default(),
         };
-        let ran = Arc::new(Mutex::new(Vec::new()));
-        let runner = Arc::new(Scripted {
-            fail: fail.iter().map(|s| s.to_string()).collect(),
-            ran: ran.clone(),
-        });
         let rec = Recorder::default();
         let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(rec.clone())];
         let (_tx, rx) = watch::channel(Stop::Run);
@@ -416,9 +439,54 @@ mod tests {
         let summary = rt
             .block_on(dispatch(d, runner, &mut reporters, rx))
             .unwrap();
-        let ran = ran.lock().unwrap().clone();
         let events = rec.0.lock().unwrap().clone();
-        (summary, ran, events)
+        (summary, events)
+    }
+
+    /// Panics in the host task of `panics`; the others end `Ok` later.
+    struct Panicking {
+        panics: &'static str,
+    }
+
+    impl HostRunner for Panicking {
+        fn run(&self, job: HostJob, _emit: Emitter, _stop: watch::Receiver<Stop>) -> HostFuture {
+            let panics = job.host.name == self.panics;
+            Box::pin(async move {
+                if panics {
+                    panic!("scripted panic");
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                HostEnd {
+                    status: HostStatus::Ok,
+                    build: None,
+                    error: None,
+                }
+            })
+        }
+    }
+
+    #[test]
+    fn a_panicking_host_task_fails_that_host_and_no_other() {
+        let (s, events) = run_with(
+            3,
+            strategy(0, BatchSize::Count(3), 5),
+            Arc::new(Panicking { panics: "h1" }),
+            None,
+            None,
+        );
+        assert_eq!(s.end, RunEnd::HostsFailed);
+        assert_eq!(status_of(&s, "h0"), HostStatus::Ok);
+        assert_eq!(status_of(&s, "h1"), HostStatus::Failed);
+        assert_eq!(status_of(&s, "h2"), HostStatus::Ok);
+        let error = events
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::HostFinished { error: Some(m), .. } => Some((e.host.clone(), m.clone())),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(error.0.as_deref(), Some("h1"));
+        assert!(error.1.contains("scripted panic"), "{}", error.1);
     }
 
     fn strategy(canary: usize, batch: BatchSize, max_fail: usize) -> Strategy {
