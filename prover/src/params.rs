@@ -15,7 +15,6 @@ use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bellperson::groth16::{MappedParameters, Parameters};
 use blstrs::Bls12;
@@ -555,13 +554,6 @@ impl std::fmt::Debug for ParamStore {
     }
 }
 
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// Bytes decoded parameters with this layout occupy in memory.
 pub fn memory_bytes(layout: &ParamsLayout) -> u64 {
     let g1 = std::mem::size_of::<blstrs::G1Affine>() as u64;
@@ -919,7 +911,7 @@ impl ParamStore {
             layout,
             sha256,
             origin,
-            created_unix_s: unix_now(),
+            created_unix_s: crate::sys::clock::unix_secs(),
         };
         let meta_path = self.meta_path(kind, size);
         let json = serde_json::to_vec_pretty(&meta).map_err(|e| ParamsError::Meta {

@@ -8,6 +8,7 @@
 
 use crate::budget::MemoryBudget;
 use crate::circuit::{unnamed_root, CircuitShape};
+use crate::lc::{self, UnknownVariable, Var};
 use crate::pool::{HeapAllocator, PinnedPool, PinnedVec, PinnedVecError, PoolError, PoolLimits};
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, Variable};
 use blstrs::Scalar;
@@ -42,6 +43,8 @@ pub enum SynthesisError {
     },
     #[error("synthesis buffer: {0}")]
     Buffer(#[from] PinnedVecError),
+    #[error("circuit is malformed: {0}")]
+    Malformed(#[source] UnknownVariable),
 }
 
 /// Which variables of one query (A or B, inputs or aux) have a non-zero
@@ -298,8 +301,8 @@ struct ProvingSystem {
     max_constraints: usize,
     max_inputs: usize,
     max_aux: usize,
-    /// The first overflow; `enforce` cannot return an error, so it is kept
-    /// here and reported when the circuit returns.
+    /// The first error `enforce` could not return (an overflow, an unknown
+    /// variable): kept here and reported when the circuit returns.
     overflow: Option<SynthesisError>,
 }
 
@@ -352,7 +355,8 @@ impl ProvingSystem {
 }
 
 /// bellperson's `eval_with_trackers`: Σ coeff·value, skipping zero
-/// coefficients, marking the variables used in the trackers given.
+/// coefficients, marking the variables used in the trackers given. An
+/// unallocated variable is refused by the one rule of [`lc::walk`].
 #[inline]
 fn eval(
     lc: &LinearCombination<Scalar>,
@@ -360,27 +364,23 @@ fn eval(
     mut aux_density: Option<&mut Density>,
     inputs: &[Scalar],
     aux: &[Scalar],
-) -> Scalar {
+) -> Result<Scalar, UnknownVariable> {
     let mut acc = Scalar::ZERO;
-    for (&i, coeff) in lc.iter_inputs() {
-        if !bool::from(coeff.is_zero()) {
-            let v = inputs.get(i).copied().unwrap_or(Scalar::ZERO);
-            acc += if *coeff == Scalar::ONE { v } else { v * coeff };
-            if let Some(d) = input_density.as_deref_mut() {
-                d.inc(i);
-            }
+    lc::walk(lc, inputs.len(), aux.len(), |var, coeff| {
+        if bool::from(coeff.is_zero()) {
+            return;
         }
-    }
-    for (&i, coeff) in lc.iter_aux() {
-        if !bool::from(coeff.is_zero()) {
-            let v = aux.get(i).copied().unwrap_or(Scalar::ZERO);
-            acc += if *coeff == Scalar::ONE { v } else { v * coeff };
-            if let Some(d) = aux_density.as_deref_mut() {
-                d.inc(i);
-            }
+        // `walk` checked the index against these very lengths.
+        let (v, density, i) = match var {
+            Var::Input(i) => (inputs[i], input_density.as_deref_mut(), i),
+            Var::Aux(i) => (aux[i], aux_density.as_deref_mut(), i),
+        };
+        acc += if *coeff == Scalar::ONE { v } else { v * coeff };
+        if let Some(d) = density {
+            d.inc(i);
         }
-    }
-    acc
+    })?;
+    Ok(acc)
 }
 
 impl ConstraintSystem<Scalar> for ProvingSystem {
@@ -439,15 +439,25 @@ impl ConstraintSystem<Scalar> for ProvingSystem {
         let inputs = self.input_assignment.as_slice();
         let aux = self.aux_assignment.as_slice();
         // Inputs have full density in A because of the x·0 = 0 constraints.
-        let a_res = eval(&a, None, Some(&mut self.a_aux_density), inputs, aux);
-        let b_res = eval(
-            &b,
-            Some(&mut self.b_input_density),
-            Some(&mut self.b_aux_density),
-            inputs,
-            aux,
-        );
-        let c_res = eval(&c, None, None, inputs, aux);
+        let evaluated = eval(&a, None, Some(&mut self.a_aux_density), inputs, aux).and_then(|a| {
+            let b = eval(
+                &b,
+                Some(&mut self.b_input_density),
+                Some(&mut self.b_aux_density),
+                inputs,
+                aux,
+            )?;
+            Ok((a, b, eval(&c, None, None, inputs, aux)?))
+        });
+        let (a_res, b_res, c_res) = match evaluated {
+            Ok(abc) => abc,
+            Err(e) => {
+                if self.overflow.is_none() {
+                    self.overflow = Some(SynthesisError::Malformed(e));
+                }
+                return;
+            }
+        };
         // Capacity was checked above: a, b, c hold at least max_constraints.
         let pushed = self
             .a
@@ -579,6 +589,38 @@ mod tests {
             err,
             SynthesisError::Circuit(bellperson::SynthesisError::AssignmentMissing)
         ));
+    }
+
+    /// One constraint over an aux variable that was never allocated.
+    struct Dangling;
+
+    impl Circuit<Scalar> for Dangling {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), bellperson::SynthesisError> {
+            let x = cs.alloc(|| "x", || Ok(Scalar::ONE))?;
+            let ghost = Variable::new_unchecked(Index::Aux(7));
+            cs.enforce(|| "ghost", |lc| lc + x, |lc| lc + ghost, |lc| lc + x);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_unallocated_variable_is_refused_as_setup_refuses_it() {
+        // It used to read as zero here while setup called the circuit malformed.
+        let pool = heap_pool(1 << 20);
+        let shape = CircuitShape {
+            num_inputs: 1,
+            num_aux: 1,
+            num_constraints: 1,
+        };
+        let err = synthesize(Dangling, &shape, &pool).unwrap_err();
+        match &err {
+            SynthesisError::Malformed(e) => assert_eq!(e.var, Var::Aux(7)),
+            other => panic!("expected Malformed, got {other}"),
+        }
+        assert!(err.to_string().contains("never allocated"), "{err}");
     }
 
     #[test]

@@ -275,14 +275,11 @@ fn domain_lower_bound(kind: CircuitKind, size: u64) -> u64 {
 }
 
 fn unix_ms() -> u64 {
-    crate::health::unix_ms()
+    crate::sys::clock::unix_millis()
 }
 
 fn unix_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
+    crate::sys::clock::unix_micros()
 }
 
 fn ms(d: Duration) -> f64 {

@@ -344,7 +344,7 @@ async fn start(
         concurrency: config.synthesis.concurrency,
         lookahead: config.synthesis.lookahead,
         max_jobs: config.queue.max_jobs,
-        host: crate::timing::host_name(),
+        host: crate::sys::hostname(),
         build: crate::BUILD_HASH.to_string(),
     })
     .map_err(|e| step("starting engine threads")(e.to_string()))?;
