@@ -13,13 +13,14 @@
 //! window tables in parallel ([`fixed_base`]).
 
 pub mod bench;
+pub mod command;
 pub mod fixed_base;
 pub mod qap;
 
-use std::path::PathBuf;
+pub use command::{run, SetupOptions};
+
 use std::time::Instant;
 
-use anyhow::Context;
 use bellperson::groth16::{Parameters, VerifyingKey};
 use bellperson::{Circuit, SynthesisError};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Projective, Scalar};
@@ -30,8 +31,7 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 
-use crate::circuit::{CircuitError, CircuitKind, CircuitShape};
-use crate::params::{ParamStore, Params};
+use crate::circuit::{CircuitError, CircuitShape};
 use fixed_base::FixedBaseTable;
 use qap::QapEvaluator;
 
@@ -96,7 +96,10 @@ impl ToxicWaste {
 ///
 /// The circuit is synthesised twice (count, then evaluate), hence `Clone`;
 /// clone a shape (no witness) circuit, which is cheap.
-pub fn generate<C: Circuit<Scalar> + Clone>(circuit: &C, seed: u64) -> Result<Params, SetupError> {
+pub fn generate<C: Circuit<Scalar> + Clone>(
+    circuit: &C,
+    seed: u64,
+) -> Result<Parameters<Bls12>, SetupError> {
     generate_with(circuit, &ToxicWaste::from_seed(seed))
 }
 
@@ -180,7 +183,7 @@ fn nonzero_points(points: Vec<G1Affine>) -> Vec<G1Affine> {
 pub fn generate_with<C: Circuit<Scalar> + Clone>(
     circuit: &C,
     toxic: &ToxicWaste,
-) -> Result<Params, SetupError> {
+) -> Result<Parameters<Bls12>, SetupError> {
     let started = Instant::now();
     let counted = CircuitShape::of(circuit.clone()).map_err(|source| SetupError::Synthesis {
         stage: "counting its shape",
@@ -317,62 +320,6 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
             "`{s}` is not a size: write a number of constraints (1024) or a power of two (2^10)"
         )
     })
-}
-
-/// What `prover setup` is asked to do (the binary's `cli::setup` parses it).
-#[derive(Debug, Clone)]
-pub struct SetupOptions {
-    pub circuit: CircuitKind,
-    /// Circuit size in constraints; required unless `bench`.
-    pub size: Option<usize>,
-    pub params_dir: PathBuf,
-    /// Seed of the TEST-ONLY toxic waste.
-    pub seed: u64,
-    /// Regenerate even when valid parameters are already cached.
-    pub force: bool,
-    /// Time this generator against bellperson's at `bench_sizes` instead.
-    pub bench: bool,
-    pub bench_sizes: Vec<usize>,
-}
-
-/// Runs `prover setup`.
-pub fn run(args: SetupOptions) -> anyhow::Result<()> {
-    if args.bench {
-        let rows = bench::bench_setup(args.circuit, &args.bench_sizes, args.seed)
-            .context("benchmarking parameter generation")?;
-        println!("{}", bench::render_table(&rows));
-        return Ok(());
-    }
-    let size = args.size.context("--size is required")?;
-    let kind = args.circuit;
-    let store = ParamStore::open(&args.params_dir)
-        .with_context(|| format!("opening parameter cache {}", args.params_dir.display()))?;
-    if !args.force {
-        if let Ok(meta) = store.verify(kind, size) {
-            println!(
-                "parameters for `{kind}` size {size} already cached in {} (sha256 {}); --force regenerates",
-                store.params_path(kind, size).display(),
-                meta.sha256
-            );
-            return Ok(());
-        }
-    }
-    let started = Instant::now();
-    // Refuses to replace a file the store did not generate (an imported or
-    // sidecar-less one), even with --force.
-    let (meta, _) = store
-        .generate_test(kind, size, args.seed)
-        .with_context(|| format!("generating parameters for `{kind}` size {size}"))?;
-    let generated = started.elapsed();
-    println!(
-        "wrote {} ({} bytes, domain 2^{}, sha256 {}) in {:.2}s\n{TEST_ONLY_WARNING}",
-        store.params_path(kind, size).display(),
-        meta.layout.file_len,
-        meta.shape.log2_domain(),
-        meta.sha256,
-        generated.as_secs_f64(),
-    );
-    Ok(())
 }
 
 #[cfg(test)]
