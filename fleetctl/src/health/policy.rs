@@ -202,7 +202,7 @@ impl Evaluation<'_> {
 }
 
 impl Finding {
-    fn new(severity: Severity, gpu: Option<u32>, rule: &str) -> Self {
+    pub fn new(severity: Severity, gpu: Option<u32>, rule: &str) -> Self {
         Finding {
             severity,
             gpu,
@@ -214,11 +214,29 @@ impl Finding {
     }
 
     /// What was read, against which threshold, and what it means.
-    fn saw(mut self, reading: String, threshold: String, message: String) -> Self {
+    pub fn saw(mut self, reading: String, threshold: String, message: String) -> Self {
         self.reading = reading;
         self.threshold = threshold;
         self.message = message;
         self
+    }
+
+    /// A finding that is only a message: nothing was measured against a threshold.
+    pub fn said(mut self, message: String) -> Self {
+        self.message = message;
+        self
+    }
+
+    /// One line: the message, then the rule, reading and threshold when the
+    /// finding has them (what a rollout step's failure shows).
+    pub fn summary(&self) -> String {
+        if self.reading.is_empty() && self.threshold.is_empty() {
+            return self.message.clone();
+        }
+        format!(
+            "{} ({}: {}, threshold {})",
+            self.message, self.rule, self.reading, self.threshold
+        )
     }
 }
 
