@@ -5,7 +5,7 @@
 //! [`super::host::run_host`]).
 
 use super::event::{millis, Emitter, Event, EventKind, HostStatus, Reporter};
-use super::host::{HostEnd, HostJob, ReleaseSpec};
+use super::host::{Build, HostEnd, HostJob};
 use super::state::{self, RunState, StateError};
 use super::Stop;
 use crate::fanout::FanOut;
@@ -43,7 +43,7 @@ pub struct Dispatch {
     pub inventory: String,
     /// Selected hosts, inventory order.
     pub hosts: Vec<Host>,
-    pub release: Arc<ReleaseSpec>,
+    pub release: Arc<Build>,
     pub check: bool,
     /// Where `state/<run-id>.json` is kept; `None` keeps no state (check mode).
     pub state_dir: Option<PathBuf>,
@@ -492,7 +492,7 @@ mod tests {
             playbook: Arc::new(playbook),
             inventory: "inv".into(),
             hosts: (0..n).map(host).collect(),
-            release: Arc::new(ReleaseSpec {
+            release: Arc::new(Build {
                 binary: "p".into(),
                 sha256: None,
             }),
@@ -708,7 +708,7 @@ mod tests {
             playbook: Arc::new(playbook),
             inventory: "i".into(),
             hosts: (0..5).map(host).collect(),
-            release: Arc::new(ReleaseSpec {
+            release: Arc::new(Build {
                 binary: "p".into(),
                 sha256: None,
             }),
@@ -759,7 +759,7 @@ mod tests {
             playbook: Arc::new(playbook),
             inventory: "i".into(),
             hosts: (0..3).map(host).collect(),
-            release: Arc::new(ReleaseSpec {
+            release: Arc::new(Build {
                 binary: "p".into(),
                 sha256: None,
             }),
@@ -795,7 +795,7 @@ mod tests {
             }),
             inventory: "i".into(),
             hosts: (0..n).map(host).collect(),
-            release: Arc::new(ReleaseSpec {
+            release: Arc::new(Build {
                 binary: "p".into(),
                 sha256: None,
             }),

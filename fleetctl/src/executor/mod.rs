@@ -14,7 +14,7 @@ pub mod state;
 
 pub use dispatch::{dispatch, Dispatch, HostRunner, RealRunner, RunEnd, RunSummary};
 pub use event::{Event, EventKind, HostStatus, Reporter};
-pub use host::{HostEnd, HostJob, ReleaseSpec};
+pub use host::{Build, HostEnd, HostJob};
 
 use crate::audit::AuditLog;
 use crate::inventory::{self, Host, InventoryError, Target};
@@ -64,7 +64,7 @@ pub struct Prepared {
     pub playbook: Arc<Playbook>,
     pub inventory: String,
     pub hosts: Vec<Host>,
-    pub release: Arc<ReleaseSpec>,
+    pub release: Arc<Build>,
 }
 
 /// Loads playbook and inventory, applies `--limit`, and hashes the binary
@@ -86,7 +86,7 @@ pub fn prepare(playbook: &str, target: &Target, binary: &Path) -> Result<Prepare
         playbook: Arc::new(playbook),
         inventory: inv.file,
         hosts,
-        release: Arc::new(ReleaseSpec {
+        release: Arc::new(Build {
             binary: binary.to_owned(),
             sha256,
         }),

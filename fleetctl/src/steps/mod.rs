@@ -318,7 +318,7 @@ pub struct Started {
 
 /// Per-host state carried from step to step within one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RunState {
+pub struct HostProgress {
     /// The release `current` pointed at before `start` switched it.
     pub previous_release: Option<String>,
     pub drained: Option<Drained>,
@@ -338,7 +338,7 @@ pub struct StepCtx<'a> {
     pub host: &'a Host,
     pub transport: &'a Transport,
     pub release: &'a Release,
-    pub state: RunState,
+    pub state: HostProgress,
     /// Dry run: describe, read what is cheap to read, change nothing.
     pub check: bool,
     pub faults: Faults,
@@ -350,7 +350,7 @@ impl<'a> StepCtx<'a> {
             host,
             transport,
             release,
-            state: RunState::default(),
+            state: HostProgress::default(),
             check: false,
             faults: Faults::default(),
         }
