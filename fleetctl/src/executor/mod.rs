@@ -4,7 +4,7 @@
 //! [`dispatch::dispatch`] runs batches of [`host::run_host`] tasks; every
 //! task and the dispatcher emit [`event::Event`]s that the live
 //! [`progress::Progress`], the [`crate::audit::AuditLog`] and the final
-//! [`crate::report::Summary`] read. [`state`] lets `--resume` continue.
+//! [`crate::summary::Summary`] read. [`state`] lets `--resume` continue.
 
 pub mod dispatch;
 pub mod event;
@@ -19,8 +19,8 @@ pub use host::{Build, HostEnd, HostJob};
 use crate::audit::AuditLog;
 use crate::inventory::{self, Host, InventoryError, Target};
 use crate::playbook::{self, Playbook, PlaybookError};
-use crate::report::Summary;
 use crate::steps;
+use crate::summary::Summary;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::sync::watch;
