@@ -9,7 +9,9 @@
 use crate::budget::MemoryBudget;
 use crate::circuit::{unnamed_root, CircuitShape};
 use crate::lc::{self, UnknownVariable, Var};
-use crate::pool::{HeapAllocator, PinnedPool, PinnedVec, PinnedVecError, PoolError, PoolLimits};
+use crate::pool::{
+    pages_for, HeapAllocator, PinnedPool, PinnedVec, PinnedVecError, PoolError, PoolLimits,
+};
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, Variable};
 use blstrs::Scalar;
 use ff::Field;
@@ -118,6 +120,23 @@ pub struct SynthesisBuffers {
     aux_assignment: PinnedVec<Scalar>,
 }
 
+/// The one layout of a partition's buffers, in bytes: a, b, c over the
+/// domain, then the input and aux assignments (at least one element each).
+/// Synthesis checks these out; admission counts them through [`pool_bytes`].
+pub fn buffer_sizes(shape: &CircuitShape) -> [usize; 5] {
+    let m = shape.domain_size();
+    [m, m, m, shape.num_inputs.max(1), shape.num_aux.max(1)]
+        .map(|e| e.saturating_mul(size_of::<Scalar>()))
+}
+
+/// Bytes one partition of `shape` takes from the pool: its [`buffer_sizes`]
+/// rounded as the pool rounds them ([`crate::pool::pages_for`]).
+pub fn pool_bytes(shape: &CircuitShape) -> u64 {
+    buffer_sizes(shape)
+        .iter()
+        .fold(0u64, |sum, b| sum.saturating_add(pages_for(*b)))
+}
+
 impl SynthesisBuffers {
     /// Checks out all five buffers at once (all or nothing, so two partitions
     /// never deadlock holding half each): a, b, c of the domain size, and the
@@ -127,10 +146,8 @@ impl SynthesisBuffers {
         who: &str,
         shape: &CircuitShape,
     ) -> Result<Self, SynthesisError> {
-        let m = shape.domain_size();
-        let elems = [m, m, m, shape.num_inputs.max(1), shape.num_aux.max(1)];
-        let sizes = elems.map(|e| e * size_of::<Scalar>());
-        let bytes = sizes.iter().sum();
+        let sizes = buffer_sizes(shape);
+        let bytes = sizes.iter().fold(0usize, |sum, b| sum.saturating_add(*b));
         let bufs = pool
             .checkout_many(who, &sizes)
             .map_err(|source| SynthesisError::Pool { bytes, source })?;
@@ -621,6 +638,35 @@ mod tests {
             other => panic!("expected Malformed, got {other}"),
         }
         assert!(err.to_string().contains("never allocated"), "{err}");
+    }
+
+    #[test]
+    fn admission_and_synthesis_agree_on_sizes_for_every_bundled_circuit_and_size() {
+        // Admission reserves pool_bytes per partition; if it differed from
+        // what a checkout really takes, jobs would be admitted that then
+        // wait on the pool, or refused although they fit.
+        let pool = heap_pool(u64::MAX);
+        let mut checked = 0;
+        for kind in crate::circuit::CircuitKind::ALL {
+            let sizes: &[usize] = match kind {
+                crate::circuit::CircuitKind::Chain => &[1 << 4, 100, 1 << 10, 1 << 14, 1 << 16],
+                // Each size is one more block of the preimage (2^15 and up).
+                crate::circuit::CircuitKind::Sha256 => &[1 << 15, 1 << 16],
+            };
+            for &size in sizes {
+                let shape = crate::circuit::shape(kind, size).unwrap();
+                let before = pool.stats().bytes_in_use;
+                let bufs = SynthesisBuffers::checkout(&pool, "t", &shape).unwrap();
+                let taken = pool.stats().bytes_in_use - before;
+                assert_eq!(taken, pool_bytes(&shape), "{kind} {size}");
+                assert!(bufs.bytes() as u64 <= taken, "{kind} {size}");
+                let cap = buffer_sizes(&shape).iter().sum::<usize>();
+                assert_eq!(bufs.bytes(), cap, "{kind} {size}");
+                drop(bufs);
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 7);
     }
 
     #[test]
