@@ -126,6 +126,9 @@ pub struct BenchArgs {
     /// Skip bellperson (only time this prover).
     #[arg(long)]
     pub no_baseline: bool,
+    /// Also time the CUDA backend on device 0 (fails without a usable GPU).
+    #[arg(long)]
+    pub cuda: bool,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,

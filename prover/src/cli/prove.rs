@@ -260,6 +260,7 @@ impl From<BenchArgs> for prover::bench::BenchConfig {
             params_dir: a.params_dir,
             repeat: a.repeat,
             baseline: !a.no_baseline,
+            cuda: a.cuda,
             test_params: a.test_params,
         }
     }
@@ -274,7 +275,9 @@ pub fn run_bench(args: BenchArgs) -> Result<u8> {
         let text = serde_json::to_string_pretty(&rows)?;
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    let all_identical = rows.iter().all(|r| r.identical != Some(false));
+    let all_identical = rows
+        .iter()
+        .all(|r| r.identical != Some(false) && r.cuda_identical != Some(false));
     Ok(if all_identical {
         exit::OK
     } else {

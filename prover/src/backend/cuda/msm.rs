@@ -1,4 +1,4 @@
-//! G1 multi-scalar multiplication on the device (kernels/msm/msm.cu):
+//! Multi-scalar multiplication in G1 and G2 on the device (kernels/msm/):
 //! Pippenger with signed c-bit windows, a counting sort of (point, window)
 //! pairs into buckets, bucket sums in levels of bounded work per thread,
 //! running-sum bucket reduction per chunk, and the windows combined on the
@@ -10,7 +10,7 @@
 use super::check::check;
 use super::memory::DeviceBuffer;
 use crate::backend::BackendError;
-use blstrs::{Fp, G1Affine, G1Projective, Scalar};
+use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::{
     result, sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, LaunchConfig,
     PushKernelArg,
@@ -19,10 +19,101 @@ use ff::Field;
 use group::Group;
 use std::sync::Arc;
 
-/// Bytes of one affine base on the device (blst_p1_affine).
-pub const AFFINE_BYTES: usize = 96;
-/// Bytes of one XYZZ point on the device (`g1_xyzz`).
-const XYZZ_BYTES: usize = 192;
+/// A group the device MSM runs in: how its points are laid out on the
+/// device and how a device result becomes a blstrs point.
+pub trait DeviceGroup {
+    type Affine: Copy + Send + Sync + Into<Self::Projective>;
+    type Projective: Group<Scalar = Scalar> + Copy;
+    /// Suffix of the group's kernels (`msm_accumulate_segments_g1`).
+    const SUFFIX: &'static str;
+    /// Which of the backend's MSM units holds the group's kernels.
+    const UNIT: usize;
+    /// Block size of the level-1 bucket sums, the kernel where the time
+    /// goes: G1's needs 164 registers a thread, so 128-thread blocks fit
+    /// three to an SM where 256-thread blocks fit one (2^24: 135.8 against
+    /// 141.0 ms); G2's needs 234, and 256 was as fast or faster.
+    const SEGMENT_THREADS: u32;
+    /// 32-bit words of one coordinate (12 for Fp, 24 for Fp2).
+    const FIELD_WORDS: usize;
+    /// Bytes of one affine base (blst_p1_affine / blst_p2_affine).
+    const AFFINE_BYTES: usize = 8 * Self::FIELD_WORDS;
+    /// Bytes of one XYZZ point (`ec_xyzz<F>`).
+    const XYZZ_BYTES: usize = 16 * Self::FIELD_WORDS;
+    /// The affine bases as the device stores them.
+    fn affine_bytes(points: &[Self::Affine]) -> &[u8];
+    /// One XYZZ point from the device (`4 * FIELD_WORDS` words).
+    fn from_xyzz(words: &[u32]) -> Self::Projective;
+}
+
+/// BLS12-381 G1 (coordinates in Fp).
+#[derive(Debug)]
+pub struct G1;
+/// BLS12-381 G2 (coordinates in Fp2).
+#[derive(Debug)]
+pub struct G2;
+
+impl DeviceGroup for G1 {
+    type Affine = G1Affine;
+    type Projective = G1Projective;
+    const SUFFIX: &'static str = "g1";
+    const UNIT: usize = 0;
+    const SEGMENT_THREADS: u32 = 128;
+    const FIELD_WORDS: usize = 12;
+    fn affine_bytes(points: &[G1Affine]) -> &[u8] {
+        affine_bytes(points)
+    }
+    fn from_xyzz(words: &[u32]) -> G1Projective {
+        let f = |k: usize| fp_from_words(&words[12 * k..12 * k + 12]);
+        let (x, y, zz, zzz) = (f(0), f(1), f(2), f(3));
+        if bool::from(zz.is_zero()) {
+            return G1Projective::identity();
+        }
+        let (x, y, z) = xyzz_to_jacobian(x, y, zz, zzz);
+        G1Projective::from_raw_unchecked(x, y, z)
+    }
+}
+
+impl DeviceGroup for G2 {
+    type Affine = G2Affine;
+    type Projective = G2Projective;
+    const SUFFIX: &'static str = "g2";
+    const UNIT: usize = 1;
+    const SEGMENT_THREADS: u32 = 256;
+    const FIELD_WORDS: usize = 24;
+    fn affine_bytes(points: &[G2Affine]) -> &[u8] {
+        // SAFETY: G2Affine is repr(transparent) over blst_p2_affine, a
+        // repr(C) pair of blst_fp2 (each [u64; 6] twice); any initialised
+        // value is valid as bytes.
+        unsafe {
+            std::slice::from_raw_parts(points.as_ptr().cast::<u8>(), std::mem::size_of_val(points))
+        }
+    }
+    fn from_xyzz(words: &[u32]) -> G2Projective {
+        let f = |k: usize| {
+            Fp2::new(
+                fp_from_words(&words[24 * k..24 * k + 12]),
+                fp_from_words(&words[24 * k + 12..24 * k + 24]),
+            )
+        };
+        let (x, y, zz, zzz) = (f(0), f(1), f(2), f(3));
+        if bool::from(zz.is_zero()) {
+            return G2Projective::identity();
+        }
+        let (x, y, z) = xyzz_to_jacobian(x, y, zz, zzz);
+        G2Projective::from_raw_unchecked(x, y, z)
+    }
+}
+
+/// XYZZ (x = X/ZZ, y = Y/ZZZ) as blst's Jacobian (x = X/Z², y = Y/Z³):
+/// Z = ZZ·ZZZ keeps both, with X·ZZ·ZZZ² and Y·ZZ³·ZZZ².
+fn xyzz_to_jacobian<F: Field>(x: F, y: F, zz: F, zzz: F) -> (F, F, F) {
+    let zzz2 = zzz.square();
+    let zz2 = zz.square();
+    (x * zz * zzz2, y * zz2 * zz * zzz2, zz * zzz)
+}
+
+/// Bytes of one affine G1 base on the device.
+pub const AFFINE_BYTES: usize = G1::AFFINE_BYTES;
 /// Largest point count one call accepts: entries are u32 indices with a
 /// sign bit, and points × windows must fit a u32 offset.
 pub const MAX_POINTS: usize = 1 << 27;
@@ -39,17 +130,16 @@ const REDUCE_CHUNK: u32 = 32;
 const LATER_LEVEL_TASK: u32 = 32;
 
 /// Window size for `n` points: chosen from the sweep in docs/BENCHMARKS.md
-/// (H200, uniform random scalars; at 2^26 window 16 beat 18, 543 against
-/// 602 ms); fewer windows cost fewer additions per point, more buckets
-/// cost more in the reduction.
+/// (H200, uniform random scalars; with level-1 segments 16 is best from
+/// 2^18 up, 2^24 included: 135.8 against 143.4 ms at 17 and 152.7 at 18);
+/// fewer windows cost fewer additions per point, more buckets cost more in
+/// the reduction.
 pub fn window_bits(n: usize) -> u32 {
     let log = n.max(1).ilog2();
     match log {
         0..=9 => 8,
         10..=13 => 11,
         14..=17 => 13,
-        18..=23 => 16,
-        24..=25 => 18,
         _ => 16,
     }
 }
@@ -86,14 +176,15 @@ impl MsmPlan {
         self.n * self.windows as usize
     }
 
-    /// Entries per level-1 task: enough tasks to fill the device (about a
-    /// million threads) without making each too short.
+    /// Entries per level-1 segment: enough segments to fill the device
+    /// (about a million threads) without making each too short.
     fn first_task(&self) -> u32 {
         ((self.entries() >> 20) as u32).clamp(16, 256)
     }
 }
 
-/// The msm unit's kernels.
+/// One MSM unit's kernels: the sort steps, and the group steps of the
+/// unit's group.
 #[derive(Debug)]
 pub struct MsmKernels {
     canonical: CudaFunction,
@@ -103,7 +194,8 @@ pub struct MsmKernels {
     scan_sums: CudaFunction,
     scan_add: CudaFunction,
     task_counts: CudaFunction,
-    acc_bases: CudaFunction,
+    segment_counts: CudaFunction,
+    acc_segments: CudaFunction,
     acc_partials: CudaFunction,
     bucket_reduce: CudaFunction,
     window_sum: CudaFunction,
@@ -111,7 +203,9 @@ pub struct MsmKernels {
 }
 
 impl MsmKernels {
-    pub fn load(device: u32, module: &Arc<CudaModule>) -> Result<Self, BackendError> {
+    /// Loads the kernels of `module`, the group steps with suffix
+    /// `suffix` (see [`DeviceGroup::SUFFIX`]).
+    pub fn load(device: u32, module: &Arc<CudaModule>, suffix: &str) -> Result<Self, BackendError> {
         let f = |name: &str| {
             check!(
                 device,
@@ -119,6 +213,7 @@ impl MsmKernels {
                 module.load_function(name)
             )
         };
+        let g = |step: &str| f(&format!("{step}_{suffix}"));
         Ok(Self {
             canonical: f("msm_canonical")?,
             count: f("msm_count")?,
@@ -127,10 +222,11 @@ impl MsmKernels {
             scan_sums: f("msm_scan_sums")?,
             scan_add: f("msm_scan_add")?,
             task_counts: f("msm_task_counts")?,
-            acc_bases: f("msm_accumulate_bases")?,
-            acc_partials: f("msm_accumulate_partials")?,
-            bucket_reduce: f("msm_bucket_reduce")?,
-            window_sum: f("msm_window_sum")?,
+            segment_counts: f("msm_segment_counts")?,
+            acc_segments: g("msm_accumulate_segments")?,
+            acc_partials: g("msm_accumulate_partials")?,
+            bucket_reduce: g("msm_bucket_reduce")?,
+            window_sum: g("msm_window_sum")?,
             scatter: f("msm_scatter")?,
         })
     }
@@ -316,19 +412,20 @@ impl MsmRun<'_> {
     /// Σ scalars[i]·bases[i] with `bases` already on the device (`n`
     /// affine points at `bases`) and the scalars in host memory (Montgomery
     /// form, as blstrs holds them).
-    pub fn msm(
+    pub fn msm<G: DeviceGroup>(
         &self,
         ws: &mut MsmWorkspace,
         bases: sys::CUdeviceptr,
         scalars: &[Scalar],
         plan: MsmPlan,
-    ) -> Result<(G1Projective, MsmDeviceTimes), BackendError> {
+    ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
         let (dev, ctx) = (self.device, self.ctx);
         let n = plan.n;
         debug_assert_eq!(n, scalars.len());
         if n == 0 {
-            return Ok((G1Projective::identity(), MsmDeviceTimes::default()));
+            return Ok((G::Projective::identity(), MsmDeviceTimes::default()));
         }
+        let xyzz_bytes = G::XYZZ_BYTES;
         let keys = plan.keys();
         let u32s = |k: usize| k * std::mem::size_of::<u32>();
         let first_task = plan.first_task();
@@ -352,15 +449,15 @@ impl MsmRun<'_> {
             ws.task_off[1].ensure(ctx, dev, u32s(keys + 1))?,
         ];
         let partials = [
-            ws.partials[0].ensure(ctx, dev, max_tasks * XYZZ_BYTES)?,
-            ws.partials[1].ensure(ctx, dev, max_tasks * XYZZ_BYTES)?,
+            ws.partials[0].ensure(ctx, dev, max_tasks * xyzz_bytes)?,
+            ws.partials[1].ensure(ctx, dev, max_tasks * xyzz_bytes)?,
         ];
         let chunks = ws
             .chunks
-            .ensure(ctx, dev, plan.windows as usize * per_window * XYZZ_BYTES)?;
+            .ensure(ctx, dev, plan.windows as usize * per_window * xyzz_bytes)?;
         let window_out = ws
             .windows
-            .ensure(ctx, dev, plan.windows as usize * XYZZ_BYTES)?;
+            .ensure(ctx, dev, plan.windows as usize * xyzz_bytes)?;
         let sums = ws
             .sums
             .ensure(ctx, dev, u32s((keys + 1).div_ceil(SCAN_ELEMS)))?;
@@ -458,13 +555,15 @@ impl MsmRun<'_> {
             result::memcpy_dtoh_sync(&mut largest[..], max_ptr)
         })?;
 
-        // Level 1: buckets of entries into tasks of `first_task` entries.
+        // Level 1: the sorted entries in segments of `first_task`, each
+        // bucket getting one partial per segment it overlaps.
         let mut per_task = first_task;
         launch!(
             self,
-            &self.kernels.task_counts,
-            "msm_task_counts",
+            &self.kernels.segment_counts,
+            "msm_segment_counts",
             grid(keys + 1, THREADS),
+            &bucket_off,
             &counts,
             &keys32,
             &per_task,
@@ -483,19 +582,25 @@ impl MsmRun<'_> {
         let mut bound = max_tasks;
         launch!(
             self,
-            &self.kernels.acc_bases,
-            "msm_accumulate_bases",
-            grid(bound, THREADS),
+            &self.kernels.acc_segments,
+            "msm_accumulate_segments",
+            grid(
+                plan.entries().div_ceil(per_task as usize),
+                G::SEGMENT_THREADS
+            ),
             &bases,
             &entries,
             &bucket_off,
-            &counts,
-            &task_off[0],
             &keys32,
+            &task_off[0],
             &per_task,
             &partials[0]
         )?;
-        let mut left = largest[0].div_ceil(per_task);
+        // A bucket of m entries overlaps at most ceil((m - 1) / S) + 1 segments.
+        let mut left = match largest[0] {
+            0 | 1 => largest[0],
+            m => (m - 1).div_ceil(per_task) + 1,
+        };
         let mut cur = 0usize;
         while left > 1 {
             let next = 1 - cur;
@@ -556,7 +661,7 @@ impl MsmRun<'_> {
         let wcfg = LaunchConfig {
             grid_dim: (windows, 1, 1),
             block_dim: (WINDOW_THREADS, 1, 1),
-            shared_mem_bytes: WINDOW_THREADS * XYZZ_BYTES as u32,
+            shared_mem_bytes: WINDOW_THREADS * xyzz_bytes as u32,
         };
         launch!(
             self,
@@ -568,7 +673,7 @@ impl MsmRun<'_> {
             &window_out
         )?;
         self.record(&t2)?;
-        let mut raw = vec![[0u32; 48]; windows as usize];
+        let mut raw = vec![0u32; windows as usize * 4 * G::FIELD_WORDS];
         check!(dev, "cuStreamSynchronize", self.stream.synchronize())?;
         // SAFETY: `raw` is exactly `windows` XYZZ points; the stream is idle.
         check!(dev, "cuMemcpyDtoH", unsafe {
@@ -584,7 +689,7 @@ impl MsmRun<'_> {
             accumulate_ms: between(&t_sorted, &t_summed)?,
             reduce_ms: between(&t_summed, &t2)?,
         };
-        Ok((combine_windows(&raw, plan.c), times))
+        Ok((combine_windows::<G>(&raw, plan.c), times))
     }
 }
 
@@ -597,30 +702,20 @@ fn fp_from_words(w: &[u32]) -> Fp {
     Fp::from_raw_unchecked(l)
 }
 
-/// An XYZZ point from the device as a blst Jacobian point: x = X/ZZ and
-/// y = Y/ZZZ are kept by (X·ZZ·ZZZ², Y·ZZ³·ZZZ², ZZ·ZZZ); ZZ = 0 is the
-/// identity (Z = 0).
+/// A G1 XYZZ point from the device as a blst point (see [`DeviceGroup::from_xyzz`]).
 pub fn xyzz_to_projective(words: &[u32; 48]) -> G1Projective {
-    let x = fp_from_words(&words[0..12]);
-    let y = fp_from_words(&words[12..24]);
-    let zz = fp_from_words(&words[24..36]);
-    let zzz = fp_from_words(&words[36..48]);
-    if bool::from(zz.is_zero()) {
-        return G1Projective::identity();
-    }
-    let zzz2 = zzz.square();
-    let zz2 = zz.square();
-    G1Projective::from_raw_unchecked(x * zz * zzz2, y * zz2 * zz * zzz2, zz * zzz)
+    G1::from_xyzz(words)
 }
 
-/// Σ 2^(c·w) · W_w by Horner's rule from the top window.
-fn combine_windows(raw: &[[u32; 48]], c: u32) -> G1Projective {
-    let mut acc = G1Projective::identity();
-    for w in raw.iter().rev() {
+/// Σ 2^(c·w) · W_w by Horner's rule from the top window; `raw` holds the
+/// windows' XYZZ sums one after the other.
+fn combine_windows<G: DeviceGroup>(raw: &[u32], c: u32) -> G::Projective {
+    let mut acc = G::Projective::identity();
+    for w in raw.chunks_exact(4 * G::FIELD_WORDS).rev() {
         for _ in 0..c {
             acc = acc.double();
         }
-        acc += xyzz_to_projective(w);
+        acc += G::from_xyzz(w);
     }
     acc
 }
@@ -681,19 +776,44 @@ mod tests {
     }
 
     #[test]
+    fn g2_layout_and_xyzz_conversion_keep_the_point() {
+        assert_eq!(std::mem::size_of::<G2Affine>(), G2::AFFINE_BYTES);
+        let p = (G2Projective::generator() * Scalar::from(11u64)).to_affine();
+        let bytes = G2::affine_bytes(std::slice::from_ref(&p));
+        let words: Vec<u32> = bytes
+            .chunks(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(fp_from_words(&words[0..12]), p.x().c0());
+        assert_eq!(fp_from_words(&words[12..24]), p.x().c1());
+        assert_eq!(fp_from_words(&words[24..36]), p.y().c0());
+        assert_eq!(fp_from_words(&words[36..48]), p.y().c1());
+        // P in XYZZ with ZZ = λ², ZZZ = λ³ for an arbitrary λ in Fp2.
+        let lambda = Fp2::new(Fp::from(3u64), Fp::from(5u64));
+        let (zz, zzz) = (lambda.square(), lambda.square() * lambda);
+        let mut w = [0u32; 96];
+        for (i, v) in [p.x() * zz, p.y() * zzz, zz, zzz].into_iter().enumerate() {
+            w[24 * i..24 * i + 12].copy_from_slice(&words_of(v.c0()));
+            w[24 * i + 12..24 * i + 24].copy_from_slice(&words_of(v.c1()));
+        }
+        assert_eq!(G2::from_xyzz(&w).to_affine(), p);
+        assert!(bool::from(G2::from_xyzz(&[0u32; 96]).is_identity()));
+    }
+
+    #[test]
     fn windows_combine_by_horner() {
         // W_0 = G, W_1 = 2G with c = 3: G + 8·2G = 17G.
         let g = G1Projective::generator().to_affine();
         let g2 = (G1Projective::generator() * Scalar::from(2u64)).to_affine();
-        let mut raw = vec![[0u32; 48]; 2];
+        let mut raw = vec![0u32; 2 * 48];
         let one = Fp::from(1u64);
-        for (slot, p) in raw.iter_mut().zip([g, g2]) {
+        for (slot, p) in raw.chunks_exact_mut(48).zip([g, g2]) {
             for (i, v) in [p.x(), p.y(), one, one].into_iter().enumerate() {
                 slot[12 * i..12 * i + 12].copy_from_slice(&words_of(v));
             }
         }
         let want = G1Projective::generator() * Scalar::from(17u64);
-        assert_eq!(combine_windows(&raw, 3), want);
+        assert_eq!(combine_windows::<G1>(&raw, 3), want);
     }
 
     #[test]

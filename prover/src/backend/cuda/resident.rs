@@ -1,16 +1,14 @@
 //! Parameter bases kept on the device across proofs.
 //!
-//! A parameter set's G1 queries (h, l, a, b_g1) are the same for every
-//! proof made with it, and at 2^24 each is 1.6 GB: uploading them per MSM
-//! would cost more than the MSM. They are uploaded once, keyed by the
+//! A parameter set's queries (h, l, a, b_g1 in G1, b_g2 in G2) are the
+//! same for every proof made with it, and at 2^24 each G1 query is 1.6 GB
+//! (b_g2 3.2 GB): uploading them per MSM would cost more than the MSM. They are uploaded once, keyed by the
 //! parameter file's checksum and the query, and evicted least recently used
 //! when a new set would exceed the device-memory budget.
 
 use super::check::check;
 use super::memory::DeviceBuffer;
-use super::msm::affine_bytes;
-use crate::backend::{BackendError, G1Query};
-use blstrs::G1Affine;
+use crate::backend::{BackendError, BaseQuery};
 use cudarc::driver::{result, sys, CudaContext};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,7 +24,7 @@ struct Entry {
 /// The device's resident queries.
 #[derive(Debug)]
 pub struct ResidentBases {
-    entries: HashMap<(String, G1Query), Entry>,
+    entries: HashMap<(String, BaseQuery), Entry>,
     budget: u64,
     tick: u64,
 }
@@ -49,29 +47,31 @@ impl ResidentBases {
         self.budget
     }
 
-    /// The device copy of `query` of set `set`, uploading it first if it is
-    /// not resident. `None` when the query alone exceeds the budget (the
-    /// caller then uploads per call).
+    /// The device copy of `query` of set `set` (`points` bases, `query`
+    /// their device layout), uploading it first if it is not resident.
+    /// `None` when the query alone exceeds the budget (the caller then
+    /// uploads per call).
     pub fn get_or_upload(
         &mut self,
         ctx: &Arc<CudaContext>,
         device: u32,
         set: &str,
-        which: G1Query,
-        query: &[G1Affine],
+        which: BaseQuery,
+        query: &[u8],
+        points: usize,
     ) -> Result<Option<sys::CUdeviceptr>, BackendError> {
         self.tick += 1;
         let key = (set.to_string(), which);
         if let Some(e) = self.entries.get_mut(&key) {
             // A checksum names one file, so the length always agrees; a
             // mismatch means a caller bug, and re-uploading is the safe answer.
-            if e.points == query.len() {
+            if e.points == points && e.buf.bytes() == query.len() {
                 e.last_used = self.tick;
                 return Ok(Some(e.buf.ptr()));
             }
             self.entries.remove(&key);
         }
-        let bytes = std::mem::size_of_val(query) as u64;
+        let bytes = query.len() as u64;
         if bytes > self.budget || query.is_empty() {
             return Ok(None);
         }
@@ -98,13 +98,13 @@ impl ResidentBases {
         let buf = DeviceBuffer::alloc(ctx, device, bytes as usize)?;
         // SAFETY: `buf` holds exactly the query's bytes; synchronous copy.
         check!(device, "cuMemcpyHtoD", unsafe {
-            result::memcpy_htod_sync(buf.ptr(), affine_bytes(query))
+            result::memcpy_htod_sync(buf.ptr(), query)
         })?;
         tracing::info!(
             device,
             set,
             query = which.as_str(),
-            points = query.len(),
+            points,
             bytes,
             ms = format!("{:.1}", t.elapsed().as_secs_f64() * 1e3),
             "bases uploaded to the device (kept resident)"
@@ -114,7 +114,7 @@ impl ResidentBases {
             key,
             Entry {
                 buf,
-                points: query.len(),
+                points,
                 last_used: self.tick,
             },
         );
