@@ -21,13 +21,14 @@ use crate::budget::{BudgetError, MemoryBudget};
 use crate::circuit::{self, CircuitShape};
 use crate::daemon::api::{self, AppState};
 use crate::daemon::config::{AllocatorChoice, BudgetSize, Config, Devices};
-use crate::daemon::engine::{pool_bytes, Device, Engine, EngineParts};
+use crate::daemon::engine::{Device, Engine, EngineParts};
 use crate::daemon::metrics::Metrics;
 use crate::daemon::pidfile::{PidFile, PidFileError};
 use crate::params::{ParamStore, TestParams};
 use crate::pool::{
     HeapAllocator, HostAllocator, MlockAllocator, PinnedPool, PoolError, PoolLimits,
 };
+use crate::synthesis::pool_bytes;
 use crate::timing::TimingLog;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
