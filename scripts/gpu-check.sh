@@ -3,7 +3,8 @@
 # (quotient bit-exact against bellperson up to 2^24, pinned allocation,
 # h kept on the device, proofs byte-identical to CPU and bellperson), the
 # NVRTC compile test, then the benchmark table (H2D pinned vs pageable,
-# idle and under memory load; NTT phase per size; quotient from host) and
+# idle and under memory load; NTT phase per size; quotient from host; G1
+# and G2 MSMs with and without the tables of multiples) and
 # the per-phase timings of one proof on the CUDA backend (`prover prove`).
 #
 # Usage:
@@ -15,7 +16,8 @@
 # PROVER_CUDA_MAX_LOG (largest bit-exact quotient size, default 24),
 # PROVER_MSM_MAX_LOG (largest MSM checked against the CPU, default 24),
 # PROVER_BENCH_MAX_LOG (largest NTT bench size, default 26),
-# PROVER_BENCH_MSM_MAX_LOG (largest MSM bench size, default 26),
+# PROVER_BENCH_MSM_MAX_LOG (largest G1 MSM bench size, default 26),
+# PROVER_BENCH_G2_MAX_LOG (largest G2 MSM bench size, default 24),
 # GPU_CHECK_PROVE_SIZES (chain sizes proven on the CUDA backend, default
 # "65536 1048576").
 set -uo pipefail
