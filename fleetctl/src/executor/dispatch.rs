@@ -342,6 +342,7 @@ mod tests {
                         duration_ms: 1,
                         skipped: false,
                         detail: String::new(),
+                        flag: None,
                     });
                 }
                 emit.emit(EventKind::HostFinished {

@@ -246,7 +246,10 @@ mod tests {
                 took < std::time::Duration::from_secs(5),
                 "{sh}: the launch held its output for {took:?}"
             );
-            assert_eq!(sid, pid, "{sh}: pid {pid} is not the daemon leading its session");
+            assert_eq!(
+                sid, pid,
+                "{sh}: pid {pid} is not the daemon leading its session"
+            );
         }
     }
 }
