@@ -661,3 +661,177 @@ fn a_kept_master_is_dropped_when_known_hosts_pins_another_key() {
     );
     lab.teardown().expect("teardown");
 }
+
+/// Runs the fleetctl binary in `cwd`; (exit code, stdout, stderr).
+fn fleetctl_in(cwd: &Path, runtime: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+        .args(args)
+        .current_dir(cwd)
+        .env("XDG_RUNTIME_DIR", runtime)
+        .env_remove("FLEETCTL_STATE_DIR")
+        .output()
+        .expect("fleetctl runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A resume continues the run it names, on the lab: the canary's upload is
+/// corrupted (a host var), the run halts with h02 not started and prints
+/// the command that resumes it. Another build is refused naming both
+/// checksums; a check of the resume writes nothing to the run's audit log
+/// or state; the printed command, run as printed (no `-i`), finishes the
+/// run on the lab inventory from the state file, not the built-in local
+/// one, and takes over the lock a killed process of this run left on h02.
+#[test]
+fn a_resume_continues_its_own_run_on_the_lab_as_the_halted_line_says() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let lab = Lab::start(2).expect("lab starts");
+    let work = tempfile::tempdir().expect("tempdir");
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let cwd = work.path();
+    let run = |args: &[&str]| fleetctl_in(cwd, runtime.path(), args);
+
+    let generated = std::fs::read_to_string(lab.inventory_path()).expect("inventory");
+    let h01 = lab.hosts()[0].address.to_string();
+    let plain = format!("  h01: {{ address: {h01}, tags: [canary] }}");
+    assert!(generated.contains(&plain), "{generated}");
+    let faulty = generated.replace(
+        &plain,
+        &format!(
+            "  h01: {{ address: {h01}, tags: [canary], vars: {{ fault_corrupt_upload: true }} }}"
+        ),
+    );
+    std::fs::write(cwd.join("fleet.yaml"), &faulty).expect("write inventory");
+    std::fs::write(
+        cwd.join("ship.yaml"),
+        "name: ship\nstrategy: { canary: 1, batch: 1, max_fail: 0, rollback_on_failure: false }\nsteps:\n  - upload: {}\n",
+    )
+    .expect("write playbook");
+    std::fs::write(cwd.join("build-a"), b"build a\n").expect("write build");
+    std::fs::write(cwd.join("build-b"), b"build b\n").expect("write build");
+    let sha = |p: &str| fleetctl::steps::sha256_file(&cwd.join(p)).expect("hash");
+    let (sha_a, sha_b) = (sha("build-a"), sha("build-b"));
+
+    let (code, out, err) = run(&[
+        "run",
+        "-p",
+        "ship.yaml",
+        "-i",
+        "fleet.yaml",
+        "--binary",
+        "build-a",
+        "--plain",
+    ]);
+    assert_eq!(code, Some(3), "halted\n{out}\n{err}");
+    let resume = out
+        .lines()
+        .find_map(|l| l.strip_prefix("resume with: "))
+        .unwrap_or_else(|| panic!("no resume hint\n{out}"))
+        .to_owned();
+    let run_id = resume.rsplit(' ').next().expect("run id").to_owned();
+    assert_eq!(
+        resume,
+        format!("fleetctl run -p ship.yaml --resume {run_id}")
+    );
+    assert!(
+        out.contains(&format!("Fix the cause, then: {resume}")),
+        "{out}"
+    );
+    let audit = cwd.join(format!(".fleetctl/audit/{run_id}.jsonl"));
+    let state = cwd.join(format!(".fleetctl/state/{run_id}.json"));
+    let (audit_before, state_before) = (
+        std::fs::read(&audit).expect("audit log"),
+        std::fs::read(&state).expect("state file"),
+    );
+
+    // Fix the cause: the inventory without the fault.
+    std::fs::write(cwd.join("fleet.yaml"), &generated).expect("write inventory");
+
+    let (code, out, err) = run(&[
+        "run",
+        "-p",
+        "ship.yaml",
+        "--resume",
+        &run_id,
+        "--binary",
+        "build-b",
+        "--plain",
+    ]);
+    assert_eq!(code, Some(1), "another build\n{out}\n{err}");
+    assert!(err.contains(&sha_a) && err.contains(&sha_b), "{err}");
+
+    let (code, out, err) = run(&[
+        "run",
+        "-p",
+        "ship.yaml",
+        "--resume",
+        &run_id,
+        "--check",
+        "--plain",
+    ]);
+    assert_eq!(code, Some(0), "check\n{out}\n{err}");
+    assert_eq!(
+        std::fs::read(&audit).expect("audit log"),
+        audit_before,
+        "a check appends nothing"
+    );
+    assert_eq!(
+        std::fs::read(&state).expect("state file"),
+        state_before,
+        "a check saves nothing"
+    );
+
+    // What a SIGKILLed fleetctl of this run leaves on h02: its lock, held
+    // by a pid that no longer exists on this machine.
+    let mut gone = Command::new("true").spawn().expect("spawn");
+    gone.wait().expect("wait");
+    let this_host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    ssh_ok(
+        &lab,
+        1,
+        &format!(
+            "mkdir -p /data/prover/state/lock && printf 'dead-token\\nrun={run_id} user=root host={} pid={} since=2026-01-01T00:00:00Z\\n' > /data/prover/state/lock/owner",
+            this_host.trim(),
+            gone.id()
+        ),
+    );
+
+    let words: Vec<&str> = resume.split(' ').collect();
+    assert_eq!(words[0], "fleetctl");
+    let mut args = words[1..].to_vec();
+    args.push("--plain");
+    let (code, out, err) = run(&args);
+    assert_eq!(code, Some(0), "resumed\n{out}\n{err}");
+    for host in ["h01", "h02"] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(&format!("│ {host} ")))
+            .unwrap_or_else(|| panic!("no row for {host}\n{out}"));
+        assert!(row.contains(" ok "), "{out}");
+        assert_eq!(
+            ssh_ok(
+                &lab,
+                if host == "h01" { 0 } else { 1 },
+                "readlink -f /data/prover/releases/*/prover"
+            ),
+            format!("/data/prover/releases/{sha_a}/prover"),
+        );
+    }
+    assert!(
+        !out.contains("│ local "),
+        "the built-in local inventory: {out}"
+    );
+    assert!(!cwd.join(".deploy").exists(), "shipped to this machine");
+    assert!(err.contains("taken over from dead holder"), "{err}");
+    assert_eq!(
+        ssh_ok(&lab, 1, "ls /data/prover/state/lock 2>&1 || true"),
+        "ls: cannot access '/data/prover/state/lock': No such file or directory"
+    );
+    lab.teardown().expect("teardown");
+}
