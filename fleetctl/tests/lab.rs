@@ -13,13 +13,10 @@ use std::time::{Duration, Instant};
 /// Labs run in parallel, except the timing test, which runs alone.
 static SERIAL: RwLock<()> = RwLock::new(());
 
+/// Root: the lab can be built; otherwise the test skips (or, where lab
+/// tests are required, fails).
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!("SKIP: the lab fleet needs root (namespaces, veth, sshd); run the tests as root");
-    }
-    root
+    fleetctl::lab::tests_can_run().expect("lab tests are required here")
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -144,16 +144,10 @@ fn release(dir: &Path, build: &str, mode: &str, pad: usize) -> Release {
     Release::from_files(&bin, Some(&cfg)).unwrap()
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// A lab of one host plus its resolved inventory entry; `None` (test
-/// skipped) when not root.
+/// skipped) when not root, unless lab tests are required here.
 fn lab(data_size: Option<u64>) -> Option<(Lab, Host)> {
-    if !is_root() {
-        eprintln!("skipping: the lab fleet needs root");
+    if !fleetctl::lab::tests_can_run().expect("lab tests are required here") {
         return None;
     }
     let mut config = LabConfig::new(1);
@@ -718,6 +712,19 @@ fn lock_refuses_a_second_holder_and_names_the_first() {
             msg.contains("locked by run=run-1") && msg.contains("/data/prover/state/lock"),
             "{msg}"
         );
+        // The owner is a user name and a UTC time a person reads, not
+        // `user=?` and a raw epoch.
+        let user = msg.split("user=").nth(1).and_then(|r| r.split(' ').next());
+        assert!(user.is_some_and(|u| !u.is_empty() && u != "?"), "{msg}");
+        let since = msg
+            .split("since=")
+            .nth(1)
+            .map(|r| r.chars().take(20).collect::<String>())
+            .unwrap_or_default();
+        assert!(
+            humantime::parse_rfc3339(&since).is_ok() && since.ends_with('Z'),
+            "since={since:?}: {msg}"
+        );
         release_lock(&host, &t, &first).await.unwrap();
         let second = acquire_lock(&host, &t, "run-2").await.unwrap();
         // A stale guard cannot remove someone else's lock.
@@ -897,7 +904,12 @@ devices = []
 #[test]
 fn real_prover_rolls_out_smokes_drains_and_rolls_back() {
     let Some(prover) = real_prover() else {
-        eprintln!("skipping: target/debug/prover not built (cargo build -p prover)");
+        let why = "target/debug/prover not built (cargo build -p prover)";
+        assert!(
+            !fleetctl::lab::tests_required(),
+            "lab tests are required here: {why}"
+        );
+        eprintln!("skipping: {why}");
         return;
     };
     let Some((_lab, host)) = lab(None) else {
