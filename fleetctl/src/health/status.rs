@@ -100,7 +100,8 @@ impl HostReading {
     /// Page-locked memory the daemon holds, by its own account: its pool's
     /// `held_bytes` from `/status` when the pool pins (`mlock`, `cuda`;
     /// 0 for a `heap` pool). Without an answer from `/status`, the
-    /// process's `VmLck` (an `mlock` pool's pages). Never the host's
+    /// process's `VmLck` when it has any (an `mlock` pool's pages; a CUDA
+    /// pool's never show there, so 0 proves nothing: unknown). Never the host's
     /// `Shmem`: that counts every tmpfs (`/dev/shm`, `/run`), SysV and
     /// shared anonymous memory of every process, and subtracting the tmpfs
     /// mounts would not isolate the daemon either (other mount namespaces'
@@ -115,6 +116,7 @@ impl HostReading {
             .and_then(|p| p.daemon.as_ref())
             .filter(|d| d.alive)
             .and_then(|d| d.vm_lck_bytes)
+            .filter(|&b| b > 0)
     }
 }
 
@@ -268,6 +270,10 @@ mod tests {
         );
         // /status did not answer: the process's own locked pages, not Shmem.
         assert_eq!(reading(true, false, gib).pinned_bytes(), Some(gib));
-        assert_eq!(reading(true, false, 0).pinned_bytes(), Some(0));
+        assert_eq!(
+            reading(true, false, 0).pinned_bytes(),
+            None,
+            "unknown, not 0"
+        );
     }
 }
