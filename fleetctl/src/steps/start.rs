@@ -238,8 +238,16 @@ mod tests {
                 .unwrap();
             let took = begin.elapsed();
             let pid: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+            // The shell prints `$!` once it has forked, maybe before the
+            // child has run setsid: wait (bounded) for the new session.
+            let asked = std::time::Instant::now();
             // SAFETY: getsid has no preconditions; it only reads.
-            let sid = unsafe { libc::getsid(pid) };
+            let mut sid = unsafe { libc::getsid(pid) };
+            while sid != pid && asked.elapsed() < std::time::Duration::from_secs(2) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                // SAFETY: as above.
+                sid = unsafe { libc::getsid(pid) };
+            }
             // SAFETY: kill with a pid we started; ESRCH is harmless.
             unsafe { libc::kill(pid, libc::SIGKILL) };
             assert!(
