@@ -832,3 +832,115 @@ fn a_resume_continues_its_own_run_on_the_lab_as_the_halted_line_says() {
     );
     lab.teardown().expect("teardown");
 }
+
+/// A run killed outright, for real: fleetctl is SIGKILLed
+/// while both hosts of its batch hold their lock (each is in a `verify`
+/// that waits for a daemon). Its locks stay behind, held by a pid that is
+/// gone; the resume takes them over, says so, finishes, and gives them back.
+#[test]
+fn a_sigkilled_run_is_resumed_taking_over_its_own_locks() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let lab = Lab::start(2).expect("lab starts");
+    let work = tempfile::tempdir().expect("tempdir");
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let cwd = work.path();
+    std::fs::copy(lab.inventory_path(), cwd.join("fleet.yaml")).expect("inventory");
+    std::fs::write(cwd.join("build-a"), b"build a\n").expect("write build");
+    let playbook = |steps: &str| {
+        std::fs::write(
+            cwd.join("ship.yaml"),
+            format!("name: ship\nstrategy: {{ batch: \"100%\", rollback_on_failure: false }}\nsteps:\n{steps}"),
+        )
+        .expect("write playbook")
+    };
+    playbook("  - upload: {}\n  - verify: { timeout: 60s }\n");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+        .args([
+            "run",
+            "-p",
+            "ship.yaml",
+            "-i",
+            "fleet.yaml",
+            "--binary",
+            "build-a",
+            "--plain",
+        ])
+        .current_dir(cwd)
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env_remove("FLEETCTL_STATE_DIR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("fleetctl starts");
+    // Both hosts past `upload`, so both locks are held, then SIGKILL.
+    let audit_dir = cwd.join(".fleetctl/audit");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let run_id = loop {
+        let found = std::fs::read_dir(&audit_dir)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok);
+        if let Some(entry) = found {
+            let log = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let uploaded = log
+                .lines()
+                .filter(|l| {
+                    l.contains("\"event\":\"step_started\"") && l.contains("\"step\":\"verify\"")
+                })
+                .count();
+            if uploaded == 2 {
+                break entry
+                    .path()
+                    .file_stem()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run never reached verify on both hosts"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().expect("SIGKILL fleetctl");
+    child.wait().expect("reap fleetctl");
+    for i in 0..2 {
+        let owner = ssh_ok(&lab, i, "sed -n 2p /data/prover/state/lock/owner");
+        assert!(
+            owner.contains(&format!("run={run_id} "))
+                && owner.contains(&format!("pid={} ", child.id())),
+            "the killed run's lock: {owner}"
+        );
+    }
+
+    // The cause fixed (no daemon to wait for: ship only), then the resume.
+    playbook("  - upload: {}\n");
+    let (code, out, err) = fleetctl_in(
+        cwd,
+        runtime.path(),
+        &["run", "-p", "ship.yaml", "--resume", &run_id, "--plain"],
+    );
+    assert_eq!(code, Some(0), "resumed\n{out}\n{err}");
+    assert!(!out.contains("LOCKED"), "{out}");
+    assert_eq!(
+        err.matches("taken over from dead holder").count(),
+        2,
+        "both locks taken over, and said so\n{err}"
+    );
+    for i in 0..2 {
+        assert_eq!(
+            ssh_ok(
+                &lab,
+                i,
+                "[ -e /data/prover/state/lock ] && echo held || echo free"
+            ),
+            "free"
+        );
+    }
+    lab.teardown().expect("teardown");
+}

@@ -92,6 +92,11 @@ pub async fn dispatch(
         st.origin = d.origin.clone();
         st
     });
+    // Saved before any host is touched: a run killed outright (SIGKILL, a
+    // lost machine) before its first host finished must still be resumable.
+    if let Some(dir) = &d.state_dir {
+        state::save(dir, &mut state)?;
+    }
     let mut status: Vec<Option<HostStatus>> = vec![None; d.hosts.len()];
     let mut out = Fanout {
         run_id: d.run_id.clone(),
