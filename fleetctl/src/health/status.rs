@@ -60,7 +60,8 @@ fn parse(host: &str, text: &str) -> Parsed {
     if text.contains(NO_RELEASE) {
         return Parsed::default();
     }
-    // `releases/<sha256>`, or a path ending in it: the last component.
+    // `releases/<sha256>`: the last component is the release id. Shown as
+    // found (a link edited by hand shows what it points at).
     let (release, text) = match text.split_once('\n') {
         Some((first, rest)) if first.starts_with(RELEASE_MARK) => {
             let target = first[RELEASE_MARK.len()..].trim();
@@ -69,10 +70,7 @@ fn parse(host: &str, text: &str) -> Parsed {
                 .rsplit('/')
                 .next()
                 .unwrap_or("");
-            (
-                crate::steps::remote::is_release_id(id).then(|| id.to_owned()),
-                rest,
-            )
+            ((!id.is_empty()).then(|| id.to_owned()), rest)
         }
         _ => (None, text),
     };
