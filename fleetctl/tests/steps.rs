@@ -1138,13 +1138,13 @@ async fn run_playbook(
     String,
     Vec<fleetctl::executor::Event>,
 ) {
-    use fleetctl::executor::{self, state::Origin, Prepared, RealRunner, ReleaseSpec, RunOptions};
+    use fleetctl::executor::{self, state::Origin, Build, Prepared, RealRunner, RunOptions};
     let state = tempfile::tempdir().unwrap();
     let prepared = Prepared {
         playbook: std::sync::Arc::new(playbook),
         inventory: "lab".into(),
         hosts: vec![host.clone()],
-        release: std::sync::Arc::new(ReleaseSpec {
+        release: std::sync::Arc::new(Build {
             binary: binary.map_or_else(PathBuf::new, |r| r.binary.clone()),
             sha256: binary.map(|r| r.sha256.clone()),
         }),
