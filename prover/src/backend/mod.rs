@@ -146,6 +146,15 @@ impl<'a, T> Bases<'a, T> {
     }
 }
 
+/// A parameter set's bases under the name a device backend keeps them by
+/// (the parameter file's SHA-256), to make resident before its first proof.
+#[derive(Debug, Clone, Copy)]
+pub struct ParamBases<'a> {
+    pub set: &'a str,
+    pub g1: [(BaseQuery, &'a [G1Affine]); 4],
+    pub b_g2: &'a [G2Affine],
+}
+
 /// One compute device (or the CPU). Implementations are shared between worker
 /// threads of one device, so they are `Send + Sync`.
 pub trait Backend: Send + Sync {
@@ -178,6 +187,13 @@ pub trait Backend: Send + Sync {
         scalars: &[Scalar],
         times: &mut BackendTimes,
     ) -> Result<G1Projective, BackendError>;
+
+    /// Uploads a parameter set's bases (and whatever the backend keeps
+    /// with them) ahead of its first proof, so that proof does not pay for
+    /// it. Nothing to do on the CPU backend.
+    fn make_resident(&self, _bases: &ParamBases<'_>) -> Result<(), BackendError> {
+        Ok(())
+    }
 
     /// Σ scalars[i]·bases[i] in G2.
     fn msm_g2(

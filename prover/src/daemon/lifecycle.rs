@@ -16,7 +16,7 @@
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::{self, CudaBackend};
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Backend, BackendError, BaseQuery, ParamBases};
 use crate::budget::{BudgetError, MemoryBudget};
 use crate::circuit::{self, CircuitShape};
 use crate::daemon::api::{self, AppState};
@@ -325,7 +325,7 @@ async fn start(
             .starting(format!("loading parameters {}/{}", p.circuit, p.size));
         let t = Instant::now();
         let (store, kind, size) = (params.clone(), p.circuit, p.size);
-        blocking(move || store.get_or_generate(kind, size as usize))
+        let loaded = blocking(move || store.get_or_generate(kind, size as usize))
             .await?
             .map_err(|e| DaemonError::Params {
                 circuit: kind.to_string(),
@@ -333,6 +333,34 @@ async fn start(
                 reason: e.to_string(),
             })?;
         tracing::info!(circuit = %kind, size, ms = t.elapsed().as_secs_f64() * 1e3, "parameters loaded");
+        // Device backends keep the bases (and their tables of multiples)
+        // resident under the file's checksum: done here, the first job
+        // does not wait for it.
+        let Ok(meta) = params.meta(kind, size as usize) else {
+            continue;
+        };
+        for d in &devices {
+            state
+                .readiness
+                .starting(format!("uploading the bases of {kind}/{size}"));
+            let (backend, loaded, sha256) =
+                (d.backend.clone(), loaded.clone(), meta.sha256.clone());
+            blocking(move || {
+                let bases = ParamBases {
+                    set: &sha256,
+                    g1: [
+                        (BaseQuery::H, &loaded.h[..]),
+                        (BaseQuery::L, &loaded.l[..]),
+                        (BaseQuery::A, &loaded.a[..]),
+                        (BaseQuery::BG1, &loaded.b_g1[..]),
+                    ],
+                    b_g2: &loaded.b_g2[..],
+                };
+                backend.make_resident(&bases)
+            })
+            .await?
+            .map_err(|e| DaemonError::Device(e.to_string()))?;
+        }
     }
 
     let engine = Engine::start(EngineParts {

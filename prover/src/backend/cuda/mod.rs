@@ -34,7 +34,10 @@ pub mod selftest;
 pub use host_alloc::CudaHostAllocator;
 
 use crate::backend::cpu::CpuBackend;
-use crate::backend::{Backend, BackendError, BackendKind, BackendTimes, Bases, G1Bases, G2Bases};
+use crate::backend::{
+    Backend, BackendError, BackendKind, BackendTimes, BaseQuery, Bases, G1Bases, G2Bases,
+    ParamBases,
+};
 use blstrs::{G1Projective, G2Projective, Scalar};
 use check::check;
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
@@ -540,43 +543,15 @@ impl CudaBackend {
         scalars: &[Scalar],
         window: Window,
     ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
+        let stream = st.compute.clone();
         let run = MsmRun {
             device: self.ordinal,
             ctx: &self.ctx,
-            stream: &st.compute,
+            stream: &stream,
             kernels: &self.msm_kernels[G::UNIT],
         };
         let resident = match bases.resident {
-            Some((set, which)) => {
-                let table =
-                    TablePlan::choose(bases.query.len(), G::AFFINE_BYTES, st.bases.budget());
-                let r = st.bases.get_or_upload(
-                    &self.ctx,
-                    self.ordinal,
-                    set,
-                    which,
-                    G::affine_bytes(bases.query),
-                    bases.query.len(),
-                    table,
-                )?;
-                if let Some(r) = r.filter(|r| r.fresh && r.table.rows > 1) {
-                    let t = Instant::now();
-                    if let Err(e) = run.precompute::<G>(r.ptr, r.points, r.table) {
-                        st.bases.remove(set, which);
-                        return Err(e);
-                    }
-                    tracing::info!(
-                        device = self.ordinal,
-                        set,
-                        query = which.as_str(),
-                        rows = r.table.rows,
-                        window = r.table.c,
-                        ms = format!("{:.1}", t.elapsed().as_secs_f64() * 1e3),
-                        "table of base multiples computed on the device"
-                    );
-                }
-                r
-            }
+            Some((set, which)) => self.resident::<G>(st, &run, set, which, bases.query)?,
             None => None,
         };
         let n = scalars.len();
@@ -613,6 +588,47 @@ impl CudaBackend {
             }
         };
         run.msm::<G>(&mut st.msm, ptr, scalars, plan)
+    }
+
+    /// The device copy of a query with its table of multiples, uploaded
+    /// and filled first if it is not resident (`None`: over the budget).
+    fn resident<G: DeviceGroup>(
+        &self,
+        st: &mut DeviceState,
+        run: &MsmRun<'_>,
+        set: &str,
+        which: BaseQuery,
+        query: &[G::Affine],
+    ) -> Result<Option<resident::Resident>, BackendError> {
+        let table = TablePlan::choose(query.len(), G::AFFINE_BYTES, st.bases.budget());
+        let r = st.bases.get_or_upload(
+            &self.ctx,
+            self.ordinal,
+            resident::Query {
+                set,
+                which,
+                bytes: G::affine_bytes(query),
+                points: query.len(),
+                table,
+            },
+        )?;
+        if let Some(r) = r.filter(|r| r.fresh && r.table.rows > 1) {
+            let t = Instant::now();
+            if let Err(e) = run.precompute::<G>(r.ptr, r.points, r.table) {
+                st.bases.remove(set, which);
+                return Err(e);
+            }
+            tracing::info!(
+                device = self.ordinal,
+                set,
+                query = which.as_str(),
+                rows = r.table.rows,
+                window = r.table.c,
+                ms = format!("{:.1}", t.elapsed().as_secs_f64() * 1e3),
+                "table of base multiples computed on the device"
+            );
+        }
+        Ok(r)
     }
 
     /// The routing every MSM of a proof takes: a few points summed on the
@@ -727,6 +743,28 @@ impl Backend for CudaBackend {
         self.msm_routed::<G1>(bases, scalars, times, |t| {
             self.cpu.msm_g1(bases, scalars, t)
         })
+    }
+
+    fn make_resident(&self, bases: &ParamBases<'_>) -> Result<(), BackendError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        check!(self.ordinal, "cuCtxSetCurrent", self.ctx.bind_to_thread())?;
+        let stream = st.compute.clone();
+        let run = |unit: usize| MsmRun {
+            device: self.ordinal,
+            ctx: &self.ctx,
+            stream: &stream,
+            kernels: &self.msm_kernels[unit],
+        };
+        for (which, query) in bases.g1 {
+            if query.len() >= MIN_DEVICE_MSM {
+                self.resident::<G1>(st, &run(G1::UNIT), bases.set, which, query)?;
+            }
+        }
+        if bases.b_g2.len() >= MIN_DEVICE_MSM {
+            self.resident::<G2>(st, &run(G2::UNIT), bases.set, BaseQuery::BG2, bases.b_g2)?;
+        }
+        Ok(())
     }
 
     /// As `msm_g1`, in G2.

@@ -26,6 +26,18 @@ struct Entry {
     last_used: u64,
 }
 
+/// One query of a parameter set, as [`ResidentBases::get_or_upload`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Query<'a> {
+    /// The parameter file's checksum.
+    pub set: &'a str,
+    pub which: BaseQuery,
+    /// The bases in their device layout.
+    pub bytes: &'a [u8],
+    pub points: usize,
+    pub table: TablePlan,
+}
+
 /// A resident query: its table of multiples on the device.
 #[derive(Debug, Clone, Copy)]
 pub struct Resident {
@@ -63,20 +75,22 @@ impl ResidentBases {
         self.budget
     }
 
-    /// The device copy of `query` of set `set` (`points` bases, `query`
-    /// their device layout), uploading it into row 0 of a table laid out
-    /// by `table` first if it is not resident. `None` when the table alone
-    /// exceeds the budget (the caller then uploads per call).
+    /// The device copy of `q`, uploading it into row 0 of a table laid out
+    /// by `q.table` first if it is not resident. `None` when the table
+    /// alone exceeds the budget (the caller then uploads per call).
     pub fn get_or_upload(
         &mut self,
         ctx: &Arc<CudaContext>,
         device: u32,
-        set: &str,
-        which: BaseQuery,
-        query: &[u8],
-        points: usize,
-        table: TablePlan,
+        q: Query<'_>,
     ) -> Result<Option<Resident>, BackendError> {
+        let Query {
+            set,
+            which,
+            bytes: query,
+            points,
+            table,
+        } = q;
         self.tick += 1;
         let key = (set.to_string(), which);
         if let Some(e) = self.entries.get_mut(&key) {
