@@ -126,6 +126,7 @@ mod tests {
                     duration_ms: 12,
                     skipped: false,
                     detail: "pid 7 exited".into(),
+                    flag: None,
                 },
             ),
         ];

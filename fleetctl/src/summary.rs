@@ -1,5 +1,5 @@
 //! Final table of a run, built from the same events as the progress display
-//! and the audit log: host, result, build, each step's time.
+//! and the audit log: host, result, release, each step's time.
 
 use crate::executor::event::{Event, EventKind, HostStatus, Reporter};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
@@ -10,9 +10,20 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug, Clone, PartialEq)]
 pub enum StepCell {
     Running,
-    Done { ms: u64 },
-    Skipped { ms: u64 },
-    Failed { ms: u64 },
+    Done {
+        ms: u64,
+    },
+    /// Done by force (`flag` is e.g. `SIGKILL`): shown in the cell.
+    Forced {
+        ms: u64,
+        flag: String,
+    },
+    Skipped {
+        ms: u64,
+    },
+    Failed {
+        ms: u64,
+    },
 }
 
 /// One host's row.
@@ -25,6 +36,8 @@ pub struct Row {
     pub steps: BTreeMap<String, StepCell>,
     /// Last `detail` of the `smoke` step (the verified proof).
     pub smoke: Option<String>,
+    /// `(step, detail)` of each step done by force, printed under the table.
+    pub forced: Vec<(String, String)>,
 }
 
 /// Collects rows from events; shared so the caller can render after the run.
@@ -79,7 +92,9 @@ impl Summary {
         table
             .load_preset(UTF8_FULL_CONDENSED)
             .set_content_arrangement(ContentArrangement::Dynamic);
-        let mut header = vec!["host".to_string(), "result".into(), "build".into()];
+        // `release`: the sha256 id of the binary, as `status` names it too
+        // (beside the daemon's git build there).
+        let mut header = vec!["host".to_string(), "result".into(), "release".into()];
         header.extend(d.columns.iter().cloned());
         table.set_header(header);
         for host in &d.hosts {
@@ -96,6 +111,7 @@ impl Summary {
                     None => "-".to_string(),
                     Some(StepCell::Running) => "…".to_string(),
                     Some(StepCell::Done { ms }) => secs(*ms),
+                    Some(StepCell::Forced { ms, flag }) => format!("{flag} {}", secs(*ms)),
                     Some(StepCell::Skipped { ms }) => format!("skip {}", secs(*ms)),
                     Some(StepCell::Failed { ms }) => format!("FAIL {}", secs(*ms)),
                 }));
@@ -107,6 +123,9 @@ impl Summary {
             if let Some(row) = d.rows.get(host) {
                 if let Some(proof) = &row.smoke {
                     out.push_str(&format!("{host}: smoke: {proof}\n"));
+                }
+                for (step, detail) in &row.forced {
+                    out.push_str(&format!("{host}: {step}: {detail}\n"));
                 }
             }
         }
@@ -155,6 +174,7 @@ impl Reporter for Summary {
                             error: None,
                             steps: BTreeMap::new(),
                             smoke: None,
+                            forced: Vec::new(),
                         },
                     );
                 }
@@ -172,17 +192,22 @@ impl Reporter for Summary {
                 duration_ms,
                 skipped,
                 detail,
+                flag,
             } => {
                 if let Some(row) = e.host.as_ref().and_then(|h| d.rows.get_mut(h)) {
                     let ms = *duration_ms;
-                    row.steps.insert(
-                        step.clone(),
-                        if *skipped {
-                            StepCell::Skipped { ms }
-                        } else {
-                            StepCell::Done { ms }
-                        },
-                    );
+                    let cell = match (skipped, flag) {
+                        (true, _) => StepCell::Skipped { ms },
+                        (false, Some(flag)) => {
+                            row.forced.push((step.clone(), detail.clone()));
+                            StepCell::Forced {
+                                ms,
+                                flag: flag.clone(),
+                            }
+                        }
+                        (false, None) => StepCell::Done { ms },
+                    };
+                    row.steps.insert(step.clone(), cell);
                     if step == "smoke" && !*skipped {
                         row.smoke = Some(detail.clone());
                     }
@@ -269,6 +294,7 @@ mod tests {
                     duration_ms: 1500,
                     skipped: false,
                     detail: String::new(),
+                    flag: None,
                 },
             ),
             ev(
@@ -284,6 +310,7 @@ mod tests {
                     duration_ms: 2000,
                     skipped: false,
                     detail: "proof verified".into(),
+                    flag: None,
                 },
             ),
             ev(
@@ -324,6 +351,11 @@ mod tests {
             s.on_event(e);
         }
         let text = s.render();
+        let header = text.lines().nth(2).unwrap();
+        assert!(
+            header.contains("release") && !header.contains("build"),
+            "{text}"
+        );
         let a = text.lines().find(|l| l.contains(" a ")).unwrap();
         assert!(
             a.contains("ok")
@@ -343,5 +375,50 @@ mod tests {
             "{text}"
         );
         assert_eq!(s.rows().len(), 2);
+    }
+
+    /// A drain that had to SIGKILL the daemon says so in its own cell and
+    /// under the table, not only on stderr and in the audit log.
+    #[test]
+    fn a_sigkill_during_drain_shows_in_the_drain_cell() {
+        let mut s = Summary::new();
+        s.on_event(&ev(
+            None,
+            EventKind::RunStarted {
+                playbook: "rollout".into(),
+                source: "x".into(),
+                inventory: "i".into(),
+                hosts: vec!["a".into(), "b".into()],
+                batches: 1,
+                check: false,
+                resumed: false,
+                release: None,
+            },
+        ));
+        for (host, flag) in [("a", Some("SIGKILL")), ("b", None)] {
+            s.on_event(&ev(
+                Some(host),
+                EventKind::StepStarted {
+                    step: "drain".into(),
+                },
+            ));
+            s.on_event(&ev(
+                Some(host),
+                EventKind::StepFinished {
+                    step: "drain".into(),
+                    duration_ms: 30_200,
+                    skipped: false,
+                    detail: format!("pid 7 on {host} exited"),
+                    flag: flag.map(str::to_owned),
+                },
+            ));
+        }
+        let text = s.render();
+        let a = text.lines().find(|l| l.contains(" a ")).unwrap();
+        assert!(a.contains("SIGKILL 30.2s"), "{text}");
+        let b = text.lines().find(|l| l.contains(" b ")).unwrap();
+        assert!(b.contains("30.2s") && !b.contains("SIGKILL"), "{text}");
+        assert!(text.contains("a: drain: pid 7 on a exited"), "{text}");
+        assert!(!text.contains("b: drain:"), "{text}");
     }
 }

@@ -241,3 +241,62 @@ fn a_resume_refuses_another_build_or_inventory_naming_both() {
         "{err}"
     );
 }
+
+/// A variable one edit from a setting (or a setting with a unit suffix)
+/// is passed on, as free variables are, but warned about, naming the
+/// setting; a tab in a playbook's indentation is named as such.
+#[test]
+fn a_near_miss_of_a_setting_is_warned_about_and_a_tab_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fleet.yaml"),
+        "vars:\n  transport: ssh\n  connect_timeout_s: 5\n  instal_dir: /opt/p\nhosts:\n  gpu-01: { address: 192.0.2.1 }\n",
+    )
+    .unwrap();
+    let o = fleetctl(dir.path(), &["inventory", "list", "-i", "fleet.yaml"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        err.contains("`connect_timeout_s`") && err.contains("did you mean `connect_timeout`?"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean `install_dir`?"), "{err}");
+
+    std::fs::write(
+        dir.path().join("tabbed.yaml"),
+        "name: x\nsteps:\n\t- health: {}\n",
+    )
+    .unwrap();
+    let o = fleetctl(dir.path(), &["plan", "-p", "tabbed.yaml"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("tabbed.yaml:3:")
+            && err.contains("tab characters are not allowed in YAML indentation")
+            && !err.contains("cannot start any token"),
+        "{err}"
+    );
+}
+
+/// The defaults the docs give for `timing collect` are those `--help`
+/// shows (they once said 60 s against 120 s).
+#[test]
+fn timing_collect_defaults_in_the_docs_are_those_of_help() {
+    let o = fleetctl(&repo(), &["timing", "collect", "--help"]);
+    let (help, _) = text(&o);
+    let doc = std::fs::read_to_string(repo().join("docs/timing.md")).unwrap();
+    let usage = doc
+        .lines()
+        .find(|l| l.starts_with("fleetctl timing collect "))
+        .expect("usage line in docs/timing.md");
+    for (flag, default) in [("--deadline", "120s"), ("--store", ".fleetctl/timing")] {
+        assert!(
+            help.contains(&format!("[default: {default}]")),
+            "--help: {flag} {default}\n{help}"
+        );
+        assert!(
+            usage.contains(&format!("[{flag} {default}]")),
+            "docs: {flag} {default}: {usage}"
+        );
+    }
+}

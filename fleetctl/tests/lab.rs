@@ -13,13 +13,10 @@ use std::time::{Duration, Instant};
 /// Labs run in parallel, except the timing test, which runs alone.
 static SERIAL: RwLock<()> = RwLock::new(());
 
+/// Root: the lab can be built; otherwise the test skips (or, where lab
+/// tests are required, fails).
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!("SKIP: the lab fleet needs root (namespaces, veth, sshd); run the tests as root");
-    }
-    root
+    fleetctl::lab::tests_can_run().expect("lab tests are required here")
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -659,5 +656,291 @@ fn a_kept_master_is_dropped_when_known_hosts_pins_another_key() {
         reachable(&third, "h01") && reachable(&third, "h02"),
         "{third}"
     );
+    lab.teardown().expect("teardown");
+}
+
+/// Runs the fleetctl binary in `cwd`; (exit code, stdout, stderr).
+fn fleetctl_in(cwd: &Path, runtime: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+        .args(args)
+        .current_dir(cwd)
+        .env("XDG_RUNTIME_DIR", runtime)
+        .env_remove("FLEETCTL_STATE_DIR")
+        .output()
+        .expect("fleetctl runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A resume continues the run it names, on the lab: the canary's upload is
+/// corrupted (a host var), the run halts with h02 not started and prints
+/// the command that resumes it. Another build is refused naming both
+/// checksums; a check of the resume writes nothing to the run's audit log
+/// or state; the printed command, run as printed (no `-i`), finishes the
+/// run on the lab inventory from the state file, not the built-in local
+/// one, and takes over the lock a killed process of this run left on h02.
+#[test]
+fn a_resume_continues_its_own_run_on_the_lab_as_the_halted_line_says() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let lab = Lab::start(2).expect("lab starts");
+    let work = tempfile::tempdir().expect("tempdir");
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let cwd = work.path();
+    let run = |args: &[&str]| fleetctl_in(cwd, runtime.path(), args);
+
+    let generated = std::fs::read_to_string(lab.inventory_path()).expect("inventory");
+    let h01 = lab.hosts()[0].address.to_string();
+    let plain = format!("  h01: {{ address: {h01}, tags: [canary] }}");
+    assert!(generated.contains(&plain), "{generated}");
+    let faulty = generated.replace(
+        &plain,
+        &format!(
+            "  h01: {{ address: {h01}, tags: [canary], vars: {{ fault_corrupt_upload: true }} }}"
+        ),
+    );
+    std::fs::write(cwd.join("fleet.yaml"), &faulty).expect("write inventory");
+    std::fs::write(
+        cwd.join("ship.yaml"),
+        "name: ship\nstrategy: { canary: 1, batch: 1, max_fail: 0, rollback_on_failure: false }\nsteps:\n  - upload: {}\n",
+    )
+    .expect("write playbook");
+    std::fs::write(cwd.join("build-a"), b"build a\n").expect("write build");
+    std::fs::write(cwd.join("build-b"), b"build b\n").expect("write build");
+    let sha = |p: &str| fleetctl::steps::sha256_file(&cwd.join(p)).expect("hash");
+    let (sha_a, sha_b) = (sha("build-a"), sha("build-b"));
+
+    let (code, out, err) = run(&[
+        "run",
+        "-p",
+        "ship.yaml",
+        "-i",
+        "fleet.yaml",
+        "--binary",
+        "build-a",
+        "--plain",
+    ]);
+    assert_eq!(code, Some(3), "halted\n{out}\n{err}");
+    let resume = out
+        .lines()
+        .find_map(|l| l.strip_prefix("resume with: "))
+        .unwrap_or_else(|| panic!("no resume hint\n{out}"))
+        .to_owned();
+    let run_id = resume.rsplit(' ').next().expect("run id").to_owned();
+    assert_eq!(
+        resume,
+        format!("fleetctl run -p ship.yaml --resume {run_id}")
+    );
+    assert!(
+        out.contains(&format!("Fix the cause, then: {resume}")),
+        "{out}"
+    );
+    let audit = cwd.join(format!(".fleetctl/audit/{run_id}.jsonl"));
+    let state = cwd.join(format!(".fleetctl/state/{run_id}.json"));
+    let (audit_before, state_before) = (
+        std::fs::read(&audit).expect("audit log"),
+        std::fs::read(&state).expect("state file"),
+    );
+
+    // Fix the cause: the inventory without the fault.
+    std::fs::write(cwd.join("fleet.yaml"), &generated).expect("write inventory");
+
+    let (code, out, err) = run(&[
+        "run",
+        "-p",
+        "ship.yaml",
+        "--resume",
+        &run_id,
+        "--binary",
+        "build-b",
+        "--plain",
+    ]);
+    assert_eq!(code, Some(1), "another build\n{out}\n{err}");
+    assert!(err.contains(&sha_a) && err.contains(&sha_b), "{err}");
+
+    let (code, out, err) = run(&[
+        "run",
+        "-p",
+        "ship.yaml",
+        "--resume",
+        &run_id,
+        "--check",
+        "--plain",
+    ]);
+    assert_eq!(code, Some(0), "check\n{out}\n{err}");
+    assert_eq!(
+        std::fs::read(&audit).expect("audit log"),
+        audit_before,
+        "a check appends nothing"
+    );
+    assert_eq!(
+        std::fs::read(&state).expect("state file"),
+        state_before,
+        "a check saves nothing"
+    );
+
+    // What a SIGKILLed fleetctl of this run leaves on h02: its lock, held
+    // by a pid that no longer exists on this machine.
+    let mut gone = Command::new("true").spawn().expect("spawn");
+    gone.wait().expect("wait");
+    let this_host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    ssh_ok(
+        &lab,
+        1,
+        &format!(
+            "mkdir -p /data/prover/state/lock && printf 'dead-token\\nrun={run_id} user=root host={} pid={} since=2026-01-01T00:00:00Z\\n' > /data/prover/state/lock/owner",
+            this_host.trim(),
+            gone.id()
+        ),
+    );
+
+    let words: Vec<&str> = resume.split(' ').collect();
+    assert_eq!(words[0], "fleetctl");
+    let mut args = words[1..].to_vec();
+    args.push("--plain");
+    let (code, out, err) = run(&args);
+    assert_eq!(code, Some(0), "resumed\n{out}\n{err}");
+    for host in ["h01", "h02"] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(&format!("│ {host} ")))
+            .unwrap_or_else(|| panic!("no row for {host}\n{out}"));
+        assert!(row.contains(" ok "), "{out}");
+        assert_eq!(
+            ssh_ok(
+                &lab,
+                if host == "h01" { 0 } else { 1 },
+                "readlink -f /data/prover/releases/*/prover"
+            ),
+            format!("/data/prover/releases/{sha_a}/prover"),
+        );
+    }
+    assert!(
+        !out.contains("│ local "),
+        "the built-in local inventory: {out}"
+    );
+    assert!(!cwd.join(".deploy").exists(), "shipped to this machine");
+    assert!(err.contains("taken over from dead holder"), "{err}");
+    assert_eq!(
+        ssh_ok(&lab, 1, "ls /data/prover/state/lock 2>&1 || true"),
+        "ls: cannot access '/data/prover/state/lock': No such file or directory"
+    );
+    lab.teardown().expect("teardown");
+}
+
+/// A run killed outright, for real: fleetctl is SIGKILLed
+/// while both hosts of its batch hold their lock (each is in a `verify`
+/// that waits for a daemon). Its locks stay behind, held by a pid that is
+/// gone; the resume takes them over, says so, finishes, and gives them back.
+#[test]
+fn a_sigkilled_run_is_resumed_taking_over_its_own_locks() {
+    if !is_root() {
+        return;
+    }
+    let _shared = SERIAL.read();
+    let lab = Lab::start(2).expect("lab starts");
+    let work = tempfile::tempdir().expect("tempdir");
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let cwd = work.path();
+    std::fs::copy(lab.inventory_path(), cwd.join("fleet.yaml")).expect("inventory");
+    std::fs::write(cwd.join("build-a"), b"build a\n").expect("write build");
+    let playbook = |steps: &str| {
+        std::fs::write(
+            cwd.join("ship.yaml"),
+            format!("name: ship\nstrategy: {{ batch: \"100%\", rollback_on_failure: false }}\nsteps:\n{steps}"),
+        )
+        .expect("write playbook")
+    };
+    playbook("  - upload: {}\n  - verify: { timeout: 60s }\n");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+        .args([
+            "run",
+            "-p",
+            "ship.yaml",
+            "-i",
+            "fleet.yaml",
+            "--binary",
+            "build-a",
+            "--plain",
+        ])
+        .current_dir(cwd)
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env_remove("FLEETCTL_STATE_DIR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("fleetctl starts");
+    // Both hosts past `upload`, so both locks are held, then SIGKILL.
+    let audit_dir = cwd.join(".fleetctl/audit");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let run_id = loop {
+        let found = std::fs::read_dir(&audit_dir)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok);
+        if let Some(entry) = found {
+            let log = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let uploaded = log
+                .lines()
+                .filter(|l| {
+                    l.contains("\"event\":\"step_started\"") && l.contains("\"step\":\"verify\"")
+                })
+                .count();
+            if uploaded == 2 {
+                break entry
+                    .path()
+                    .file_stem()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run never reached verify on both hosts"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().expect("SIGKILL fleetctl");
+    child.wait().expect("reap fleetctl");
+    for i in 0..2 {
+        let owner = ssh_ok(&lab, i, "sed -n 2p /data/prover/state/lock/owner");
+        assert!(
+            owner.contains(&format!("run={run_id} "))
+                && owner.contains(&format!("pid={} ", child.id())),
+            "the killed run's lock: {owner}"
+        );
+    }
+
+    // The cause fixed (no daemon to wait for: ship only), then the resume.
+    playbook("  - upload: {}\n");
+    let (code, out, err) = fleetctl_in(
+        cwd,
+        runtime.path(),
+        &["run", "-p", "ship.yaml", "--resume", &run_id, "--plain"],
+    );
+    assert_eq!(code, Some(0), "resumed\n{out}\n{err}");
+    assert!(!out.contains("LOCKED"), "{out}");
+    assert_eq!(
+        err.matches("taken over from dead holder").count(),
+        2,
+        "both locks taken over, and said so\n{err}"
+    );
+    for i in 0..2 {
+        assert_eq!(
+            ssh_ok(
+                &lab,
+                i,
+                "[ -e /data/prover/state/lock ] && echo held || echo free"
+            ),
+            "free"
+        );
+    }
     lab.teardown().expect("teardown");
 }

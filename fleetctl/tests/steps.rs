@@ -144,16 +144,10 @@ fn release(dir: &Path, build: &str, mode: &str, pad: usize) -> Release {
     Release::from_files(&bin, Some(&cfg)).unwrap()
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// A lab of one host plus its resolved inventory entry; `None` (test
-/// skipped) when not root.
+/// skipped) when not root, unless lab tests are required here.
 fn lab(data_size: Option<u64>) -> Option<(Lab, Host)> {
-    if !is_root() {
-        eprintln!("skipping: the lab fleet needs root");
+    if !fleetctl::lab::tests_can_run().expect("lab tests are required here") {
         return None;
     }
     let mut config = LabConfig::new(1);
@@ -602,7 +596,7 @@ fn drain_sigkills_a_daemon_that_ignores_sigterm() {
         let began = Instant::now();
         let out = ok(StepSpec::Drain(params), &mut ctx).await;
         assert!(
-            matches!(&out, StepOutcome::Done { detail } if detail.contains("ignored SIGTERM") && detail.contains("SIGKILL")),
+            matches!(&out, StepOutcome::Forced { detail, flag } if detail.contains("ignored SIGTERM") && flag == "SIGKILL"),
             "{out:?}"
         );
         assert!(
@@ -717,6 +711,19 @@ fn lock_refuses_a_second_holder_and_names_the_first() {
         assert!(
             msg.contains("locked by run=run-1") && msg.contains("/data/prover/state/lock"),
             "{msg}"
+        );
+        // The owner is a user name and a UTC time a person reads, not
+        // `user=?` and a raw epoch.
+        let user = msg.split("user=").nth(1).and_then(|r| r.split(' ').next());
+        assert!(user.is_some_and(|u| !u.is_empty() && u != "?"), "{msg}");
+        let since = msg
+            .split("since=")
+            .nth(1)
+            .map(|r| r.chars().take(20).collect::<String>())
+            .unwrap_or_default();
+        assert!(
+            humantime::parse_rfc3339(&since).is_ok() && since.ends_with('Z'),
+            "since={since:?}: {msg}"
         );
         release_lock(&host, &t, &first).await.unwrap();
         let second = acquire_lock(&host, &t, "run-2").await.unwrap();
@@ -897,7 +904,12 @@ devices = []
 #[test]
 fn real_prover_rolls_out_smokes_drains_and_rolls_back() {
     let Some(prover) = real_prover() else {
-        eprintln!("skipping: target/debug/prover not built (cargo build -p prover)");
+        let why = "target/debug/prover not built (cargo build -p prover)";
+        assert!(
+            !fleetctl::lab::tests_required(),
+            "lab tests are required here: {why}"
+        );
+        eprintln!("skipping: {why}");
         return;
     };
     let Some((_lab, host)) = lab(None) else {
@@ -1109,6 +1121,158 @@ fn local_transport_runs_the_same_rollout() {
         assert!(
             matches!(&d, StepOutcome::Done { detail } if detail.contains("after SIGTERM")),
             "{d:?}"
+        );
+        t.close().await.unwrap();
+    });
+}
+
+/// Runs `playbook` on the lab host through the executor (lock, steps,
+/// rollback, events), as `fleetctl run` does; `binary` ships when the
+/// playbook uploads. Returns the run's end and its final table.
+async fn run_playbook(
+    host: &Host,
+    playbook: fleetctl::playbook::Playbook,
+    binary: Option<&Release>,
+) -> (
+    fleetctl::executor::RunSummary,
+    String,
+    Vec<fleetctl::executor::Event>,
+) {
+    use fleetctl::executor::{self, state::Origin, Build, Prepared, RealRunner, RunOptions};
+    let state = tempfile::tempdir().unwrap();
+    let prepared = Prepared {
+        playbook: std::sync::Arc::new(playbook),
+        inventory: "lab".into(),
+        hosts: vec![host.clone()],
+        release: std::sync::Arc::new(Build {
+            binary: binary.map_or_else(PathBuf::new, |r| r.binary.clone()),
+            sha256: binary.map(|r| r.sha256.clone()),
+        }),
+    };
+    let opts = RunOptions {
+        check: false,
+        resume: None,
+        state_dir: state.path().to_owned(),
+        origin: Origin::default(),
+        resume_with: None,
+    };
+    let (_tx, rx) = tokio::sync::watch::channel(executor::Stop::Run);
+    let done = executor::execute(prepared, &opts, std::sync::Arc::new(RealRunner), vec![], rx)
+        .await
+        .unwrap();
+    let events = fleetctl::audit::read(&done.audit).unwrap();
+    (done.summary, done.table.render(), events)
+}
+
+/// The built-in `stop` playbook drains and starts nothing; a daemon that
+/// ignores SIGTERM is SIGKILLed at the deadline, and the final table says
+/// so in the drain's own cell (not only stderr and the audit log).
+#[test]
+fn the_stop_playbook_starts_nothing_and_a_sigkill_shows_in_the_drain_cell() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let stubborn = release(dir.path(), "stop-stubborn", "ignore_term", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &stubborn);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        assert_eq!(release_processes(&t).await.len(), 1);
+
+        let mut stop = fleetctl::playbook::load("stop").unwrap();
+        assert!(
+            stop.steps.iter().all(|s| matches!(s, StepSpec::Drain(_))),
+            "stop only drains: {:?}",
+            stop.steps
+        );
+        // The shipped 60 s grace, shortened: the test is about what happens at it.
+        for s in &mut stop.steps {
+            if let StepSpec::Drain(d) = s {
+                d.timeout = Duration::from_secs(1);
+            }
+        }
+        let (summary, table, _) = run_playbook(&host, stop, None).await;
+        assert_eq!(
+            summary.hosts,
+            [(host.name.clone(), fleetctl::executor::HostStatus::Ok)],
+            "{table}"
+        );
+        let row = table
+            .lines()
+            .find(|l| l.contains(&format!(" {} ", host.name)))
+            .unwrap();
+        assert!(row.contains("SIGKILL"), "{table}");
+        assert!(
+            table.contains(&format!("{}: drain: pid", host.name))
+                && table.contains("ignored SIGTERM"),
+            "{table}"
+        );
+        assert!(release_processes(&t).await.is_empty(), "nothing started");
+        assert_eq!(
+            sh(&t, "readlink /data/prover/current").await,
+            format!("releases/{}", stubborn.sha256),
+            "nothing switched"
+        );
+        t.close().await.unwrap();
+    });
+}
+
+/// A rollout whose new build fails is rolled back, and the restored daemon
+/// is verified like a new start: when it does not come up (here the old
+/// release's config was broken on the host since it last verified), the
+/// host ends ROLLBACK FAILED, counted as a failure, its error says why.
+#[test]
+fn a_rollback_whose_restored_daemon_fails_verify_ends_rollback_failed() {
+    let Some((_lab, mut host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "rb-a", "normal", 0);
+    let b = release(dir.path(), "rb-b", "crash", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        sh(
+            &t,
+            &format!(
+                "sed -i 's/mode = \"normal\"/mode = \"crash\"/' /data/prover/releases/{}/prover.toml",
+                a.sha256
+            ),
+        )
+        .await;
+
+        host.config_file = b.config.clone();
+        let rollout = fleetctl::playbook::load("rollout").unwrap();
+        let (summary, table, events) = run_playbook(&host, rollout, Some(&b)).await;
+        assert_eq!(
+            summary.hosts,
+            [(
+                host.name.clone(),
+                fleetctl::executor::HostStatus::RollbackFailed
+            )],
+            "{table}"
+        );
+        assert_eq!(summary.end, fleetctl::executor::RunEnd::HostsFailed);
+        assert!(
+            table.contains("ROLLBACK FAILED: the restored daemon did not verify"),
+            "{table}"
+        );
+        let failed: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                fleetctl::executor::EventKind::StepFailed { step, .. } => Some(step.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(failed, ["verify", "verify rollback"], "{table}");
+        assert_eq!(
+            sh(&t, "readlink /data/prover/current").await,
+            format!("releases/{}", a.sha256),
+            "rolled back onto the last verified release"
         );
         t.close().await.unwrap();
     });

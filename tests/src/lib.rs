@@ -32,14 +32,10 @@ pub fn prover() -> PathBuf {
         .unwrap_or_else(|| binary("prover"))
 }
 
-/// Whether the lab can be built (root); prints the skip reason otherwise.
+/// Whether the lab can be built (root); prints the skip reason otherwise,
+/// and fails instead where lab tests are required (CI).
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!("SKIP: the lab fleet needs root (namespaces, veth, sshd); run the tests as root");
-    }
-    root
+    fleetctl::lab::tests_can_run().expect("lab tests are required here")
 }
 
 /// One finished command with its outputs as text.

@@ -131,6 +131,20 @@ fn status_health_and_timing_on_a_lab_of_eight() {
         "{}",
         table.show()
     );
+    // The release the rollout table names, under the same name, beside
+    // the daemon's git build.
+    let release = fleetctl::steps::sha256_file(Path::new(prover)).expect("hash");
+    assert!(
+        table.stdout.contains("release")
+            && table.stdout.contains("git build")
+            && table.stdout.matches(&release[..12]).count() == 8,
+        "{}",
+        table.show()
+    );
+    assert!(
+        rows.iter().all(|h| h["release"] == release.as_str()),
+        "{rows:?}"
+    );
 
     // --- health: CPU hosts pass the default policy.
     let r = fleetctl(cwd, &["health", "-i", inv, "--json", "--history", "hist"]);

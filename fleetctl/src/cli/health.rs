@@ -67,11 +67,14 @@ pub fn status_table(readings: &[HostReading]) -> String {
     t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
         "host",
         "reachable",
-        "build",
+        // The sha256 id of the shipped binary, as the rollout table shows
+        // it, and the git build the daemon reports: two names, two things.
+        "release",
+        "git build",
         "pid",
         "uptime",
         "RSS",
-        "pinned",
+        "pinned (pool)",
         "GPUs busy",
         "queue",
         "last proof",
@@ -79,12 +82,6 @@ pub fn status_table(readings: &[HostReading]) -> String {
     ]);
     for r in readings {
         let d = r.probe.as_ref().and_then(|p| p.daemon.as_ref());
-        let pinned = r.probe.as_ref().map(|p| {
-            // An mlock pool shows as the process's VmLck, a CUDA pool as host Shmem.
-            let lck = d.and_then(|d| d.vm_lck_bytes).unwrap_or(0);
-            let shm = p.memory.shmem_bytes.unwrap_or(0);
-            lck.max(shm)
-        });
         let gpus = r.probe.as_ref().map(|p| {
             let total = p.gpus.devices.len();
             let busy = p
@@ -114,6 +111,9 @@ pub fn status_table(readings: &[HostReading]) -> String {
             } else {
                 "NO".into()
             },
+            r.release
+                .as_deref()
+                .map_or("-".into(), |s| s.chars().take(12).collect()),
             d.and_then(|d| d.build.clone())
                 .unwrap_or_else(|| "-".into()),
             d.and_then(|d| d.pid)
@@ -123,7 +123,7 @@ pub fn status_table(readings: &[HostReading]) -> String {
                 humantime::format_duration(Duration::from_secs(s as u64)).to_string()
             }),
             gib(d.and_then(|d| d.rss_bytes)),
-            gib(pinned),
+            gib(r.pinned_bytes()),
             gpus.unwrap_or_else(|| "-".into()),
             r.status.as_ref().map_or("-".into(), |s| {
                 format!("{}/{}", s.queue.depth, s.queue.max_jobs)
@@ -289,6 +289,7 @@ mod tests {
                 host: h.name,
                 reachable: true,
                 installed: true,
+                release: None,
                 probe: None,
                 status: None,
                 error: None,
@@ -307,5 +308,48 @@ mod tests {
         assert!(status_table(&readings).contains("probe parser bug"));
         assert_eq!(status_exit(&readings), exit::EXIT_HOSTS_FAILED);
         assert_eq!(status_exit(&[readings[0].clone()]), exit::EXIT_OK);
+    }
+
+    /// The release id and the git build are two columns with two names
+    /// (the rollout table's `release` is the first), and the pinned column
+    /// says whose count it is.
+    #[test]
+    fn status_names_release_and_git_build_apart_and_pinned_by_its_source() {
+        let reading = HostReading {
+            host: "h1".into(),
+            reachable: true,
+            installed: true,
+            release: Some("ab".repeat(32)),
+            probe: Some(
+                Probe::parse(
+                    r#"{"probe_version":1,"host":"h1","ts_ms":0,"prober_version":"0.1.0","prober_build":"g1t5ha",
+                        "memory":{"shmem_bytes":5368709120},
+                        "daemon":{"config":"c","pid_file":"p","listen":"l","pid":7,"alive":true,"build":"g1t5ha","ready":true},
+                        "gpus":{"nvml":{"available":false},"devices":[]}}"#,
+                )
+                .unwrap(),
+            ),
+            status: None,
+            error: None,
+            elapsed_ms: 1,
+        };
+        let table = status_table(&[reading]);
+        let header = table.lines().nth(1).unwrap();
+        assert!(
+            header.contains("release")
+                && header.contains("git build")
+                && header.contains("pinned (pool)")
+                && !header.contains("│ build"),
+            "{table}"
+        );
+        let row = table.lines().find(|l| l.contains("h1")).unwrap();
+        assert!(
+            row.contains("abababababab") && row.contains("g1t5ha"),
+            "{table}"
+        );
+        assert!(
+            !row.contains("5.0 GiB"),
+            "host Shmem is not the daemon's pinned memory: {table}"
+        );
     }
 }

@@ -157,6 +157,12 @@ impl<'a> Dispatcher<'a> {
     }
 
     async fn run(mut self) -> Result<RunSummary, StateError> {
+        // Saved before any host is touched: a run killed outright (SIGKILL,
+        // a lost machine) before its first host finished must still be
+        // resumable.
+        if let Some(dir) = &self.d.state_dir {
+            state::save(dir, &mut self.state)?;
+        }
         let batches = self.d.playbook.strategy.batches(&self.d.hosts);
         self.out.emit(
             None,
@@ -425,6 +431,7 @@ mod tests {
                         duration_ms: 1,
                         skipped: false,
                         detail: String::new(),
+                        flag: None,
                     });
                 }
                 emit.emit(EventKind::HostFinished {

@@ -85,6 +85,10 @@ pub enum EventKind {
         duration_ms: u64,
         skipped: bool,
         detail: String,
+        /// Set when the step got there only by force (`SIGKILL`); the
+        /// final table shows it in the step's cell.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        flag: Option<String>,
     },
     StepFailed {
         step: String,

@@ -91,11 +91,25 @@ impl<'a> Timer<'a> {
     }
 
     fn done(self, skipped: bool, detail: String) {
+        self.finished(skipped, detail, None);
+    }
+
+    /// Reports how a step ended when it did not fail.
+    fn outcome(self, o: steps::StepOutcome) {
+        match o {
+            steps::StepOutcome::Done { detail } => self.finished(false, detail, None),
+            steps::StepOutcome::Forced { detail, flag } => self.finished(false, detail, Some(flag)),
+            steps::StepOutcome::Skipped { reason } => self.finished(true, reason, None),
+        }
+    }
+
+    fn finished(self, skipped: bool, detail: String, flag: Option<String>) {
         self.emit.emit(EventKind::StepFinished {
             step: self.step,
             duration_ms: millis(self.begin.elapsed()),
             skipped,
             detail,
+            flag,
         });
     }
 
@@ -267,8 +281,7 @@ async fn run_steps(
             }
         };
         match result {
-            Ok(steps::StepOutcome::Done { detail }) => t.done(false, detail),
-            Ok(steps::StepOutcome::Skipped { reason }) => t.done(true, reason),
+            Ok(outcome) => t.outcome(outcome),
             Err(e) => {
                 let error = format!("{}: {}", e.step, e.cause);
                 t.failed(e.cause.to_string(), e.kept.clone());
@@ -324,7 +337,7 @@ async fn recover(emit: &Emitter, ctx: &mut StepCtx<'_>) -> (String, bool) {
         let t = Timer::start(emit, "rollback");
         return match steps::run(&spec, ctx).await {
             Ok(o) => {
-                t.done(false, outcome_text(&o));
+                t.outcome(o);
                 verify_restored(emit, ctx).await
             }
             Err(e) => {
@@ -367,7 +380,7 @@ async fn recover(emit: &Emitter, ctx: &mut StepCtx<'_>) -> (String, bool) {
         Ok(o) => {
             t.done(
                 false,
-                format!("restarted {}: {}", short(&current), outcome_text(&o)),
+                format!("restarted {}: {}", short(&current), o.text()),
             );
             let (note, ok) = verify_restored(emit, &mut restart).await;
             (
@@ -388,7 +401,7 @@ async fn verify_restored(emit: &Emitter, ctx: &mut StepCtx<'_>) -> (String, bool
     let t = Timer::start(emit, "verify rollback");
     match steps::run(&StepSpec::Verify(Default::default()), ctx).await {
         Ok(o) => {
-            t.done(false, outcome_text(&o));
+            t.outcome(o);
             (
                 "; rolled back to the previous release, which verified".to_string(),
                 true,
@@ -402,12 +415,5 @@ async fn verify_restored(emit: &Emitter, ctx: &mut StepCtx<'_>) -> (String, bool
                 false,
             )
         }
-    }
-}
-
-fn outcome_text(o: &steps::StepOutcome) -> String {
-    match o {
-        steps::StepOutcome::Done { detail } => detail.clone(),
-        steps::StepOutcome::Skipped { reason } => reason.clone(),
     }
 }

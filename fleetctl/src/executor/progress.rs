@@ -112,12 +112,17 @@ impl Reporter for Progress {
                     duration_ms,
                     skipped,
                     detail,
+                    flag,
                 },
                 _,
             ) => {
+                let how = match (skipped, flag) {
+                    (true, _) => "skipped".to_owned(),
+                    (false, Some(flag)) => format!("done by {flag}"),
+                    (false, None) => "done".to_owned(),
+                };
                 self.line(&format!(
-                    "[{host}] {step} {} {}: {detail}",
-                    if *skipped { "skipped" } else { "done" },
+                    "[{host}] {step} {how} {}: {detail}",
                     secs(*duration_ms)
                 ));
             }

@@ -71,11 +71,14 @@ pub(super) async fn run(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOu
     ctx.state.drained = Some(drained);
     let killed_at = Instant::now();
     if kept(wait_exit(ctx, pid, p.kill_wait, p.poll).await, KEPT)? {
-        return Ok(StepOutcome::done(format!(
-            "pid {pid} ignored SIGTERM for {}: SIGKILL sent, exited {} later",
-            show(p.timeout),
-            show(killed_at.elapsed())
-        )));
+        return Ok(StepOutcome::forced(
+            "SIGKILL",
+            format!(
+                "pid {pid} ignored SIGTERM for {}: SIGKILL sent, exited {} later",
+                show(p.timeout),
+                show(killed_at.elapsed())
+            ),
+        ));
     }
     Err((
         Cause::Check(format!(

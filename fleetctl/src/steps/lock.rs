@@ -222,26 +222,37 @@ pub async fn release_lock(
     }
 }
 
-/// The name of the user we run as: `$USER` when set, else the passwd
-/// entry of our uid, else the uid itself (never a bare `?`).
+/// The name of the user we run as: the name of our uid (through the
+/// system's user database, so LDAP and sssd users too), else `$USER`, else
+/// the uid itself (never a bare `?`). The uid first: `$USER` is whatever
+/// the environment says (`su` without `-` keeps the caller's).
 fn user_name() -> String {
-    if let Ok(user) = std::env::var("USER") {
-        if !user.is_empty() {
-            return user;
-        }
-    }
     // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
-    let from_passwd = std::fs::read_to_string("/etc/passwd")
+    passwd_name(uid)
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| format!("uid{uid}"))
+}
+
+/// `getpwuid_r`: the libc crate, already a dependency, has it; a crate of
+/// its own (nix, uzers) for one call is not worth the weight.
+fn passwd_name(uid: libc::uid_t) -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: `passwd` is plain data; all-zero is a valid (empty) value.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is to a live local of the size passed; the
+    // strings it fills in point into `buf`, which outlives their use here.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, NUL-terminated, inside `buf` (see above).
+    let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+    name.to_str()
         .ok()
-        .and_then(|passwd| {
-            passwd.lines().find_map(|line| {
-                let mut f = line.split(':');
-                let name = f.next()?;
-                (f.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
-            })
-        });
-    from_passwd.unwrap_or_else(|| format!("uid{uid}"))
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
 }
 
 fn local_hostname() -> String {
@@ -278,6 +289,13 @@ mod tests {
     fn the_owner_names_a_user_not_a_question_mark() {
         let name = user_name();
         assert!(!name.is_empty() && name != "?", "{name}");
+        // uid 0 is named in every user database; our own name is our uid's.
+        assert_eq!(passwd_name(0).as_deref(), Some("root"));
+        // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        if let Some(own) = passwd_name(uid) {
+            assert_eq!(name, own);
+        }
     }
 
     #[test]

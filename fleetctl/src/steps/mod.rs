@@ -3,8 +3,9 @@
 //! A playbook names steps as [`StepSpec`]s; the executor gives each host a
 //! [`StepCtx`] (its transport, the release, and what earlier steps on that
 //! host recorded) and calls [`run`] for each step in order, or [`describe`]
-//! for `fleetctl plan`. Every step returns [`StepOutcome::Done`] or
-//! [`StepOutcome::Skipped`], or a [`StepError`] saying what was kept intact.
+//! for `fleetctl plan`. Every step returns [`StepOutcome::Done`] (or
+//! [`StepOutcome::Forced`]) or [`StepOutcome::Skipped`], or a [`StepError`]
+//! saying what was kept intact.
 
 pub mod collect_timing;
 pub mod drain;
@@ -176,14 +177,38 @@ impl<'de> Deserialize<'de> for StepSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "outcome")]
 pub enum StepOutcome {
-    Done { detail: String },
-    Skipped { reason: String },
+    Done {
+        detail: String,
+    },
+    /// Done, but only by force: `flag` is the word the final table puts in
+    /// the step's cell (`SIGKILL`), because a forced drain may have cut
+    /// proofs short and the detail line alone scrolls by unseen.
+    Forced {
+        detail: String,
+        flag: String,
+    },
+    Skipped {
+        reason: String,
+    },
 }
 
 impl StepOutcome {
     pub fn done(detail: impl Into<String>) -> StepOutcome {
         StepOutcome::Done {
             detail: detail.into(),
+        }
+    }
+    pub fn forced(flag: impl Into<String>, detail: impl Into<String>) -> StepOutcome {
+        StepOutcome::Forced {
+            detail: detail.into(),
+            flag: flag.into(),
+        }
+    }
+    /// What the step did or why it was skipped, in words.
+    pub fn text(&self) -> &str {
+        match self {
+            StepOutcome::Done { detail } | StepOutcome::Forced { detail, .. } => detail,
+            StepOutcome::Skipped { reason } => reason,
         }
     }
     pub fn skipped(reason: impl Into<String>) -> StepOutcome {

@@ -107,15 +107,17 @@ pub(super) async fn run(p: &RollbackParams, ctx: &mut StepCtx<'_>) -> Result<Ste
     start_release(ctx, &prev, p.start_timeout).await?;
     let pid = ctx.state.started.as_ref().map_or(0, |s| s.pid);
     let short = |s: &str| s[..12.min(s.len())].to_owned();
-    Ok(StepOutcome::done(format!(
+    let detail = format!(
         "rolled back {} -> {}, started as pid {pid} ({}{swept})",
         from.as_deref().map_or("none".to_owned(), short),
         short(&prev),
-        match drained {
-            StepOutcome::Done { detail } => detail,
-            StepOutcome::Skipped { reason } => reason,
-        }
-    )))
+        drained.text()
+    );
+    // A drain that needed SIGKILL is as visible in the rollback's cell.
+    Ok(match drained {
+        StepOutcome::Forced { flag, .. } => StepOutcome::forced(flag, detail),
+        _ => StepOutcome::done(detail),
+    })
 }
 
 /// How long the failed release's processes get after SIGTERM before SIGKILL:

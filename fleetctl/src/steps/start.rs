@@ -159,10 +159,16 @@ fn switch_script(
 /// `setsid` puts the daemon in its own session (no SIGHUP when the SSH
 /// channel closes); with every standard stream redirected nothing holds the
 /// channel open, so the command returns as soon as the shell has forked.
+///
+/// Only the daemon's simple command is backgrounded, inside braces: with
+/// `cd … && setsid … &` the whole list goes to the background, and bash
+/// (`/bin/sh` on many distributions) runs it in a subshell that keeps the
+/// channel's stdout and waits for the daemon: the command never returns,
+/// and `$!` is that subshell, not the daemon.
 fn launch_script(install: &str) -> Result<String, Cause> {
     let i = install.trim_end_matches('/');
     Ok(format!(
-        "cd {qi} && mkdir -p logs run && setsid {bin} daemon --config {cfg} >> {log} 2>&1 < /dev/null & echo $!",
+        "cd {qi} && mkdir -p logs run && {{ setsid {bin} daemon --config {cfg} >> {log} 2>&1 < /dev/null & echo $!; }}",
         qi = q(i)?,
         bin = q(&format!("{i}/current/prover"))?,
         cfg = q(&format!("{i}/current/prover.toml"))?,
@@ -192,8 +198,66 @@ mod tests {
         let s = launch_script("/opt/my prover/").unwrap();
         assert!(s.contains("setsid '/opt/my prover/current/prover' daemon --config '/opt/my prover/current/prover.toml'"), "{s}");
         assert!(
-            s.contains(">> '/opt/my prover/logs/prover.log' 2>&1 < /dev/null &"),
+            s.contains(">> '/opt/my prover/logs/prover.log' 2>&1 < /dev/null & echo $!; }"),
             "{s}"
         );
+    }
+
+    /// The launch line under dash and under bash (`/bin/sh` on many hosts):
+    /// the command returns at once although the daemon keeps running, and
+    /// the pid it prints is the daemon's, leading its own session.
+    #[test]
+    fn launch_returns_at_once_with_the_daemons_pid_under_dash_and_bash() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let release = dir.path().join("releases/r1");
+        std::fs::create_dir_all(&release).unwrap();
+        let daemon = release.join("prover");
+        std::fs::write(&daemon, "#!/bin/sh\nexec sleep 30\n").unwrap();
+        std::fs::set_permissions(&daemon, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink("releases/r1", dir.path().join("current")).unwrap();
+        let script = launch_script(dir.path().to_str().unwrap()).unwrap();
+        let shells: Vec<&str> = ["sh", "dash", "bash"]
+            .into_iter()
+            .filter(|sh| {
+                std::process::Command::new(sh)
+                    .args(["-c", "true"])
+                    .status()
+                    .is_ok_and(|s| s.success())
+            })
+            .collect();
+        assert!(shells.contains(&"sh"), "no sh on this machine");
+        for sh in shells {
+            let begin = std::time::Instant::now();
+            // Piped stdout, as over ssh: the read ends only once every
+            // holder of the pipe has closed it.
+            let out = std::process::Command::new(sh)
+                .args(["-c", &script])
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            let took = begin.elapsed();
+            let pid: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+            // The shell prints `$!` once it has forked, maybe before the
+            // child has run setsid: wait (bounded) for the new session.
+            let asked = std::time::Instant::now();
+            // SAFETY: getsid has no preconditions; it only reads.
+            let mut sid = unsafe { libc::getsid(pid) };
+            while sid != pid && asked.elapsed() < std::time::Duration::from_secs(2) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                // SAFETY: as above.
+                sid = unsafe { libc::getsid(pid) };
+            }
+            // SAFETY: kill with a pid we started; ESRCH is harmless.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            assert!(
+                took < std::time::Duration::from_secs(5),
+                "{sh}: the launch held its output for {took:?}"
+            );
+            assert_eq!(
+                sid, pid,
+                "{sh}: pid {pid} is not the daemon leading its session"
+            );
+        }
     }
 }

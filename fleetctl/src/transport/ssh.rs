@@ -431,4 +431,35 @@ mod tests {
         assert!(!ConnectCause::HostKeyMismatch.transient());
         assert!(ConnectCause::Timeout.transient());
     }
+
+    /// A hint that names an inventory key names one the inventory accepts
+    /// (it once said `connect_timeout_s`, refused on a host and silently
+    /// ignored in `vars:`); the timeout hint names `connect_timeout`.
+    #[test]
+    fn fix_hints_name_only_keys_the_inventory_accepts() {
+        use crate::inventory::raw::KNOWN_KEYS;
+        let all = [
+            ConnectCause::Refused,
+            ConnectCause::Timeout,
+            ConnectCause::Unreachable,
+            ConnectCause::UnknownName,
+            ConnectCause::HostKeyMismatch,
+            ConnectCause::HostKeyUnknown,
+            ConnectCause::Auth,
+            ConnectCause::Other,
+        ];
+        for cause in all {
+            let fix = cause.fix();
+            // Backticked words without a space are keys; `ssh -v` is a command.
+            for key in fix
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .filter(|k| !k.contains(' '))
+            {
+                assert!(KNOWN_KEYS.contains(&key), "{cause:?} names `{key}`: {fix}");
+            }
+        }
+        assert!(ConnectCause::Timeout.fix().contains("`connect_timeout`"));
+    }
 }
