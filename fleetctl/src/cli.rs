@@ -36,6 +36,9 @@ pub enum Command {
     Status(crate::health::cli::StatusArgs),
     /// The health policy's verdict per host and GPU.
     Health(crate::health::cli::HealthArgs),
+    /// Roll a candidate to canaries, measure it against baselines under the
+    /// same load, then promote it, restore the canaries, or keep them.
+    Experiment(crate::experiment::cli::ExperimentArgs),
     /// Fleet-wide timing: collect, report, export.
     #[command(subcommand)]
     Timing(crate::timing::cli::TimingCommand),
@@ -149,6 +152,7 @@ impl Command {
             Command::Status(args) => crate::health::cli::run_status(args).await,
             Command::Health(args) => crate::health::cli::run_health(args).await,
             Command::Timing(cmd) => crate::timing::cli::run(cmd).await,
+            Command::Experiment(args) => crate::experiment::cli::run(args).await,
             Command::Inventory(cmd) => {
                 crate::inventory::cli_inventory(cmd).map(|()| exit_code(RunEnd::Ok))
             }

@@ -13,6 +13,9 @@ pub const EXIT_HOSTS_FAILED: u8 = 2;
 /// The failure budget (`max_fail`) was exceeded: the run halted and some
 /// hosts were not started. `--resume RUN_ID` continues it.
 pub const EXIT_HALTED: u8 = 3;
+/// `experiment`: the verdict was not a pass (fail, marginal, NODATA, or the
+/// candidate never deployed); the verdict's action itself succeeded.
+pub const EXIT_NOT_PASSED: u8 = 4;
 /// Stopped by Ctrl-C before every host was done. `--resume` continues it.
 pub const EXIT_INTERRUPTED: u8 = 130;
 

@@ -16,7 +16,8 @@ pub mod state;
 pub use dispatch::{dispatch, Dispatch, HostRunner, RealRunner, RunSummary};
 pub use event::{Event, EventKind, HostStatus, Reporter};
 pub use exit::{
-    exit_code, RunEnd, EXIT_ERROR, EXIT_HALTED, EXIT_HOSTS_FAILED, EXIT_INTERRUPTED, EXIT_OK,
+    exit_code, RunEnd, EXIT_ERROR, EXIT_HALTED, EXIT_HOSTS_FAILED, EXIT_INTERRUPTED,
+    EXIT_NOT_PASSED, EXIT_OK,
 };
 pub use host::{HostEnd, HostJob, ReleaseSpec};
 
@@ -288,7 +289,7 @@ pub async fn execute(
 }
 
 /// Sends Ctrl-C presses into the stop channel: first `Finish`, then `Abort`.
-fn watch_ctrl_c(tx: watch::Sender<Stop>) {
+pub fn watch_ctrl_c(tx: watch::Sender<Stop>) {
     tokio::spawn(async move {
         for level in [Stop::Finish, Stop::Abort] {
             if tokio::signal::ctrl_c().await.is_err() {

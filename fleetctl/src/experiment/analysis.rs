@@ -8,11 +8,11 @@
 use super::definition::AnalysisSpec;
 use super::judge::{self, Judgement, Verdict};
 use fleet_wire::timing::{PartitionRecord, ProofRecord, TimingLine};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Which records of one host belong to the experiment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostWindow {
     pub host: String,
     /// The host's own clock, Unix milliseconds, both ends included.

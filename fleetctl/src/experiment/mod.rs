@@ -7,14 +7,28 @@
 //! (defaults, cross-field rules) ; [`metric`] (what is judged, read from
 //! timing records) -> [`analysis`] (records of the window -> samples per
 //! group) -> [`judge`] (per-metric outcome, verdict) over [`stats`]
-//! (Mann-Whitney U, quantiles).
+//! (Mann-Whitney U, quantiles) -> [`report`] (table, JSON, HTML).
+//!
+//! The run: [`groups`] (canaries, baselines, the rest) -> [`run`] (stages:
+//! deploy with the rollout playbook, [`workload`] on every host at once,
+//! collect into the timing store, [`records`] of the window, analyse, act)
+//! with [`state`] (for `--resume`) and [`log`] (the audit log). [`cli`] is
+//! the command line, converted into [`run::Options`].
 
 pub mod analysis;
+pub mod cli;
 pub mod definition;
+pub mod groups;
 pub mod judge;
+pub mod log;
 pub mod metric;
 pub mod raw;
+pub mod records;
+pub mod report;
+pub mod run;
+pub mod state;
 pub mod stats;
+pub mod workload;
 
 pub use analysis::{analyse, Analysis, HostRecords, HostWindow};
 pub use definition::{Definition, DefinitionError};
