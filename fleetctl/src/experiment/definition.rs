@@ -292,6 +292,7 @@ pub fn load(path: &Path) -> Result<Definition, DefinitionError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::playbook::BatchSize;
 
     fn resolve(text: &str) -> Result<Definition, DefinitionError> {
         let raw = raw::parse(Path::new("x.yaml"), text)?;
@@ -332,6 +333,17 @@ mod tests {
         assert_eq!(d.analysis.confidence, 0.99);
         assert_eq!((m[0].max_regression, m[0].critical), (0.05, true));
         assert_eq!((m[1].max_regression, m[1].must_improve), (0.20, true));
+    }
+
+    #[test]
+    fn the_example_definition_resolves() {
+        let text = include_str!("../../../experiments/instrumented-canary.yaml");
+        let raw = raw::parse(Path::new("instrumented-canary.yaml"), text).unwrap();
+        let d =
+            Definition::resolve(raw, "instrumented-canary.yaml".into(), Path::new(".")).unwrap();
+        assert_eq!(d.canary, HostPick::Count(2));
+        assert_eq!(d.analysis.metrics.len(), 5);
+        assert_eq!(d.promote.batch, BatchSize::Count(3));
     }
 
     #[test]

@@ -70,7 +70,11 @@ fn pick(
                 batch: BatchSize::Percent(100),
                 ..Strategy::default()
             };
-            let first = strategy.batches(&hosts).into_iter().next().unwrap_or_default();
+            let first = strategy
+                .batches(&hosts)
+                .into_iter()
+                .next()
+                .unwrap_or_default();
             let mut picked: Vec<usize> = first.into_iter().map(|k| pool[k]).collect();
             picked.sort_unstable();
             Ok(picked)
@@ -178,7 +182,10 @@ mod tests {
             &HostPick::Pattern("east".into()),
         )
         .unwrap();
-        assert_eq!((of(&g.canary), of(&g.baseline)), (vec!["h01"], vec!["h04", "h05"]));
+        assert_eq!(
+            (of(&g.canary), of(&g.baseline)),
+            (vec!["h01"], vec!["h04", "h05"])
+        );
         let e = split(
             &inv,
             &all,
@@ -187,14 +194,22 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("hosts.baseline") && e.contains("already a canary"), "{e}");
+        assert!(
+            e.contains("hosts.baseline") && e.contains("already a canary"),
+            "{e}"
+        );
         let e = split(&inv, &[0, 1], &HostPick::Count(1), &HostPick::Count(2))
             .unwrap_err()
             .to_string();
         assert!(e.contains("2 wanted, 1 left"), "{e}");
-        let e = split(&inv, &all, &HostPick::Pattern("nope".into()), &HostPick::Count(1))
-            .unwrap_err()
-            .to_string();
+        let e = split(
+            &inv,
+            &all,
+            &HostPick::Pattern("nope".into()),
+            &HostPick::Count(1),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("hosts.canary: --limit \"nope\""), "{e}");
     }
 }

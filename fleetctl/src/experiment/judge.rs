@@ -142,26 +142,21 @@ pub fn judge(
         j.median_ratio = (b != 0.0).then(|| c / b);
     }
     let change = match m.effect() {
-        Effect::MedianRatio => j.median_ratio.map(|r| r - 1.0),
+        Effect::MedianRatio => match (cs.median, bs.median) {
+            (Some(c), Some(b)) if b != 0.0 => Some(c / b - 1.0),
+            // From nothing to something is an unbounded relative change:
+            // a wait that appears where the baseline has none.
+            (Some(c), Some(_)) if c == 0.0 => Some(0.0),
+            (Some(c), Some(_)) => Some(f64::INFINITY.copysign(c)),
+            _ => None,
+        },
         Effect::MeanDifference => match (cs.mean, bs.mean) {
             (Some(c), Some(b)) => Some(c - b),
             _ => None,
         },
     };
     let Some(change) = change else {
-        // A zero baseline median of a duration or rate: no ratio exists.
-        // A canary that is also zero did not change; anything else did.
-        let same = cs.median == bs.median;
-        j.verdict = if same {
-            Verdict::Pass
-        } else {
-            Verdict::Marginal
-        };
-        j.reason = if same {
-            "both medians are 0".into()
-        } else {
-            "the baseline median is 0: no ratio to judge; look at the distributions".into()
-        };
+        j.reason = "no median to compare".into();
         return j;
     };
     let regression = if m.higher_is_better() {
@@ -341,6 +336,16 @@ mod tests {
         assert_eq!(j.verdict, Verdict::Fail, "{j:?}");
         assert!(j.reason.contains("must improve"), "{}", j.reason);
         let j = judge(&s, &around(110.0), &around(100.0), 0.98, 10);
+        assert_eq!(j.verdict, Verdict::Pass, "{j:?}");
+    }
+
+    #[test]
+    fn a_wait_that_the_baseline_does_not_have_fails() {
+        let j = judge(&spec(MSM), &around(100.0), &[0.0; 40], 0.98, 10);
+        assert_eq!(j.verdict, Verdict::Fail, "{j:?}");
+        assert_eq!((j.median_ratio, j.regression), (None, Some(f64::INFINITY)));
+        assert!(j.reason.contains("median +inf%"), "{}", j.reason);
+        let j = judge(&spec(MSM), &[0.0; 40], &[0.0; 40], 0.98, 10);
         assert_eq!(j.verdict, Verdict::Pass, "{j:?}");
     }
 

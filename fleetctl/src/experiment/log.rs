@@ -48,12 +48,23 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "entry", rename_all = "snake_case")]
 pub enum What {
-    Started { detail: String },
-    Host { host: String, detail: String },
-    Finished { detail: String },
-    Failed { error: String },
+    Started {
+        detail: String,
+    },
+    Host {
+        host: String,
+        detail: String,
+    },
+    Finished {
+        detail: String,
+    },
+    Failed {
+        error: String,
+    },
     /// An event of a rollout or restore run of this stage.
-    Run { event: Event },
+    Run {
+        event: Event,
+    },
 }
 
 /// Appends entries; shared by the experiment and the reporters it hands

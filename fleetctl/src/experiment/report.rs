@@ -320,7 +320,11 @@ td:first-child,th:first-child{text-align:left}td.reason{text-align:left}.verdict
         .canary
         .iter()
         .map(|(h, rel)| (h.as_str(), "canary", short(rel).to_owned()))
-        .chain(r.baseline.iter().map(|h| (h.as_str(), "baseline", "-".into())));
+        .chain(
+            r.baseline
+                .iter()
+                .map(|h| (h.as_str(), "baseline", "-".into())),
+        );
     for (h, group, rel) in rows {
         let (ok, failed, secs) = load(h).map_or(("-".into(), "-".into(), "-".into()), |l| {
             (
@@ -486,7 +490,10 @@ mod tests {
         assert!(t.contains("h01 (was cdcdcdcdcdcd)"), "{t}");
         assert!(t.contains("proof_ms (critical)"), "{t}");
         assert!(t.contains("FAIL"), "{t}");
-        assert!(t.contains("verdict: FAIL (critical metric(s) failed: proof_ms)"), "{t}");
+        assert!(
+            t.contains("verdict: FAIL (critical metric(s) failed: proof_ms)"),
+            "{t}"
+        );
         assert!(t.contains("action: restore: restored"), "{t}");
     }
 

@@ -193,7 +193,11 @@ pub async fn run(opts: Options, stop: watch::Receiver<Stop>) -> Result<Finished,
                     id: st.id.clone(),
                     what: "canaries and baselines",
                     was: format!("{:?} / {:?}", st.canary, st.baseline),
-                    now: format!("{:?} / {:?}", names(&groups.canary), names(&groups.baseline)),
+                    now: format!(
+                        "{:?} / {:?}",
+                        names(&groups.canary),
+                        names(&groups.baseline)
+                    ),
                 }
                 .into());
             }
@@ -358,7 +362,8 @@ impl Exp {
                 Progress::Deploying => {
                     let fin = self.deploy(stop.clone()).await?;
                     self.st.deploy_run = Some(fin.summary.run_id.clone());
-                    self.runs.push(("deploy".into(), fin.summary.run_id.clone()));
+                    self.runs
+                        .push(("deploy".into(), fin.summary.run_id.clone()));
                     match fin.summary.end {
                         RunEnd::Ok => self.st.progress = Progress::Deployed,
                         RunEnd::Interrupted => return self.interrupted_restore(&stop).await,
@@ -548,7 +553,10 @@ impl Exp {
 
     /// The rollout playbook on the canaries, all at once: the experiment
     /// is the canary stage, so the rollout's own canary batch is not used.
-    async fn deploy(&mut self, stop: watch::Receiver<Stop>) -> Result<executor::Finished, ExperimentError> {
+    async fn deploy(
+        &mut self,
+        stop: watch::Receiver<Stop>,
+    ) -> Result<executor::Finished, ExperimentError> {
         let mut pb = playbook::load("rollout")?;
         pb.strategy = Strategy {
             canary: 0,
@@ -585,7 +593,10 @@ impl Exp {
     }
 
     /// The workload on every canary and baseline at once.
-    async fn measure(&mut self, stop: watch::Receiver<Stop>) -> Result<Vec<HostLoad>, ExperimentError> {
+    async fn measure(
+        &mut self,
+        stop: watch::Receiver<Stop>,
+    ) -> Result<Vec<HostLoad>, ExperimentError> {
         let what = workload_text(&self.def.workload);
         self.log.started(Stage::Measure, &what);
         let hosts: Vec<Host> = self
@@ -671,7 +682,8 @@ impl Exp {
             .chain(&self.groups.baseline)
             .cloned()
             .collect();
-        self.log.started(Stage::Collect, self.opts.store.display().to_string());
+        self.log
+            .started(Stage::Collect, self.opts.store.display().to_string());
         let store = Store::new(&self.opts.store);
         let summary = collect_all(&hosts, &store, Duration::from_secs(120), 64, CHUNK).await;
         for s in summary {
@@ -700,7 +712,10 @@ impl Exp {
             windows.insert(l.window.host.clone(), l.window.clone());
         }
         let pick = |names: &[String]| -> Vec<HostWindow> {
-            names.iter().filter_map(|n| windows.get(n).cloned()).collect()
+            names
+                .iter()
+                .filter_map(|n| windows.get(n).cloned())
+                .collect()
         };
         Ok(analyse(
             &self.def.analysis,
@@ -712,7 +727,10 @@ impl Exp {
 
     /// Puts every canary back on its own earlier release, one restart run
     /// per release.
-    async fn restore(&mut self, stop: &watch::Receiver<Stop>) -> Result<(bool, String), ExperimentError> {
+    async fn restore(
+        &mut self,
+        stop: &watch::Receiver<Stop>,
+    ) -> Result<(bool, String), ExperimentError> {
         let mut by_release: BTreeMap<String, Vec<Host>> = BTreeMap::new();
         for h in &self.groups.canary {
             if let Some(rel) = self.st.baseline_release.get(&h.name) {
@@ -744,7 +762,8 @@ impl Exp {
                 .sub_run(Stage::Restore, pb, hosts, spec, None, abort_only(stop))
                 .await?;
             self.st.action_runs.push(fin.summary.run_id.clone());
-            self.runs.push(("restore".into(), fin.summary.run_id.clone()));
+            self.runs
+                .push(("restore".into(), fin.summary.run_id.clone()));
             let good = fin.summary.end == RunEnd::Ok;
             ok &= good;
             self.log.finished(
@@ -761,8 +780,12 @@ impl Exp {
         Ok((ok, done.join("; ")))
     }
 
-    async fn interrupted_restore(&mut self, stop: &watch::Receiver<Stop>) -> Result<End, ExperimentError> {
-        self.log.started(Stage::Restore, "interrupted: restoring the canaries");
+    async fn interrupted_restore(
+        &mut self,
+        stop: &watch::Receiver<Stop>,
+    ) -> Result<End, ExperimentError> {
+        self.log
+            .started(Stage::Restore, "interrupted: restoring the canaries");
         let (_, detail) = self.restore(stop).await?;
         self.st.action = Some(Action::Restore);
         self.st.action_result = Some(format!("interrupted; {detail}"));
@@ -796,7 +819,9 @@ impl Exp {
             Action::Promote => {
                 let rest = self.groups.rest.clone();
                 if rest.is_empty() {
-                    let msg = "nothing to promote to: the selection has no hosts besides the canaries".to_owned();
+                    let msg =
+                        "nothing to promote to: the selection has no hosts besides the canaries"
+                            .to_owned();
                     self.log.finished(Stage::Promote, &msg);
                     self.st.action_result = Some(msg);
                     return Ok(verdict_end);
@@ -825,8 +850,14 @@ impl Exp {
                 if self.st.action_runs.last() != Some(&fin.summary.run_id) {
                     self.st.action_runs.push(fin.summary.run_id.clone());
                 }
-                self.runs.push(("promote".into(), fin.summary.run_id.clone()));
-                let ok = fin.summary.hosts.iter().filter(|(_, s)| !s.is_failure()).count();
+                self.runs
+                    .push(("promote".into(), fin.summary.run_id.clone()));
+                let ok = fin
+                    .summary
+                    .hosts
+                    .iter()
+                    .filter(|(_, s)| !s.is_failure())
+                    .count();
                 let msg = format!(
                     "run {}: {:?}, {ok} of {} host(s) on the candidate",
                     fin.summary.run_id,
@@ -857,7 +888,12 @@ impl Exp {
             if let Some(d) = &self.st.deploy_run {
                 runs.push(("deploy".into(), d.clone()));
             }
-            runs.extend(self.st.action_runs.iter().map(|r| ("action".into(), r.clone())));
+            runs.extend(
+                self.st
+                    .action_runs
+                    .iter()
+                    .map(|r| ("action".into(), r.clone())),
+            );
         }
         Report {
             experiment: self.st.id.clone(),

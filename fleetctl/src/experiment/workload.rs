@@ -98,11 +98,13 @@ pub async fn host_clock_ms(t: &Transport, host: &str) -> Result<u64, WorkloadErr
         .await
         .map_err(transport_err(host))?;
     let text = out.stdout_text();
-    text.trim().parse::<u64>().map_err(|_| WorkloadError::Answer {
-        host: host.to_owned(),
-        what: "`date +%s%3N`",
-        detail: format!("{text:?} is not a number of milliseconds"),
-    })
+    text.trim()
+        .parse::<u64>()
+        .map_err(|_| WorkloadError::Answer {
+            host: host.to_owned(),
+            what: "`date +%s%3N`",
+            detail: format!("{text:?} is not a number of milliseconds"),
+        })
 }
 
 /// The daemon's `/status` (its build is what the records must carry).
