@@ -7,11 +7,14 @@
 //! and is restored: with two jobs in flight per host, its partitions wait
 //! for the worker (`gpu_lock_wait`), a slowdown that no load on this
 //! two-core machine can hide (fewer threads per MSM would be hidden: the
-//! cores are shared by every lab host).
+//! cores are shared by every lab host). Last, Ctrl-C while the workload
+//! runs restores the canaries and exits 130.
 //!
 //! Needs `target/debug/{fleetctl,prover}` (`cargo build --workspace --bins`).
 
-use fleet_tests::{binary, is_root, prover, Run, LAB_DAEMON_CONFIG};
+use fleet_tests::{
+    bin_dir, binary, is_root, pixels_of, prover, screenshot, Run, LAB_DAEMON_CONFIG,
+};
 use fleetctl::lab::Lab;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -210,7 +213,7 @@ fn experiments_on_a_lab_of_four_pass_and_promote_or_fail_and_restore() {
             &["experiment", "-f", "slow.yaml", "--binary"][..],
             &[c.to_str().expect("utf-8")],
             &base,
-            &["--json", "slow.json"],
+            &["--json", "slow.json", "--html", "slow.html"],
         ]
         .concat(),
     );
@@ -238,6 +241,82 @@ fn experiments_on_a_lab_of_four_pass_and_promote_or_fail_and_restore() {
         );
     }
     eprintln!("slower candidate: {:.1}s", t.elapsed().as_secs_f64());
+    // The last report stays beside the build for the docs: terminal, page, screenshot.
+    let keep = bin_dir().join("..").join("experiment-report");
+    std::fs::create_dir_all(&keep).expect("report dir");
+    std::fs::write(keep.join("report.txt"), &r.stdout).expect("keep report");
+    std::fs::copy(cwd.join("slow.html"), keep.join("report.html")).expect("keep page");
+    if let Some(shot) = screenshot(&cwd.join("slow.html"), &keep, "report") {
+        // The canaries' samples are drawn in orange, the baselines' in blue.
+        let canary = pixels_of(&shot, [0xdd, 0x6b, 0x20], 40);
+        let baseline = pixels_of(&shot, [0x31, 0x82, 0xce], 40);
+        assert!(
+            canary > 50 && baseline > 50,
+            "the distributions drew: {canary} canary and {baseline} baseline pixels"
+        );
+    }
+
+    // 4. Ctrl-C while the workload runs: the canaries are restored, exit 130.
+    let t = Instant::now();
+    let d = variant(cwd, "prover-interrupted");
+    std::fs::write(
+        cwd.join("long.yaml"),
+        definition(
+            "long",
+            None,
+            "    - { metric: total, critical: true }\n",
+            "3%",
+        )
+        .replace("jobs: 12", "duration: 5m"),
+    )
+    .expect("definition");
+    let child = Command::new(binary("fleetctl"))
+        .args(
+            [
+                &["experiment", "-f", "long.yaml", "--plain", "--binary"][..],
+                &[d.to_str().expect("utf-8")],
+                &base,
+            ]
+            .concat(),
+        )
+        .current_dir(cwd)
+        .env_remove("FLEETCTL_STATE_DIR")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn fleetctl");
+    // Wait (bounded) until the canaries run the candidate and the load is on.
+    let deadline = Instant::now() + std::time::Duration::from_secs(120);
+    let measuring = || {
+        std::fs::read_dir(cwd.join(".fleetctl/experiments"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .any(|t| t.contains("\"progress\": \"deployed\""))
+    };
+    while !measuring() && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: kill has no memory preconditions; the pid is our own child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let r = Run::from(child.wait_with_output().expect("fleetctl ends"));
+    assert_eq!(r.code, Some(130), "interrupted experiment\n{}", r.show());
+    assert!(
+        r.stdout
+            .contains("resume with: fleetctl experiment --resume exp-"),
+        "{}",
+        r.show()
+    );
+    for i in 0..4 {
+        assert!(
+            current_release(&lab, i).ends_with(&a_sha),
+            "h0{} on the baseline release after Ctrl-C",
+            i + 1
+        );
+    }
+    eprintln!("interrupted experiment: {:.1}s", t.elapsed().as_secs_f64());
 
     lab.teardown().expect("lab teardown");
     eprintln!("lab experiment test: {:.1}s", begin.elapsed().as_secs_f64());

@@ -13,7 +13,7 @@ pub enum GroupError {
     Select {
         group: &'static str,
         #[source]
-        source: SelectError,
+        source: Box<SelectError>,
     },
     #[error("hosts.{group}: {wanted} wanted, {left} left in the selection ({hosts})")]
     TooFew {
@@ -80,8 +80,10 @@ fn pick(
             Ok(picked)
         }
         HostPick::Pattern(p) => {
-            let matched = select::select(inv, Some(p))
-                .map_err(|source| GroupError::Select { group, source })?;
+            let matched = select::select(inv, Some(p)).map_err(|source| GroupError::Select {
+                group,
+                source: Box::new(source),
+            })?;
             let picked: Vec<usize> = matched.into_iter().filter(|i| pool.contains(i)).collect();
             if picked.is_empty() {
                 return Err(GroupError::Empty {

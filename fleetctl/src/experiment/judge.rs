@@ -146,7 +146,7 @@ pub fn judge(
             (Some(c), Some(b)) if b != 0.0 => Some(c / b - 1.0),
             // From nothing to something is an unbounded relative change:
             // a wait that appears where the baseline has none.
-            (Some(c), Some(_)) if c == 0.0 => Some(0.0),
+            (Some(0.0), Some(_)) => Some(0.0),
             (Some(c), Some(_)) => Some(f64::INFINITY.copysign(c)),
             _ => None,
         },

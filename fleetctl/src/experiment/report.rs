@@ -200,7 +200,7 @@ fn verdict_class(v: Verdict) -> &'static str {
 }
 
 const W: f64 = 640.0;
-const LABEL: f64 = 80.0;
+const LABEL: f64 = 130.0;
 const ROW: f64 = 44.0;
 
 /// Both groups of one metric on one axis: every sample as a dot, the
@@ -246,7 +246,7 @@ fn distribution_svg(j: &Judgement, canary: &[f64], baseline: &[f64]) -> String {
             let dy = ((i * 7) % 11) as f64 - 5.0;
             let _ = write!(
                 s,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="2" fill="{color}" fill-opacity="0.7"/>"#,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="2" fill="{color}"/>"#,
                 x(*v),
                 y + dy
             );

@@ -978,3 +978,106 @@ fn workload_text(w: &Workload) -> String {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started(dir: &std::path::Path) -> ExperimentState {
+        let st = ExperimentState {
+            id: "exp-1".into(),
+            origin: Origin {
+                definition: "defs/x.yaml".into(),
+                inventory: Some("lab.yaml".into()),
+                limit: Some("gpu".into()),
+                extra_vars: vec!["config_file=p.toml".into()],
+                binary: "build/prover".into(),
+                sha256: "aa".into(),
+                store: "store".into(),
+            },
+            started_ms: 1,
+            canary: vec!["h01".into()],
+            baseline: vec!["h02".into()],
+            baseline_release: BTreeMap::new(),
+            progress: Progress::Measured,
+            deploy_run: None,
+            deploy_error: None,
+            loads: Vec::new(),
+            verdict: None,
+            reason: None,
+            action: None,
+            action_runs: Vec::new(),
+            action_result: None,
+        };
+        state::save(dir, &st).unwrap();
+        st
+    }
+
+    fn opts(dir: &std::path::Path) -> Options {
+        Options {
+            definition: None,
+            inventory: None,
+            limit: None,
+            extra_vars: Vec::new(),
+            binary: None,
+            state_dir: dir.to_owned(),
+            store: ".fleetctl/timing".into(),
+            resume: Some("exp-1".into()),
+            tty: false,
+        }
+    }
+
+    #[test]
+    fn a_resume_takes_what_the_experiment_was_started_with() {
+        let dir = tempfile::tempdir().unwrap();
+        started(dir.path());
+        let mut o = opts(dir.path());
+        let st = resume_options(&mut o, "exp-1").unwrap();
+        assert_eq!(st.progress, Progress::Measured);
+        assert_eq!(
+            o.definition.as_deref(),
+            Some(std::path::Path::new("defs/x.yaml"))
+        );
+        assert_eq!(
+            o.inventory.as_deref(),
+            Some(std::path::Path::new("lab.yaml"))
+        );
+        assert_eq!(o.limit.as_deref(), Some("gpu"));
+        assert_eq!(o.extra_vars, ["config_file=p.toml"]);
+        assert_eq!(
+            o.binary.as_deref(),
+            Some(std::path::Path::new("build/prover"))
+        );
+        assert_eq!(o.store, PathBuf::from("store"));
+    }
+
+    #[test]
+    fn a_resume_with_other_arguments_is_refused_naming_both() {
+        let dir = tempfile::tempdir().unwrap();
+        started(dir.path());
+        let mut o = opts(dir.path());
+        o.limit = Some("h09".into());
+        let e = resume_options(&mut o, "exp-1").unwrap_err().to_string();
+        assert!(
+            e.contains("--limit") && e.contains("\"gpu\"") && e.contains("\"h09\""),
+            "{e}"
+        );
+        let mut o = opts(dir.path());
+        o.definition = Some("other.yaml".into());
+        let e = resume_options(&mut o, "exp-1").unwrap_err().to_string();
+        assert!(e.contains("-f") && e.contains("defs/x.yaml"), "{e}");
+        let e = resume_options(&mut opts(dir.path()), "exp-9")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exp-9.json"), "{e}");
+    }
+
+    #[test]
+    fn only_stages_that_touched_the_canaries_restore_them() {
+        assert!(!changed_canaries(Progress::Prepared));
+        assert!(changed_canaries(Progress::Deploying));
+        assert!(changed_canaries(Progress::Judged));
+        assert!(!changed_canaries(Progress::Acting));
+        assert!(!changed_canaries(Progress::Done));
+    }
+}
