@@ -42,7 +42,9 @@ pub struct Candidate {
     pub config: Option<String>,
 }
 
-fn short(s: &str) -> &str {
+/// The first 12 characters of a release id, as the rollout prints them
+/// (all of it when shorter: a state file may have been edited by hand).
+pub fn short(s: &str) -> &str {
     &s[..12.min(s.len())]
 }
 

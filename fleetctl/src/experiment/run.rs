@@ -15,7 +15,7 @@ use super::judge::Verdict;
 use super::log::{ExperimentLog, Stage};
 use super::raw::Action;
 use super::records::{self, RecordsError};
-use super::report::{self, Candidate, Report};
+use super::report::{self, short, Candidate, Report};
 use super::state::{self, ExperimentState, Origin, Progress, StateError};
 use super::workload::{self, HostLoad, WorkloadError};
 use crate::audit::AuditError;
@@ -482,7 +482,7 @@ impl Exp {
                     self.log.host(
                         Stage::Prepare,
                         &host,
-                        format!("release {}, daemon build {build}", &release[..12]),
+                        format!("release {}, daemon build {build}", short(&release)),
                     );
                     if is_canary {
                         self.st.baseline_release.insert(host, release);
@@ -501,7 +501,7 @@ impl Exp {
                     host: h.clone(),
                     problem: format!(
                         "runs the candidate's binary (release {}) already: shipping the candidate's config into that release would change the baseline it is restored to; give the candidate a binary of its own",
-                        &cand[..12]
+                        short(&cand)
                     ),
                 });
             }
@@ -568,7 +568,7 @@ impl Exp {
             Stage::Deploy,
             format!(
                 "candidate {} to {}",
-                &self.st.origin.sha256[..12],
+                short(&self.st.origin.sha256),
                 self.st.canary.join(", ")
             ),
         );
@@ -751,7 +751,7 @@ impl Exp {
             let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
             self.log.started(
                 Stage::Restore,
-                format!("{} back to release {}", names.join(", "), &release[..12]),
+                format!("{} back to release {}", names.join(", "), short(&release)),
             );
             let spec = Arc::new(ReleaseSpec {
                 // Nothing is uploaded: the release is on the host already.
@@ -774,7 +774,7 @@ impl Exp {
                 "{} {} release {}",
                 names.join(", "),
                 if good { "back on" } else { "NOT all back on" },
-                &release[..12]
+                short(&release)
             ));
         }
         Ok((ok, done.join("; ")))
@@ -832,7 +832,7 @@ impl Exp {
                     Stage::Promote,
                     format!(
                         "candidate {} to {} host(s)",
-                        &self.st.origin.sha256[..12],
+                        short(&self.st.origin.sha256),
                         rest.len()
                     ),
                 );
