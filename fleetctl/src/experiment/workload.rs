@@ -304,6 +304,36 @@ pub async fn observe(
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn observing_reads_the_window_from_the_host_clock_and_stops_on_ctrl_c() {
+        let host = Host::local("h", "/tmp");
+        let t = Transport::connect(&host).await.unwrap();
+        let (tx, rx) = watch::channel(Stop::Run);
+        let l = observe(
+            &t,
+            &host,
+            Some("b".into()),
+            Duration::from_millis(200),
+            rx.clone(),
+        )
+        .await
+        .unwrap();
+        assert!(l.window.end_ms >= l.window.start_ms + 200, "{l:?}");
+        assert_eq!(
+            (l.window.build.as_deref(), l.interrupted),
+            (Some("b"), false)
+        );
+        tx.send(Stop::Finish).unwrap();
+        let begin = Instant::now();
+        let l = observe(&t, &host, None, Duration::from_secs(60), rx)
+            .await
+            .unwrap();
+        assert!(
+            l.interrupted && begin.elapsed() < Duration::from_secs(10),
+            "{l:?}"
+        );
+    }
+
     #[test]
     fn client_commands_quote_every_path() {
         let host = Host::local("h", "/opt/my prover");
