@@ -12,11 +12,11 @@
 //! The run: [`groups`] (canaries, baselines, the rest) -> [`run`] (stages:
 //! deploy with the rollout playbook, [`workload`] on every host at once,
 //! collect into the timing store, [`records`] of the window, analyse, act)
-//! with [`state`] (for `--resume`) and [`log`] (the audit log). [`cli`] is
-//! the command line, converted into [`run::Options`].
+//! with [`state`] (for `--resume`) and [`log`] (the audit log). The command
+//! line is the binary's (`src/cli/experiment.rs`), converted into
+//! [`run::Options`].
 
 pub mod analysis;
-pub mod cli;
 pub mod definition;
 pub mod groups;
 pub mod judge;

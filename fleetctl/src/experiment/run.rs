@@ -20,9 +20,9 @@ use super::state::{self, ExperimentState, Origin, Progress, StateError};
 use super::workload::{self, HostLoad, WorkloadError};
 use crate::audit::AuditError;
 use crate::executor::{
-    self, new_run_id, ExecError, Prepared, RealRunner, ReleaseSpec, Reporter, RunEnd, RunOptions,
-    Stop,
+    self, new_run_id, Build, ExecError, Prepared, RealRunner, Reporter, RunEnd, RunOptions, Stop,
 };
+use crate::fanout::{self, TaskFailed};
 use crate::inventory::{self, select, Host, InventoryError};
 use crate::playbook::{self, BatchSize, Playbook, PlaybookError, Strategy};
 use crate::steps::{self, remote, Release, StepCtx};
@@ -98,6 +98,8 @@ pub enum ExperimentError {
     Workload(#[from] WorkloadError),
     #[error(transparent)]
     Records(#[from] RecordsError),
+    #[error(transparent)]
+    Task(#[from] TaskFailed),
     #[error("--resume {0}: the experiment has no definition recorded, and none was given")]
     NoDefinition(String),
 }
@@ -131,7 +133,7 @@ struct Exp {
     def: Definition,
     inventory: String,
     groups: Groups,
-    candidate: Arc<ReleaseSpec>,
+    candidate: Arc<Build>,
     opts: Options,
     log: ExperimentLog,
     st: ExperimentState,
@@ -234,7 +236,7 @@ pub async fn run(opts: Options, stop: watch::Receiver<Stop>) -> Result<Finished,
         def,
         inventory: inv.file.clone(),
         groups,
-        candidate: Arc::new(ReleaseSpec {
+        candidate: Arc::new(Build {
             binary,
             sha256: Some(sha256),
         }),
@@ -465,30 +467,28 @@ impl Exp {
             .map(|h| (h.clone(), true))
             .chain(self.groups.baseline.iter().map(|h| (h.clone(), false)))
             .collect();
-        let mut tasks = tokio::task::JoinSet::new();
-        for (host, is_canary) in hosts {
-            tasks.spawn(async move {
-                let r = preflight(&host).await;
-                (host.name.clone(), is_canary, r)
-            });
-        }
+        let results = fanout::for_each_host(
+            &hosts,
+            |(h, _)| h.name.as_str(),
+            hosts.len(),
+            |(host, _)| async move { preflight(&host).await },
+        )
+        .await;
         let mut problems = Vec::new();
-        while let Some(joined) = tasks.join_next().await {
-            let Ok((host, is_canary, r)) = joined else {
-                continue;
-            };
+        for ((host, is_canary), r) in hosts.into_iter().zip(results) {
             match r {
-                Ok((release, build)) => {
+                Ok(Ok((release, build))) => {
                     self.log.host(
                         Stage::Prepare,
-                        &host,
+                        &host.name,
                         format!("release {}, daemon build {build}", short(&release)),
                     );
                     if is_canary {
-                        self.st.baseline_release.insert(host, release);
+                        self.st.baseline_release.insert(host.name, release);
                     }
                 }
-                Err(problem) => problems.push((host, problem)),
+                Ok(Err(problem)) => problems.push((host.name, problem)),
+                Err(failed) => problems.push((host.name, failed.reason)),
             }
         }
         if let Some((host, problem)) = problems.into_iter().next() {
@@ -532,7 +532,7 @@ impl Exp {
         stage: Stage,
         playbook: Playbook,
         hosts: Vec<Host>,
-        release: Arc<ReleaseSpec>,
+        release: Arc<Build>,
         resume: Option<String>,
         stop: watch::Receiver<Stop>,
     ) -> Result<executor::Finished, ExperimentError> {
@@ -606,11 +606,14 @@ impl Exp {
             .chain(&self.groups.baseline)
             .cloned()
             .collect();
-        let mut tasks = tokio::task::JoinSet::new();
-        for (i, host) in hosts.into_iter().enumerate() {
-            let (w, stop) = (self.def.workload.clone(), stop.clone());
-            tasks.spawn(async move {
-                let r = async {
+        let w = self.def.workload.clone();
+        let results = fanout::for_each_host(
+            &hosts,
+            |h| h.name.as_str(),
+            hosts.len(),
+            |host| {
+                let (w, stop) = (w.clone(), stop.clone());
+                async move {
                     let t = Arc::new(Transport::connect(&host).await.map_err(|source| {
                         WorkloadError::Transport {
                             host: host.name.clone(),
@@ -631,16 +634,14 @@ impl Exp {
                     }
                     load
                 }
-                .await;
-                (i, r)
-            });
-        }
+            },
+        )
+        .await;
         let mut loads: Vec<(usize, HostLoad)> = Vec::new();
         let mut first_error = None;
-        while let Some(joined) = tasks.join_next().await {
-            let Ok((i, r)) = joined else { continue };
+        for (i, r) in results.into_iter().enumerate() {
             match r {
-                Ok(l) => {
+                Ok(Ok(l)) => {
                     self.log.host(
                         Stage::Measure,
                         &l.window.host,
@@ -657,14 +658,18 @@ impl Exp {
                     );
                     loads.push((i, l));
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     self.log.failed(Stage::Measure, e.to_string());
-                    first_error.get_or_insert(e);
+                    first_error.get_or_insert(ExperimentError::Workload(e));
+                }
+                Err(failed) => {
+                    self.log.failed(Stage::Measure, failed.to_string());
+                    first_error.get_or_insert(ExperimentError::Task(failed));
                 }
             }
         }
         if let Some(e) = first_error {
-            return Err(e.into());
+            return Err(e);
         }
         loads.sort_by_key(|(i, _)| *i);
         self.log.finished(Stage::Measure, what);
@@ -753,7 +758,7 @@ impl Exp {
                 Stage::Restore,
                 format!("{} back to release {}", names.join(", "), short(&release)),
             );
-            let spec = Arc::new(ReleaseSpec {
+            let spec = Arc::new(Build {
                 // Nothing is uploaded: the release is on the host already.
                 binary: PathBuf::new(),
                 sha256: Some(release.clone()),

@@ -1,16 +1,17 @@
-//! `fleetctl experiment`: the clap arguments, their conversion into
-//! [`Options`], the printed report and the exit code. Nothing else of the
-//! command line reaches the experiment modules.
+//! `fleetctl experiment`: the clap arguments, their conversion into the
+//! library's [`Options`], the printed report and the exit code.
 
-use super::report;
-use super::run::{self, End, Options};
-use crate::executor::{
-    watch_ctrl_c, Stop, EXIT_HOSTS_FAILED, EXIT_INTERRUPTED, EXIT_NOT_PASSED, EXIT_OK,
-};
+use super::exit;
+use super::run::watch_ctrl_c;
+use super::TargetArgs;
 use anyhow::Context;
 use clap::Args;
+use fleetctl::executor::Stop;
+use fleetctl::experiment::report;
+use fleetctl::experiment::run::{self, End, Options};
+use fleetctl::transport::quote::quote;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tokio::sync::watch;
 
@@ -21,7 +22,7 @@ pub struct ExperimentArgs {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<PathBuf>,
     #[command(flatten)]
-    pub target: crate::cli::TargetArgs,
+    pub target: TargetArgs,
     /// The candidate prover binary [default: target/release/prover; a
     /// resume takes the experiment's own].
     #[arg(long, value_name = "PATH")]
@@ -65,16 +66,17 @@ impl ExperimentArgs {
             tty: !self.plain && std::io::stderr().is_terminal(),
         }
     }
-}
 
-/// The one mapping from an experiment's end to the exit code.
-fn exit(end: End) -> ExitCode {
-    ExitCode::from(match end {
-        End::Pass => EXIT_OK,
-        End::NotPass => EXIT_NOT_PASSED,
-        End::HostsFailed => EXIT_HOSTS_FAILED,
-        End::Interrupted => EXIT_INTERRUPTED,
-    })
+    /// The command that resumes experiment `id` from this one's state dir.
+    fn resume_command(&self, id: &str) -> String {
+        let mut cmd = format!("fleetctl experiment --resume {id}");
+        if self.state_dir != Path::new(".fleetctl") {
+            let dir = self.state_dir.display().to_string();
+            cmd.push_str(" --state-dir ");
+            cmd.push_str(&quote(&dir).unwrap_or_else(|_| format!("{dir:?}")));
+        }
+        cmd
+    }
 }
 
 /// `fleetctl experiment`.
@@ -95,9 +97,9 @@ pub async fn run(args: ExperimentArgs) -> anyhow::Result<ExitCode> {
     }
     if done.end == End::Interrupted {
         println!(
-            "resume with: fleetctl experiment --resume {}",
-            done.report.experiment
+            "resume with: {}",
+            args.resume_command(&done.report.experiment)
         );
     }
-    Ok(exit(done.end))
+    Ok(exit::code(exit::experiment_end(done.end)))
 }
