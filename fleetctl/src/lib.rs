@@ -5,12 +5,15 @@
 //! task per host) -> [`steps`] (one file per step) over [`transport`]
 //! (`ssh`, `local`, `quote`) -> [`audit`], [`summary`] (the final table).
 //! Beside it: [`timing`] (fleet-wide timing), [`health`] (policy, status),
-//! [`lab`] (a fleet of real sshd hosts on this machine for tests). Every per-host parallel run goes
-//! through [`fanout`]. The command line (clap, Ctrl-C, exit codes) belongs
-//! to the binary (`src/cli/`), which hands the library plain types.
+//! [`experiment`] (a candidate on canaries judged against baselines), [`lab`]
+//! (a fleet of real sshd hosts on this machine for tests). Every per-host
+//! parallel run goes through [`fanout`]. The command line (clap, Ctrl-C,
+//! exit codes) belongs to the binary (`src/cli/`), which hands the library
+//! plain types.
 
 pub mod audit;
 pub mod executor;
+pub mod experiment;
 pub mod fanout;
 pub mod health;
 pub mod inventory;

@@ -300,3 +300,44 @@ fn timing_collect_defaults_in_the_docs_are_those_of_help() {
         );
     }
 }
+
+#[test]
+fn malformed_experiment_exits_1_with_file_line_column_before_touching_a_host() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("exp.yaml"),
+        "name: x\nhosts: { canary: 1, baseline: 1 }\nworkload:\n  submit: { size: 1024, jobs: 20, concurency: 2 }\n",
+    )
+    .unwrap();
+    let o = fleetctl(dir.path(), &["experiment", "-f", "exp.yaml", "--plain"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("exp.yaml:4:"), "{err}");
+    assert!(err.contains("unknown field `concurency`"), "{err}");
+    assert!(err.contains("expected form:\n    name: NAME"), "{err}");
+    assert!(out.is_empty(), "nothing ran: {out}");
+    // Two groups out of the one host of the built-in local inventory: refused.
+    std::fs::write(
+        dir.path().join("two.yaml"),
+        "name: x\nhosts: { canary: 1, baseline: 1 }\nworkload:\n  submit: { size: 1024, jobs: 20 }\n",
+    )
+    .unwrap();
+    let o = fleetctl(
+        dir.path(),
+        &[
+            "experiment",
+            "-f",
+            "two.yaml",
+            "--plain",
+            "--binary",
+            "exp.yaml",
+        ],
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("hosts.baseline: 1 wanted, 0 left"), "{err}");
+    let o = fleetctl(dir.path(), &["experiment", "--resume", "exp-nope"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("exp-nope.json"), "{err}");
+}

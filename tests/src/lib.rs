@@ -72,6 +72,69 @@ pub fn fleetctl(cwd: &Path, args: &[&str]) -> Run {
     Run::from(out)
 }
 
+/// An HTML page rendered by headless Chromium: the screenshot's pixels (RGB
+/// or RGBA, row by row) and the samples per pixel. `None`, saying so, when
+/// no Chromium is on PATH (scripts/test.sh installs it).
+pub fn screenshot(html: &Path, dir: &Path, name: &str) -> Option<(Vec<u8>, usize)> {
+    let chromium = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    let Some(chromium) = chromium else {
+        eprintln!("SKIP screenshot: no chromium on PATH (scripts/test.sh installs it)");
+        return None;
+    };
+    let shot = dir.join(format!("{name}.png"));
+    let profile = dir.join(format!("{name}-chromium-profile"));
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--window-size=1000,1600",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("chromium runs");
+    assert!(
+        shot.is_file(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let decoder = png::Decoder::new(std::fs::File::open(&shot).expect("open png"));
+    let mut reader = decoder.read_info().expect("png header");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("png frame");
+    buf.truncate(info.buffer_size());
+    Some((buf, info.color_type.samples()))
+}
+
+/// Pixels of a screenshot within `tolerance` of the colour `rgb`.
+pub fn pixels_of(shot: &(Vec<u8>, usize), rgb: [u8; 3], tolerance: u8) -> usize {
+    shot.0
+        .chunks(shot.1)
+        .filter(|p| {
+            p.len() >= 3
+                && p[..3]
+                    .iter()
+                    .zip(rgb)
+                    .all(|(a, b)| a.abs_diff(b) <= tolerance)
+        })
+        .count()
+}
+
 /// The daemon config shipped to lab hosts: small budget, a tiny preload.
 pub const LAB_DAEMON_CONFIG: &str = r#"
 listen = "127.0.0.1:7878"

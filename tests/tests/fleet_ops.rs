@@ -362,53 +362,10 @@ fn status_health_and_timing_on_a_lab_of_eight() {
 /// Renders the report in headless Chromium and checks that the chart colour
 /// (the bars' blue) is on the screenshot. Skips, saying so, without Chromium.
 fn screenshot_shows_charts(html: &Path, cwd: &Path) {
-    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .find(|c| {
-            Command::new(c)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-    else {
-        eprintln!("SKIP screenshot: no chromium on PATH (scripts/test.sh installs it)");
+    let Some(shot) = fleet_tests::screenshot(html, cwd, "report") else {
         return;
     };
-    let shot = cwd.join("report.png");
-    let profile = cwd.join("chromium-profile");
-    let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1000,1600",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .expect("chromium runs");
-    assert!(
-        shot.is_file(),
-        "no screenshot: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let decoder = png::Decoder::new(std::fs::File::open(&shot).expect("open png"));
-    let mut reader = decoder.read_info().expect("png header");
-    let mut buf = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut buf).expect("png frame");
-    let channels = info.color_type.samples();
-    let bar = [0x2b, 0x6c, 0xb0];
-    let bar_pixels = buf[..info.buffer_size()]
-        .chunks(channels)
-        .filter(|p| p.len() >= 3 && p[..3].iter().zip(bar).all(|(a, b)| a.abs_diff(b) <= 6))
-        .count();
+    let bar_pixels = fleet_tests::pixels_of(&shot, [0x2b, 0x6c, 0xb0], 6);
     assert!(
         bar_pixels > 500,
         "the charts drew ({bar_pixels} bar-coloured pixels)"

@@ -1,7 +1,9 @@
-//! Process exit codes of fleetctl, all decided here: a run's [`RunEnd`], or
-//! whether every host of a `status`/`health`/`timing collect` answered.
+//! Process exit codes of fleetctl, all decided here: a run's [`RunEnd`], an
+//! experiment's [`End`], or whether every host of a `status`/`health`/
+//! `timing collect` answered.
 
 use fleetctl::executor::RunEnd;
+use fleetctl::experiment::run::End;
 use std::process::ExitCode;
 
 /// Every selected host finished every step (or `--check`/`plan` only).
@@ -15,6 +17,9 @@ pub const EXIT_HOSTS_FAILED: u8 = 2;
 /// The failure budget (`max_fail`) was exceeded: the run halted and some
 /// hosts were not started. `--resume RUN_ID` continues it.
 pub const EXIT_HALTED: u8 = 3;
+/// `experiment`: the verdict was not a pass (fail, marginal, NODATA, or the
+/// candidate never deployed); the verdict's action itself succeeded.
+pub const EXIT_NOT_PASSED: u8 = 4;
 /// Stopped by Ctrl-C before every host was done. `--resume` continues it.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
@@ -25,6 +30,16 @@ pub fn run_end(end: RunEnd) -> u8 {
         RunEnd::HostsFailed => EXIT_HOSTS_FAILED,
         RunEnd::Halted => EXIT_HALTED,
         RunEnd::Interrupted => EXIT_INTERRUPTED,
+    }
+}
+
+/// The code for an experiment's end.
+pub fn experiment_end(end: End) -> u8 {
+    match end {
+        End::Pass => EXIT_OK,
+        End::NotPass => EXIT_NOT_PASSED,
+        End::HostsFailed => EXIT_HOSTS_FAILED,
+        End::Interrupted => EXIT_INTERRUPTED,
     }
 }
 

@@ -7,6 +7,7 @@
 //! [`Command::execute`]; keep the work itself in the library module.
 
 pub mod exit;
+mod experiment;
 mod health;
 mod inventory;
 mod lab;
@@ -45,6 +46,9 @@ pub enum Command {
     Status(health::StatusArgs),
     /// The health policy's verdict per host and GPU.
     Health(health::HealthArgs),
+    /// Roll a candidate to canaries, measure it against baselines under the
+    /// same load, then promote it, restore the canaries, or keep them.
+    Experiment(experiment::ExperimentArgs),
     /// Fleet-wide timing: collect, report, export.
     #[command(subcommand)]
     Timing(timing::TimingCommand),
@@ -168,6 +172,7 @@ impl Command {
             Command::Status(args) => health::run_status(args).await,
             Command::Health(args) => health::run_health(args).await,
             Command::Timing(cmd) => timing::run(cmd).await,
+            Command::Experiment(args) => experiment::run(args).await,
             Command::Inventory(cmd) => inventory::run(cmd),
             Command::Lab { cmd } => lab::run(cmd).map(|()| exit::code(exit::EXIT_OK)),
         }

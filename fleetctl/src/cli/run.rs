@@ -116,7 +116,7 @@ pub fn resume_command(args: &RunArgs) -> String {
 }
 
 /// Sends Ctrl-C presses into the stop channel: first `Finish`, then `Abort`.
-fn watch_ctrl_c(tx: watch::Sender<Stop>) {
+pub(super) fn watch_ctrl_c(tx: watch::Sender<Stop>) {
     tokio::spawn(async move {
         for level in [Stop::Finish, Stop::Abort] {
             if tokio::signal::ctrl_c().await.is_err() {
