@@ -1,6 +1,8 @@
 //! The lab fleet end to end: real namespaces, real sshd, real ssh. Needs
-//! root; without it every test prints why it skipped and passes.
+//! root; without it every test fails, or with `TEST_LEAVE_OUT=lab` records
+//! its skip (see `fleet-testkit`).
 
+use fleet_testkit::{have, have_lab, Need};
 use fleetctl::lab::{Lab, LabConfig, LabError, LabHost};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -12,15 +14,6 @@ use std::time::{Duration, Instant};
 
 /// Labs run in parallel, except the timing test, which runs alone.
 static SERIAL: RwLock<()> = RwLock::new(());
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!("SKIP: the lab fleet needs root (namespaces, veth, sshd); run the tests as root");
-    }
-    root
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).trim().to_string()
@@ -93,7 +86,7 @@ fn ssh_ok(lab: &Lab, index: usize, command: &str) -> String {
 
 #[test]
 fn eight_hosts_over_real_ssh_each_with_its_own_pid_1_and_data_then_nothing_left() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -178,7 +171,7 @@ fn eight_hosts_over_real_ssh_each_with_its_own_pid_1_and_data_then_nothing_left(
 
 #[test]
 fn kill_processes_crashes_what_runs_but_keeps_init_and_sshd() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -213,7 +206,7 @@ fn kill_processes_crashes_what_runs_but_keeps_init_and_sshd() {
 
 #[test]
 fn tiny_data_makes_writes_fail_with_enospc_and_keeps_what_is_there() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -254,7 +247,7 @@ fn tiny_data_makes_writes_fail_with_enospc_and_keeps_what_is_there() {
 
 #[test]
 fn netem_adds_delay_or_says_clearly_that_the_kernel_cannot() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -271,7 +264,8 @@ fn netem_adds_delay_or_says_clearly_that_the_kernel_cannot() {
             let err = lab.netem(0, 150, 0.0).expect_err("still unsupported");
             let msg = err.to_string();
             assert!(msg.contains("netem") && msg.contains("h01"), "{msg}");
-            eprintln!("SKIP netem: {msg}");
+            // Fails only when the run demands netem (TEST_REQUIRE=netem).
+            have(Need::Netem, false, &msg);
             return;
         }
         Err(e) => panic!("netem failed: {e}"),
@@ -290,7 +284,7 @@ fn netem_adds_delay_or_says_clearly_that_the_kernel_cannot() {
 
 #[test]
 fn a_panic_while_a_lab_is_up_still_tears_it_down() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -309,7 +303,7 @@ fn a_panic_while_a_lab_is_up_still_tears_it_down() {
 /// and checks that the next `Lab::start` removes the orphaned lab.
 #[test]
 fn the_next_start_reaps_a_lab_whose_owner_was_killed() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -380,7 +374,7 @@ fn the_next_start_reaps_a_lab_whose_owner_was_killed() {
 
 #[test]
 fn thirty_two_hosts_start_and_stop() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _alone = SERIAL.write();
@@ -405,7 +399,7 @@ fn thirty_two_hosts_start_and_stop() {
 /// through it, many commands at once. Also: starting a lab from async code.
 #[test]
 fn fleetctl_reaches_the_lab_through_its_inventory_and_transport() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -466,7 +460,7 @@ fn fleetctl_reaches_the_lab_through_its_inventory_and_transport() {
 /// returns the error and leaves nothing behind.
 #[test]
 fn a_failed_start_reports_the_host_and_cleans_up_what_it_built() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -529,7 +523,7 @@ fn reachable(rows: &serde_json::Value, host: &str) -> bool {
 
 #[test]
 fn ssh_masters_outlive_a_run_are_reused_and_go_with_the_host() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -613,7 +607,7 @@ fn fresh_host_key(dir: &Path) -> String {
 /// the old line is back, h01 answers again.
 #[test]
 fn a_kept_master_is_dropped_when_known_hosts_pins_another_key() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();

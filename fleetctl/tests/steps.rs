@@ -144,16 +144,11 @@ fn release(dir: &Path, build: &str, mode: &str, pad: usize) -> Release {
     Release::from_files(&bin, Some(&cfg)).unwrap()
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// A lab of one host plus its resolved inventory entry; `None` (test
-/// skipped) when not root.
+/// skipped, recorded) when not root and the run leaves the lab out.
+#[track_caller]
 fn lab(data_size: Option<u64>) -> Option<(Lab, Host)> {
-    if !is_root() {
-        eprintln!("skipping: the lab fleet needs root");
+    if !fleet_testkit::have_lab() {
         return None;
     }
     let mut config = LabConfig::new(1);
@@ -864,15 +859,25 @@ fn ssh_commands_are_quoted_deadlined_and_share_one_connection() {
 }
 
 /// The real `prover` built in this workspace (`cargo build -p prover`), if any.
-fn real_prover() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_owned();
+/// The workspace's debug prover; fails with the fix when it was not built
+/// (cargo builds only this package's binaries for its tests).
+fn real_prover() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the fleetctl crate lives in the workspace")
+        .to_owned();
     let target = match std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
         Some(t) if t.is_absolute() => t,
         Some(t) => root.join(t),
         None => root.join("target"),
     };
     let bin = target.join("debug/prover");
-    bin.is_file().then_some(bin)
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build -p prover` first",
+        bin.display()
+    );
+    bin
 }
 
 /// Small CPU-only daemon config: mlock pool (so the drain's memory shows in
@@ -896,13 +901,10 @@ devices = []
 
 #[test]
 fn real_prover_rolls_out_smokes_drains_and_rolls_back() {
-    let Some(prover) = real_prover() else {
-        eprintln!("skipping: target/debug/prover not built (cargo build -p prover)");
-        return;
-    };
     let Some((_lab, host)) = lab(None) else {
         return;
     };
+    let prover = real_prover();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("prover.toml");
     std::fs::write(&config, REAL_CONFIG).unwrap();

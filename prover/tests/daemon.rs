@@ -1,6 +1,8 @@
-//! End-to-end tests of the daemon: the real `prover` binary started on a free
-//! loopback port in a temporary install dir, driven over HTTP.
+//! End-to-end tests of the daemon: the real `prover` binary started on
+//! loopback port 0 in a temporary install dir (it logs the port it bound),
+//! driven over HTTP.
 
+use fleet_testkit::output_within;
 use fleet_wire::api::{JobState, JobStatus, Ready, Status, SubmitResponse};
 use fleet_wire::timing::{TimelineKind, TimingLine};
 use prover::backend::cpu::CpuBackend;
@@ -18,6 +20,8 @@ use std::time::{Duration, Instant};
 
 const TOKEN: &str = "test-token";
 const SIZE: u64 = 1024;
+/// The most a one-shot `prover` command of these tests may take.
+const COMMAND_LIMIT: Duration = Duration::from_secs(120);
 
 /// A daemon process in its own temporary install dir; killed and cleaned up on drop.
 struct Daemon {
@@ -25,11 +29,6 @@ struct Daemon {
     child: Option<Child>,
     port: u16,
     http: Client,
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
 }
 
 /// The test defaults (CPU backend, 1 GiB budget, chain/1024 preloaded) with
@@ -62,17 +61,17 @@ impl Daemon {
         d
     }
 
-    /// Starts a daemon without waiting for readiness; with `stderr_to_log`
-    /// its stderr is appended to the log file, as fleetctl starts it.
+    /// Starts a daemon without waiting for readiness, only until it has
+    /// bound its port; with `stderr_to_log` its stderr is appended to the log
+    /// file, as fleetctl starts it.
     fn spawn_only(extra: &str, stderr_to_log: bool) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
-        std::fs::write(dir.path().join("prover.toml"), config_text(port, extra))
+        std::fs::write(dir.path().join("prover.toml"), config_text(0, extra))
             .expect("write config");
         let mut d = Daemon {
             dir,
             child: None,
-            port,
+            port: 0,
             http: Client::builder()
                 .timeout(Duration::from_secs(120))
                 .build()
@@ -89,7 +88,32 @@ impl Daemon {
             cmd.stderr(log);
         }
         d.child = Some(cmd.spawn().expect("spawn prover daemon"));
+        d.port = d.wait_listening(Duration::from_secs(60));
+        // The client subcommands and the health probe read the address from
+        // the config: give them the port the daemon took.
+        std::fs::write(d.path("prover.toml"), config_text(d.port, extra)).expect("write config");
         d
+    }
+
+    /// The port of the daemon's `listening` log line, written once it has
+    /// bound `listen` (port 0 here, so no other process can take the port
+    /// between the test choosing it and the daemon binding it).
+    fn wait_listening(&mut self, timeout: Duration) -> u16 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(port) = self.log().lines().find_map(listening_port) {
+                return port;
+            }
+            if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!("daemon exited before listening: {st}\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "daemon not listening within {timeout:?}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     fn command(&self) -> Command {
@@ -209,6 +233,34 @@ impl Daemon {
     }
 }
 
+/// The port in a `listening` log line, text (`listen=127.0.0.1:PORT`) or
+/// JSON (`"listen":"127.0.0.1:PORT"`).
+fn listening_port(line: &str) -> Option<u16> {
+    if !line.contains("listening") {
+        return None;
+    }
+    let (_, rest) = line
+        .split_once("listen=")
+        .or_else(|| line.split_once("\"listen\":\""))?;
+    let addr: std::net::SocketAddr = rest
+        .split(|c: char| c.is_whitespace() || c == '"')
+        .next()?
+        .parse()
+        .ok()?;
+    Some(addr.port()).filter(|&p| p != 0)
+}
+
+#[test]
+fn the_listening_line_names_the_bound_port() {
+    let text =
+        "2026-12-01T10:00:00.1Z  INFO prover::daemon::lifecycle: listening listen=127.0.0.1:40123";
+    assert_eq!(listening_port(text), Some(40123));
+    let json = r#"{"timestamp":"x","level":"INFO","fields":{"message":"listening","listen":"127.0.0.1:40124"}}"#;
+    assert_eq!(listening_port(json), Some(40124));
+    assert_eq!(listening_port("INFO ready listen=127.0.0.1:40125"), None);
+    assert_eq!(listening_port("INFO listening listen=127.0.0.1:0"), None);
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -303,23 +355,24 @@ fn proofs_over_http_are_verified_and_byte_identical_to_the_library() {
     );
 
     // The client subcommands read address and token from the config.
-    let out = Command::new(env!("CARGO_BIN_EXE_prover"))
-        .args([
-            "client",
-            "submit",
-            "--config",
-            "prover.toml",
-            "--size",
-            "1024",
-            "--seed",
-            "7",
-            "--rs-seed",
-            "11",
-            "--wait",
-        ])
-        .current_dir(d.dir.path())
-        .output()
-        .expect("client submit");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args([
+                "client",
+                "submit",
+                "--config",
+                "prover.toml",
+                "--size",
+                "1024",
+                "--seed",
+                "7",
+                "--rs-seed",
+                "11",
+                "--wait",
+            ])
+            .current_dir(d.dir.path()),
+        COMMAND_LIMIT,
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -330,19 +383,21 @@ fn proofs_over_http_are_verified_and_byte_identical_to_the_library() {
         job.result.expect("result").proofs[0].proof,
         result.proofs[0].proof
     );
-    let ready = Command::new(env!("CARGO_BIN_EXE_prover"))
-        .args(["client", "ready", "--config", "prover.toml"])
-        .current_dir(d.dir.path())
-        .output()
-        .expect("client ready");
+    let ready = output_within(
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(["client", "ready", "--config", "prover.toml"])
+            .current_dir(d.dir.path()),
+        COMMAND_LIMIT,
+    );
     assert!(ready.status.success());
 
     // The health probe sees this daemon.
-    let out = Command::new(env!("CARGO_BIN_EXE_prover"))
-        .args(["health", "--config", "prover.toml"])
-        .current_dir(d.dir.path())
-        .output()
-        .expect("health");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(["health", "--config", "prover.toml"])
+            .current_dir(d.dir.path()),
+        COMMAND_LIMIT,
+    );
     assert!(out.status.success());
     let probe =
         fleet_wire::health::Probe::parse(&String::from_utf8_lossy(&out.stdout)).expect("probe");
@@ -543,11 +598,7 @@ fn sigterm_mid_job_finishes_the_job_and_exits_zero() {
 #[test]
 fn a_second_daemon_on_the_same_pid_file_is_refused() {
     let d = Daemon::start("");
-    let out = d
-        .command()
-        .stderr(Stdio::piped())
-        .output()
-        .expect("second daemon");
+    let out = output_within(&mut d.command(), COMMAND_LIMIT);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("pid {}", d.pid())), "{err}");
@@ -600,14 +651,18 @@ fn an_exhausted_budget_makes_partitions_wait_then_complete() {
     assert!(st.budget.total_bytes == 1 << 20);
 }
 
+/// The daemon's stderr for a config it must refuse; a regression that
+/// accepts the config fails at the deadline (and the daemon is killed)
+/// instead of serving on the default port until CI times out.
 fn daemon_config_error(text: &str) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("prover.toml"), text).expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_prover"))
-        .args(["daemon", "--config", "prover.toml"])
-        .current_dir(dir.path())
-        .output()
-        .expect("run daemon");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(["daemon", "--config", "prover.toml"])
+            .current_dir(dir.path()),
+        Duration::from_secs(30),
+    );
     assert_eq!(out.status.code(), Some(1));
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -838,22 +893,10 @@ fn after_an_aborted_drain_exiting_is_the_last_log_line(d: &Daemon) {
 
 /// Runs the real `prover` binary with `args`, killed after 120 s.
 fn prover_cli(args: &[&str]) -> (Option<i32>, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_prover"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning prover");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("prover {args:?} ran past 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().expect("output");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_prover")).args(args),
+        COMMAND_LIMIT,
+    );
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -26,7 +26,10 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
     let (tx, rx) = mpsc::channel();
     let out = child.stdout.take().expect("piped stdout");
     let err = child.stderr.take().expect("piped stderr");
-    for (which, mut pipe) in [(0, Box::new(out) as Box<dyn Read + Send>), (1, Box::new(err))] {
+    for (which, mut pipe) in [
+        (0, Box::new(out) as Box<dyn Read + Send>),
+        (1, Box::new(err)),
+    ] {
         let tx = tx.clone();
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -105,7 +108,12 @@ mod tests {
         let grandchild: i32 = grandchild.trim().parse().unwrap();
         // Killed with its group: gone, or a zombie until its reaper runs.
         let stat = std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
-        let state = stat.rsplit(')').next().unwrap_or("").split_whitespace().next();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .next();
         assert!(
             stat.is_empty() || state == Some("Z"),
             "grandchild {grandchild} still runs: {stat}"

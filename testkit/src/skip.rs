@@ -152,8 +152,14 @@ mod tests {
     fn what_ci_has_is_demanded_unless_left_out_and_the_gpu_only_when_required() {
         for need in [Need::Lab, Need::Chromium, Need::Nvrtc] {
             assert!(demanded(need, None, None), "{need}");
-            assert!(!demanded(need, Some("gpu, lab,chromium,nvrtc"), None), "{need}");
-            assert!(demanded(need, Some("labs"), None), "{need}: only exact names");
+            assert!(
+                !demanded(need, Some("gpu, lab,chromium,nvrtc"), None),
+                "{need}"
+            );
+            assert!(
+                demanded(need, Some("labs"), None),
+                "{need}: only exact names"
+            );
         }
         assert!(!demanded(Need::Gpu, None, None));
         assert!(!demanded(Need::Netem, None, None));
@@ -220,7 +226,9 @@ mod tests {
             ],
         );
         assert!(ok, "{output}");
-        assert!(std::fs::read_to_string(&log).unwrap().starts_with("skip\tlab\t"));
+        assert!(std::fs::read_to_string(&log)
+            .unwrap()
+            .starts_with("skip\tlab\t"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Shared helpers for the end-to-end tests in `tests/tests/`: where the built
-//! binaries are, running `fleetctl` as a subprocess, and the root check the
-//! lab fleet needs.
+//! binaries are and running `fleetctl` as a subprocess (the root check the
+//! lab fleet needs is `fleet_testkit::have_lab`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -30,16 +30,6 @@ pub fn prover() -> PathBuf {
     std::env::var_os("FLEET_TESTS_PROVER")
         .map(PathBuf::from)
         .unwrap_or_else(|| binary("prover"))
-}
-
-/// Whether the lab can be built (root); prints the skip reason otherwise.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!("SKIP: the lab fleet needs root (namespaces, veth, sshd); run the tests as root");
-    }
-    root
 }
 
 /// One finished command with its outputs as text.

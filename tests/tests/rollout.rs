@@ -5,7 +5,7 @@
 //! Needs `target/debug/{fleetctl,prover}` (`cargo build --workspace --bins`);
 //! `FLEET_TESTS_PROVER` picks another prover binary (e.g. a release build).
 
-use fleet_tests::{binary, is_root, prover, Run, LAB_DAEMON_CONFIG};
+use fleet_tests::{binary, prover, Run, LAB_DAEMON_CONFIG};
 use fleetctl::audit;
 use fleetctl::executor::{Event, EventKind, HostStatus};
 use fleetctl::lab::Lab;
@@ -106,7 +106,7 @@ fn short_sha(path: &Path) -> String {
 
 #[test]
 fn rollout_on_a_lab_of_eight() {
-    if !is_root() {
+    if !fleet_testkit::have_lab() {
         return;
     }
     let begin = Instant::now();
