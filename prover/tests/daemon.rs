@@ -1,6 +1,7 @@
 //! End-to-end tests of the daemon: the real `prover` binary started on
-//! loopback port 0 in a temporary install dir (it logs the port it bound),
-//! driven over HTTP.
+//! loopback port 0 in a temporary install dir (it records the port it bound
+//! beside its pid file, where the client subcommands find it too), driven
+//! over HTTP.
 
 use fleet_testkit::output_within;
 use fleet_wire::api::{JobState, JobStatus, Ready, Status, SubmitResponse};
@@ -33,9 +34,9 @@ struct Daemon {
 
 /// The test defaults (CPU backend, 1 GiB budget, chain/1024 preloaded) with
 /// `extra` TOML merged over them, table by table.
-fn config_text(port: u16, extra: &str) -> String {
+fn config_text(extra: &str) -> String {
     let base = format!(
-        "listen = \"127.0.0.1:{port}\"\napi_token = \"{TOKEN}\"\ndrain_timeout = \"60s\"\ntest_params = true\n\
+        "listen = \"127.0.0.1:0\"\napi_token = \"{TOKEN}\"\ndrain_timeout = \"60s\"\ntest_params = true\n\
          [gpu]\ndevices = []\n[memory]\nbudget = \"1GiB\"\n[[preload]]\ncircuit = \"chain\"\nsize = {SIZE}\n"
     );
     fn merge(into: &mut toml::Table, from: toml::Table) {
@@ -66,8 +67,7 @@ impl Daemon {
     /// file, as fleetctl starts it.
     fn spawn_only(extra: &str, stderr_to_log: bool) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("prover.toml"), config_text(0, extra))
-            .expect("write config");
+        std::fs::write(dir.path().join("prover.toml"), config_text(extra)).expect("write config");
         let mut d = Daemon {
             dir,
             child: None,
@@ -89,20 +89,17 @@ impl Daemon {
         }
         d.child = Some(cmd.spawn().expect("spawn prover daemon"));
         d.port = d.wait_listening(Duration::from_secs(60));
-        // The client subcommands and the health probe read the address from
-        // the config: give them the port the daemon took.
-        std::fs::write(d.path("prover.toml"), config_text(d.port, extra)).expect("write config");
         d
     }
 
-    /// The port of the daemon's `listening` log line, written once it has
-    /// bound `listen` (port 0 here, so no other process can take the port
-    /// between the test choosing it and the daemon binding it).
+    /// The port the daemon recorded beside its pid file once it bound
+    /// `listen` (port 0 here, so no other process can take the port between
+    /// the test choosing it and the daemon binding it).
     fn wait_listening(&mut self, timeout: Duration) -> u16 {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(port) = self.log().lines().find_map(listening_port) {
-                return port;
+            if let Ok(addr) = prover::daemon::pidfile::read_listen(&self.path("run/prover.pid")) {
+                return addr.port();
             }
             if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
                 panic!("daemon exited before listening: {st}\n{}", self.log());
@@ -231,34 +228,6 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-}
-
-/// The port in a `listening` log line, text (`listen=127.0.0.1:PORT`) or
-/// JSON (`"listen":"127.0.0.1:PORT"`).
-fn listening_port(line: &str) -> Option<u16> {
-    if !line.contains("listening") {
-        return None;
-    }
-    let (_, rest) = line
-        .split_once("listen=")
-        .or_else(|| line.split_once("\"listen\":\""))?;
-    let addr: std::net::SocketAddr = rest
-        .split(|c: char| c.is_whitespace() || c == '"')
-        .next()?
-        .parse()
-        .ok()?;
-    Some(addr.port()).filter(|&p| p != 0)
-}
-
-#[test]
-fn the_listening_line_names_the_bound_port() {
-    let text =
-        "2026-12-01T10:00:00.1Z  INFO prover::daemon::lifecycle: listening listen=127.0.0.1:40123";
-    assert_eq!(listening_port(text), Some(40123));
-    let json = r#"{"timestamp":"x","level":"INFO","fields":{"message":"listening","listen":"127.0.0.1:40124"}}"#;
-    assert_eq!(listening_port(json), Some(40124));
-    assert_eq!(listening_port("INFO ready listen=127.0.0.1:40125"), None);
-    assert_eq!(listening_port("INFO listening listen=127.0.0.1:0"), None);
 }
 
 impl Drop for Daemon {
@@ -559,6 +528,10 @@ fn sigterm_mid_job_finishes_the_job_and_exits_zero() {
     let st = d.wait_exit(Duration::from_secs(60));
     assert_eq!(st.code(), Some(0), "{}", d.log());
     assert!(!d.path("run/prover.pid").exists(), "pid file removed");
+    assert!(
+        !d.path("run/prover.pid.addr").exists(),
+        "bound address removed"
+    );
     let log = d.log();
     let order = [
         "starting",
