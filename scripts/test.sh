@@ -65,7 +65,9 @@ if ! left_out nvrtc; then
             || true
         libdir="$(scripts/nvrtc-libdir.sh 2>/dev/null)" || libdir=""
     fi
-    [ -n "$libdir" ] && export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    if [ -n "$libdir" ]; then
+        export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    fi
 fi
 
 # What CI has must be here, or be left out by name: a run without root would
