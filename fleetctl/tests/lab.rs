@@ -2,7 +2,7 @@
 //! root; without it every test fails, or with `TEST_LEAVE_OUT=lab` records
 //! its skip (see `fleet-testkit`).
 
-use fleet_testkit::{have, have_lab, Need};
+use fleet_testkit::{have, have_lab, output_within, Need};
 use fleetctl::lab::{Lab, LabConfig, LabError, LabHost};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -12,7 +12,10 @@ use std::sync::mpsc;
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// Labs run in parallel, except the timing test, which runs alone.
+/// The most a one-shot command of these tests (ip, ssh, fleetctl status) may take.
+const SHORT: Duration = Duration::from_secs(60);
+
+/// Labs run in parallel, except the timing test and the reaping test, which run alone.
 static SERIAL: RwLock<()> = RwLock::new(());
 
 fn text(bytes: &[u8]) -> String {
@@ -39,10 +42,7 @@ impl Footprint {
     }
 
     fn assert_gone(&self) {
-        let netns = Command::new("ip")
-            .args(["netns", "list"])
-            .output()
-            .expect("ip netns list");
+        let netns = output_within(Command::new("ip").args(["netns", "list"]), SHORT);
         let netns = text(&netns.stdout);
         for ns in &self.netns {
             assert!(
@@ -52,10 +52,7 @@ impl Footprint {
                 "{ns} left in:\n{netns}"
             );
         }
-        let links = Command::new("ip")
-            .args(["-o", "link", "show"])
-            .output()
-            .expect("ip link show");
+        let links = output_within(Command::new("ip").args(["-o", "link", "show"]), SHORT);
         let links = text(&links.stdout);
         assert!(
             !links.contains(&self.id),
@@ -157,12 +154,13 @@ fn eight_hosts_over_real_ssh_each_with_its_own_pid_1_and_data_then_nothing_left(
     assert_eq!(ssh_ok(&lab, 2, "hostname"), "h03");
 
     // The human's way in: ssh -F <lab>/ssh_config h05.
-    let out = Command::new("ssh")
-        .arg("-F")
-        .arg(lab.ssh_config_path())
-        .args(["h05", "hostname"])
-        .output()
-        .expect("ssh -F");
+    let out = output_within(
+        Command::new("ssh")
+            .arg("-F")
+            .arg(lab.ssh_config_path())
+            .args(["h05", "hostname"]),
+        SHORT,
+    );
     assert_eq!(text(&out.stdout), "h05", "{}", text(&out.stderr));
 
     lab.teardown().expect("clean teardown");
@@ -306,7 +304,10 @@ fn the_next_start_reaps_a_lab_whose_owner_was_killed() {
     if !have_lab() {
         return;
     }
-    let _shared = SERIAL.read();
+    // Alone: any other test's `Lab::start` reaps orphans too, and could take
+    // this one's before it is counted. (Cargo runs test binaries one at a
+    // time, so no other binary's labs start meanwhile.)
+    let _alone = SERIAL.write();
     let mut owner = Command::new(env!("CARGO_BIN_EXE_fleetctl"))
         .args(["lab", "up", "--hosts", "2", "--hold"])
         .stdin(Stdio::piped())
@@ -342,18 +343,13 @@ fn the_next_start_reaps_a_lab_whose_owner_was_killed() {
         .expect("lab id")
         .to_string_lossy()
         .to_string();
-    let netns: Vec<String> = text(
-        &Command::new("ip")
-            .args(["netns", "list"])
-            .output()
-            .expect("ip")
-            .stdout,
-    )
-    .lines()
-    .filter_map(|l| l.split_whitespace().next())
-    .filter(|ns| ns.contains(&id))
-    .map(str::to_string)
-    .collect();
+    let netns: Vec<String> =
+        text(&output_within(Command::new("ip").args(["netns", "list"]), SHORT).stdout)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|ns| ns.contains(&id))
+            .map(str::to_string)
+            .collect();
     assert_eq!(
         netns.len(),
         2,
@@ -496,13 +492,14 @@ fn master_sockets(runtime: &Path) -> BTreeSet<PathBuf> {
 }
 
 fn status_json(runtime: &Path, inv: &Path, extra: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_fleetctl"))
-        .args(["status", "--json", "--deadline", "5s", "-i"])
-        .arg(inv)
-        .args(extra)
-        .env("XDG_RUNTIME_DIR", runtime)
-        .output()
-        .expect("fleetctl runs");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+            .args(["status", "--json", "--deadline", "5s", "-i"])
+            .arg(inv)
+            .args(extra)
+            .env("XDG_RUNTIME_DIR", runtime),
+        SHORT,
+    );
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "status printed no JSON ({e}):\n{}\n{}",
@@ -586,11 +583,12 @@ fn row<'a>(rows: &'a serde_json::Value, host: &str) -> &'a serde_json::Value {
 /// A fresh ed25519 public key, as `type base64` (no comment).
 fn fresh_host_key(dir: &Path) -> String {
     let key = dir.join("other_host_key");
-    let out = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
-        .arg(&key)
-        .output()
-        .expect("ssh-keygen runs");
+    let out = output_within(
+        Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
+            .arg(&key),
+        SHORT,
+    );
     assert!(out.status.success(), "ssh-keygen: {}", text(&out.stderr));
     let public = std::fs::read_to_string(key.with_extension("pub")).expect("public key");
     public

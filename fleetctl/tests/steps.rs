@@ -120,13 +120,18 @@ fn stand_in() -> &'static Path {
             PathBuf::from("rustc")
         };
         let out = dir.join("stand_in");
-        let status = std::process::Command::new(rustc)
-            .args(["--edition", "2021", "-O", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .status()
-            .unwrap();
-        assert!(status.success(), "compiling the stand-in prover failed");
+        let built = fleet_testkit::output_within(
+            std::process::Command::new(rustc)
+                .args(["--edition", "2021", "-O", "-o"])
+                .arg(&out)
+                .arg(&src),
+            Duration::from_secs(300),
+        );
+        assert!(
+            built.status.success(),
+            "compiling the stand-in prover failed: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
         out
     })
 }
@@ -625,6 +630,80 @@ fn drain_sigkills_a_daemon_that_ignores_sigterm() {
 }
 
 #[test]
+fn drain_never_signals_a_recycled_pid_of_another_program() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "recycled", "normal", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        // The daemon died and its pid now belongs to another program.
+        let other = sh(&t, "nohup sleep 300 >/dev/null 2>&1 </dev/null & echo $!").await;
+        sh(
+            &t,
+            &format!("mkdir -p /data/prover/run && echo {other} > /data/prover/run/prover.pid"),
+        )
+        .await;
+        let out = ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+        assert!(
+            matches!(&out, StepOutcome::Skipped { reason } if reason.contains(&format!("pid {other}")) && reason.contains("not a prover")),
+            "{out:?}"
+        );
+        assert_eq!(
+            sh(
+                &t,
+                &format!("grep '^State' /proc/{other}/status || echo gone")
+            )
+            .await,
+            "State:\tS (sleeping)",
+            "the other program was not signalled"
+        );
+        sh(&t, &format!("kill {other}")).await;
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
+fn wait_release_waits_while_the_drained_daemon_is_a_zombie() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "zombie", "normal", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+        // A child that exited under a parent that never reaps it; the test
+        // waits (bounded) for the kernel to show it as a zombie.
+        let zombie = sh(
+            &t,
+            "(sh -c 'true & echo $! > /tmp/zombie; exec sleep 300' >/dev/null 2>&1 </dev/null &); \
+             for i in $(seq 200); do [ -s /tmp/zombie ] && grep -q '^State:.Z' /proc/$(cat /tmp/zombie)/status 2>/dev/null && break; sleep 0.05; done; \
+             grep -q '^State:.Z' /proc/$(cat /tmp/zombie)/status && cat /tmp/zombie",
+        )
+        .await;
+        assert!(zombie.parse::<u32>().is_ok(), "no zombie: {zombie:?}");
+        ctx.state.drained.as_mut().unwrap().pid = zombie.parse().unwrap();
+        let params = WaitReleaseParams {
+            timeout: Duration::from_secs(1),
+            ..Default::default()
+        };
+        let msg = fails(StepSpec::WaitRelease(params), &mut ctx).await;
+        assert!(
+            msg.contains(&format!("pid {zombie} still in /proc (state Z")),
+            "a zombie still holds its pinned pages: {msg}"
+        );
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
 fn wait_release_deadline_fails_with_numbers_and_nothing_is_started() {
     let Some((_lab, host)) = lab(None) else {
         return;
@@ -983,12 +1062,17 @@ fn real_prover_rolls_out_smokes_drains_and_rolls_back() {
 
 fn keygen(dir: &Path, name: &str) -> PathBuf {
     let key = dir.join(name);
-    let status = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-        .arg(&key)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let out = fleet_testkit::output_within(
+        std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+            .arg(&key),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     key
 }
 

@@ -58,13 +58,16 @@ impl Run {
 
 /// Runs the workspace `fleetctl` in `cwd`.
 pub fn fleetctl(cwd: &Path, args: &[&str]) -> Run {
-    let out = Command::new(binary("fleetctl"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("fleetctl runs");
+    let out = fleet_testkit::output_within(
+        Command::new(binary("fleetctl")).args(args).current_dir(cwd),
+        FLEETCTL_LIMIT,
+    );
     Run::from(out)
 }
+
+/// The most one `fleetctl` command of these tests may take (a rollout of
+/// eight lab hosts takes well under a minute).
+pub const FLEETCTL_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The daemon config shipped to lab hosts: small budget, a tiny preload.
 pub const LAB_DAEMON_CONFIG: &str = r#"

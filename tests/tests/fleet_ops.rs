@@ -346,6 +346,11 @@ fn status_health_and_timing_on_a_lab_of_eight() {
     lab.teardown().expect("teardown");
 }
 
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+}
+
 /// Renders the report in headless Chromium and checks that the chart colour
 /// (the bars' blue) is on the screenshot. Without Chromium it fails, or
 /// records its skip when the run leaves Chromium out.
@@ -353,10 +358,13 @@ fn screenshot_shows_charts(html: &Path, cwd: &Path) {
     let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
         .iter()
         .find(|c| {
-            Command::new(c)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
+            on_path(c)
+                && fleet_testkit::output_within(
+                    Command::new(c).arg("--version"),
+                    Duration::from_secs(60),
+                )
+                .status
+                .success()
         })
     else {
         // Fails here unless the run leaves Chromium out; then the skip is counted.
@@ -369,24 +377,25 @@ fn screenshot_shows_charts(html: &Path, cwd: &Path) {
     };
     let shot = cwd.join("report.png");
     let profile = cwd.join("chromium-profile");
-    let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1000,1600",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .expect("chromium runs");
+    let out = fleet_testkit::output_within(
+        Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+                "--window-size=1000,1600",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg(format!("file://{}", html.display())),
+        Duration::from_secs(120),
+    );
     assert!(
         shot.is_file(),
         "no screenshot: {}",

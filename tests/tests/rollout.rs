@@ -5,7 +5,7 @@
 //! Needs `target/debug/{fleetctl,prover}` (`cargo build --workspace --bins`);
 //! `FLEET_TESTS_PROVER` picks another prover binary (e.g. a release build).
 
-use fleet_tests::{binary, prover, Run, LAB_DAEMON_CONFIG};
+use fleet_tests::{binary, prover, Run, FLEETCTL_LIMIT, LAB_DAEMON_CONFIG};
 use fleetctl::audit;
 use fleetctl::executor::{Event, EventKind, HostStatus};
 use fleetctl::lab::Lab;
@@ -44,13 +44,14 @@ impl RunExt for Run {
 }
 
 fn fleetctl(cwd: &Path, args: &[&str]) -> Run {
-    let out = Command::new(binary("fleetctl"))
-        .args(args)
-        .arg("--plain")
-        .current_dir(cwd)
-        .env_remove("FLEETCTL_STATE_DIR")
-        .output()
-        .expect("fleetctl runs");
+    let out = fleet_testkit::output_within(
+        Command::new(binary("fleetctl"))
+            .args(args)
+            .arg("--plain")
+            .current_dir(cwd)
+            .env_remove("FLEETCTL_STATE_DIR"),
+        FLEETCTL_LIMIT,
+    );
     Run::from(out)
 }
 
@@ -364,24 +365,19 @@ fn main_job_rollout_on_the_local_inventory() {
         pid_file: cwd.join(".deploy/local/run/prover.pid"),
     };
     let inv = repo().join("inventories/local.yaml");
-    // The shipped config, on a free port: a developer's own local rollout
-    // may be serving on the shipped one.
+    // The shipped config on port 0: a developer's own local rollout may be
+    // serving on the shipped port. The daemon records the port it bound
+    // beside its pid file, where the smoke and health steps' `prover client`
+    // and `prover health` find it.
     let shipped = std::fs::read_to_string(repo().join("inventories/files/prover-local.toml"))
         .expect("read the shipped local config");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
     assert!(
         shipped.contains("127.0.0.1:17878"),
         "shipped config changed its listen address"
     );
     let config = cwd.join("prover-local.toml");
-    std::fs::write(
-        &config,
-        shipped.replace("127.0.0.1:17878", &format!("127.0.0.1:{port}")),
-    )
-    .expect("write config");
+    std::fs::write(&config, shipped.replace("127.0.0.1:17878", "127.0.0.1:0"))
+        .expect("write config");
     let config_var = format!("config_file={}", config.display());
     let p = prover();
     let t = Instant::now();
