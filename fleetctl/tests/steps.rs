@@ -679,15 +679,23 @@ fn wait_release_waits_while_the_drained_daemon_is_a_zombie() {
         upload_and_start(&mut ctx).await;
         ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
         ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
-        // A child that exited under a parent that never reaps it; the test
-        // waits (bounded) for the kernel to show it as a zombie.
-        let zombie = sh(
-            &t,
-            "(sh -c 'true & echo $! > /tmp/zombie; exec sleep 300' >/dev/null 2>&1 </dev/null &); \
-             for i in $(seq 200); do [ -s /tmp/zombie ] && grep -q '^State:.Z' /proc/$(cat /tmp/zombie)/status 2>/dev/null && break; sleep 0.05; done; \
-             grep -q '^State:.Z' /proc/$(cat /tmp/zombie)/status && cat /tmp/zombie",
-        )
-        .await;
+        // A child that exits under a parent that never reaps it: the child
+        // waits on a FIFO until its parent has become `sleep` (exec), then
+        // the test lets it exit; every wait is on an event, bounded.
+        let zombie = t
+            .run_script(
+                "cd /data && rm -f zfifo zchild zparent && mkfifo zfifo && \
+                 (sh -c 'read x < zfifo & echo $! > zchild; echo $$ > zparent; exec sleep 300' >/dev/null 2>&1 </dev/null &); \
+                 for i in $(seq 600); do [ -s zparent ] && [ \"$(cat /proc/$(cat zparent)/comm 2>/dev/null)\" = sleep ] && break; sleep 0.05; done; \
+                 echo go > zfifo; \
+                 for i in $(seq 600); do grep -q '^State:.Z' /proc/$(cat zchild)/status 2>/dev/null && break; sleep 0.05; done; \
+                 if grep -q '^State:.Z' /proc/$(cat zchild)/status; then cat zchild; \
+                 else echo \"child $(cat zchild):\"; ps -eo pid,ppid,stat,args; fi",
+                Duration::from_secs(90),
+            )
+            .await
+            .unwrap()
+            .stdout_text();
         assert!(zombie.parse::<u32>().is_ok(), "no zombie: {zombie:?}");
         ctx.state.drained.as_mut().unwrap().pid = zombie.parse().unwrap();
         let params = WaitReleaseParams {
