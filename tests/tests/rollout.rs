@@ -279,19 +279,21 @@ fn rollout_on_a_lab_of_eight() {
     lab.start_sshd(7).expect("start sshd on h08");
 
     // 5. Two rollouts at once on one host: one holds the lock, the other is refused.
-    let spawn = || {
+    let rollout = || {
         let mut cmd = Command::new(binary("fleetctl"));
         cmd.args(["rollout", "--plain", "--binary", a_str, "--limit", "h04"])
             .args(base)
             .current_dir(cwd);
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn fleetctl")
+        Run::from(fleet_testkit::output_within(&mut cmd, FLEETCTL_LIMIT))
     };
-    let (p1, p2) = (spawn(), spawn());
-    let r1 = Run::from(p1.wait_with_output().expect("first rollout"));
-    let r2 = Run::from(p2.wait_with_output().expect("second rollout"));
+    let (r1, r2) = std::thread::scope(|s| {
+        let first = s.spawn(rollout);
+        let second = s.spawn(rollout);
+        (
+            first.join().expect("first rollout"),
+            second.join().expect("second rollout"),
+        )
+    });
     let mut codes = [r1.code, r2.code];
     codes.sort();
     assert_eq!(codes, [Some(0), Some(2)], "{}\n{}", r1.show(), r2.show());
