@@ -90,6 +90,8 @@ echo "test.sh: cargo fmt --check"
 cargo fmt --all -- --check
 echo "test.sh: cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "test.sh: import circles"
+python3 scripts/import-circles.py fleetctl/src prover/src wire/src
 echo "test.sh: cargo test"
 # The binaries must exist before the end-to-end tests deploy them.
 cargo build --workspace --bins

@@ -3,19 +3,21 @@
 //! # Layout
 //! [`inventory`], [`playbook`] -> [`plan`] -> [`executor`] (dispatcher + one
 //! task per host) -> [`steps`] (one file per step) over [`transport`]
-//! (`ssh`, `local`, `quote`) -> [`audit`], [`report`]. Beside it: [`timing`]
-//! (fleet-wide timing), [`health`] (policy, status), [`lab`] (a fleet of real
-//! sshd hosts on this machine for tests).
+//! (`ssh`, `local`, `quote`) -> [`audit`], [`summary`] (the final table).
+//! Beside it: [`timing`] (fleet-wide timing), [`health`] (policy, status),
+//! [`lab`] (a fleet of real sshd hosts on this machine for tests). Every per-host parallel run goes
+//! through [`fanout`]. The command line (clap, Ctrl-C, exit codes) belongs
+//! to the binary (`src/cli/`), which hands the library plain types.
 
 pub mod audit;
-pub mod cli;
 pub mod executor;
+pub mod fanout;
 pub mod health;
 pub mod inventory;
 pub mod lab;
 pub mod plan;
 pub mod playbook;
-pub mod report;
 pub mod steps;
+pub mod summary;
 pub mod timing;
 pub mod transport;

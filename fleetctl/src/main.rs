@@ -1,9 +1,11 @@
 //! The fleetctl binary: parse the command line, set up logging, hand over to
 //! the library, turn the outcome into an exit code.
 
+mod cli;
+
 use clap::Parser;
-use fleetctl::cli::Cli;
-use fleetctl::executor::EXIT_ERROR;
+use cli::exit::EXIT_ERROR;
+use cli::Cli;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

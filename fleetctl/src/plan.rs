@@ -1,19 +1,11 @@
 //! What a run would do on which host, in which batch, without changing
 //! anything (`fleetctl plan`, and the preamble of `run --check`).
 
-use crate::cli::PlanArgs;
-use crate::executor::{prepare, Prepared};
+use crate::executor::Prepared;
 use crate::inventory::{Host, TransportKind};
 use crate::playbook::BatchSize;
 use crate::steps::{self, Release, StepCtx};
 use crate::transport::{LocalTransport, Transport};
-
-/// `fleetctl plan`.
-pub fn cli_plan(args: PlanArgs) -> anyhow::Result<()> {
-    let prepared = prepare(&args.playbook, &args.target, &args.binary)?;
-    print!("{}", render(&prepared));
-    Ok(())
-}
 
 fn target(h: &Host) -> String {
     match h.transport {

@@ -332,4 +332,40 @@ __device__ __forceinline__ void fp_store(fp *p, const fp &v)
         q[k] = make_uint4(v.w[4 * k], v.w[4 * k + 1], v.w[4 * k + 2], v.w[4 * k + 3]);
 }
 
+// a^(p-2) = a^-1 (Fermat; 0 maps to 0). Only the precomputation of base
+// multiples inverts, once per base, so a rolled square-and-multiply loop
+// (about 570 products) is enough.
+__device__ __noinline__ fp fp_inv(const fp &a)
+{
+    fp r = fp_one();
+#pragma unroll 1
+    for (int i = FP_WORDS - 1; i >= 0; i--) {
+        u32 e = i == 0 ? FP_W0 - 2 : fp_p(i);
+#pragma unroll 1
+        for (int b = 31; b >= 0; b--) {
+            r = fp_sqr(r);
+            if ((e >> b) & 1)
+                r = fp_mul(r, a);
+        }
+    }
+    return r;
+}
+
+// The names the curve templates of ec/xyzz.cuh call, for Fp (ff/fp2.cuh
+// gives the same names for Fp2), so each curve formula is written once.
+template <class F> __device__ F f_zero();
+template <class F> __device__ F f_one();
+template <> __device__ __forceinline__ fp f_zero<fp>() { return fp_zero(); }
+template <> __device__ __forceinline__ fp f_one<fp>() { return fp_one(); }
+__device__ __forceinline__ bool f_is_zero(const fp &a) { return fp_is_zero(a); }
+__device__ __forceinline__ fp f_add(const fp &a, const fp &b) { return fp_add(a, b); }
+__device__ __forceinline__ fp f_sub(const fp &a, const fp &b) { return fp_sub(a, b); }
+__device__ __forceinline__ fp f_dbl(const fp &a) { return fp_dbl(a); }
+__device__ __forceinline__ fp f_neg(const fp &a) { return fp_neg(a); }
+__device__ __forceinline__ fp f_mul(const fp &a, const fp &b) { return fp_mul(a, b); }
+__device__ __forceinline__ fp f_sqr(const fp &a) { return fp_sqr(a); }
+__device__ __forceinline__ fp f_inv(const fp &a) { return fp_inv(a); }
+__device__ __forceinline__ fp f_load(const fp *p) { return fp_load(p); }
+__device__ __forceinline__ void f_store(fp *p, const fp &v) { fp_store(p, v); }
+
 #endif // FP_CUH

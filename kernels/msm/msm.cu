@@ -1,7 +1,9 @@
 // Pippenger multi-scalar multiplication over G1, one kernel per step.
 //
-// Compiled after ff/fr.cuh, ff/fp.cuh and ec/g1.cuh. The host
-// (prover/src/backend/cuda/msm.rs) runs, on one stream:
+// Compiled after ff/fr.cuh, ff/fp.cuh (and ff/fp2.cuh for G2) and
+// ec/xyzz.cuh; msm_g1.cu or msm_g2.cu then instantiates the group steps
+// (6 to 8) for its group. The host (prover/src/backend/cuda/msm.rs) runs,
+// on one stream:
 //
 //  1. msm_canonical       scalars out of Montgomery form, in place
 //  2. msm_count           signed c-bit digits; per bucket key the number of
@@ -9,18 +11,21 @@
 //  3. msm_max             the largest bucket (sizes the reduction levels)
 //  4. msm_scan_*          exclusive prefix sums (bucket offsets)
 //  5. msm_scatter         the counting sort: entries grouped by bucket key
-//  6. msm_task_counts,    bucket accumulation in levels: every bucket is cut
-//     msm_accumulate_*    into tasks of at most S entries (S fixed per
-//                         level), one thread sums one task; the next level
-//                         sums the tasks' partial sums the same way, until
-//                         each bucket has one sum. Work per thread is
-//                         bounded by S whatever the digit distribution, so
-//                         a bucket holding half the points (scalars equal
-//                         to one) is spread over many threads instead of
-//                         stalling one.
+//  6. msm_segment_counts, bucket accumulation in levels: level 1 cuts the
+//     msm_accumulate_*    sorted entries into segments of exactly S, one
+//                         thread each, emitting a partial sum per bucket a
+//                         segment touches; the next levels cut each
+//                         bucket's partials into tasks of at most 32
+//                         (msm_task_counts), until each bucket has one sum.
+//                         Work per thread is bounded by S whatever the digit
+//                         distribution, so a bucket holding half the points
+//                         (scalars equal to one) is spread over many threads
+//                         instead of stalling one, and the threads of a warp
+//                         at level 1 all do exactly S additions.
 //  7. msm_bucket_reduce   per window, chunks of buckets: Σ digit · bucket by
 //                         running sums
-//  8. msm_window_sum      per window, the chunks' sums (block tree)
+//  8. msm_window_sum      per window, the chunks' sums (block trees, in
+//                         two rounds when a window has many chunks)
 // The host combines the windows (Horner with c doublings each).
 //
 // Keys: window w, digit magnitude d in [1, 2^(c-1)] -> w * 2^(c-1) + d - 1.
@@ -53,9 +58,10 @@ __device__ __forceinline__ u32 msm_bits(const fr &s, u32 off, u32 c)
 }
 
 // Digit of window w given the carry from window w - 1; updates carry.
-// Returns the bucket key, or MSM_NO_KEY for a zero digit; *neg says
-// whether the digit is negative.
-__device__ __forceinline__ u32 msm_digit_key(const fr &s, u32 w, u32 c, u32 &carry, bool &neg)
+// Returns the bucket key in bucket set `set`, or MSM_NO_KEY for a zero
+// digit; *neg says whether the digit is negative.
+__device__ __forceinline__ u32 msm_digit_key(const fr &s, u32 w, u32 set, u32 c, u32 &carry,
+                                             bool &neg)
 {
     u32 half = 1u << (c - 1);
     u32 d = msm_bits(s, w * c, c) + carry;
@@ -66,7 +72,7 @@ __device__ __forceinline__ u32 msm_digit_key(const fr &s, u32 w, u32 c, u32 &car
     } else {
         carry = 0;
     }
-    return d == 0 ? MSM_NO_KEY : w * half + d - 1;
+    return d == 0 ? MSM_NO_KEY : set * half + d - 1;
 }
 
 // Scalar i, or zero past the end: lanes past n still run the window loop
@@ -99,7 +105,12 @@ extern "C" __global__ void msm_canonical(fr *s, u32 n)
 // Every lane of the warp runs the window loop (no early exit), so the warp
 // can merge equal keys with one atomic: real witnesses put most points in a
 // few buckets, and 32 lanes hitting one counter would serialise.
-extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32 *counts)
+//
+// With a table of multiples (sets < windows), window w = g·sets + j uses
+// bucket set j and the base in table row g (2^(c·sets·g) times the base):
+// entry = i + g·stride. Without one, sets = windows and stride = 0.
+extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32 sets,
+                                     u32 *counts)
 {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     fr v = msm_scalar_or_zero(s, i, n);
@@ -107,7 +118,7 @@ extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32
     u32 carry = 0;
     for (u32 w = 0; w < windows; w++) {
         bool neg;
-        u32 key = msm_digit_key(v, w, c, carry, neg);
+        u32 key = msm_digit_key(v, w, w % sets, c, carry, neg);
         u32 peers = __match_any_sync(0xffffffffu, key);
         if (key != MSM_NO_KEY && lane == (u32)(__ffs(peers) - 1))
             atomicAdd(&counts[key], (u32)__popc(peers));
@@ -115,8 +126,8 @@ extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32
 }
 
 // Same digits as msm_count; each entry lands at its bucket's cursor.
-extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u32 *cursor,
-                                       u32 *entries)
+extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u32 sets,
+                                       u32 stride, u32 *cursor, u32 *entries)
 {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     fr v = msm_scalar_or_zero(s, i, n);
@@ -125,7 +136,7 @@ extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u
     u32 carry = 0;
     for (u32 w = 0; w < windows; w++) {
         bool neg;
-        u32 key = msm_digit_key(v, w, c, carry, neg);
+        u32 key = msm_digit_key(v, w, w % sets, c, carry, neg);
         u32 peers = __match_any_sync(0xffffffffu, key);
         u32 leader = __ffs(peers) - 1;
         u32 base = 0;
@@ -133,7 +144,7 @@ extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u
             base = atomicAdd(&cursor[key], (u32)__popc(peers));
         base = __shfl_sync(0xffffffffu, base, leader);
         if (key != MSM_NO_KEY)
-            entries[base + __popc(peers & below)] = i | (neg ? MSM_SIGN : 0u);
+            entries[base + __popc(peers & below)] = (i + (w / sets) * stride) | (neg ? MSM_SIGN : 0u);
     }
 }
 
@@ -260,34 +271,69 @@ __device__ __forceinline__ u32 msm_task_key(const u32 *task_off, u32 keys, u32 t
     return lo;
 }
 
-// Level 1: task t sums its at most per_task entries of the sorted list.
-extern "C" __global__ void msm_accumulate_bases(const g1_affine *bases, const u32 *entries,
-                                                const u32 *bucket_off, const u32 *counts,
-                                                const u32 *task_off, u32 keys, u32 per_task,
-                                                g1_xyzz *out)
+// Level 1 cuts the sorted entries into segments of exactly S, one thread
+// each, whatever the bucket boundaries: every thread of a warp does the
+// same number of additions (tasks cut per bucket left a warp waiting for
+// its longest bucket, about 85 % efficiency for Poisson-sized buckets). A
+// segment emits one partial sum per bucket it touches, so bucket k gets
+// one partial from each segment its entries overlap: np_k of them, at
+// part_off[k] (the exclusive scan of np), in segment order.
+__device__ __forceinline__ u32 msm_segments_of(u32 off, u32 count, u32 seg)
+{
+    return count == 0 ? 0 : (off + count - 1) / seg - off / seg + 1;
+}
+
+// np[k] = the number of segments bucket k's entries overlap; np[keys] = 0.
+extern "C" __global__ void msm_segment_counts(const u32 *bucket_off, const u32 *counts, u32 keys,
+                                              u32 seg, u32 *np)
+{
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < keys)
+        np[k] = msm_segments_of(bucket_off[k], counts[k], seg);
+    else if (k == keys)
+        np[k] = 0;
+}
+
+// Segment t: entries [t·S, t·S + S) of the sorted list; the bucket of an
+// entry is the last key whose offset is <= its position (empty buckets
+// share their offset with the next key, so the search never lands on one).
+template <class F>
+__device__ __forceinline__ void msm_accumulate_segments(const ec_affine<F> *bases, const u32 *entries,
+                                                        const u32 *bucket_off, u32 keys,
+                                                        const u32 *part_off, u32 seg,
+                                                        ec_xyzz<F> *out)
 {
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= task_off[keys])
+    u32 total = bucket_off[keys];
+    u32 begin = t * seg;
+    if (begin >= total)
         return;
-    u32 k = msm_task_key(task_off, keys, t);
-    u32 begin = bucket_off[k] + (t - task_off[k]) * per_task;
-    u32 end = min(begin + per_task, bucket_off[k] + counts[k]);
-    g1_xyzz acc = g1_inf();
+    u32 end = min(begin + seg, total);
+    u32 k = msm_task_key(bucket_off, keys, begin);
+    u32 k_end = bucket_off[k + 1];
+    ec_xyzz<F> acc = ec_inf<F>();
     for (u32 e = begin; e < end; e++) {
+        if (e == k_end) {
+            ec_store(out + part_off[k] + t - bucket_off[k] / seg, acc);
+            k = msm_task_key(bucket_off, keys, e);
+            k_end = bucket_off[k + 1];
+            acc = ec_inf<F>();
+        }
         u32 entry = __ldg(entries + e);
-        g1_affine p = g1_affine_load(bases + (entry & ~MSM_SIGN));
+        ec_affine<F> p = ec_load(bases + (entry & ~MSM_SIGN));
         if (entry & MSM_SIGN)
-            p = g1_affine_neg(p);
-        acc = g1_add_affine_inline(acc, p);
+            p = ec_neg(p);
+        acc = ec_add_affine_inline(acc, p);
     }
-    g1_store(out + t, acc);
+    ec_store(out + part_off[k] + t - bucket_off[k] / seg, acc);
 }
 
 // Level 2 and later: the same over the previous level's partial sums,
 // which are grouped by key at in_off[k], in_count[k] of them.
-extern "C" __global__ void msm_accumulate_partials(const g1_xyzz *in, const u32 *in_off,
-                                                   const u32 *in_count, const u32 *task_off,
-                                                   u32 keys, u32 per_task, g1_xyzz *out)
+template <class F>
+__device__ __forceinline__ void msm_accumulate_partials(const ec_xyzz<F> *in, const u32 *in_off,
+                                                        const u32 *in_count, const u32 *task_off,
+                                                        u32 keys, u32 per_task, ec_xyzz<F> *out)
 {
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= task_off[keys])
@@ -295,30 +341,31 @@ extern "C" __global__ void msm_accumulate_partials(const g1_xyzz *in, const u32 
     u32 k = msm_task_key(task_off, keys, t);
     u32 begin = in_off[k] + (t - task_off[k]) * per_task;
     u32 end = min(begin + per_task, in_off[k] + in_count[k]);
-    g1_xyzz acc = g1_load(in + begin);
+    ec_xyzz<F> acc = ec_load(in + begin);
     for (u32 e = begin + 1; e < end; e++)
-        acc = g1_add(acc, g1_load(in + e));
-    g1_store(out + t, acc);
+        acc = ec_add(acc, ec_load(in + e));
+    ec_store(out + t, acc);
 }
 
 // k * p for a small k (a bucket index), double-and-add from the top bit.
-__device__ __forceinline__ g1_xyzz g1_mul_small(const g1_xyzz &p, u32 k)
+template <class F> __device__ __forceinline__ ec_xyzz<F> ec_mul_small(const ec_xyzz<F> &p, u32 k)
 {
-    g1_xyzz r = g1_inf();
+    ec_xyzz<F> r = ec_inf<F>();
     for (int b = 31 - __clz(k | 1); b >= 0; b--) {
-        r = g1_dbl(r);
+        r = ec_dbl(r);
         if ((k >> b) & 1)
-            r = g1_add(r, p);
+            r = ec_add(r, p);
     }
-    return k == 0 ? g1_inf() : r;
+    return k == 0 ? ec_inf<F>() : r;
 }
 
 // Chunk `ci` of window w covers buckets [lo, lo + chunk) (bucket b holds
 // digit b + 1): Σ (b - lo + 1)·B_b by a running sum from the top, plus
 // lo · Σ B_b, is that chunk's share of Σ digit · B_digit.
-extern "C" __global__ void msm_bucket_reduce(const g1_xyzz *sums, const u32 *sum_off,
-                                             const u32 *sum_count, u32 buckets, u32 windows,
-                                             u32 chunk, g1_xyzz *chunk_out)
+template <class F>
+__device__ __forceinline__ void msm_bucket_reduce(const ec_xyzz<F> *sums, const u32 *sum_off,
+                                                  const u32 *sum_count, u32 buckets, u32 windows,
+                                                  u32 chunk, ec_xyzz<F> *chunk_out)
 {
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     u32 per_window = buckets / chunk;
@@ -326,34 +373,113 @@ extern "C" __global__ void msm_bucket_reduce(const g1_xyzz *sums, const u32 *sum
         return;
     u32 w = t / per_window;
     u32 lo = (t % per_window) * chunk;
-    g1_xyzz run = g1_inf();
-    g1_xyzz acc = g1_inf();
+    ec_xyzz<F> run = ec_inf<F>();
+    ec_xyzz<F> acc = ec_inf<F>();
     for (u32 b = lo + chunk; b-- > lo;) {
         u32 key = w * buckets + b;
         if (sum_count[key] != 0)
-            run = g1_add(run, g1_load(sums + sum_off[key]));
-        acc = g1_add(acc, run);
+            run = ec_add(run, ec_load(sums + sum_off[key]));
+        acc = ec_add(acc, run);
     }
-    g1_store(chunk_out + t, g1_add(acc, g1_mul_small(run, lo)));
+    ec_store(chunk_out + t, ec_add(acc, ec_mul_small(run, lo)));
 }
 
-// One block per window: the sum of its chunks.
-extern "C" __global__ void msm_window_sum(const g1_xyzz *chunk_out, u32 per_window,
-                                          g1_xyzz *window_out)
+// Block b = w·parts + j sums part j of window w's `per_window` chunk
+// sums (shared-memory tree) into out[b]. The host runs it twice when a
+// window has many chunks: `parts` blocks a window, then one: a single
+// block per window would add thousands of points one after the other when
+// there are few windows (a table of multiples leaves one to three).
+template <class F>
+__device__ __forceinline__ void msm_window_sum(const ec_xyzz<F> *chunk_out, u32 per_window,
+                                               u32 parts, ec_xyzz<F> *out)
 {
     extern __shared__ uint4 msm_shared[];
-    g1_xyzz *sh = reinterpret_cast<g1_xyzz *>(msm_shared);
-    const g1_xyzz *mine = chunk_out + blockIdx.x * per_window;
-    g1_xyzz acc = g1_inf();
-    for (u32 i = threadIdx.x; i < per_window; i += blockDim.x)
-        acc = g1_add(acc, g1_load(mine + i));
-    g1_store(sh + threadIdx.x, acc);
+    ec_xyzz<F> *sh = reinterpret_cast<ec_xyzz<F> *>(msm_shared);
+    u32 w = blockIdx.x / parts;
+    u32 j = blockIdx.x % parts;
+    u32 per_part = (per_window + parts - 1) / parts;
+    u32 lo = j * per_part;
+    u32 hi = min(per_window, lo + per_part);
+    const ec_xyzz<F> *mine = chunk_out + (u64)w * per_window;
+    ec_xyzz<F> acc = ec_inf<F>();
+    for (u32 i = lo + threadIdx.x; i < hi; i += blockDim.x)
+        acc = ec_add(acc, ec_load(mine + i));
+    ec_store(sh + threadIdx.x, acc);
     __syncthreads();
     for (u32 s = blockDim.x / 2; s > 0; s >>= 1) {
         if (threadIdx.x < s)
-            g1_store(sh + threadIdx.x, g1_add(g1_load(sh + threadIdx.x), g1_load(sh + threadIdx.x + s)));
+            ec_store(sh + threadIdx.x, ec_add(ec_load(sh + threadIdx.x), ec_load(sh + threadIdx.x + s)));
         __syncthreads();
     }
     if (threadIdx.x == 0)
-        g1_store(window_out + blockIdx.x, g1_load(sh));
+        ec_store(out + blockIdx.x, ec_load(sh));
 }
+
+// Rows 1.. of a table of multiples: row j holds 2^(shift·j)·P_i for every
+// base i of row 0 (the bases, uploaded), `stride` points per row. One
+// thread per base; the rows' ZZZ are inverted together (Montgomery's
+// trick: one inversion per base). A base at infinity has every multiple
+// at infinity (all zeros); any other has none (the group's order is an
+// odd prime), so the product of the ZZZs is invertible.
+#define MSM_MAX_ROWS 16
+template <class F>
+__device__ __forceinline__ void msm_precompute(ec_affine<F> *table, u32 stride, u32 shift, u32 rows)
+{
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= stride || rows < 2 || rows > MSM_MAX_ROWS)
+        return;
+    ec_affine<F> p = ec_load(table + i);
+    if (ec_is_inf(p)) {
+        for (u32 j = 1; j < rows; j++)
+            ec_store(table + (u64)j * stride + i, p);
+        return;
+    }
+    ec_xyzz<F> pts[MSM_MAX_ROWS];
+    F prefix[MSM_MAX_ROWS];
+    ec_xyzz<F> acc = ec_from_affine(p);
+    for (u32 j = 1; j < rows; j++) {
+        for (u32 k = 0; k < shift; k++)
+            acc = ec_dbl(acc);
+        pts[j] = acc;
+        prefix[j] = j == 1 ? acc.zzz : f_mul(prefix[j - 1], acc.zzz);
+    }
+    F inv = f_inv(prefix[rows - 1]);
+    for (u32 j = rows - 1; j >= 1; j--) {
+        F zzz_inv = j == 1 ? inv : f_mul(inv, prefix[j - 1]);
+        inv = f_mul(inv, pts[j].zzz);
+        ec_store(table + (u64)j * stride + i, ec_to_affine(pts[j], zzz_inv));
+    }
+}
+
+// The group-dependent steps as kernels for one group: msm_<step>_<G> with
+// coordinates in field F (msm_g1.cu: G1 over fp; msm_g2.cu: G2 over fp2).
+#define MSM_GROUP_KERNELS(G, F)                                                                    \
+    extern "C" __global__ void msm_accumulate_segments_##G(                                        \
+        const ec_affine<F> *bases, const u32 *entries, const u32 *bucket_off, u32 keys,           \
+        const u32 *part_off, u32 seg, ec_xyzz<F> *out)                                             \
+    {                                                                                              \
+        msm_accumulate_segments<F>(bases, entries, bucket_off, keys, part_off, seg, out);         \
+    }                                                                                              \
+    extern "C" __global__ void msm_accumulate_partials_##G(                                        \
+        const ec_xyzz<F> *in, const u32 *in_off, const u32 *in_count, const u32 *task_off,        \
+        u32 keys, u32 per_task, ec_xyzz<F> *out)                                                   \
+    {                                                                                              \
+        msm_accumulate_partials<F>(in, in_off, in_count, task_off, keys, per_task, out);           \
+    }                                                                                              \
+    extern "C" __global__ void msm_bucket_reduce_##G(const ec_xyzz<F> *sums, const u32 *sum_off,   \
+                                                     const u32 *sum_count, u32 buckets,           \
+                                                     u32 windows, u32 chunk,                       \
+                                                     ec_xyzz<F> *chunk_out)                        \
+    {                                                                                              \
+        msm_bucket_reduce<F>(sums, sum_off, sum_count, buckets, windows, chunk, chunk_out);        \
+    }                                                                                              \
+    extern "C" __global__ void msm_window_sum_##G(const ec_xyzz<F> *chunk_out, u32 per_window,     \
+                                                  u32 parts, ec_xyzz<F> *out)                      \
+    {                                                                                              \
+        msm_window_sum<F>(chunk_out, per_window, parts, out);                                      \
+    }                                                                                              \
+    extern "C" __global__ void msm_precompute_##G(ec_affine<F> *table, u32 stride, u32 shift,      \
+                                                  u32 rows)                                        \
+    {                                                                                              \
+        msm_precompute<F>(table, stride, shift, rows);                                             \
+    }

@@ -13,6 +13,8 @@
 //! would fit. `try_reserve` never jumps the queue: it fails while anyone is
 //! waiting.
 
+use crate::sys::cgroup;
+use crate::sys::meminfo::{read_field, MEMINFO};
 use parking_lot::{Condvar, Mutex};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -359,77 +361,23 @@ impl Drop for Reservation {
     }
 }
 
-/// A limit at or above this is "no limit" (cgroup v1 reports unlimited as
-/// the largest page-aligned i64).
-const UNLIMITED: u64 = 1 << 62;
-
 /// The host's usable memory: `MemTotal`, lowered by the cgroup's memory limit
 /// when one is set. Returns the limit and the file it came from.
 fn host_memory_limit() -> Result<(u64, PathBuf), BudgetError> {
-    let meminfo = Path::new("/proc/meminfo");
-    let text = std::fs::read_to_string(meminfo).map_err(|e| BudgetError::Probe {
-        file: meminfo.to_owned(),
-        reason: e.to_string(),
-    })?;
-    let mut best = (
-        meminfo_field(&text, "MemTotal").ok_or(BudgetError::Probe {
+    let meminfo = Path::new(MEMINFO);
+    let total = read_field(meminfo, "MemTotal")
+        .map_err(|e| BudgetError::Probe {
+            file: meminfo.to_owned(),
+            reason: e.to_string(),
+        })?
+        .ok_or(BudgetError::Probe {
             file: meminfo.to_owned(),
             reason: "no MemTotal line".into(),
-        })?,
-        meminfo.to_owned(),
-    );
-    for file in cgroup_limit_files() {
-        if let Some(limit) = read_cgroup_limit(&file) {
-            if limit < best.0 {
-                best = (limit, file);
-            }
-        }
-    }
-    Ok(best)
-}
-
-/// A `/proc/meminfo`-style field (`Name:   123 kB`) in bytes.
-pub(crate) fn meminfo_field(text: &str, name: &str) -> Option<u64> {
-    text.lines().find_map(|line| {
-        let rest = line.strip_prefix(name)?.strip_prefix(':')?;
-        let mut parts = rest.split_whitespace();
-        let value: u64 = parts.next()?.parse().ok()?;
-        match parts.next() {
-            Some("kB") => value.checked_mul(1024),
-            None => Some(value),
-            Some(_) => None,
-        }
+        })?;
+    Ok(match cgroup::memory_limit() {
+        Some((limit, file)) if limit < total => (limit, file),
+        _ => (total, meminfo.to_owned()),
     })
-}
-
-/// Candidate limit files: the process's own cgroup (v2 and v1 memory
-/// controller) and the mount roots (what a container sees as its own).
-fn cgroup_limit_files() -> Vec<PathBuf> {
-    let root = Path::new("/sys/fs/cgroup");
-    let mut files = Vec::new();
-    if let Ok(text) = std::fs::read_to_string("/proc/self/cgroup") {
-        for line in text.lines() {
-            let mut parts = line.splitn(3, ':');
-            let (_, controllers, path) = match (parts.next(), parts.next(), parts.next()) {
-                (Some(id), Some(c), Some(p)) => (id, c, p.trim_start_matches('/')),
-                _ => continue,
-            };
-            if controllers.is_empty() {
-                files.push(root.join(path).join("memory.max"));
-            } else if controllers.split(',').any(|c| c == "memory") {
-                files.push(root.join("memory").join(path).join("memory.limit_in_bytes"));
-            }
-        }
-    }
-    files.push(root.join("memory.max"));
-    files.push(root.join("memory/memory.limit_in_bytes"));
-    files
-}
-
-fn read_cgroup_limit(file: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(file).ok()?;
-    let value: u64 = text.trim().parse().ok()?; // "max" = no limit
-    (value < UNLIMITED).then_some(value)
 }
 
 #[cfg(test)]
@@ -577,37 +525,10 @@ mod tests {
         assert_eq!(budget.available(), 100);
     }
 
-    #[test]
-    fn meminfo_field_parses_kb() {
-        let text = "MemTotal:       24683656 kB\nMlocked:           13628 kB\nHugePages_Total: 0\n";
-        assert_eq!(meminfo_field(text, "MemTotal"), Some(24683656 * 1024));
-        assert_eq!(meminfo_field(text, "Mlocked"), Some(13628 * 1024));
-        assert_eq!(meminfo_field(text, "HugePages_Total"), Some(0));
-        assert_eq!(meminfo_field(text, "Mem"), None);
-    }
-
-    #[test]
-    fn cgroup_limit_files_read_unlimited_as_none() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("memory.max");
-        for (text, want) in [
-            ("max\n", None),
-            ("8589934592\n", Some(8u64 << 30)),
-            // cgroup v1's "unlimited": the largest page-aligned i64.
-            ("9223372036854771712\n", None),
-            ("garbage", None),
-        ] {
-            std::fs::write(&file, text).unwrap();
-            assert_eq!(read_cgroup_limit(&file), want, "{text:?}");
-        }
-        assert_eq!(read_cgroup_limit(&dir.path().join("absent")), None);
-    }
-
     #[cfg(target_os = "linux")]
     #[test]
     fn auto_is_below_memtotal_by_the_margin() {
-        let text = std::fs::read_to_string("/proc/meminfo").unwrap();
-        let mem_total = meminfo_field(&text, "MemTotal").unwrap();
+        let mem_total = read_field(MEMINFO, "MemTotal").unwrap().unwrap();
         let budget = MemoryBudget::auto(1 << 20).unwrap();
         assert!(budget.total() <= mem_total - (1 << 20));
         assert!(matches!(

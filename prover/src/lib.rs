@@ -3,9 +3,12 @@
 //! # Layout
 //! Data flows: [`circuit`] -> [`synthesis`] into [`pool`] buffers -> [`backend`]
 //! (NTT, MSM; `cpu`, `cuda`) -> [`prove`] (assembly) -> [`timing`] record.
-//! Beside it: [`budget`], [`params`] and [`setup`], [`daemon`]
+//! Beside it: [`budget`], [`params`] and [`setup`], [`sys`] (meminfo,
+//! cgroup limits, hostname, clocks), [`daemon`]
 //! (`config`, `api`, `engine`, `lifecycle`), [`health`] (the host probe),
-//! [`bench`], [`pool_bench`].
+//! [`bench`], [`pool_bench`]. The command line (clap types, signal handling,
+//! exit codes) belongs to the binary's `src/cli/`, which converts its
+//! arguments into the plain types these modules take.
 
 pub mod backend;
 pub mod bench;
@@ -13,13 +16,14 @@ pub mod budget;
 pub mod circuit;
 pub mod daemon;
 pub mod health;
+pub mod lc;
 pub mod params;
-pub mod params_cmd;
 pub mod pool;
 pub mod pool_bench;
 pub mod prove;
 pub mod setup;
 pub mod synthesis;
+pub mod sys;
 pub mod timing;
 
 /// Build identity stamped by `build.rs`.

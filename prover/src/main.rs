@@ -41,17 +41,17 @@ fn main() -> ExitCode {
         init_tracing(&cli);
     }
     let outcome = match cli.command {
-        Command::Prove(args) => cli::run_prove(args),
-        Command::Verify(args) => cli::run_verify(args),
-        Command::Bench(args) => cli::run_bench(args),
-        Command::Daemon(args) => prover::daemon::command::run_daemon(args),
-        Command::Client(args) => prover::daemon::command::run_client(args),
-        Command::Health(args) => prover::daemon::command::run_health(args),
-        Command::BenchPool(args) => prover::pool_bench::run(&args)
+        Command::Prove(args) => cli::prove::run_prove(args),
+        Command::Verify(args) => cli::prove::run_verify(args),
+        Command::Bench(args) => cli::prove::run_bench(args),
+        Command::Daemon(args) => cli::daemon::run_daemon(args),
+        Command::Client(args) => cli::daemon::run_client(args),
+        Command::Health(args) => cli::daemon::run_health(args),
+        Command::BenchPool(args) => prover::pool_bench::run(&(&args).into())
             .map(|()| cli::exit::OK)
             .map_err(Into::into),
-        Command::Setup(args) => prover::setup::run(args).map(|()| cli::exit::OK),
-        Command::Params(args) => prover::params_cmd::run(args),
+        Command::Setup(args) => prover::setup::run(args.into()).map(|()| cli::exit::OK),
+        Command::Params(args) => cli::params::run(args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

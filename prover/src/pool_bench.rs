@@ -9,24 +9,21 @@ use std::time::{Duration, Instant};
 use crate::backend::cuda::host_alloc::{CudaHostAllocator, PinMode};
 use crate::backend::cuda::{cuda_available, driver_present};
 use crate::budget::MemoryBudget;
-use crate::pool::{HostAllocator, MlockAllocator, PinnedPool, PoolLimits, DEFAULT_SLAB_BYTES};
+use crate::pool::{HostAllocator, MlockAllocator, PinnedPool, PoolLimits};
 
 /// Bytes copied per host-to-device measurement.
 const H2D_BYTES: usize = 1 << 30;
 /// Copies averaged per measurement.
 const H2D_REPS: u32 = 5;
 
-#[derive(Debug, clap::Args)]
-pub struct PoolBenchArgs {
+/// What to measure (the binary's `cli::bench_pool` parses it).
+#[derive(Debug, Clone)]
+pub struct PoolBenchConfig {
     /// Pool sizes to measure, in GiB.
-    #[arg(long, value_delimiter = ',', default_value = "32")]
     pub gib: Vec<u64>,
-    /// Slab size in MiB.
-    #[arg(long, default_value_t = DEFAULT_SLAB_BYTES >> 20)]
-    pub slab_mib: u64,
-    /// Skip the single `cuMemHostAlloc` comparison (it is the slow part).
-    #[arg(long)]
-    pub no_baseline: bool,
+    pub slab_bytes: u64,
+    /// Also time one `cuMemHostAlloc` of the same size (the slow part).
+    pub baseline: bool,
 }
 
 /// Why a measurement could not be made.
@@ -49,7 +46,7 @@ struct Row {
     h2d_gbps: Option<f64>,
 }
 
-pub fn run(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
+pub fn run(args: &PoolBenchConfig) -> Result<(), PoolBenchError> {
     let cuda = driver_present() && cuda_available();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
@@ -67,9 +64,9 @@ pub fn run(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
         } else {
             Arc::new(MlockAllocator)
         };
-        rows.push(slab_pool(pool_alloc, gib, args.slab_mib << 20, cuda)?);
+        rows.push(slab_pool(pool_alloc, gib, args.slab_bytes, cuda)?);
         print_row(rows.last());
-        if cuda && !args.no_baseline {
+        if cuda && args.baseline {
             rows.push(single_host_alloc(gib)?);
             print_row(rows.last());
         }

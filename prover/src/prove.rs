@@ -22,7 +22,7 @@
 //! `Scalar::random` (ff's rejection sampling). Re-proving a partition with the
 //! same seed therefore gives byte-identical proofs on every backend.
 
-use crate::backend::{Backend, BackendError, BackendTimes, G1Bases, G1Query};
+use crate::backend::{Backend, BackendError, BackendTimes, BaseQuery, Bases};
 use crate::circuit::CircuitShape;
 use crate::pool::PinnedPool;
 use crate::synthesis::{self, Density, SynthesisError, Synthesized};
@@ -258,13 +258,13 @@ pub fn prove_synthesized(
 
     let msm_start = Instant::now();
     let set = key.set_id();
-    fn bases<'k>(
-        query: &'k [G1Affine],
+    fn bases<'k, T>(
+        query: &'k [T],
         range: std::ops::Range<usize>,
-        which: G1Query,
+        which: BaseQuery,
         set: Option<&'k str>,
-    ) -> G1Bases<'k> {
-        G1Bases::of_query(query, range, set, which)
+    ) -> Bases<'k, T> {
+        Bases::of_query(query, range, set, which)
     }
     // Inputs and aux run as two MSMs over adjacent bases (the sum is the
     // same group element) so a fully dense aux assignment is used in place,
@@ -277,16 +277,27 @@ pub fn prove_synthesized(
     let mut scratch_a = Vec::new();
     let mut g2_times = BackendTimes::default();
     let (g1, g2) = std::thread::scope(|scope| {
-        // The G2 MSM runs on the CPU (every backend today): on its own thread
-        // it overlaps the G1 MSMs, which a device backend runs on the GPU.
+        // The G2 MSM on its own thread: on the CPU backend it overlaps the
+        // G1 MSMs; on a device backend the device runs the MSMs one after
+        // the other, and the thread overlaps the host-side gathering of the
+        // G1 MSMs' scalars with the device's work.
         let g2_times = &mut g2_times;
         let (b_inputs, b_aux) = (&b_inputs, b_aux);
         let g2 = scope.spawn(move || {
             let t = Instant::now();
+            let q = key.b_g2();
             let sum = backend
-                .msm_g2(&key.b_g2()[..b_inputs_len], b_inputs, g2_times)
+                .msm_g2(
+                    &bases(q, 0..b_inputs_len, BaseQuery::BG2, set),
+                    b_inputs,
+                    g2_times,
+                )
                 .and_then(|x| {
-                    Ok(x + backend.msm_g2(&key.b_g2()[b_inputs_len..b_len], b_aux, g2_times)?)
+                    Ok(x + backend.msm_g2(
+                        &bases(q, b_inputs_len..b_len, BaseQuery::BG2, set),
+                        b_aux,
+                        g2_times,
+                    )?)
                 });
             (sum, ms_since(t))
         });
@@ -296,7 +307,7 @@ pub fn prove_synthesized(
             let t = Instant::now();
             let h = backend
                 .msm_g1(
-                    &bases(key.h(), 0..m - 1, G1Query::H, set),
+                    &bases(key.h(), 0..m - 1, BaseQuery::H, set),
                     &a[..m - 1],
                     times,
                 )
@@ -307,7 +318,7 @@ pub fn prove_synthesized(
             let t = Instant::now();
             let l = backend
                 .msm_g1(
-                    &bases(key.l(), 0..key.l().len(), G1Query::L, set),
+                    &bases(key.l(), 0..key.l().len(), BaseQuery::L, set),
                     &aux_assignment,
                     times,
                 )
@@ -318,14 +329,14 @@ pub fn prove_synthesized(
             let a_aux = dense(&aux_assignment, &a_aux_density, &mut scratch_a);
             let a_answer = backend
                 .msm_g1(
-                    &bases(key.a(), 0..num_inputs, G1Query::A, set),
+                    &bases(key.a(), 0..num_inputs, BaseQuery::A, set),
                     &input_assignment,
                     times,
                 )
                 .map_err(backend_err)?
                 + backend
                     .msm_g1(
-                        &bases(key.a(), num_inputs..a_len, G1Query::A, set),
+                        &bases(key.a(), num_inputs..a_len, BaseQuery::A, set),
                         a_aux,
                         times,
                     )
@@ -335,14 +346,14 @@ pub fn prove_synthesized(
             let t = Instant::now();
             let b1_answer = backend
                 .msm_g1(
-                    &bases(key.b_g1(), 0..b_inputs_len, G1Query::BG1, set),
+                    &bases(key.b_g1(), 0..b_inputs_len, BaseQuery::BG1, set),
                     b_inputs,
                     times,
                 )
                 .map_err(backend_err)?
                 + backend
                     .msm_g1(
-                        &bases(key.b_g1(), b_inputs_len..b_len, G1Query::BG1, set),
+                        &bases(key.b_g1(), b_inputs_len..b_len, BaseQuery::BG1, set),
                         b_aux,
                         times,
                     )

@@ -13,13 +13,14 @@
 //! window tables in parallel ([`fixed_base`]).
 
 pub mod bench;
+pub mod command;
 pub mod fixed_base;
 pub mod qap;
 
-use std::path::PathBuf;
+pub use command::{run, SetupOptions};
+
 use std::time::Instant;
 
-use anyhow::Context;
 use bellperson::groth16::{Parameters, VerifyingKey};
 use bellperson::{Circuit, SynthesisError};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Projective, Scalar};
@@ -30,8 +31,7 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 
-use crate::circuit::{CircuitError, CircuitKind, CircuitShape};
-use crate::params::{ParamStore, Params, DEFAULT_SEED};
+use crate::circuit::{CircuitError, CircuitShape};
 use fixed_base::FixedBaseTable;
 use qap::QapEvaluator;
 
@@ -96,7 +96,10 @@ impl ToxicWaste {
 ///
 /// The circuit is synthesised twice (count, then evaluate), hence `Clone`;
 /// clone a shape (no witness) circuit, which is cheap.
-pub fn generate<C: Circuit<Scalar> + Clone>(circuit: &C, seed: u64) -> Result<Params, SetupError> {
+pub fn generate<C: Circuit<Scalar> + Clone>(
+    circuit: &C,
+    seed: u64,
+) -> Result<Parameters<Bls12>, SetupError> {
     generate_with(circuit, &ToxicWaste::from_seed(seed))
 }
 
@@ -180,7 +183,7 @@ fn nonzero_points(points: Vec<G1Affine>) -> Vec<G1Affine> {
 pub fn generate_with<C: Circuit<Scalar> + Clone>(
     circuit: &C,
     toxic: &ToxicWaste,
-) -> Result<Params, SetupError> {
+) -> Result<Parameters<Bls12>, SetupError> {
     let started = Instant::now();
     let counted = CircuitShape::of(circuit.clone()).map_err(|source| SetupError::Synthesis {
         stage: "counting its shape",
@@ -317,78 +320,6 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
             "`{s}` is not a size: write a number of constraints (1024) or a power of two (2^10)"
         )
     })
-}
-
-/// `prover setup`: generate TEST-ONLY Groth16 parameters into the cache.
-#[derive(Debug, Clone, clap::Args)]
-#[command(
-    about = "Generate TEST-ONLY Groth16 parameters (seeded toxic waste, NOT a trusted setup) into the parameter cache",
-    long_about = "Generate Groth16 parameters for a bundled circuit and store them in the parameter cache.\n\n\
-WARNING: the toxic waste (tau, alpha, beta, gamma, delta) is drawn from a seeded RNG. These parameters are \
-NOT from a trusted setup and anyone who knows the seed can forge proofs. Use them only for tests and benchmarks."
-)]
-pub struct SetupArgs {
-    /// Circuit to generate parameters for (chain, sha256).
-    #[arg(long, default_value = "chain")]
-    pub circuit: CircuitKind,
-    /// Circuit size in constraints (the domain holds the circuit's constraints plus one per input): 1024 or 2^10.
-    #[arg(long, value_parser = parse_size, required_unless_present = "bench")]
-    pub size: Option<usize>,
-    /// Parameter cache directory.
-    #[arg(long, default_value = "params")]
-    pub params_dir: PathBuf,
-    /// Seed of the TEST-ONLY toxic waste.
-    #[arg(long, default_value_t = DEFAULT_SEED)]
-    pub seed: u64,
-    /// Regenerate even when valid parameters are already cached.
-    #[arg(long)]
-    pub force: bool,
-    /// Instead of generating, time this generator against bellperson's at --bench-sizes.
-    #[arg(long)]
-    pub bench: bool,
-    /// Sizes for --bench (comma separated; 1024 or 2^10).
-    #[arg(long, value_parser = parse_size, value_delimiter = ',', default_values = ["2^10", "2^12", "2^14", "2^16"])]
-    pub bench_sizes: Vec<usize>,
-}
-
-/// Runs `prover setup`.
-pub fn run(args: SetupArgs) -> anyhow::Result<()> {
-    if args.bench {
-        let rows = bench::bench_setup(args.circuit, &args.bench_sizes, args.seed)
-            .context("benchmarking parameter generation")?;
-        println!("{}", bench::render_table(&rows));
-        return Ok(());
-    }
-    let size = args.size.context("--size is required")?;
-    let kind = args.circuit;
-    let store = ParamStore::open(&args.params_dir)
-        .with_context(|| format!("opening parameter cache {}", args.params_dir.display()))?;
-    if !args.force {
-        if let Ok(meta) = store.verify(kind, size) {
-            println!(
-                "parameters for `{kind}` size {size} already cached in {} (sha256 {}); --force regenerates",
-                store.params_path(kind, size).display(),
-                meta.sha256
-            );
-            return Ok(());
-        }
-    }
-    let started = Instant::now();
-    // Refuses to replace a file the store did not generate (an imported or
-    // sidecar-less one), even with --force.
-    let (meta, _) = store
-        .generate_test(kind, size, args.seed)
-        .with_context(|| format!("generating parameters for `{kind}` size {size}"))?;
-    let generated = started.elapsed();
-    println!(
-        "wrote {} ({} bytes, domain 2^{}, sha256 {}) in {:.2}s\n{TEST_ONLY_WARNING}",
-        store.params_path(kind, size).display(),
-        meta.layout.file_len,
-        meta.shape.log2_domain(),
-        meta.sha256,
-        generated.as_secs_f64(),
-    );
-    Ok(())
 }
 
 #[cfg(test)]

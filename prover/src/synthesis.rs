@@ -8,7 +8,10 @@
 
 use crate::budget::MemoryBudget;
 use crate::circuit::{unnamed_root, CircuitShape};
-use crate::pool::{HeapAllocator, PinnedPool, PinnedVec, PinnedVecError, PoolError, PoolLimits};
+use crate::lc::{self, UnknownVariable, Var};
+use crate::pool::{
+    pages_for, HeapAllocator, PinnedPool, PinnedVec, PinnedVecError, PoolError, PoolLimits,
+};
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, Variable};
 use blstrs::Scalar;
 use ff::Field;
@@ -42,6 +45,8 @@ pub enum SynthesisError {
     },
     #[error("synthesis buffer: {0}")]
     Buffer(#[from] PinnedVecError),
+    #[error("circuit is malformed: {0}")]
+    Malformed(#[source] UnknownVariable),
 }
 
 /// Which variables of one query (A or B, inputs or aux) have a non-zero
@@ -115,6 +120,23 @@ pub struct SynthesisBuffers {
     aux_assignment: PinnedVec<Scalar>,
 }
 
+/// The one layout of a partition's buffers, in bytes: a, b, c over the
+/// domain, then the input and aux assignments (at least one element each).
+/// Synthesis checks these out; admission counts them through [`pool_bytes`].
+pub fn buffer_sizes(shape: &CircuitShape) -> [usize; 5] {
+    let m = shape.domain_size();
+    [m, m, m, shape.num_inputs.max(1), shape.num_aux.max(1)]
+        .map(|e| e.saturating_mul(size_of::<Scalar>()))
+}
+
+/// Bytes one partition of `shape` takes from the pool: its [`buffer_sizes`]
+/// rounded as the pool rounds them ([`crate::pool::pages_for`]).
+pub fn pool_bytes(shape: &CircuitShape) -> u64 {
+    buffer_sizes(shape)
+        .iter()
+        .fold(0u64, |sum, b| sum.saturating_add(pages_for(*b)))
+}
+
 impl SynthesisBuffers {
     /// Checks out all five buffers at once (all or nothing, so two partitions
     /// never deadlock holding half each): a, b, c of the domain size, and the
@@ -124,10 +146,8 @@ impl SynthesisBuffers {
         who: &str,
         shape: &CircuitShape,
     ) -> Result<Self, SynthesisError> {
-        let m = shape.domain_size();
-        let elems = [m, m, m, shape.num_inputs.max(1), shape.num_aux.max(1)];
-        let sizes = elems.map(|e| e * size_of::<Scalar>());
-        let bytes = sizes.iter().sum();
+        let sizes = buffer_sizes(shape);
+        let bytes = sizes.iter().fold(0usize, |sum, b| sum.saturating_add(*b));
         let bufs = pool
             .checkout_many(who, &sizes)
             .map_err(|source| SynthesisError::Pool { bytes, source })?;
@@ -298,8 +318,8 @@ struct ProvingSystem {
     max_constraints: usize,
     max_inputs: usize,
     max_aux: usize,
-    /// The first overflow; `enforce` cannot return an error, so it is kept
-    /// here and reported when the circuit returns.
+    /// The first error `enforce` could not return (an overflow, an unknown
+    /// variable): kept here and reported when the circuit returns.
     overflow: Option<SynthesisError>,
 }
 
@@ -352,7 +372,8 @@ impl ProvingSystem {
 }
 
 /// bellperson's `eval_with_trackers`: Σ coeff·value, skipping zero
-/// coefficients, marking the variables used in the trackers given.
+/// coefficients, marking the variables used in the trackers given. An
+/// unallocated variable is refused by the one rule of [`lc::walk`].
 #[inline]
 fn eval(
     lc: &LinearCombination<Scalar>,
@@ -360,27 +381,23 @@ fn eval(
     mut aux_density: Option<&mut Density>,
     inputs: &[Scalar],
     aux: &[Scalar],
-) -> Scalar {
+) -> Result<Scalar, UnknownVariable> {
     let mut acc = Scalar::ZERO;
-    for (&i, coeff) in lc.iter_inputs() {
-        if !bool::from(coeff.is_zero()) {
-            let v = inputs.get(i).copied().unwrap_or(Scalar::ZERO);
-            acc += if *coeff == Scalar::ONE { v } else { v * coeff };
-            if let Some(d) = input_density.as_deref_mut() {
-                d.inc(i);
-            }
+    lc::walk(lc, inputs.len(), aux.len(), |var, coeff| {
+        if bool::from(coeff.is_zero()) {
+            return;
         }
-    }
-    for (&i, coeff) in lc.iter_aux() {
-        if !bool::from(coeff.is_zero()) {
-            let v = aux.get(i).copied().unwrap_or(Scalar::ZERO);
-            acc += if *coeff == Scalar::ONE { v } else { v * coeff };
-            if let Some(d) = aux_density.as_deref_mut() {
-                d.inc(i);
-            }
+        // `walk` checked the index against these very lengths.
+        let (v, density, i) = match var {
+            Var::Input(i) => (inputs[i], input_density.as_deref_mut(), i),
+            Var::Aux(i) => (aux[i], aux_density.as_deref_mut(), i),
+        };
+        acc += if *coeff == Scalar::ONE { v } else { v * coeff };
+        if let Some(d) = density {
+            d.inc(i);
         }
-    }
-    acc
+    })?;
+    Ok(acc)
 }
 
 impl ConstraintSystem<Scalar> for ProvingSystem {
@@ -439,15 +456,25 @@ impl ConstraintSystem<Scalar> for ProvingSystem {
         let inputs = self.input_assignment.as_slice();
         let aux = self.aux_assignment.as_slice();
         // Inputs have full density in A because of the x·0 = 0 constraints.
-        let a_res = eval(&a, None, Some(&mut self.a_aux_density), inputs, aux);
-        let b_res = eval(
-            &b,
-            Some(&mut self.b_input_density),
-            Some(&mut self.b_aux_density),
-            inputs,
-            aux,
-        );
-        let c_res = eval(&c, None, None, inputs, aux);
+        let evaluated = eval(&a, None, Some(&mut self.a_aux_density), inputs, aux).and_then(|a| {
+            let b = eval(
+                &b,
+                Some(&mut self.b_input_density),
+                Some(&mut self.b_aux_density),
+                inputs,
+                aux,
+            )?;
+            Ok((a, b, eval(&c, None, None, inputs, aux)?))
+        });
+        let (a_res, b_res, c_res) = match evaluated {
+            Ok(abc) => abc,
+            Err(e) => {
+                if self.overflow.is_none() {
+                    self.overflow = Some(SynthesisError::Malformed(e));
+                }
+                return;
+            }
+        };
         // Capacity was checked above: a, b, c hold at least max_constraints.
         let pushed = self
             .a
@@ -579,6 +606,67 @@ mod tests {
             err,
             SynthesisError::Circuit(bellperson::SynthesisError::AssignmentMissing)
         ));
+    }
+
+    /// One constraint over an aux variable that was never allocated.
+    struct Dangling;
+
+    impl Circuit<Scalar> for Dangling {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), bellperson::SynthesisError> {
+            let x = cs.alloc(|| "x", || Ok(Scalar::ONE))?;
+            let ghost = Variable::new_unchecked(Index::Aux(7));
+            cs.enforce(|| "ghost", |lc| lc + x, |lc| lc + ghost, |lc| lc + x);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_unallocated_variable_is_refused_as_setup_refuses_it() {
+        // It used to read as zero here while setup called the circuit malformed.
+        let pool = heap_pool(1 << 20);
+        let shape = CircuitShape {
+            num_inputs: 1,
+            num_aux: 1,
+            num_constraints: 1,
+        };
+        let err = synthesize(Dangling, &shape, &pool).unwrap_err();
+        match &err {
+            SynthesisError::Malformed(e) => assert_eq!(e.var, Var::Aux(7)),
+            other => panic!("expected Malformed, got {other}"),
+        }
+        assert!(err.to_string().contains("never allocated"), "{err}");
+    }
+
+    #[test]
+    fn admission_and_synthesis_agree_on_sizes_for_every_bundled_circuit_and_size() {
+        // Admission reserves pool_bytes per partition; if it differed from
+        // what a checkout really takes, jobs would be admitted that then
+        // wait on the pool, or refused although they fit.
+        let pool = heap_pool(u64::MAX);
+        let mut checked = 0;
+        for kind in crate::circuit::CircuitKind::ALL {
+            let sizes: &[usize] = match kind {
+                crate::circuit::CircuitKind::Chain => &[1 << 4, 100, 1 << 10, 1 << 14, 1 << 16],
+                // Each size is one more block of the preimage (2^15 and up).
+                crate::circuit::CircuitKind::Sha256 => &[1 << 15, 1 << 16],
+            };
+            for &size in sizes {
+                let shape = crate::circuit::shape(kind, size).unwrap();
+                let before = pool.stats().bytes_in_use;
+                let bufs = SynthesisBuffers::checkout(&pool, "t", &shape).unwrap();
+                let taken = pool.stats().bytes_in_use - before;
+                assert_eq!(taken, pool_bytes(&shape), "{kind} {size}");
+                assert!(bufs.bytes() as u64 <= taken, "{kind} {size}");
+                let cap = buffer_sizes(&shape).iter().sum::<usize>();
+                assert_eq!(bufs.bytes(), cap, "{kind} {size}");
+                drop(bufs);
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 7);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! measures one partition's phases and builds its [`PartitionRecord`].
 
 use crate::backend::{BackendKind, BackendTimes};
+use crate::sys::clock;
 use fleet_wire::timing::{
     JobTag, PartitionRecord, Phase, ProofRecord, TimelineEvent, TimelineKind, TimingLine,
     TIMING_SCHEMA_VERSION,
@@ -16,7 +17,7 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 /// Default size at which the log rotates.
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
@@ -214,30 +215,16 @@ impl Drop for LogFile {
     }
 }
 
-/// Now as Unix microseconds.
-pub fn unix_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
-}
-
-/// Now as Unix milliseconds.
-pub fn unix_millis() -> u64 {
-    unix_micros() / 1000
-}
-
-/// This host's name as `gethostname` reports it (`unknown` if it cannot).
-pub fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
-    // unless truncated, which the `position` below tolerates.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".into();
+/// The tag of a job proved on this host by this build: the host is
+/// [`crate::sys::hostname`], the name the health probe carries too.
+pub fn job_tag(job_id: String, circuit: String, size: u64) -> JobTag {
+    JobTag {
+        host: crate::sys::hostname(),
+        build: crate::BUILD_HASH.to_string(),
+        job_id,
+        circuit,
+        size,
     }
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 fn ms(d: std::time::Duration) -> f64 {
@@ -324,7 +311,7 @@ impl PartitionTimer {
     pub fn event(&self, kind: TimelineKind, device: Option<u32>) -> TimelineEvent {
         TimelineEvent {
             v: TIMING_SCHEMA_VERSION,
-            ts_us: unix_micros(),
+            ts_us: clock::unix_micros(),
             host: self.tag.host.clone(),
             build: self.tag.build.clone(),
             job_id: self.tag.job_id.clone(),
@@ -351,7 +338,7 @@ impl PartitionTimer {
             .insert(Phase::Total, ms(self.submitted.elapsed()));
         PartitionRecord {
             v: TIMING_SCHEMA_VERSION,
-            ts_ms: unix_millis(),
+            ts_ms: clock::unix_millis(),
             tag: self.tag,
             partition: self.partition,
             partitions: self.partitions,
@@ -374,7 +361,7 @@ mod tests {
 
     fn tag() -> JobTag {
         JobTag {
-            host: host_name(),
+            host: crate::sys::hostname(),
             build: crate::BUILD_HASH.into(),
             job_id: "j".into(),
             circuit: "chain".into(),

@@ -8,13 +8,15 @@
 
 use bellperson::domain::EvaluationDomain;
 use bellperson::groth16::{self, Parameters, Proof};
-use blstrs::{Bls12, Fp, G1Affine, G1Projective, Scalar};
+use blstrs::{Bls12, Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ec_gpu_gen::threadpool::Worker;
 use ff::Field;
 use group::{Curve, Group};
 use prover::backend::cpu::CpuBackend;
 use prover::backend::cuda::{self, bench, CudaBackend, CudaHostAllocator};
-use prover::backend::{Backend, BackendError, BackendKind, BackendTimes, G1Bases, G1Query};
+use prover::backend::{
+    Backend, BackendError, BackendKind, BackendTimes, BaseQuery, G1Bases, G2Bases,
+};
 use prover::budget::MemoryBudget;
 use prover::circuit::{self, CircuitKind};
 use prover::pool::{HostAllocator, PinnedPool, PoolLimits};
@@ -466,9 +468,10 @@ fn resident_bases_are_uploaded_once_per_parameter_set() {
     let scalars = bench::random_scalars(n, 5);
     let (before, budget) = gpu.resident_bases();
     assert!(budget > 0);
+    let table = prover::backend::cuda::msm::TablePlan::choose(2 * n, 96, budget);
     let set = format!("test-set-{}", std::process::id());
     let run = |range: std::ops::Range<usize>| {
-        let b = G1Bases::of_query(&bases, range, Some(&set), G1Query::L);
+        let b = G1Bases::of_query(&bases, range, Some(&set), BaseQuery::L);
         gpu.msm_g1(&b, &scalars, &mut BackendTimes::default())
             .expect("gpu msm")
             .to_affine()
@@ -476,9 +479,196 @@ fn resident_bases_are_uploaded_once_per_parameter_set() {
     // Two sub-ranges of one resident query: one upload, offsets respected.
     assert_eq!(run(0..n), cpu_msm(&bases[..n], &scalars));
     let after_first = gpu.resident_bases().0;
-    assert_eq!(after_first, before + (2 * n * 96) as u64);
+    assert_eq!(after_first, before + table.bytes(2 * n, 96) as u64);
     assert_eq!(run(n..2 * n), cpu_msm(&bases[n..], &scalars));
     assert_eq!(gpu.resident_bases().0, after_first);
+}
+
+#[test]
+fn fp2_arithmetic_matches_blstrs_on_random_and_edge_values() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha20Rng::seed_from_u64(13);
+    let minus_one = -Fp::ONE;
+    let fps = [Fp::ZERO, Fp::ONE, minus_one, minus_one.double()];
+    let mut edges = Vec::new();
+    for x in fps {
+        for y in fps {
+            edges.push(Fp2::new(x, y));
+        }
+    }
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for x in &edges {
+        for y in &edges {
+            a.push(*x);
+            b.push(*y);
+        }
+    }
+    for _ in 0..2048 {
+        a.push(Fp2::random(&mut rng));
+        b.push(Fp2::random(&mut rng));
+    }
+    let got = gpu
+        .fp2_ops_on_device(&a, &b)
+        .expect("fp2 ops on the device");
+    assert_eq!(got.len(), a.len());
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        let want = [x * y, x + y, x - y, -x];
+        assert_eq!(got[i], want, "pair {i}: x={x:?} y={y:?}");
+    }
+    eprintln!(
+        "fp2: {} products, sums, differences, negations bit-exact",
+        a.len()
+    );
+}
+
+#[test]
+fn g2_additions_match_blstrs_including_exceptional_cases() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha20Rng::seed_from_u64(14);
+    let pt = |rng: &mut ChaCha20Rng| G2Projective::random(rng).to_affine();
+    let inf = G2Affine::default();
+    let (mut p, mut q) = (Vec::new(), Vec::new());
+    for _ in 0..256 {
+        let (x, y) = (pt(&mut rng), pt(&mut rng));
+        p.push(x);
+        q.push(y);
+    }
+    let x = pt(&mut rng);
+    for (a, b) in [(x, x), (x, -x), (inf, x), (x, inf), (inf, inf)] {
+        p.push(a);
+        q.push(b);
+    }
+    let got = gpu.g2_ops_on_device(&p, &q).expect("g2 ops on the device");
+    for (i, (a, b)) in p.iter().zip(&q).enumerate() {
+        let (a, b) = (G2Projective::from(a), G2Projective::from(b));
+        let want = [a + b, a.double() + a + b, a.double(), a];
+        for k in 0..4 {
+            assert_eq!(
+                got[i][k].to_affine(),
+                want[k].to_affine(),
+                "pair {i}, operation {k}"
+            );
+        }
+    }
+    eprintln!(
+        "g2: {} mixed/full additions and doublings exact, edge cases included",
+        p.len()
+    );
+}
+
+#[test]
+fn gpu_msm_with_a_table_of_multiples_equals_the_cpu_at_every_size() {
+    let Some(gpu) = gpu() else { return };
+    let max = msm_max_log();
+    let bases = msm_bases(1 << max);
+    let g2_bases = msm_g2_bases(1 << max.min(18));
+    let budget = gpu.resident_bases().1;
+    for log in 10..=max {
+        let n = 1usize << log;
+        let table = prover::backend::cuda::msm::TablePlan::choose(n, 96, budget);
+        let set = format!("table-test-{}-{log}", std::process::id());
+        for (kind, scalars) in [
+            ("uniform", bench::random_scalars(n, 31 + n as u64)),
+            (
+                "witness-like",
+                bench::witness_like_scalars(n, 37 + n as u64),
+            ),
+        ] {
+            let b = G1Bases::of_query(&bases[..n], 0..n, Some(&set), BaseQuery::L);
+            let (got, _) = gpu.msm_g1_auto(&b, &scalars).expect("gpu msm");
+            assert_eq!(
+                got.to_affine(),
+                cpu_msm(&bases[..n], &scalars),
+                "G1 {kind} n = {n} {table:?}"
+            );
+            if n <= g2_bases.len() {
+                let b = G2Bases::of_query(&g2_bases[..n], 0..n, Some(&set), BaseQuery::BG2);
+                let (got, _) = gpu.msm_g2_auto(&b, &scalars).expect("gpu msm");
+                assert_eq!(
+                    got.to_affine(),
+                    cpu_msm_g2(&g2_bases[..n], &scalars),
+                    "G2 {kind} n = {n}"
+                );
+            }
+        }
+        eprintln!("table msm n={n}: {table:?} equals the CPU");
+    }
+}
+
+/// G2 bases with identities and repeated points mixed in (see `msm_bases`).
+fn msm_g2_bases(n: usize) -> Vec<G2Affine> {
+    let mut bases = bench::random_g2_bases(n, 22);
+    for i in (0..n).step_by(997) {
+        bases[i] = G2Affine::default();
+    }
+    for i in (5..n).step_by(1009) {
+        bases[i] = bases[i - 5];
+    }
+    bases
+}
+
+fn cpu_msm_g2(bases: &[G2Affine], scalars: &[Scalar]) -> G2Affine {
+    CpuBackend::new()
+        .msm_g2(
+            &G2Bases::slice(bases),
+            scalars,
+            &mut BackendTimes::default(),
+        )
+        .expect("cpu msm")
+        .to_affine()
+}
+
+#[test]
+fn gpu_g2_msm_equals_the_cpu_at_every_size() {
+    let Some(gpu) = gpu() else { return };
+    let max = msm_max_log();
+    let bases = msm_g2_bases(1 << max);
+    let mut sizes: Vec<usize> = (10..=max).map(|l| 1usize << l).collect();
+    sizes.push(3 * 1024 + 7);
+    for &n in &sizes {
+        for (kind, scalars) in [
+            ("uniform", bench::random_scalars(n, n as u64)),
+            ("witness-like", bench::witness_like_scalars(n, n as u64 + 1)),
+        ] {
+            let got = gpu
+                .msm_g2(
+                    &G2Bases::slice(&bases[..n]),
+                    &scalars,
+                    &mut BackendTimes::default(),
+                )
+                .expect("gpu msm");
+            assert_eq!(
+                got.to_affine(),
+                cpu_msm_g2(&bases[..n], &scalars),
+                "{kind} scalars, n = {n}"
+            );
+        }
+        eprintln!("g2 msm n={n}: uniform and witness-like scalars equal the CPU");
+    }
+    let n = 1 << 12;
+    for (kind, value) in [
+        ("all one", Scalar::ONE),
+        ("all zero", Scalar::ZERO),
+        ("all r-1", -Scalar::ONE),
+    ] {
+        let scalars = vec![value; n];
+        let (got, _) = gpu
+            .msm_g2_with_window(&G2Bases::slice(&bases[..n]), &scalars, 11)
+            .expect("gpu msm");
+        assert_eq!(got.to_affine(), cpu_msm_g2(&bases[..n], &scalars), "{kind}");
+    }
+    // The resident path: a sub-range of a query kept on the device.
+    let set = format!("g2-test-set-{}", std::process::id());
+    let scalars = bench::random_scalars(n, 7);
+    let b = G2Bases::of_query(&bases[..2 * n], n..2 * n, Some(&set), BaseQuery::BG2);
+    let got = gpu
+        .msm_g2(&b, &scalars, &mut BackendTimes::default())
+        .expect("gpu msm");
+    assert_eq!(
+        got.to_affine(),
+        cpu_msm_g2(&bases[n..2 * n], &scalars),
+        "resident sub-range"
+    );
 }
 
 /// The table `scripts/gpu-check.sh` prints: H2D from the pool vs pageable
@@ -513,6 +703,67 @@ fn gpu_bench_table() {
     if !only_ntt && msm_max >= 16 {
         msm_table(gpu, msm_max);
     }
+    let g2_max: u32 = std::env::var("PROVER_BENCH_G2_MAX_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
+    if !only_ntt && g2_max >= 16 {
+        msm_g2_table(gpu, g2_max);
+    }
+}
+
+/// The G2 MSM (the b_g2 query), bases resident: the chosen window and its
+/// neighbours, uniform and witness-like scalars.
+fn msm_g2_table(gpu: &CudaBackend, max_log: u32) {
+    use prover::backend::cuda::msm::{window_bits, MAX_WINDOW};
+    let bases = bench::random_g2_bases(1 << max_log, 78);
+    println!("\n| G2 MSM, bases resident | **with the table of multiples** ms (c, sets x rows) | witness-like ms | bases alone: window | kernels ms | ns/point | sort / sums / reduce ms | with scalar upload ms | witness-like ms | windows tried (ms) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for log_n in (16..=max_log).step_by(2) {
+        let n = 1usize << log_n;
+        let set = format!("bench-g2-{log_n}");
+        let uniform = bench::random_scalars(n, log_n as u64);
+        let chosen = window_bits(n);
+        let tried: Vec<_> = (chosen.saturating_sub(1)..=(chosen + 1).min(MAX_WINDOW))
+            .map(|c| bench::msm_g2(gpu, &set, &bases[..n], &uniform, c, 3).expect("msm"))
+            .collect();
+        let best = tried
+            .iter()
+            .min_by(|a, b| a.kernels_ms.total_cmp(&b.kernels_ms))
+            .copied()
+            .expect("at least one window");
+        let at = tried
+            .iter()
+            .find(|t| t.c == chosen)
+            .copied()
+            .unwrap_or(best);
+        let witness = bench::witness_like_scalars(n, log_n as u64 + 100);
+        let w = bench::msm_g2(gpu, &set, &bases[..n], &witness, chosen, 3).expect("msm");
+        let tab = bench::msm_g2_table(gpu, &set, &bases[..n], &uniform, 3).expect("msm");
+        let tab_w = bench::msm_g2_table(gpu, &set, &bases[..n], &witness, 3).expect("msm");
+        let plan = prover::backend::cuda::msm::TablePlan::choose(n, 192, gpu.resident_bases().1);
+        let sweep: Vec<String> = tried
+            .iter()
+            .map(|t| format!("{}:{:.1}", t.c, t.kernels_ms))
+            .collect();
+        println!(
+            "| 2^{log_n} | **{:.2}** ({}, {} x {}) | {:.2} | {chosen} (best {}) | {:.2} | {:.2} | {:.1} / {:.1} / {:.1} | {:.2} | {:.2} | {} |",
+            tab.kernels_ms,
+            plan.c,
+            plan.sets,
+            plan.rows,
+            tab_w.kernels_ms,
+            best.c,
+            at.kernels_ms,
+            at.kernels_ms * 1e6 / n as f64,
+            at.stages.sort_ms,
+            at.stages.accumulate_ms,
+            at.stages.reduce_ms,
+            at.with_upload_ms,
+            w.kernels_ms,
+            sweep.join(" ")
+        );
+    }
 }
 
 /// sppark's G1 MSM on the same H200, bases and scalars on the device,
@@ -522,8 +773,8 @@ const SPPARK_G1_MS: [(u32, f64); 4] = [(20, 21.1), (22, 53.5), (24, 155.0), (26,
 fn msm_table(gpu: &CudaBackend, max_log: u32) {
     use prover::backend::cuda::msm::window_bits;
     let bases = bench::random_bases(1 << max_log, 77);
-    println!("\n| G1 MSM, bases resident | window | kernels ms | ns/point | sort / sums / reduce ms | with scalar upload ms | witness-like ms | sppark ms | windows tried (ms) |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("\n| G1 MSM, bases resident | **with the table of multiples** ms (c, sets x rows) | ns/point | sort / sums / reduce ms | witness-like ms | bases alone: window | kernels ms | with scalar upload ms | witness-like ms | sppark ms | windows tried (ms) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for log_n in (16..=max_log).step_by(2) {
         let n = 1usize << log_n;
         let set = format!("bench-{log_n}");
@@ -547,6 +798,9 @@ fn msm_table(gpu: &CudaBackend, max_log: u32) {
             .unwrap_or(best);
         let witness = bench::witness_like_scalars(n, log_n as u64 + 100);
         let w = bench::msm_g1(gpu, &set, &bases[..n], &witness, chosen, 3).expect("msm");
+        let tab = bench::msm_g1_table(gpu, &set, &bases[..n], &uniform, 3).expect("msm");
+        let tab_w = bench::msm_g1_table(gpu, &set, &bases[..n], &witness, 3).expect("msm");
+        let plan = prover::backend::cuda::msm::TablePlan::choose(n, 96, gpu.resident_bases().1);
         let sppark = SPPARK_G1_MS
             .iter()
             .find(|(l, _)| *l == log_n)
@@ -556,13 +810,18 @@ fn msm_table(gpu: &CudaBackend, max_log: u32) {
             .map(|t| format!("{}:{:.1}", t.c, t.kernels_ms))
             .collect();
         println!(
-            "| 2^{log_n} | {chosen} (best {}) | {:.2} | {:.2} | {:.1} / {:.1} / {:.1} | {:.2} | {:.2} | {sppark} | {} |",
+            "| 2^{log_n} | **{:.2}** ({}, {} x {}) | {:.2} | {:.1} / {:.1} / {:.1} | {:.2} | {chosen} (best {}) | {:.2} | {:.2} | {:.2} | {sppark} | {} |",
+            tab.kernels_ms,
+            plan.c,
+            plan.sets,
+            plan.rows,
+            tab.kernels_ms * 1e6 / n as f64,
+            tab.stages.sort_ms,
+            tab.stages.accumulate_ms,
+            tab.stages.reduce_ms,
+            tab_w.kernels_ms,
             best.c,
             at_chosen.kernels_ms,
-            at_chosen.kernels_ms * 1e6 / n as f64,
-            at_chosen.stages.sort_ms,
-            at_chosen.stages.accumulate_ms,
-            at_chosen.stages.reduce_ms,
             at_chosen.with_upload_ms,
             w.kernels_ms,
             sweep.join(" ")

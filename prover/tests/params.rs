@@ -16,7 +16,7 @@ use prover::params::{
     memory_bytes, read_mapped, read_params, write_params, ParamStore, ParamsError, ParamsLayout,
     ParamsOrigin, TestParams,
 };
-use prover::setup::{self, SetupArgs};
+use prover::setup::{self, SetupOptions};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use sha2::{Digest, Sha256};
@@ -174,7 +174,7 @@ fn get_or_generate_caches_on_disk() {
 #[test]
 fn setup_command_writes_the_cache_and_skips_valid_entries() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let args = SetupArgs {
+    let args = SetupOptions {
         circuit: CircuitKind::Chain,
         size: Some(128),
         params_dir: dir.path().to_path_buf(),
@@ -188,7 +188,7 @@ fn setup_command_writes_the_cache_and_skips_valid_entries() {
     let meta = store.verify(CircuitKind::Chain, 128).expect("verify");
     assert_eq!(meta.origin, ParamsOrigin::TestSetup { seed: 8 });
     // A second run keeps the valid file.
-    setup::run(SetupArgs { seed: 9, ..args }).expect("setup again");
+    setup::run(SetupOptions { seed: 9, ..args }).expect("setup again");
     assert_eq!(store.verify(CircuitKind::Chain, 128).expect("verify"), meta);
 }
 
@@ -526,7 +526,7 @@ fn setup_never_replaces_a_file_it_did_not_write_even_with_force() {
     let store = ParamStore::open(dir.path()).expect("store");
     let path = store.params_path(CircuitKind::Chain, SIZE);
     let bytes = write_foreign(&path, &foreign_params(3));
-    let args = SetupArgs {
+    let args = SetupOptions {
         circuit: CircuitKind::Chain,
         size: Some(SIZE),
         params_dir: dir.path().to_path_buf(),

@@ -1,12 +1,14 @@
-//! The dispatcher: owns batches, concurrency within a batch, the failure
-//! budget, Ctrl-C, the state file, and the fan-out of events to reporters.
+//! The dispatcher: owns batches, concurrency within a batch (through
+//! [`crate::fanout`]), the failure budget, Ctrl-C, the state file, and the
+//! fan-out of events to reporters.
 //! Host work itself is behind [`HostRunner`] (the real one is
 //! [`super::host::run_host`]).
 
 use super::event::{millis, Emitter, Event, EventKind, HostStatus, Reporter};
-use super::host::{HostEnd, HostJob, ReleaseSpec};
+use super::host::{Build, HostEnd, HostJob};
 use super::state::{self, RunState, StateError};
-use super::{RunEnd, Stop};
+use super::Stop;
+use crate::fanout::FanOut;
 use crate::inventory::Host;
 use crate::playbook::Playbook;
 use std::future::Future;
@@ -15,7 +17,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinSet;
 
 pub type HostFuture = Pin<Box<dyn Future<Output = HostEnd> + Send>>;
 
@@ -42,7 +43,7 @@ pub struct Dispatch {
     pub inventory: String,
     /// Selected hosts, inventory order.
     pub hosts: Vec<Host>,
-    pub release: Arc<ReleaseSpec>,
+    pub release: Arc<Build>,
     pub check: bool,
     /// Where `state/<run-id>.json` is kept; `None` keeps no state (check mode).
     pub state_dir: Option<PathBuf>,
@@ -50,6 +51,19 @@ pub struct Dispatch {
     pub resume: Option<RunState>,
     /// What a new run was started with, kept in its state file for a resume.
     pub origin: super::state::Origin,
+}
+
+/// How a run ended; the binary maps it to the process exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every selected host finished every step (or a check only).
+    Ok,
+    /// At least one host failed; every other host was still run.
+    HostsFailed,
+    /// The failure budget was exceeded and some hosts were not started.
+    Halted,
+    /// Stopped by Ctrl-C before every host was done.
+    Interrupted,
 }
 
 /// Every host's final status, in inventory order, and how the run ended.
@@ -60,12 +74,13 @@ pub struct RunSummary {
     pub end: RunEnd,
 }
 
-struct Fanout<'a> {
+/// Every reporter of the run, fed the same events in the same order.
+struct Reporters<'a> {
     run_id: String,
     reporters: &'a mut [Box<dyn Reporter>],
 }
 
-impl Fanout<'_> {
+impl Reporters<'_> {
     fn send(&mut self, e: &Event) {
         for r in self.reporters.iter_mut() {
             r.on_event(e);
@@ -83,73 +98,139 @@ pub async fn dispatch(
     d: Dispatch,
     runner: Arc<dyn HostRunner>,
     reporters: &mut [Box<dyn Reporter>],
-    mut stop: watch::Receiver<Stop>,
+    stop: watch::Receiver<Stop>,
 ) -> Result<RunSummary, StateError> {
-    let begin = Instant::now();
-    let batches = d.playbook.strategy.batches(&d.hosts);
-    let mut state = d.resume.clone().unwrap_or_else(|| {
-        let mut st = RunState::new(&d.run_id, &d.playbook.name, &d.inventory);
-        st.origin = d.origin.clone();
-        st
-    });
-    let mut status: Vec<Option<HostStatus>> = vec![None; d.hosts.len()];
-    let mut out = Fanout {
-        run_id: d.run_id.clone(),
-        reporters,
-    };
-    out.emit(
-        None,
-        EventKind::RunStarted {
-            playbook: d.playbook.name.clone(),
-            source: d.playbook.source.clone(),
-            inventory: d.inventory.clone(),
-            hosts: d.hosts.iter().map(|h| h.name.clone()).collect(),
-            batches: batches.len(),
-            check: d.check,
-            resumed: d.resume.is_some(),
-            release: d.release.sha256.clone(),
-        },
-    );
-    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
-    let mut failures = 0usize;
-    let mut halted = false;
-    let mut stop_open = true;
-    // Highest Ctrl-C level announced so far.
-    let mut announced = Stop::Run;
-    let mut interrupted = *stop.borrow() != Stop::Run;
+    Dispatcher::new(d, runner, reporters, stop).run().await
+}
 
-    for (bi, batch) in batches.iter().enumerate() {
-        let now = *stop.borrow_and_update();
-        if now > announced {
-            announced = now;
-            out.emit(
+/// One run in progress: the state the batches share.
+struct Dispatcher<'a> {
+    d: Dispatch,
+    runner: Arc<dyn HostRunner>,
+    out: Reporters<'a>,
+    stop: watch::Receiver<Stop>,
+    /// `false` once the stop channel's sender is gone.
+    stop_open: bool,
+    /// Highest Ctrl-C level announced so far.
+    announced: Stop,
+    interrupted: bool,
+    halted: bool,
+    failures: usize,
+    state: RunState,
+    /// Each host's end, in inventory order; `None` until it has one.
+    status: Vec<Option<HostStatus>>,
+    events: (mpsc::UnboundedSender<Event>, mpsc::UnboundedReceiver<Event>),
+    begin: Instant,
+}
+
+impl<'a> Dispatcher<'a> {
+    fn new(
+        d: Dispatch,
+        runner: Arc<dyn HostRunner>,
+        reporters: &'a mut [Box<dyn Reporter>],
+        stop: watch::Receiver<Stop>,
+    ) -> Self {
+        let state = d.resume.clone().unwrap_or_else(|| {
+            let mut st = RunState::new(&d.run_id, &d.playbook.name, &d.inventory);
+            st.origin = d.origin.clone();
+            st
+        });
+        let interrupted = *stop.borrow() != Stop::Run;
+        Dispatcher {
+            status: vec![None; d.hosts.len()],
+            out: Reporters {
+                run_id: d.run_id.clone(),
+                reporters,
+            },
+            d,
+            runner,
+            stop,
+            stop_open: true,
+            announced: Stop::Run,
+            interrupted,
+            halted: false,
+            failures: 0,
+            state,
+            events: mpsc::unbounded_channel(),
+            begin: Instant::now(),
+        }
+    }
+
+    async fn run(mut self) -> Result<RunSummary, StateError> {
+        let batches = self.d.playbook.strategy.batches(&self.d.hosts);
+        self.out.emit(
+            None,
+            EventKind::RunStarted {
+                playbook: self.d.playbook.name.clone(),
+                source: self.d.playbook.source.clone(),
+                inventory: self.d.inventory.clone(),
+                hosts: self.d.hosts.iter().map(|h| h.name.clone()).collect(),
+                batches: batches.len(),
+                check: self.d.check,
+                resumed: self.d.resume.is_some(),
+                release: self.d.release.sha256.clone(),
+            },
+        );
+        for (bi, batch) in batches.iter().enumerate() {
+            let now = *self.stop.borrow_and_update();
+            self.announce(now);
+            self.interrupted |= now != Stop::Run;
+            if self.halted || self.interrupted {
+                break;
+            }
+            self.run_batch(bi, batches.len(), batch).await?;
+            if self.failures > self.d.playbook.strategy.max_fail {
+                self.halted = true;
+            }
+        }
+        self.mark_not_started();
+        if let Some(dir) = &self.d.state_dir {
+            state::save(dir, &mut self.state)?;
+        }
+        Ok(self.finish())
+    }
+
+    /// Emits an `Interrupt` event the first time each Ctrl-C level is seen.
+    fn announce(&mut self, now: Stop) {
+        if now > self.announced {
+            self.announced = now;
+            self.out.emit(
                 None,
                 EventKind::Interrupt {
                     abort: now == Stop::Abort,
                 },
             );
         }
-        interrupted |= now != Stop::Run;
-        if halted || interrupted {
-            break;
+    }
+
+    fn drain_events(&mut self) {
+        while let Ok(e) = self.events.1.try_recv() {
+            self.out.send(&e);
         }
-        let canary = bi == 0 && d.playbook.strategy.canary > 0;
-        out.emit(
+    }
+
+    /// Starts every host of one batch and waits for all of them, relaying
+    /// their events and Ctrl-C as they come.
+    async fn run_batch(&mut self, bi: usize, of: usize, batch: &[usize]) -> Result<(), StateError> {
+        let canary = bi == 0 && self.d.playbook.strategy.canary > 0;
+        self.out.emit(
             None,
             EventKind::BatchStarted {
                 batch: bi + 1,
-                of: batches.len(),
+                of,
                 canary,
-                hosts: batch.iter().map(|&i| d.hosts[i].name.clone()).collect(),
+                hosts: batch
+                    .iter()
+                    .map(|&i| self.d.hosts[i].name.clone())
+                    .collect(),
             },
         );
-        let mut set: JoinSet<(usize, HostEnd)> = JoinSet::new();
-        let mut running: Vec<usize> = Vec::new();
+        let mut set: FanOut<HostEnd> = FanOut::new(batch.len());
         for &i in batch {
-            let host = &d.hosts[i];
-            if state.completed(&host.name) {
-                status[i] = Some(HostStatus::DoneEarlier);
-                out.emit(
+            let host = &self.d.hosts[i];
+            if self.state.completed(&host.name) {
+                self.status[i] = Some(HostStatus::DoneEarlier);
+                self.out.emit(
                     Some(&host.name),
                     EventKind::HostFinished {
                         status: HostStatus::DoneEarlier,
@@ -162,142 +243,144 @@ pub async fn dispatch(
             }
             let job = HostJob {
                 host: host.clone(),
-                playbook: d.playbook.clone(),
-                release: d.release.clone(),
-                run_id: d.run_id.clone(),
-                check: d.check,
+                playbook: self.d.playbook.clone(),
+                release: self.d.release.clone(),
+                run_id: self.d.run_id.clone(),
+                check: self.d.check,
             };
-            let fut = runner.run(
+            let fut = self.runner.run(
                 job,
-                Emitter::new(&d.run_id, &host.name, tx.clone()),
-                stop.clone(),
+                Emitter::new(&self.d.run_id, &host.name, self.events.0.clone()),
+                self.stop.clone(),
             );
-            set.spawn(async move { (i, fut.await) });
-            running.push(i);
+            set.spawn(i, &host.name, fut);
         }
         while !set.is_empty() {
             tokio::select! {
-                Some(e) = rx.recv() => out.send(&e),
-                Some(joined) = set.join_next() => {
-                    while let Ok(e) = rx.try_recv() {
-                        out.send(&e);
-                    }
-                    let (i, end) = match joined {
-                        Ok(r) => r,
+                Some(e) = self.events.1.recv() => self.out.send(&e),
+                Some((i, joined)) = set.join_next() => {
+                    self.drain_events();
+                    let end = match joined {
+                        Ok(end) => end,
                         Err(e) => {
-                            // A host task that panicked: find which one is missing.
-                            let Some(&i) = running.iter().find(|&&i| status[i].is_none()) else { continue };
-                            let end = HostEnd { status: HostStatus::Failed, build: None, error: Some(format!("internal error in the host task: {e}")) };
-                            out.emit(Some(&d.hosts[i].name), EventKind::HostFinished { status: end.status, build: None, error: end.error.clone(), duration_ms: 0 });
-                            (i, end)
+                            // The task died before it could report its end.
+                            let end = HostEnd { status: HostStatus::Failed, build: None, error: Some(format!("internal error in the host task: {}", e.reason)) };
+                            self.out.emit(Some(&self.d.hosts[i].name), EventKind::HostFinished { status: end.status, build: None, error: end.error.clone(), duration_ms: 0 });
+                            end
                         }
                     };
-                    status[i] = Some(end.status);
-                    if end.status.is_failure() {
-                        failures += 1;
-                    }
-                    if let Some(dir) = &d.state_dir {
-                        state.hosts.insert(d.hosts[i].name.clone(), end.status);
-                        state::save(dir, &mut state)?;
-                    }
+                    self.record(i, end.status)?;
                 }
-                changed = stop.changed(), if stop_open => {
+                changed = self.stop.changed(), if self.stop_open => {
                     match changed {
                         Ok(()) => {
-                            let now = *stop.borrow_and_update();
-                            interrupted = true;
-                            if now > announced {
-                                announced = now;
-                                out.emit(None, EventKind::Interrupt { abort: now == Stop::Abort });
-                            }
+                            let now = *self.stop.borrow_and_update();
+                            self.interrupted = true;
+                            self.announce(now);
                         }
-                        Err(_) => stop_open = false,
+                        Err(_) => self.stop_open = false,
                     }
                 }
             }
         }
-        while let Ok(e) = rx.try_recv() {
-            out.send(&e);
+        self.drain_events();
+        Ok(())
+    }
+
+    /// A host's end: counted against the budget and saved for a resume.
+    fn record(&mut self, i: usize, status: HostStatus) -> Result<(), StateError> {
+        self.status[i] = Some(status);
+        if status.is_failure() {
+            self.failures += 1;
         }
-        if failures > d.playbook.strategy.max_fail {
-            halted = true;
+        if let Some(dir) = &self.d.state_dir {
+            self.state
+                .hosts
+                .insert(self.d.hosts[i].name.clone(), status);
+            state::save(dir, &mut self.state)?;
+        }
+        Ok(())
+    }
+
+    /// Hosts never started (halt, Ctrl-C) end as `NotStarted`.
+    fn mark_not_started(&mut self) {
+        let not_started: Vec<usize> = (0..self.d.hosts.len())
+            .filter(|&i| self.status[i].is_none())
+            .collect();
+        if self.halted && !not_started.is_empty() {
+            self.out.emit(
+                None,
+                EventKind::Halted {
+                    failed: self.failures,
+                    max_fail: self.d.playbook.strategy.max_fail,
+                    not_started: not_started
+                        .iter()
+                        .map(|&i| self.d.hosts[i].name.clone())
+                        .collect(),
+                },
+            );
+        }
+        for &i in &not_started {
+            self.status[i] = Some(HostStatus::NotStarted);
+            self.out.emit(
+                Some(&self.d.hosts[i].name),
+                EventKind::HostFinished {
+                    status: HostStatus::NotStarted,
+                    build: None,
+                    error: None,
+                    duration_ms: 0,
+                },
+            );
+            if self.d.state_dir.is_some() {
+                self.state
+                    .hosts
+                    .insert(self.d.hosts[i].name.clone(), HostStatus::NotStarted);
+            }
         }
     }
 
-    let not_started: Vec<usize> = (0..d.hosts.len())
-        .filter(|&i| status[i].is_none())
-        .collect();
-    if halted && !not_started.is_empty() {
-        out.emit(
+    /// The final event, the reporters' `finish`, and how the run ended.
+    fn finish(mut self) -> RunSummary {
+        let hosts: Vec<(String, HostStatus)> = self
+            .d
+            .hosts
+            .iter()
+            .zip(&self.status)
+            .map(|(h, s)| (h.name.clone(), s.unwrap_or(HostStatus::NotStarted)))
+            .collect();
+        let count = |f: &dyn Fn(HostStatus) -> bool| hosts.iter().filter(|(_, s)| f(*s)).count();
+        let ok = count(&|s| matches!(s, HostStatus::Ok | HostStatus::DoneEarlier));
+        let failed = count(&|s| s.is_failure());
+        let unfinished = count(&|s| matches!(s, HostStatus::NotStarted | HostStatus::Interrupted));
+        self.out.emit(
             None,
-            EventKind::Halted {
-                failed: failures,
-                max_fail: d.playbook.strategy.max_fail,
-                not_started: not_started
-                    .iter()
-                    .map(|&i| d.hosts[i].name.clone())
-                    .collect(),
+            EventKind::RunFinished {
+                ok,
+                failed,
+                not_started: unfinished,
+                duration_ms: millis(self.begin.elapsed()),
             },
         );
-    }
-    for &i in &not_started {
-        status[i] = Some(HostStatus::NotStarted);
-        out.emit(
-            Some(&d.hosts[i].name),
-            EventKind::HostFinished {
-                status: HostStatus::NotStarted,
-                build: None,
-                error: None,
-                duration_ms: 0,
-            },
-        );
-        if d.state_dir.is_some() {
-            state
-                .hosts
-                .insert(d.hosts[i].name.clone(), HostStatus::NotStarted);
+        for r in self.out.reporters.iter_mut() {
+            r.finish();
+        }
+        let end = if self.interrupted && unfinished > 0 {
+            RunEnd::Interrupted
+        } else if self.halted && unfinished > 0 {
+            RunEnd::Halted
+        } else if failed > 0 {
+            RunEnd::HostsFailed
+        } else if unfinished > 0 {
+            RunEnd::Interrupted
+        } else {
+            RunEnd::Ok
+        };
+        RunSummary {
+            run_id: self.d.run_id,
+            hosts,
+            end,
         }
     }
-    if let Some(dir) = &d.state_dir {
-        state::save(dir, &mut state)?;
-    }
-    let hosts: Vec<(String, HostStatus)> = d
-        .hosts
-        .iter()
-        .zip(&status)
-        .map(|(h, s)| (h.name.clone(), s.unwrap_or(HostStatus::NotStarted)))
-        .collect();
-    let count = |f: &dyn Fn(HostStatus) -> bool| hosts.iter().filter(|(_, s)| f(*s)).count();
-    let ok = count(&|s| matches!(s, HostStatus::Ok | HostStatus::DoneEarlier));
-    let failed = count(&|s| s.is_failure());
-    let unfinished = count(&|s| matches!(s, HostStatus::NotStarted | HostStatus::Interrupted));
-    out.emit(
-        None,
-        EventKind::RunFinished {
-            ok,
-            failed,
-            not_started: unfinished,
-            duration_ms: millis(begin.elapsed()),
-        },
-    );
-    for r in out.reporters.iter_mut() {
-        r.finish();
-    }
-    let end = if interrupted && unfinished > 0 {
-        RunEnd::Interrupted
-    } else if halted && unfinished > 0 {
-        RunEnd::Halted
-    } else if failed > 0 {
-        RunEnd::HostsFailed
-    } else if unfinished > 0 {
-        RunEnd::Interrupted
-    } else {
-        RunEnd::Ok
-    };
-    Ok(RunSummary {
-        run_id: d.run_id,
-        hosts,
-        end,
-    })
 }
 
 #[cfg(test)]
@@ -380,6 +463,23 @@ mod tests {
         state_dir: Option<PathBuf>,
         resume: Option<RunState>,
     ) -> (RunSummary, Vec<String>, Vec<Event>) {
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let runner = Arc::new(Scripted {
+            fail: fail.iter().map(|s| s.to_string()).collect(),
+            ran: ran.clone(),
+        });
+        let (summary, events) = run_with(n, strategy, runner, state_dir, resume);
+        let ran = ran.lock().unwrap().clone();
+        (summary, ran, events)
+    }
+
+    fn run_with(
+        n: usize,
+        strategy: Strategy,
+        runner: Arc<dyn HostRunner>,
+        state_dir: Option<PathBuf>,
+        resume: Option<RunState>,
+    ) -> (RunSummary, Vec<Event>) {
         let playbook = Playbook {
             name: "t".into(),
             description: None,
@@ -392,7 +492,7 @@ mod tests {
             playbook: Arc::new(playbook),
             inventory: "inv".into(),
             hosts: (0..n).map(host).collect(),
-            release: Arc::new(ReleaseSpec {
+            release: Arc::new(Build {
                 binary: "p".into(),
                 sha256: None,
             }),
@@ -401,11 +501,6 @@ mod tests {
             resume,
             origin: Default::default(),
         };
-        let ran = Arc::new(Mutex::new(Vec::new()));
-        let runner = Arc::new(Scripted {
-            fail: fail.iter().map(|s| s.to_string()).collect(),
-            ran: ran.clone(),
-        });
         let rec = Recorder::default();
         let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(rec.clone())];
         let (_tx, rx) = watch::channel(Stop::Run);
@@ -416,9 +511,54 @@ mod tests {
         let summary = rt
             .block_on(dispatch(d, runner, &mut reporters, rx))
             .unwrap();
-        let ran = ran.lock().unwrap().clone();
         let events = rec.0.lock().unwrap().clone();
-        (summary, ran, events)
+        (summary, events)
+    }
+
+    /// Panics in the host task of `panics`; the others end `Ok` later.
+    struct Panicking {
+        panics: &'static str,
+    }
+
+    impl HostRunner for Panicking {
+        fn run(&self, job: HostJob, _emit: Emitter, _stop: watch::Receiver<Stop>) -> HostFuture {
+            let panics = job.host.name == self.panics;
+            Box::pin(async move {
+                if panics {
+                    panic!("scripted panic");
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                HostEnd {
+                    status: HostStatus::Ok,
+                    build: None,
+                    error: None,
+                }
+            })
+        }
+    }
+
+    #[test]
+    fn a_panicking_host_task_fails_that_host_and_no_other() {
+        let (s, events) = run_with(
+            3,
+            strategy(0, BatchSize::Count(3), 5),
+            Arc::new(Panicking { panics: "h1" }),
+            None,
+            None,
+        );
+        assert_eq!(s.end, RunEnd::HostsFailed);
+        assert_eq!(status_of(&s, "h0"), HostStatus::Ok);
+        assert_eq!(status_of(&s, "h1"), HostStatus::Failed);
+        assert_eq!(status_of(&s, "h2"), HostStatus::Ok);
+        let error = events
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::HostFinished { error: Some(m), .. } => Some((e.host.clone(), m.clone())),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(error.0.as_deref(), Some("h1"));
+        assert!(error.1.contains("scripted panic"), "{}", error.1);
     }
 
     fn strategy(canary: usize, batch: BatchSize, max_fail: usize) -> Strategy {
@@ -568,7 +708,7 @@ mod tests {
             playbook: Arc::new(playbook),
             inventory: "i".into(),
             hosts: (0..5).map(host).collect(),
-            release: Arc::new(ReleaseSpec {
+            release: Arc::new(Build {
                 binary: "p".into(),
                 sha256: None,
             }),
@@ -619,7 +759,7 @@ mod tests {
             playbook: Arc::new(playbook),
             inventory: "i".into(),
             hosts: (0..3).map(host).collect(),
-            release: Arc::new(ReleaseSpec {
+            release: Arc::new(Build {
                 binary: "p".into(),
                 sha256: None,
             }),
@@ -655,7 +795,7 @@ mod tests {
             }),
             inventory: "i".into(),
             hosts: (0..n).map(host).collect(),
-            release: Arc::new(ReleaseSpec {
+            release: Arc::new(Build {
                 binary: "p".into(),
                 sha256: None,
             }),

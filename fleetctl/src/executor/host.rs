@@ -17,9 +17,10 @@ use tokio::sync::watch;
 /// hook for the lab: proves the on-host checksum check and the rollback).
 pub const FAULT_CORRUPT_UPLOAD: &str = "fault_corrupt_upload";
 
-/// The build a run ships, shared by every host task.
+/// The build a run ships, shared by every host task (each host turns it into
+/// the [`Release`](crate::steps::Release) it acts on).
 #[derive(Debug, Clone)]
-pub struct ReleaseSpec {
+pub struct Build {
     pub binary: PathBuf,
     /// sha256 of `binary`; `None` when the playbook uploads nothing (then
     /// each host's `current` release is the one the steps act on).
@@ -31,7 +32,7 @@ pub struct ReleaseSpec {
 pub struct HostJob {
     pub host: Host,
     pub playbook: Arc<Playbook>,
-    pub release: Arc<ReleaseSpec>,
+    pub release: Arc<Build>,
     pub run_id: String,
     pub check: bool,
 }

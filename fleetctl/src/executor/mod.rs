@@ -4,32 +4,24 @@
 //! [`dispatch::dispatch`] runs batches of [`host::run_host`] tasks; every
 //! task and the dispatcher emit [`event::Event`]s that the live
 //! [`progress::Progress`], the [`crate::audit::AuditLog`] and the final
-//! [`crate::report::Summary`] read. [`state`] lets `--resume` continue.
+//! [`crate::summary::Summary`] read. [`state`] lets `--resume` continue.
 
 pub mod dispatch;
 pub mod event;
-mod exit;
 pub mod host;
 pub mod progress;
 pub mod state;
 
-pub use dispatch::{dispatch, Dispatch, HostRunner, RealRunner, RunSummary};
+pub use dispatch::{dispatch, Dispatch, HostRunner, RealRunner, RunEnd, RunSummary};
 pub use event::{Event, EventKind, HostStatus, Reporter};
-pub use exit::{
-    exit_code, RunEnd, EXIT_ERROR, EXIT_HALTED, EXIT_HOSTS_FAILED, EXIT_INTERRUPTED, EXIT_OK,
-};
-pub use host::{HostEnd, HostJob, ReleaseSpec};
+pub use host::{Build, HostEnd, HostJob};
 
 use crate::audit::AuditLog;
-use crate::cli::{RunArgs, TargetArgs};
-use crate::inventory::{self, Host, InventoryError};
+use crate::inventory::{self, Host, InventoryError, Target};
 use crate::playbook::{self, Playbook, PlaybookError};
-use crate::report::Summary;
 use crate::steps;
-use state::RunState;
-use std::io::IsTerminal;
+use crate::summary::Summary;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -72,12 +64,12 @@ pub struct Prepared {
     pub playbook: Arc<Playbook>,
     pub inventory: String,
     pub hosts: Vec<Host>,
-    pub release: Arc<ReleaseSpec>,
+    pub release: Arc<Build>,
 }
 
 /// Loads playbook and inventory, applies `--limit`, and hashes the binary
 /// when the playbook ships it.
-pub fn prepare(playbook: &str, target: &TargetArgs, binary: &Path) -> Result<Prepared, ExecError> {
+pub fn prepare(playbook: &str, target: &Target, binary: &Path) -> Result<Prepared, ExecError> {
     let playbook = playbook::load(playbook)?;
     let (inv, hosts) = inventory::load_selected(target)?;
     let sha256 = if playbook.uploads() {
@@ -94,7 +86,7 @@ pub fn prepare(playbook: &str, target: &TargetArgs, binary: &Path) -> Result<Pre
         playbook: Arc::new(playbook),
         inventory: inv.file,
         hosts,
-        release: Arc::new(ReleaseSpec {
+        release: Arc::new(Build {
             binary: binary.to_owned(),
             sha256,
         }),
@@ -129,97 +121,6 @@ pub struct RunOptions {
 
 /// The binary shipped when neither `--binary` nor a resumed run names one.
 pub const DEFAULT_BINARY: &str = "target/release/prover";
-
-/// A resume continues the run it names: the inventory, host selection,
-/// variables, playbook and binary come from the run's state file. An
-/// argument that says otherwise is refused, naming both values, since
-/// going on with it would finish a different run than the one started.
-pub fn resume_args(mut args: RunArgs, st: &RunState) -> Result<RunArgs, state::StateError> {
-    let o = &st.origin;
-    if o.playbook.is_none() {
-        // A state file of an older fleetctl: nothing recorded to check.
-        tracing::warn!(
-            "run {} was started by an older fleetctl that did not record its arguments; \
-             resuming with this command's",
-            st.run_id
-        );
-        return Ok(args);
-    }
-    let conflict = |what, flag, was: String, now: String| state::StateError::Conflict {
-        run_id: st.run_id.clone(),
-        what,
-        flag,
-        was,
-        now,
-    };
-    if o.playbook.as_deref() != Some(args.playbook.as_str()) {
-        return Err(conflict(
-            "playbook",
-            "-p",
-            o.playbook.clone().unwrap_or_default(),
-            args.playbook.clone(),
-        ));
-    }
-    let shown = |i: &Option<String>| {
-        i.clone()
-            .unwrap_or_else(|| "the built-in local inventory".to_owned())
-    };
-    match &args.target.inventory {
-        None => args.target.inventory = o.inventory.as_ref().map(PathBuf::from),
-        Some(given) => {
-            let given = Some(given.display().to_string());
-            if given != o.inventory {
-                return Err(conflict(
-                    "inventory",
-                    "-i",
-                    shown(&o.inventory),
-                    shown(&given),
-                ));
-            }
-        }
-    }
-    match &args.target.limit {
-        None => args.target.limit = o.limit.clone(),
-        Some(given) if Some(given) != o.limit.as_ref() => {
-            return Err(conflict(
-                "--limit",
-                "--limit",
-                o.limit.clone().unwrap_or_else(|| "no limit".to_owned()),
-                given.clone(),
-            ))
-        }
-        Some(_) => {}
-    }
-    if args.target.extra_vars.is_empty() {
-        args.target.extra_vars = o.extra_vars.clone();
-    } else if args.target.extra_vars != o.extra_vars {
-        return Err(conflict(
-            "variables",
-            "-e",
-            o.extra_vars.join(" "),
-            args.target.extra_vars.join(" "),
-        ));
-    }
-    if args.exec.binary.is_none() {
-        args.exec.binary = o.binary.as_ref().map(PathBuf::from);
-    }
-    Ok(args)
-}
-
-/// The command line that resumes a run of `args` (without `--resume ID`).
-pub fn resume_command(args: &RunArgs) -> String {
-    let quoted = |s: &str| crate::transport::quote::quote(s).unwrap_or_else(|_| format!("{s:?}"));
-    let mut cmd = if args.playbook == "rollout" {
-        "fleetctl rollout".to_owned()
-    } else {
-        format!("fleetctl run -p {}", quoted(&args.playbook))
-    };
-    if args.exec.state_dir != Path::new(".fleetctl") {
-        cmd.push_str(" --state-dir ");
-        cmd.push_str(&quoted(&args.exec.state_dir.display().to_string()));
-    }
-    cmd
-}
 
 /// What a finished run leaves for the caller.
 #[derive(Debug, Clone)]
@@ -285,191 +186,4 @@ pub async fn execute(
         table,
         audit: audit_path,
     })
-}
-
-/// Sends Ctrl-C presses into the stop channel: first `Finish`, then `Abort`.
-fn watch_ctrl_c(tx: watch::Sender<Stop>) {
-    tokio::spawn(async move {
-        for level in [Stop::Finish, Stop::Abort] {
-            if tokio::signal::ctrl_c().await.is_err() {
-                return;
-            }
-            if tx.send(level).is_err() {
-                return;
-            }
-        }
-    });
-}
-
-/// `fleetctl run` / `fleetctl rollout`.
-pub async fn cli_run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let mut args = args;
-    let resumed = match &args.exec.resume {
-        Some(id) => {
-            let st = state::load(&args.exec.state_dir, id)?;
-            args = resume_args(args, &st)?;
-            Some(st)
-        }
-        None => None,
-    };
-    let binary = args
-        .exec
-        .binary
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_BINARY));
-    let prepared = prepare(&args.playbook, &args.target, &binary)?;
-    if let Some(st) = &resumed {
-        if let (Some(was), Some(now)) = (&st.origin.sha256, &prepared.release.sha256) {
-            if was != now {
-                return Err(ExecError::from(state::StateError::OtherBuild {
-                    run_id: st.run_id.clone(),
-                    binary: binary.display().to_string(),
-                    was: was.clone(),
-                    now: now.clone(),
-                })
-                .into());
-            }
-        }
-    }
-    if args.exec.check {
-        print!("{}", crate::plan::render(&prepared));
-    }
-    let opts = RunOptions {
-        check: args.exec.check,
-        resume: args.exec.resume.clone(),
-        state_dir: args.exec.state_dir.clone(),
-        origin: state::Origin {
-            playbook: Some(args.playbook.clone()),
-            inventory: args
-                .target
-                .inventory
-                .as_ref()
-                .map(|p| p.display().to_string()),
-            limit: args.target.limit.clone(),
-            extra_vars: args.target.extra_vars.clone(),
-            binary: prepared
-                .release
-                .sha256
-                .is_some()
-                .then(|| binary.display().to_string()),
-            sha256: prepared.release.sha256.clone(),
-        },
-        resume_with: Some(resume_command(&args)),
-    };
-    let (tx, rx) = watch::channel(Stop::Run);
-    watch_ctrl_c(tx);
-    let tty = !args.exec.plain && std::io::stderr().is_terminal();
-    let progress: Box<dyn Reporter> = Box::new(progress::Progress::new(tty));
-    let done = execute(prepared, &opts, Arc::new(RealRunner), vec![progress], rx).await?;
-    print!("{}", done.table.render());
-    println!("audit log: {}", done.audit.display());
-    if matches!(done.summary.end, RunEnd::Halted | RunEnd::Interrupted) && !opts.check {
-        println!(
-            "resume with: {} --resume {}",
-            resume_command(&args),
-            done.summary.run_id
-        );
-    }
-    Ok(exit_code(done.summary.end))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cli::ExecArgs;
-
-    fn args(playbook: &str) -> RunArgs {
-        RunArgs {
-            playbook: playbook.into(),
-            target: TargetArgs {
-                inventory: None,
-                limit: None,
-                extra_vars: Vec::new(),
-            },
-            exec: ExecArgs {
-                check: false,
-                resume: Some("r1".into()),
-                binary: None,
-                plain: false,
-                state_dir: ".fleetctl".into(),
-            },
-        }
-    }
-
-    fn started() -> RunState {
-        let mut st = RunState::new("r1", "rollout", "fleet.yaml");
-        st.origin = state::Origin {
-            playbook: Some("rollout".into()),
-            inventory: Some("fleet.yaml".into()),
-            limit: Some("gpu".into()),
-            extra_vars: vec!["drain_timeout=30s".into()],
-            binary: Some("build/prover".into()),
-            sha256: Some("aa".into()),
-        };
-        st
-    }
-
-    #[test]
-    fn a_resume_takes_what_the_run_was_started_with() {
-        let a = resume_args(args("rollout"), &started()).unwrap();
-        assert_eq!(a.target.inventory.as_deref(), Some(Path::new("fleet.yaml")));
-        assert_eq!(a.target.limit.as_deref(), Some("gpu"));
-        assert_eq!(a.target.extra_vars, ["drain_timeout=30s"]);
-        assert_eq!(a.exec.binary.as_deref(), Some(Path::new("build/prover")));
-        // The same values given again are no conflict.
-        let mut same = args("rollout");
-        same.target.inventory = Some("fleet.yaml".into());
-        same.target.limit = Some("gpu".into());
-        assert!(resume_args(same, &started()).is_ok());
-    }
-
-    #[test]
-    fn a_resume_with_a_conflicting_argument_names_both_values() {
-        let mut other = args("rollout");
-        other.target.inventory = Some("lab.yaml".into());
-        let e = resume_args(other, &started()).unwrap_err().to_string();
-        assert!(
-            e.contains("`fleet.yaml`") && e.contains("`lab.yaml`") && e.contains("-i"),
-            "{e}"
-        );
-
-        let mut local = started();
-        local.origin.inventory = None;
-        let mut other = args("rollout");
-        other.target.inventory = Some("lab.yaml".into());
-        let e = resume_args(other, &local).unwrap_err().to_string();
-        assert!(
-            e.contains("built-in local inventory") && e.contains("lab.yaml"),
-            "{e}"
-        );
-
-        let e = resume_args(args("restart"), &started())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("`rollout`") && e.contains("`restart`"), "{e}");
-
-        let mut other = args("rollout");
-        other.target.limit = Some("h1".into());
-        let e = resume_args(other, &started()).unwrap_err().to_string();
-        assert!(e.contains("`gpu`") && e.contains("`h1`"), "{e}");
-
-        let mut other = args("rollout");
-        other.target.extra_vars = vec!["drain_timeout=5s".into()];
-        let e = resume_args(other, &started()).unwrap_err().to_string();
-        assert!(
-            e.contains("drain_timeout=30s") && e.contains("drain_timeout=5s"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn the_resume_command_is_one_that_runs() {
-        assert_eq!(resume_command(&args("rollout")), "fleetctl rollout");
-        let mut a = args("my playbook.yaml");
-        a.exec.state_dir = "/var/lib/fleet".into();
-        assert_eq!(
-            resume_command(&a),
-            "fleetctl run -p 'my playbook.yaml' --state-dir /var/lib/fleet"
-        );
-    }
 }

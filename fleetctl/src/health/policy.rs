@@ -118,46 +118,153 @@ fn gpu_name(g: &Gpu) -> String {
 /// Applies the policy to a probe. `previous` is the last probe of the same
 /// host, for the "rising" rules.
 pub fn evaluate(host: &Host, probe: &Probe, previous: Option<&Probe>, policy: &Policy) -> Verdict {
-    let mut f = Vec::new();
-    let mut add = |severity,
-                   gpu: Option<u32>,
-                   rule: &str,
-                   reading: String,
-                   threshold: String,
-                   message: String| {
-        f.push(Finding {
+    Evaluation {
+        host,
+        probe,
+        previous,
+        policy,
+    }
+    .verdict()
+}
+
+/// One probe of one host under its policy: the host rules, then every
+/// GPU's rules, each a function of the tables below.
+pub struct Evaluation<'a> {
+    pub host: &'a Host,
+    pub probe: &'a Probe,
+    /// The host's previous probe, for the "rising" rules.
+    pub previous: Option<&'a Probe>,
+    pub policy: &'a Policy,
+}
+
+/// One GPU as the per-GPU rules see it.
+struct GpuCheck<'a> {
+    g: &'a Gpu,
+    /// The same GPU (by UUID) in the previous probe.
+    prev: Option<&'a Gpu>,
+    name: String,
+    policy: &'a Policy,
+}
+
+type HostRule = fn(&Evaluation<'_>, &mut Vec<Finding>);
+type GpuRule = fn(&GpuCheck<'_>, &mut Vec<Finding>);
+
+/// Host-level rules, in the order their findings are listed.
+const HOST_RULES: &[HostRule] = &[gpu_presence, daemon_ready];
+/// Per-GPU rules, in the order their findings are listed.
+const GPU_RULES: &[GpuRule] = &[
+    ecc_uncorrected,
+    remap,
+    pcie_degraded,
+    critical_xid,
+    gpu_temp,
+    memory_temp,
+    pcie_replays,
+    throttle,
+    ecc_corrected,
+];
+
+impl Evaluation<'_> {
+    pub fn verdict(&self) -> Verdict {
+        let mut findings = Vec::new();
+        for rule in HOST_RULES {
+            rule(self, &mut findings);
+        }
+        for g in &self.probe.gpus.devices {
+            let check = GpuCheck {
+                g,
+                prev: self.previous.and_then(|p| {
+                    p.gpus
+                        .devices
+                        .iter()
+                        .find(|d| d.uuid.is_some() && d.uuid == g.uuid)
+                }),
+                name: gpu_name(g),
+                policy: self.policy,
+            };
+            for rule in GPU_RULES {
+                rule(&check, &mut findings);
+            }
+        }
+        let severity = findings
+            .iter()
+            .map(|x| x.severity)
+            .max()
+            .unwrap_or(Severity::Ok);
+        Verdict {
+            host: self.host.name.clone(),
+            severity,
+            gpus_expected: self.host.gpus,
+            gpus_found: self.probe.gpus.devices.len(),
+            findings,
+        }
+    }
+}
+
+impl Finding {
+    pub fn new(severity: Severity, gpu: Option<u32>, rule: &str) -> Self {
+        Finding {
             severity,
             gpu,
             rule: rule.into(),
-            reading,
-            threshold,
-            message,
-        })
-    };
-    use Severity::{Fail, Warn};
-    let devices = &probe.gpus.devices;
-    if host.gpus > 0 && !probe.gpus.nvml.available {
-        add(
-            Fail,
-            None,
-            "nvml_absent",
-            probe
-                .gpus
-                .nvml
-                .reason
-                .clone()
-                .unwrap_or_else(|| "NVML not available".into()),
-            format!("{} GPUs expected", host.gpus),
-            format!(
+            reading: String::new(),
+            threshold: String::new(),
+            message: String::new(),
+        }
+    }
+
+    /// What was read, against which threshold, and what it means.
+    pub fn saw(mut self, reading: String, threshold: String, message: String) -> Self {
+        self.reading = reading;
+        self.threshold = threshold;
+        self.message = message;
+        self
+    }
+
+    /// A finding that is only a message: nothing was measured against a threshold.
+    pub fn said(mut self, message: String) -> Self {
+        self.message = message;
+        self
+    }
+
+    /// One line: the message, then the rule, reading and threshold when the
+    /// finding has them (what a rollout step's failure shows).
+    pub fn summary(&self) -> String {
+        if self.reading.is_empty() && self.threshold.is_empty() {
+            return self.message.clone();
+        }
+        format!(
+            "{} ({}: {}, threshold {})",
+            self.message, self.rule, self.reading, self.threshold
+        )
+    }
+}
+
+impl GpuCheck<'_> {
+    fn finding(&self, severity: Severity, rule: &str) -> Finding {
+        Finding::new(severity, Some(self.g.index), rule)
+    }
+}
+
+use Severity::{Fail, Warn};
+
+fn gpu_presence(e: &Evaluation<'_>, out: &mut Vec<Finding>) {
+    let (host, nvml, devices) = (e.host, &e.probe.gpus.nvml, &e.probe.gpus.devices);
+    if host.gpus > 0 && !nvml.available {
+        out.push(
+            Finding::new(Fail, None, "nvml_absent").saw(
+                nvml.reason
+                    .clone()
+                    .unwrap_or_else(|| "NVML not available".into()),
+                format!("{} GPUs expected", host.gpus),
+                format!(
                 "the inventory says {} GPUs but NVML is not usable: check the driver (nvidia-smi)",
                 host.gpus
             ),
+            ),
         );
     } else if (devices.len() as u32) < host.gpus {
-        add(
-            Fail,
-            None,
-            "gpu_count",
+        out.push(Finding::new(Fail, None, "gpu_count").saw(
             format!("{} GPUs", devices.len()),
             format!(">= {}", host.gpus),
             format!(
@@ -165,198 +272,177 @@ pub fn evaluate(host: &Host, probe: &Probe, previous: Option<&Probe>, policy: &P
                 devices.len(),
                 host.gpus
             ),
-        );
+        ));
     }
-    if policy.require_daemon_ready {
-        if let Some(d) = &probe.daemon {
-            if d.ready != Some(true) {
-                add(
-                    Fail,
-                    None,
-                    "daemon_ready",
-                    format!(
-                        "ready={:?} alive={} {}",
-                        d.ready,
-                        d.alive,
-                        d.ready_reason.clone().unwrap_or_default()
-                    ),
-                    "ready".into(),
-                    "the prover daemon is not ready".into(),
-                );
-            }
-        }
+}
+
+fn daemon_ready(e: &Evaluation<'_>, out: &mut Vec<Finding>) {
+    if !e.policy.require_daemon_ready {
+        return;
     }
-    for g in devices {
-        let name = gpu_name(g);
-        let prev = previous.and_then(|p| {
-            p.gpus
-                .devices
-                .iter()
-                .find(|d| d.uuid.is_some() && d.uuid == g.uuid)
-        });
-        let idx = Some(g.index);
-        if let Some(u) = g.ecc.volatile_uncorrected {
-            if u > policy.max_uncorrected_ecc {
-                add(
-                    Fail,
-                    idx,
-                    "ecc_uncorrected",
-                    u.to_string(),
-                    format!("<= {}", policy.max_uncorrected_ecc),
-                    format!("{name}: {u} uncorrected ECC errors since driver load"),
-                );
-            }
-        }
-        if policy.fail_on_remap {
-            if g.remapped_rows.failure == Some(true) {
-                add(
-                    Fail,
-                    idx,
-                    "row_remap_failure",
-                    "failure".into(),
-                    "no failure".into(),
-                    format!("{name}: row remapping failed; the GPU needs service"),
-                );
-            }
-            if g.remapped_rows.pending == Some(true) {
-                add(
-                    Fail,
-                    idx,
-                    "row_remap_pending",
-                    "pending".into(),
-                    "none pending".into(),
-                    format!("{name}: a row remap is pending; reset the GPU to apply it"),
-                );
-            }
-            if g.retired_pages.pending == Some(true) {
-                add(
-                    Fail,
-                    idx,
-                    "page_retirement_pending",
-                    "pending".into(),
-                    "none pending".into(),
-                    format!("{name}: a page retirement is pending; reset the GPU to apply it"),
-                );
-            }
-        }
-        if policy.fail_on_pcie_degraded {
-            let p = &g.pcie;
-            if let (Some(c), Some(m)) = (p.gen_current, p.gen_max) {
-                if c < m {
-                    add(
-                        Fail,
-                        idx,
-                        "pcie_gen",
-                        format!("Gen{c}"),
-                        format!("Gen{m}"),
-                        format!("{name}: PCIe link at Gen{c}, below its maximum Gen{m}"),
-                    );
-                }
-            }
-            if let (Some(c), Some(m)) = (p.width_current, p.width_max) {
-                if c < m {
-                    add(
-                        Fail,
-                        idx,
-                        "pcie_width",
-                        format!("x{c}"),
-                        format!("x{m}"),
-                        format!("{name}: PCIe link at x{c}, below its maximum x{m}"),
-                    );
-                }
-            }
-        }
-        for x in g.xid_events.iter().flatten() {
-            if policy.critical_xids.contains(x) {
-                add(
-                    Fail,
-                    idx,
-                    "xid",
-                    format!("XID {x}"),
-                    format!("none of {:?}", policy.critical_xids),
-                    format!("{name}: critical XID {x}"),
-                );
-            }
-        }
-        if let Some(t) = g.temperature_gpu_c {
-            if t >= policy.warn_gpu_temp_c {
-                add(
-                    Warn,
-                    idx,
-                    "gpu_temp",
-                    format!("{t} C"),
-                    format!("< {} C", policy.warn_gpu_temp_c),
-                    format!("{name}: GPU at {t} C"),
-                );
-            }
-        }
-        if let Some(t) = g.temperature_memory_c {
-            if t >= policy.warn_memory_temp_c {
-                add(
-                    Warn,
-                    idx,
-                    "memory_temp",
-                    format!("{t} C"),
-                    format!("< {} C", policy.warn_memory_temp_c),
-                    format!("{name}: memory at {t} C"),
-                );
-            }
-        }
-        if let (Some(now), Some(before)) = (
-            g.pcie.replay_counter,
-            prev.and_then(|p| p.pcie.replay_counter),
-        ) {
-            let rise = now.saturating_sub(before);
-            if rise > policy.warn_pcie_replays {
-                add(
-                    Warn,
-                    idx,
-                    "pcie_replays",
-                    format!("+{rise} (now {now})"),
-                    format!("<= +{}", policy.warn_pcie_replays),
-                    format!("{name}: PCIe replay counter rose by {rise} since the last probe"),
-                );
-            }
-        }
-        if policy.warn_on_throttle {
-            for r in g.throttle_reasons.iter().flatten() {
-                let u = r.to_ascii_uppercase();
-                if u.contains("THERMAL") || u.contains("POWER") {
-                    add(
-                        Warn,
-                        idx,
-                        "throttle",
-                        r.clone(),
-                        "no thermal or power throttling".into(),
-                        format!("{name}: clocks throttled ({r})"),
-                    );
-                }
-            }
-        }
-        if let Some(now) = g.ecc.volatile_corrected {
-            let (rise, how) = match prev.and_then(|p| p.ecc.volatile_corrected) {
-                Some(before) => (now.saturating_sub(before), "since the last probe"),
-                None => (now, "since driver load"),
-            };
-            if rise > policy.warn_corrected_ecc {
-                add(
-                    Warn,
-                    idx,
-                    "ecc_corrected",
-                    format!("+{rise}"),
-                    format!("<= +{}", policy.warn_corrected_ecc),
-                    format!("{name}: {rise} corrected ECC errors {how}"),
-                );
-            }
+    if let Some(d) = &e.probe.daemon {
+        if d.ready != Some(true) {
+            out.push(Finding::new(Fail, None, "daemon_ready").saw(
+                format!(
+                    "ready={:?} alive={} {}",
+                    d.ready,
+                    d.alive,
+                    d.ready_reason.clone().unwrap_or_default()
+                ),
+                "ready".into(),
+                "the prover daemon is not ready".into(),
+            ));
         }
     }
-    let severity = f.iter().map(|x| x.severity).max().unwrap_or(Severity::Ok);
-    Verdict {
-        host: host.name.clone(),
-        severity,
-        gpus_expected: host.gpus,
-        gpus_found: devices.len(),
-        findings: f,
+}
+
+fn ecc_uncorrected(c: &GpuCheck<'_>, out: &mut Vec<Finding>) {
+    if let Some(u) = c.g.ecc.volatile_uncorrected {
+        if u > c.policy.max_uncorrected_ecc {
+            out.push(c.finding(Fail, "ecc_uncorrected").saw(
+                u.to_string(),
+                format!("<= {}", c.policy.max_uncorrected_ecc),
+                format!("{}: {u} uncorrected ECC errors since driver load", c.name),
+            ));
+        }
+    }
+}
+
+fn remap(c: &GpuCheck<'_>, out: &mut Vec<Finding>) {
+    if !c.policy.fail_on_remap {
+        return;
+    }
+    let name = &c.name;
+    if c.g.remapped_rows.failure == Some(true) {
+        out.push(c.finding(Fail, "row_remap_failure").saw(
+            "failure".into(),
+            "no failure".into(),
+            format!("{name}: row remapping failed; the GPU needs service"),
+        ));
+    }
+    if c.g.remapped_rows.pending == Some(true) {
+        out.push(c.finding(Fail, "row_remap_pending").saw(
+            "pending".into(),
+            "none pending".into(),
+            format!("{name}: a row remap is pending; reset the GPU to apply it"),
+        ));
+    }
+    if c.g.retired_pages.pending == Some(true) {
+        out.push(c.finding(Fail, "page_retirement_pending").saw(
+            "pending".into(),
+            "none pending".into(),
+            format!("{name}: a page retirement is pending; reset the GPU to apply it"),
+        ));
+    }
+}
+
+fn pcie_degraded(c: &GpuCheck<'_>, out: &mut Vec<Finding>) {
+    if !c.policy.fail_on_pcie_degraded {
+        return;
+    }
+    let (p, name) = (&c.g.pcie, &c.name);
+    if let (Some(now), Some(max)) = (p.gen_current, p.gen_max) {
+        if now < max {
+            out.push(c.finding(Fail, "pcie_gen").saw(
+                format!("Gen{now}"),
+                format!("Gen{max}"),
+                format!("{name}: PCIe link at Gen{now}, below its maximum Gen{max}"),
+            ));
+        }
+    }
+    if let (Some(now), Some(max)) = (p.width_current, p.width_max) {
+        if now < max {
+            out.push(c.finding(Fail, "pcie_width").saw(
+                format!("x{now}"),
+                format!("x{max}"),
+                format!("{name}: PCIe link at x{now}, below its maximum x{max}"),
+            ));
+        }
+    }
+}
+
+fn critical_xid(c: &GpuCheck<'_>, out: &mut Vec<Finding>) {
+    for x in c.g.xid_events.iter().flatten() {
+        if c.policy.critical_xids.contains(x) {
+            out.push(c.finding(Fail, "xid").saw(
+                format!("XID {x}"),
+                format!("none of {:?}", c.policy.critical_xids),
+                format!("{}: critical XID {x}", c.name),
+            ));
+        }
+    }
+}
+
+fn gpu_temp(c: &GpuCheck<'_>, out: &mut Vec<Finding>) {
+    if let Some(t) = c.g.temperature_gpu_c {
+        if t >= c.policy.warn_gpu_temp_c {
+            out.push(c.finding(Warn, "gpu_temp").saw(
+                format!("{t} C"),
+                format!("< {} C", c.policy.warn_gpu_temp_c),
+                format!("{}: GPU at {t} C", c.name),
+            ));
+        }
+    }
+}
+
+fn memory_temp(c: &GpuCheck<'_>, out: &mut Vec<Finding>) {
+    if let Some(t) = c.g.temperature_memory_c {
+        if t >= c.policy.warn_memory_temp_c {
+            out.push(c.finding(Warn, "memory_temp").saw(
+                format!("{t} C"),
+                format!("< {} C", c.policy.warn_memory_temp_c),
+                format!("{}: memory at {t} C", c.name),
+            ));
+        }
+    }
+}
+
+fn pcie_replays(c: &GpuCheck<'_>, out: &mut Vec<Finding>) {
+    let before = c.prev.and_then(|p| p.pcie.replay_counter);
+    if let (Some(now), Some(before)) = (c.g.pcie.replay_counter, before) {
+        let rise = now.saturating_sub(before);
+        if rise > c.policy.warn_pcie_replays {
+            out.push(c.finding(Warn, "pcie_replays").saw(
+                format!("+{rise} (now {now})"),
+                format!("<= +{}", c.policy.warn_pcie_replays),
+                format!(
+                    "{}: PCIe replay counter rose by {rise} since the last probe",
+                    c.name
+                ),
+            ));
+        }
+    }
+}
+
+fn throttle(c: &GpuCheck<'_>, out: &mut Vec<Finding>) {
+    if !c.policy.warn_on_throttle {
+        return;
+    }
+    for r in c.g.throttle_reasons.iter().flatten() {
+        let u = r.to_ascii_uppercase();
+        if u.contains("THERMAL") || u.contains("POWER") {
+            out.push(c.finding(Warn, "throttle").saw(
+                r.clone(),
+                "no thermal or power throttling".into(),
+                format!("{}: clocks throttled ({r})", c.name),
+            ));
+        }
+    }
+}
+
+fn ecc_corrected(c: &GpuCheck<'_>, out: &mut Vec<Finding>) {
+    if let Some(now) = c.g.ecc.volatile_corrected {
+        let (rise, how) = match c.prev.and_then(|p| p.ecc.volatile_corrected) {
+            Some(before) => (now.saturating_sub(before), "since the last probe"),
+            None => (now, "since driver load"),
+        };
+        if rise > c.policy.warn_corrected_ecc {
+            out.push(c.finding(Warn, "ecc_corrected").saw(
+                format!("+{rise}"),
+                format!("<= +{}", c.policy.warn_corrected_ecc),
+                format!("{}: {rise} corrected ECC errors {how}", c.name),
+            ));
+        }
     }
 }
 

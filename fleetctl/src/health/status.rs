@@ -2,11 +2,13 @@
 //! one SSH command per host that prints `prover health` and the daemon's
 //! `/status` (through `prover client status`), split by a marker line.
 
+use crate::fanout;
 use crate::inventory::Host;
 use crate::transport::{quote::quote, Transport};
 use fleet_wire::api::Status;
 use fleet_wire::health::Probe;
 use serde::Serialize;
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 const STATUS_MARK: &str = "@@fleetctl-status@@";
@@ -101,18 +103,32 @@ pub async fn read_host(host: &Host, deadline: Duration) -> HostReading {
 
 /// Reads every host in parallel, results in the order of `hosts`.
 pub async fn read_all(hosts: &[Host], deadline: Duration) -> Vec<HostReading> {
-    let mut set = tokio::task::JoinSet::new();
-    for (i, h) in hosts.iter().cloned().enumerate() {
-        set.spawn(async move { (i, read_host(&h, deadline).await) });
-    }
-    let mut out: Vec<(usize, HostReading)> = Vec::with_capacity(hosts.len());
-    while let Some(r) = set.join_next().await {
-        if let Ok(x) = r {
-            out.push(x);
-        }
-    }
-    out.sort_by_key(|(i, _)| *i);
-    out.into_iter().map(|(_, r)| r).collect()
+    read_all_with(hosts, move |h| async move { read_host(&h, deadline).await }).await
+}
+
+/// Reads every host with `read` through the shared [`fanout`]: a task that
+/// panics leaves an unreachable reading that names its host in its place,
+/// so the table never loses a row and the command fails.
+pub async fn read_all_with<F, Fut>(hosts: &[Host], read: F) -> Vec<HostReading>
+where
+    F: Fn(Host) -> Fut,
+    Fut: Future<Output = HostReading> + Send + 'static,
+{
+    fanout::for_each_host(hosts, |h| h.name.as_str(), fanout::DEFAULT_PARALLEL, read)
+        .await
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|e| HostReading {
+                host: e.host.clone(),
+                reachable: false,
+                installed: false,
+                probe: None,
+                status: None,
+                error: Some(e.to_string()),
+                elapsed_ms: 0,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

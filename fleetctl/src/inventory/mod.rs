@@ -13,8 +13,19 @@ pub mod yaml;
 pub use host::{Host, TransportKind};
 pub use resolve::{Origin, Resolved, ResolvedInventory};
 
-use crate::cli::{InventoryCommand, TargetArgs};
 use std::path::{Path, PathBuf};
+
+/// Which inventory to load and which of its hosts to act on: what every
+/// command that touches hosts is given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Target {
+    /// Inventory file; `None` is the built-in local inventory.
+    pub inventory: Option<PathBuf>,
+    /// `--limit` pattern: names, groups, `tag:NAME` or globs, comma-separated.
+    pub limit: Option<String>,
+    /// `key=value` variables with the highest precedence.
+    pub extra_vars: Vec<String>,
+}
 
 /// The built-in inventory used when no `-i` is given: this machine, no SSH.
 pub const BUILTIN_LOCAL: &str = include_str!("../../../inventories/local.yaml");
@@ -107,42 +118,28 @@ fn builtin_dir(cwd: &Path) -> Result<PathBuf, InventoryError> {
 }
 
 /// Loads the inventory named by `target` and applies its `--limit`.
-pub fn load_selected(
-    target: &TargetArgs,
-) -> Result<(ResolvedInventory, Vec<Host>), InventoryError> {
+pub fn load_selected(target: &Target) -> Result<(ResolvedInventory, Vec<Host>), InventoryError> {
     let inv = load(target.inventory.as_deref(), &target.extra_vars)?;
     let picked = select::select(&inv, target.limit.as_deref())?;
     let hosts = picked.iter().map(|&i| inv.hosts[i].host.clone()).collect();
     Ok((inv, hosts))
 }
 
-/// `fleetctl inventory list|show`.
-pub fn cli_inventory(cmd: InventoryCommand) -> anyhow::Result<()> {
-    match cmd {
-        InventoryCommand::List(target) => {
-            let (inv, hosts) = load_selected(&target)?;
-            print!("{}", render_list(&inv, &hosts));
-        }
-        InventoryCommand::Show { host, target } => {
-            let inv = load(target.inventory.as_deref(), &target.extra_vars)?;
-            let found = inv
+/// Finds one host of a loaded inventory by name (`fleetctl inventory show`).
+pub fn find<'a>(inv: &'a ResolvedInventory, name: &str) -> Result<&'a Resolved, InventoryError> {
+    inv.hosts
+        .iter()
+        .find(|h| h.host.name == name)
+        .ok_or_else(|| InventoryError::UnknownHost {
+            file: inv.file.clone(),
+            name: name.to_owned(),
+            hosts: inv
                 .hosts
                 .iter()
-                .find(|h| h.host.name == host)
-                .ok_or_else(|| InventoryError::UnknownHost {
-                    file: inv.file.clone(),
-                    name: host.clone(),
-                    hosts: inv
-                        .hosts
-                        .iter()
-                        .map(|h| h.host.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })?;
-            print!("{}", render_show(found));
-        }
-    }
-    Ok(())
+                .map(|h| h.host.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }
 
 /// One line per host: name, transport, address, groups, tags.

@@ -12,9 +12,9 @@
 //! Layout: `net` (names, subnet claims, bridge and veths), `host` (files and
 //! init of one host), `files` (inventory, ssh_config, known_hosts), `state`
 //! (the state file that makes stale labs recoverable), `faults` (the knobs),
-//! `procs` (bounded commands, `/proc`), `cli` (`fleetctl lab up|down`).
+//! `procs` (bounded commands, `/proc`). `fleetctl lab up|down|list` is the
+//! binary's `cli::lab`.
 
-pub mod cli;
 mod error;
 mod faults;
 mod files;
@@ -108,7 +108,8 @@ pub struct LabSummary {
     pub reaping: bool,
 }
 
-pub(crate) fn require_root() -> Result<(), LabError> {
+/// Fails unless this process runs as root (namespaces, links, sshd).
+pub fn require_root() -> Result<(), LabError> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
     if uid == 0 {

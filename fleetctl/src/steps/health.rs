@@ -4,6 +4,7 @@
 use super::params::{duration, ByteSize};
 use super::remote;
 use super::{kept, Cause, Failed, StepCtx, StepOutcome};
+use crate::health::policy::{evaluate, Finding, Policy, Severity};
 use crate::inventory::Host;
 use fleet_wire::health::Probe;
 use serde::{Deserialize, Serialize};
@@ -24,72 +25,43 @@ impl Default for HealthParams {
     }
 }
 
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Warn,
-    Fail,
-}
-
-/// One thing the gate noticed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Finding {
-    pub severity: Severity,
-    pub message: String,
-}
-
-impl Finding {
-    fn fail(message: String) -> Finding {
-        Finding {
-            severity: Severity::Fail,
-            message,
-        }
-    }
-}
-
-/// The rollout gate: the daemon is alive and ready, and every GPU the
-/// inventory promises is there.
+/// The rollout gate: the daemon is alive and ready, and the fleet-wide
+/// health policy (the same rules and findings as `fleetctl health`, with the
+/// host's group overrides, which also check the GPU count) passes.
 pub fn gate(host: &Host, probe: &Probe) -> Vec<Finding> {
     let mut out = Vec::new();
+    let daemon =
+        |rule: &str, message: String| Finding::new(Severity::Fail, None, rule).said(message);
     match &probe.daemon {
-        None => out.push(Finding::fail("the probe has no daemon section".to_owned())),
+        None => out.push(daemon(
+            "probe_daemon",
+            "the probe has no daemon section".to_owned(),
+        )),
         Some(d) => {
             if !d.alive {
-                out.push(Finding::fail(format!(
-                    "daemon not running (pid {:?}, state {:?})",
-                    d.pid,
-                    d.state.as_deref().unwrap_or("gone")
-                )));
+                out.push(daemon(
+                    "daemon_alive",
+                    format!(
+                        "daemon not running (pid {:?}, state {:?})",
+                        d.pid,
+                        d.state.as_deref().unwrap_or("gone")
+                    ),
+                ));
             } else if d.ready != Some(true) {
-                out.push(Finding::fail(format!(
-                    "daemon pid {:?} not ready: {}",
-                    d.pid,
-                    d.ready_reason.as_deref().unwrap_or("no reason given")
-                )));
+                out.push(daemon(
+                    "daemon_ready",
+                    format!(
+                        "daemon pid {:?} not ready: {}",
+                        d.pid,
+                        d.ready_reason.as_deref().unwrap_or("no reason given")
+                    ),
+                ));
             }
         }
     }
-    // The fleet-wide health policy (the same rules as `fleetctl health`),
-    // with the host's group overrides; it also checks the GPU count.
-    match crate::health::policy::Policy::for_host(host) {
-        Ok(policy) => {
-            let verdict = crate::health::policy::evaluate(host, probe, None, &policy);
-            for f in verdict.findings {
-                let severity = match f.severity {
-                    crate::health::policy::Severity::Fail => Severity::Fail,
-                    _ => Severity::Warn,
-                };
-                out.push(Finding {
-                    severity,
-                    message: format!(
-                        "{} ({}: {}, threshold {})",
-                        f.message, f.rule, f.reading, f.threshold
-                    ),
-                });
-            }
-        }
-        Err(e) => out.push(Finding::fail(e.to_string())),
+    match Policy::for_host(host) {
+        Ok(policy) => out.extend(evaluate(host, probe, None, &policy).findings),
+        Err(e) => out.push(daemon("policy", e.to_string())),
     }
     out
 }
@@ -106,10 +78,10 @@ const KEPT: &str = "everything: the health step changes nothing";
 pub(super) async fn run(p: &HealthParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
     let probe = kept(remote::probe(ctx, p.timeout).await, KEPT)?;
     let findings = gate(ctx.host, &probe);
-    let fails: Vec<&str> = findings
+    let fails: Vec<String> = findings
         .iter()
         .filter(|f| f.severity == Severity::Fail)
-        .map(|f| f.message.as_str())
+        .map(Finding::summary)
         .collect();
     if !fails.is_empty() {
         return Err((Cause::Check(fails.join("; ")), KEPT.to_owned()));
@@ -178,7 +150,7 @@ mod tests {
         assert!(f[0].message.contains("not ready: loading parameters"));
         assert!(f[1].message.contains("7 of 8 GPUs visible"), "{f:?}");
         assert!(
-            f[1].message.contains("gpu_count: 7 GPUs, threshold >= 8"),
+            f[1].summary().contains("gpu_count: 7 GPUs, threshold >= 8"),
             "{f:?}"
         );
     }

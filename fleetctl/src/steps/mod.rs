@@ -39,50 +39,75 @@ pub use upload::UploadParams;
 pub use verify::VerifyParams;
 pub use wait_release::WaitReleaseParams;
 
-/// One step of a playbook, as written: `- upload: {keep_releases: 3}`, or
-/// just `- health` for the defaults. (De)serialized by hand as a one-key map,
-/// because YAML libraries otherwise want `!upload` tags for enums.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StepSpec {
-    Upload(UploadParams),
-    Drain(DrainParams),
-    WaitRelease(WaitReleaseParams),
-    Start(StartParams),
-    Verify(VerifyParams),
-    Smoke(SmokeParams),
-    Health(HealthParams),
-    Rollback(RollbackParams),
-    CollectTiming(CollectTimingParams),
+/// Declares every step once: its variant, its parameters and the name
+/// playbooks call it by. The enum, [`STEP_NAMES`], [`StepSpec::name`] and
+/// both directions of (de)serialization come from this one list.
+macro_rules! steps {
+    ($($variant:ident($params:ty) = $name:literal,)*) => {
+        /// One step of a playbook, as written: `- upload: {keep_releases: 3}`, or
+        /// just `- health` for the defaults. (De)serialized by hand as a one-key map,
+        /// because YAML libraries otherwise want `!upload` tags for enums.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum StepSpec {
+            $($variant($params),)*
+        }
+
+        /// Step names as written in playbooks.
+        pub const STEP_NAMES: &[&str] = &[$($name,)*];
+
+        impl StepSpec {
+            /// The step's name as written in a playbook.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(StepSpec::$variant(_) => $name,)*
+                }
+            }
+
+            /// The step called `name`, its parameters taken from `source`;
+            /// `None` for a name no step has.
+            fn from_name<S: ParamSource>(
+                name: &str,
+                source: &mut S,
+            ) -> Result<Option<StepSpec>, S::Error> {
+                Ok(Some(match name {
+                    $($name => StepSpec::$variant(source.params()?),)*
+                    _ => return Ok(None),
+                }))
+            }
+
+            fn serialize_entry<M: serde::ser::SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
+                match self {
+                    $(StepSpec::$variant(p) => map.serialize_entry($name, p),)*
+                }
+            }
+        }
+    };
 }
 
-/// Step names as written in playbooks.
-pub const STEP_NAMES: [&str; 9] = [
-    "upload",
-    "drain",
-    "wait_release",
-    "start",
-    "verify",
-    "smoke",
-    "health",
-    "rollback",
-    "collect_timing",
-];
+steps! {
+    Upload(UploadParams) = "upload",
+    Drain(DrainParams) = "drain",
+    WaitRelease(WaitReleaseParams) = "wait_release",
+    Start(StartParams) = "start",
+    Verify(VerifyParams) = "verify",
+    Smoke(SmokeParams) = "smoke",
+    Health(HealthParams) = "health",
+    Rollback(RollbackParams) = "rollback",
+    CollectTiming(CollectTimingParams) = "collect_timing",
+}
+
+/// Where a step's parameters come from: a bare name (the defaults) or the
+/// value of its one-key map.
+trait ParamSource {
+    type Error;
+    fn params<P: serde::de::DeserializeOwned + Default>(&mut self) -> Result<P, Self::Error>;
+}
 
 impl Serialize for StepSpec {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut map = s.serialize_map(Some(1))?;
-        match self {
-            StepSpec::Upload(p) => map.serialize_entry("upload", p)?,
-            StepSpec::Drain(p) => map.serialize_entry("drain", p)?,
-            StepSpec::WaitRelease(p) => map.serialize_entry("wait_release", p)?,
-            StepSpec::Start(p) => map.serialize_entry("start", p)?,
-            StepSpec::Verify(p) => map.serialize_entry("verify", p)?,
-            StepSpec::Smoke(p) => map.serialize_entry("smoke", p)?,
-            StepSpec::Health(p) => map.serialize_entry("health", p)?,
-            StepSpec::Rollback(p) => map.serialize_entry("rollback", p)?,
-            StepSpec::CollectTiming(p) => map.serialize_entry("collect_timing", p)?,
-        }
+        self.serialize_entry(&mut map)?;
         map.end()
     }
 }
@@ -93,26 +118,24 @@ impl<'de> Deserialize<'de> for StepSpec {
 
         struct SpecVisitor;
 
-        /// `- drain:` (null) means the defaults, like `- drain: {}`.
-        fn params<'de, A: MapAccess<'de>, P: Deserialize<'de> + Default>(
-            map: &mut A,
-        ) -> Result<P, A::Error> {
-            Ok(map.next_value::<Option<P>>()?.unwrap_or_default())
+        /// A bare `- health`: the defaults.
+        struct Defaults<E>(std::marker::PhantomData<E>);
+
+        impl<E> ParamSource for Defaults<E> {
+            type Error = E;
+            fn params<P: Default>(&mut self) -> Result<P, E> {
+                Ok(P::default())
+            }
         }
 
-        fn by_name<E: de::Error>(name: &str) -> Result<StepSpec, E> {
-            Ok(match name {
-                "upload" => StepSpec::Upload(Default::default()),
-                "drain" => StepSpec::Drain(Default::default()),
-                "wait_release" => StepSpec::WaitRelease(Default::default()),
-                "start" => StepSpec::Start(Default::default()),
-                "verify" => StepSpec::Verify(Default::default()),
-                "smoke" => StepSpec::Smoke(Default::default()),
-                "health" => StepSpec::Health(Default::default()),
-                "rollback" => StepSpec::Rollback(Default::default()),
-                "collect_timing" => StepSpec::CollectTiming(Default::default()),
-                other => return Err(de::Error::unknown_variant(other, &STEP_NAMES)),
-            })
+        /// `- drain:` (null) means the defaults, like `- drain: {}`.
+        struct Value<'a, 'de, A>(&'a mut A, std::marker::PhantomData<&'de ()>);
+
+        impl<'de, A: MapAccess<'de>> ParamSource for Value<'_, 'de, A> {
+            type Error = A::Error;
+            fn params<P: serde::de::DeserializeOwned + Default>(&mut self) -> Result<P, A::Error> {
+                Ok(self.0.next_value::<Option<P>>()?.unwrap_or_default())
+            }
         }
 
         impl<'de> Visitor<'de> for SpecVisitor {
@@ -125,25 +148,17 @@ impl<'de> Deserialize<'de> for StepSpec {
             }
 
             fn visit_str<E: de::Error>(self, name: &str) -> Result<StepSpec, E> {
-                by_name(name)
+                StepSpec::from_name(name, &mut Defaults(std::marker::PhantomData))?
+                    .ok_or_else(|| de::Error::unknown_variant(name, STEP_NAMES))
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StepSpec, A::Error> {
                 let Some(name) = map.next_key::<String>()? else {
                     return Err(de::Error::invalid_length(0, &"exactly one step name"));
                 };
-                let spec = match name.as_str() {
-                    "upload" => StepSpec::Upload(params(&mut map)?),
-                    "drain" => StepSpec::Drain(params(&mut map)?),
-                    "wait_release" => StepSpec::WaitRelease(params(&mut map)?),
-                    "start" => StepSpec::Start(params(&mut map)?),
-                    "verify" => StepSpec::Verify(params(&mut map)?),
-                    "smoke" => StepSpec::Smoke(params(&mut map)?),
-                    "health" => StepSpec::Health(params(&mut map)?),
-                    "rollback" => StepSpec::Rollback(params(&mut map)?),
-                    "collect_timing" => StepSpec::CollectTiming(params(&mut map)?),
-                    other => return Err(de::Error::unknown_variant(other, &STEP_NAMES)),
-                };
+                let spec =
+                    StepSpec::from_name(&name, &mut Value(&mut map, std::marker::PhantomData))?
+                        .ok_or_else(|| de::Error::unknown_variant(&name, STEP_NAMES))?;
                 if let Some(extra) = map.next_key::<String>()? {
                     return Err(de::Error::custom(format!(
                         "one step per list item: found `{extra}` after `{name}` (start a new `- {extra}: ...` item)"
@@ -154,23 +169,6 @@ impl<'de> Deserialize<'de> for StepSpec {
         }
 
         d.deserialize_any(SpecVisitor)
-    }
-}
-
-impl StepSpec {
-    /// The step's name as written in a playbook.
-    pub fn name(&self) -> &'static str {
-        match self {
-            StepSpec::Upload(_) => "upload",
-            StepSpec::Drain(_) => "drain",
-            StepSpec::WaitRelease(_) => "wait_release",
-            StepSpec::Start(_) => "start",
-            StepSpec::Verify(_) => "verify",
-            StepSpec::Smoke(_) => "smoke",
-            StepSpec::Health(_) => "health",
-            StepSpec::Rollback(_) => "rollback",
-            StepSpec::CollectTiming(_) => "collect_timing",
-        }
     }
 }
 
@@ -318,7 +316,7 @@ pub struct Started {
 
 /// Per-host state carried from step to step within one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RunState {
+pub struct HostProgress {
     /// The release `current` pointed at before `start` switched it.
     pub previous_release: Option<String>,
     pub drained: Option<Drained>,
@@ -338,7 +336,7 @@ pub struct StepCtx<'a> {
     pub host: &'a Host,
     pub transport: &'a Transport,
     pub release: &'a Release,
-    pub state: RunState,
+    pub state: HostProgress,
     /// Dry run: describe, read what is cheap to read, change nothing.
     pub check: bool,
     pub faults: Faults,
@@ -350,7 +348,7 @@ impl<'a> StepCtx<'a> {
             host,
             transport,
             release,
-            state: RunState::default(),
+            state: HostProgress::default(),
             check: false,
             faults: Faults::default(),
         }

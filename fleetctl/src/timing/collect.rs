@@ -10,6 +10,7 @@
 //! resumes where it stopped. Nothing on the host is changed.
 
 use super::store::{FileState, HostState, Store, StoreError};
+use crate::fanout;
 use crate::inventory::Host;
 use crate::transport::{quote::quote, Transport, TransportError};
 use serde::Serialize;
@@ -239,13 +240,9 @@ pub async fn collect_all(
     parallel: usize,
     chunk: u64,
 ) -> Vec<HostSummary> {
-    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, host) in hosts.iter().cloned().enumerate() {
+    let work = |host: Host| {
         let store = store.clone();
-        let sem = sem.clone();
-        tasks.spawn(async move {
-            let _permit = sem.acquire_owned().await;
+        async move {
             let started = Instant::now();
             let work = async {
                 let t =
@@ -270,26 +267,28 @@ pub async fn collect_all(
                 Ok((f, b)) => (f, b, None),
                 Err(e) => (0, 0, Some(e.to_string())),
             };
-            (
-                i,
-                HostSummary {
-                    host: host.name.clone(),
-                    files,
-                    new_bytes,
-                    elapsed_ms: started.elapsed().as_millis() as u64,
-                    error,
-                },
-            )
-        });
-    }
-    let mut out = Vec::with_capacity(hosts.len());
-    while let Some(r) = tasks.join_next().await {
-        if let Ok(x) = r {
-            out.push(x);
+            HostSummary {
+                host: host.name.clone(),
+                files,
+                new_bytes,
+                elapsed_ms: started.elapsed().as_millis() as u64,
+                error,
+            }
         }
-    }
-    out.sort_by_key(|(i, _)| *i);
-    out.into_iter().map(|(_, s)| s).collect()
+    };
+    fanout::for_each_host(hosts, |h| h.name.as_str(), parallel, work)
+        .await
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|e| HostSummary {
+                host: e.host.clone(),
+                files: 0,
+                new_bytes: 0,
+                elapsed_ms: 0,
+                error: Some(e.to_string()),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

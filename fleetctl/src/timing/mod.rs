@@ -8,7 +8,6 @@
 //! (statistics, outliers, build comparison) -> [`render`] (terminal table,
 //! HTML with charts) and [`export`] (Prometheus textfile collector).
 
-pub mod cli;
 pub mod collect;
 pub mod export;
 pub mod render;

@@ -70,39 +70,47 @@ impl BackendTimes {
     }
 }
 
-/// Which G1 query of a parameter set a base slice comes from.
+/// Which query of a parameter set a base slice comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum G1Query {
+pub enum BaseQuery {
     H,
     L,
     A,
     BG1,
+    BG2,
 }
 
-impl G1Query {
+impl BaseQuery {
     pub fn as_str(self) -> &'static str {
         match self {
-            G1Query::H => "h",
-            G1Query::L => "l",
-            G1Query::A => "a",
-            G1Query::BG1 => "b_g1",
+            BaseQuery::H => "h",
+            BaseQuery::L => "l",
+            BaseQuery::A => "a",
+            BaseQuery::BG1 => "b_g1",
+            BaseQuery::BG2 => "b_g2",
         }
     }
 }
 
-/// The G1 bases of one MSM: `query[range]`. With `set` (the parameter
-/// file's checksum) a device backend keeps the whole query resident and
-/// reuses it across proofs; without it the bases are uploaded per call.
+/// The bases of one MSM: `query[range]`. With `resident` (the parameter
+/// file's checksum and the query) a device backend keeps the whole query
+/// on the device and reuses it across proofs; without it the bases are
+/// uploaded per call.
 #[derive(Debug, Clone)]
-pub struct G1Bases<'a> {
-    pub query: &'a [G1Affine],
+pub struct Bases<'a, T> {
+    pub query: &'a [T],
     pub range: Range<usize>,
-    pub resident: Option<(&'a str, G1Query)>,
+    pub resident: Option<(&'a str, BaseQuery)>,
 }
 
-impl<'a> G1Bases<'a> {
+/// G1 bases (the h, l, a and b_g1 queries).
+pub type G1Bases<'a> = Bases<'a, G1Affine>;
+/// G2 bases (the b_g2 query).
+pub type G2Bases<'a> = Bases<'a, G2Affine>;
+
+impl<'a, T> Bases<'a, T> {
     /// Bases with no parameter set behind them (tests, benchmarks).
-    pub fn slice(points: &'a [G1Affine]) -> Self {
+    pub fn slice(points: &'a [T]) -> Self {
         Self {
             query: points,
             range: 0..points.len(),
@@ -112,10 +120,10 @@ impl<'a> G1Bases<'a> {
 
     /// `query[range]` of parameter set `set` (None: not resident).
     pub fn of_query(
-        query: &'a [G1Affine],
+        query: &'a [T],
         range: Range<usize>,
         set: Option<&'a str>,
-        which: G1Query,
+        which: BaseQuery,
     ) -> Self {
         Self {
             query,
@@ -125,7 +133,7 @@ impl<'a> G1Bases<'a> {
     }
 
     /// The bases this MSM uses.
-    pub fn points(&self) -> &'a [G1Affine] {
+    pub fn points(&self) -> &'a [T] {
         &self.query[self.range.clone()]
     }
 
@@ -174,7 +182,7 @@ pub trait Backend: Send + Sync {
     /// Σ scalars[i]·bases[i] in G2.
     fn msm_g2(
         &self,
-        bases: &[G2Affine],
+        bases: &G2Bases<'_>,
         scalars: &[Scalar],
         times: &mut BackendTimes,
     ) -> Result<G2Projective, BackendError>;

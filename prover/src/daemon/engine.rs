@@ -29,7 +29,7 @@ use crate::daemon::metrics::Metrics;
 use crate::params::{ParamStore, Params};
 use crate::pool::PinnedPool;
 use crate::prove::{partition_randomness, prove_synthesized, IdentifiedKey, ProvingKey};
-use crate::synthesis::{synthesize, Synthesized};
+use crate::synthesis::{pool_bytes, synthesize, Synthesized};
 use crate::timing::TimingLog;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey, Proof};
 use blstrs::{Bls12, Scalar};
@@ -275,35 +275,15 @@ fn domain_lower_bound(kind: CircuitKind, size: u64) -> u64 {
 }
 
 fn unix_ms() -> u64 {
-    crate::health::unix_ms()
+    crate::sys::clock::unix_millis()
 }
 
 fn unix_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
+    crate::sys::clock::unix_micros()
 }
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
-}
-
-/// Bytes of pool buffers one partition of `shape` checks out (a, b, c over
-/// the domain, input and aux assignments), pages rounded up.
-pub fn pool_bytes(shape: &CircuitShape) -> u64 {
-    let page = crate::pool::page_size() as u64;
-    let elems = [
-        shape.domain_size(),
-        shape.domain_size(),
-        shape.domain_size(),
-        shape.num_inputs.max(1),
-        shape.num_aux.max(1),
-    ];
-    elems
-        .iter()
-        .map(|e| ((*e as u64) * 32).div_ceil(page) * page)
-        .sum()
 }
 
 /// Heap bytes proving one partition of `shape` allocates besides its pool

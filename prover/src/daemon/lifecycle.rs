@@ -21,13 +21,14 @@ use crate::budget::{BudgetError, MemoryBudget};
 use crate::circuit::{self, CircuitShape};
 use crate::daemon::api::{self, AppState};
 use crate::daemon::config::{AllocatorChoice, BudgetSize, Config, Devices};
-use crate::daemon::engine::{pool_bytes, Device, Engine, EngineParts};
+use crate::daemon::engine::{Device, Engine, EngineParts};
 use crate::daemon::metrics::Metrics;
 use crate::daemon::pidfile::{PidFile, PidFileError};
 use crate::params::{ParamStore, TestParams};
 use crate::pool::{
     HeapAllocator, HostAllocator, MlockAllocator, PinnedPool, PoolError, PoolLimits,
 };
+use crate::synthesis::pool_bytes;
 use crate::timing::TimingLog;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -346,7 +347,7 @@ async fn start(
         concurrency: config.synthesis.concurrency,
         lookahead: config.synthesis.lookahead,
         max_jobs: config.queue.max_jobs,
-        host: crate::timing::host_name(),
+        host: crate::sys::hostname(),
         build: crate::BUILD_HASH.to_string(),
     })
     .map_err(|e| step("starting engine threads")(e.to_string()))?;

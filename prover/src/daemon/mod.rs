@@ -9,10 +9,12 @@
 //! - [`metrics`]: Prometheus registry behind `/metrics`.
 //! - [`pidfile`]: exclusive pid file with stale detection.
 //! - [`client`]: blocking API client used by `prover client` and `prover health`.
-//! - [`command`]: the `daemon`, `client` and `health` subcommands (signals, logging, exit codes).
+//!
+//! The `daemon`, `client` and `health` subcommands (signals, logging, exit
+//! codes) belong to the binary's `cli::daemon`, which binds the listener and
+//! hands it to [`lifecycle::run`].
 pub mod api;
 pub mod client;
-pub mod command;
 pub mod config;
 pub mod engine;
 pub mod http;

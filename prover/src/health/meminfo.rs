@@ -1,31 +1,16 @@
-//! Memory facts from `/proc`: the host's `/proc/meminfo` (with sysinfo's view
-//! as a cross-check) and a process's `/proc/<pid>/status`.
+//! Memory facts for the probe: the host's `/proc/meminfo` (with sysinfo's
+//! view as a cross-check) and a process's `/proc/<pid>/status`, both read
+//! by [`crate::sys::meminfo`].
 
+use crate::sys::meminfo::{fields, MEMINFO};
 use fleet_wire::health::Memory;
-use std::collections::HashMap;
-
-/// Parses `Key:   123 kB` lines into bytes (`HugePages_*` are counts, kept as is).
-pub fn parse_kb_fields(text: &str) -> HashMap<String, u64> {
-    text.lines()
-        .filter_map(|line| {
-            let (key, rest) = line.split_once(':')?;
-            let mut parts = rest.split_whitespace();
-            let n: u64 = parts.next()?.parse().ok()?;
-            let bytes = match parts.next() {
-                Some("kB") => n.checked_mul(1024)?,
-                _ => n,
-            };
-            Some((key.trim().to_string(), bytes))
-        })
-        .collect()
-}
 
 /// The host's memory.
 pub fn host_memory() -> Memory {
     let mut m = Memory::default();
-    match std::fs::read_to_string("/proc/meminfo") {
+    match std::fs::read_to_string(MEMINFO) {
         Ok(text) => {
-            let f = parse_kb_fields(&text);
+            let f = fields(&text);
             m.total_bytes = f.get("MemTotal").copied();
             m.available_bytes = f.get("MemAvailable").copied();
             m.free_bytes = f.get("MemFree").copied();
@@ -35,7 +20,7 @@ pub fn host_memory() -> Memory {
             m.hugepages_free = f.get("HugePages_Free").copied();
             m.hugepage_size_bytes = f.get("Hugepagesize").copied();
         }
-        Err(e) => m.error = Some(format!("/proc/meminfo: {e}")),
+        Err(e) => m.error = Some(format!("{MEMINFO}: {e}")),
     }
     match sysinfo::System::new() {
         Ok(mut sys) => {
@@ -62,7 +47,7 @@ pub struct ProcMemory {
 pub fn process_memory(pid: u32) -> Result<ProcMemory, String> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .map_err(|e| format!("/proc/{pid}/status: {e}"))?;
-    let f = parse_kb_fields(&text);
+    let f = fields(&text);
     Ok(ProcMemory {
         rss: f.get("VmRSS").copied(),
         locked: f.get("VmLck").copied(),
@@ -73,14 +58,6 @@ pub fn process_memory(pid: u32) -> Result<ProcMemory, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kb_fields_become_bytes_and_counts_stay_counts() {
-        let f = parse_kb_fields("MemTotal:  2048 kB\nHugePages_Total:   4\nName:\tprover\n");
-        assert_eq!(f["MemTotal"], 2 << 20);
-        assert_eq!(f["HugePages_Total"], 4);
-        assert!(!f.contains_key("Name"));
-    }
 
     #[test]
     fn own_process_memory_is_readable() {

@@ -31,31 +31,14 @@ pub fn probe(config_path: Option<&Path>) -> Probe {
     });
     Probe {
         probe_version: PROBE_VERSION,
-        host: hostname(),
-        ts_ms: unix_ms(),
+        host: crate::sys::hostname(),
+        ts_ms: crate::sys::clock::unix_millis(),
         prober_version: crate::VERSION.to_string(),
         prober_build: crate::BUILD_HASH.to_string(),
         memory: meminfo::host_memory(),
         daemon,
         gpus: gpu::probe(),
     }
-}
-
-/// This host's name as the kernel knows it.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .or_else(|| sysinfo::System::host_name().ok())
-        .unwrap_or_else(|| "unknown".into())
-}
-
-pub(crate) fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -70,6 +53,15 @@ mod tests {
         assert!(p.memory.total_bytes.unwrap_or(0) > 0);
         // Either NVML answered or the section says why not.
         assert!(p.gpus.nvml.available || p.gpus.nvml.reason.is_some());
+    }
+
+    #[test]
+    fn hostname_identical_in_timing_records_and_probe() {
+        // Fleet reports join timing records to probes on this name; it used
+        // to come from gethostname in one and /proc in the other.
+        let tag = crate::timing::job_tag("j".into(), "chain".into(), 1024);
+        assert_eq!(probe(None).host, tag.host);
+        assert_ne!(tag.host, "unknown");
     }
 
     #[test]

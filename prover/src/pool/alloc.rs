@@ -237,6 +237,16 @@ fn mlock_error(len: usize, err: std::io::Error) -> PoolError {
     }
 }
 
+/// What a buffer of `bytes` takes from the pool: whole pages (a zero-byte
+/// buffer still takes one). A size that cannot be rounded saturates, so it
+/// fails the pool's "can never fit" check instead of overflowing.
+pub fn pages_for(bytes: usize) -> u64 {
+    bytes
+        .max(1)
+        .checked_next_multiple_of(page_size())
+        .map_or(u64::MAX, |b| b as u64)
+}
+
 /// The system page size (4096 where it cannot be read).
 pub fn page_size() -> usize {
     #[cfg(unix)]

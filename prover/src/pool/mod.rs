@@ -26,7 +26,9 @@ pub mod proc;
 pub mod slab;
 pub mod vec;
 
-pub use alloc::{page_size, HeapAllocator, HostAllocator, MlockAllocator, Region, REGION_ALIGN};
+pub use alloc::{
+    page_size, pages_for, HeapAllocator, HostAllocator, MlockAllocator, Region, REGION_ALIGN,
+};
 pub use buf::PinnedBuf;
 pub use pinned::{PinnedPool, PoolLimits, PoolStats, ShrinkReport, DEFAULT_SLAB_BYTES};
 pub use proc::{host_mlocked_bytes, vm_locked_bytes};

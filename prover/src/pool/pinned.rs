@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::alloc::{page_size, HostAllocator, Region};
+use super::alloc::{page_size, pages_for, HostAllocator, Region};
 use super::buf::PinnedBuf;
 use super::slab::FreeList;
 use super::PoolError;
@@ -516,13 +516,9 @@ fn workers_for(slabs: usize) -> usize {
 }
 
 impl Inner {
-    /// Whole pages; a size that cannot be rounded saturates, so it fails
-    /// the "can never fit" check instead of overflowing.
+    /// Whole pages, by the one rule of [`pages_for`].
     fn round(&self, bytes: usize) -> u64 {
-        bytes
-            .max(1)
-            .checked_next_multiple_of(self.page)
-            .map_or(u64::MAX, |b| b as u64)
+        pages_for(bytes)
     }
 
     fn check_never_fits(&self, who: &str, total: u64) -> Result<(), PoolError> {

@@ -7,6 +7,7 @@
 //! `u_var(τ) += coeff · L_j(τ)` (`v`, `w` likewise). Memory is three scalars
 //! per variable, whatever the number of terms.
 
+use crate::lc::{self, UnknownVariable, Var};
 use bellperson::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::Field;
@@ -81,27 +82,20 @@ impl<'a> QapEvaluator<'a> {
 const TOO_MANY_CONSTRAINTS: &str = "the circuit enforced more constraints than it did when counted";
 const UNKNOWN_VARIABLE: &str = "a constraint uses a variable that was never allocated";
 
-/// Adds `coeff · l` to each term's variable; false if a variable is unknown.
+/// Adds `coeff · l` to each term's variable, refusing an unknown one by the
+/// rule synthesis uses too ([`lc::walk`]).
 fn fold(
     lc: &LinearCombination<Scalar>,
     l: Scalar,
     inputs: &mut [Scalar],
     aux: &mut [Scalar],
-) -> bool {
-    let mut known = true;
-    for (&i, coeff) in lc.iter_inputs() {
-        match inputs.get_mut(i) {
-            Some(e) => *e += *coeff * l,
-            None => known = false,
-        }
-    }
-    for (&i, coeff) in lc.iter_aux() {
-        match aux.get_mut(i) {
-            Some(e) => *e += *coeff * l,
-            None => known = false,
-        }
-    }
-    known
+) -> Result<(), UnknownVariable> {
+    let (n_inputs, n_aux) = (inputs.len(), aux.len());
+    lc::walk(lc, n_inputs, n_aux, |var, coeff| match var {
+        // `walk` checked the index against these very lengths.
+        Var::Input(i) => inputs[i] += *coeff * l,
+        Var::Aux(i) => aux[i] += *coeff * l,
+    })
 }
 
 impl ConstraintSystem<Scalar> for QapEvaluator<'_> {
@@ -140,23 +134,29 @@ impl ConstraintSystem<Scalar> for QapEvaluator<'_> {
         };
         self.num_constraints += 1;
         let (inputs, aux) = (&mut self.inputs, &mut self.aux);
-        let known = fold(
+        let folded = fold(
             &a(LinearCombination::zero()),
             l,
             &mut inputs.at,
             &mut aux.at,
-        ) & fold(
-            &b(LinearCombination::zero()),
-            l,
-            &mut inputs.bt,
-            &mut aux.bt,
-        ) & fold(
-            &c(LinearCombination::zero()),
-            l,
-            &mut inputs.ct,
-            &mut aux.ct,
-        );
-        if !known {
+        )
+        .and_then(|()| {
+            fold(
+                &b(LinearCombination::zero()),
+                l,
+                &mut inputs.bt,
+                &mut aux.bt,
+            )
+        })
+        .and_then(|()| {
+            fold(
+                &c(LinearCombination::zero()),
+                l,
+                &mut inputs.ct,
+                &mut aux.ct,
+            )
+        });
+        if folded.is_err() {
             self.malformed = Some(UNKNOWN_VARIABLE);
         }
     }

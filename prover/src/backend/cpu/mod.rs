@@ -8,8 +8,8 @@
 pub mod fft;
 pub mod msm;
 
-use crate::backend::{Backend, BackendError, BackendKind, BackendTimes, G1Bases};
-use blstrs::{G1Projective, G2Affine, G2Projective, Scalar};
+use crate::backend::{Backend, BackendError, BackendKind, BackendTimes, G1Bases, G2Bases};
+use blstrs::{G1Projective, G2Projective, Scalar};
 use fleet_wire::timing::Phase;
 use std::time::Instant;
 
@@ -128,10 +128,11 @@ impl Backend for CpuBackend {
 
     fn msm_g2(
         &self,
-        bases: &[G2Affine],
+        bases: &G2Bases<'_>,
         scalars: &[Scalar],
         _times: &mut BackendTimes,
     ) -> Result<G2Projective, BackendError> {
+        let bases = bases.points();
         if bases.len() != scalars.len() {
             return Err(BackendError::MsmLength {
                 bases: bases.len(),

@@ -196,26 +196,38 @@ pub fn ntt_phase(
 /// batch normalisation. Random enough for MSM timing and checks; the
 /// tests add identities and repeated points on purpose.
 pub fn random_bases(n: usize, seed: u64) -> Vec<blstrs::G1Affine> {
-    use group::{Curve, Group};
+    random_points::<blstrs::G1Projective>(n, seed)
+}
+
+/// [`random_bases`] in G2.
+pub fn random_g2_bases(n: usize, seed: u64) -> Vec<blstrs::G2Affine> {
+    random_points::<blstrs::G2Projective>(n, seed)
+}
+
+fn random_points<P>(n: usize, seed: u64) -> Vec<P::AffineRepr>
+where
+    P: group::Curve + Send + Sync,
+    P::AffineRepr: Default + Clone + Send + Sync,
+{
     const CHUNK: usize = 1 << 14;
-    let mut proj = vec![blstrs::G1Projective::identity(); n];
+    let mut proj = vec![P::identity(); n];
     proj.par_chunks_mut(CHUNK)
         .enumerate()
         .for_each(|(i, chunk)| {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
                 seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
             );
-            let step = blstrs::G1Projective::random(&mut rng);
-            let mut p = blstrs::G1Projective::random(&mut rng);
+            let step = P::random(&mut rng);
+            let mut p = P::random(&mut rng);
             for slot in chunk.iter_mut() {
                 *slot = p;
                 p += step;
             }
         });
-    let mut out = vec![blstrs::G1Affine::default(); n];
+    let mut out = vec![P::AffineRepr::default(); n];
     out.par_chunks_mut(CHUNK)
         .zip(proj.par_chunks(CHUNK))
-        .for_each(|(o, p)| blstrs::G1Projective::batch_normalize(p, o));
+        .for_each(|(o, p)| P::batch_normalize(p, o));
     out
 }
 
@@ -262,12 +274,61 @@ pub fn msm_g1(
     c: u32,
     reps: usize,
 ) -> Result<MsmTiming, BackendError> {
-    use crate::backend::{G1Bases, G1Query};
-    let b = G1Bases::of_query(bases, 0..scalars.len(), Some(set), G1Query::H);
-    gpu.msm_g1_with_window(&b, scalars, c)?;
+    use crate::backend::{BaseQuery, G1Bases};
+    let b = G1Bases::of_query(bases, 0..scalars.len(), Some(set), BaseQuery::H);
+    msm_timing(c, reps, || Ok(gpu.msm_g1_with_window(&b, scalars, c)?.1))
+}
+
+/// As [`msm_g1`], in G2 (resident as the set's b_g2 query).
+pub fn msm_g2(
+    gpu: &CudaBackend,
+    set: &str,
+    bases: &[blstrs::G2Affine],
+    scalars: &[Scalar],
+    c: u32,
+    reps: usize,
+) -> Result<MsmTiming, BackendError> {
+    use crate::backend::{BaseQuery, G2Bases};
+    let b = G2Bases::of_query(bases, 0..scalars.len(), Some(set), BaseQuery::BG2);
+    msm_timing(c, reps, || Ok(gpu.msm_g2_with_window(&b, scalars, c)?.1))
+}
+
+/// The G1 MSM as provers run it (the resident query's table of multiples).
+pub fn msm_g1_table(
+    gpu: &CudaBackend,
+    set: &str,
+    bases: &[blstrs::G1Affine],
+    scalars: &[Scalar],
+    reps: usize,
+) -> Result<MsmTiming, BackendError> {
+    use crate::backend::{BaseQuery, G1Bases};
+    let b = G1Bases::of_query(bases, 0..scalars.len(), Some(set), BaseQuery::H);
+    msm_timing(0, reps, || Ok(gpu.msm_g1_auto(&b, scalars)?.1))
+}
+
+/// As [`msm_g1_table`], in G2.
+pub fn msm_g2_table(
+    gpu: &CudaBackend,
+    set: &str,
+    bases: &[blstrs::G2Affine],
+    scalars: &[Scalar],
+    reps: usize,
+) -> Result<MsmTiming, BackendError> {
+    use crate::backend::{BaseQuery, G2Bases};
+    let b = G2Bases::of_query(bases, 0..scalars.len(), Some(set), BaseQuery::BG2);
+    msm_timing(0, reps, || Ok(gpu.msm_g2_auto(&b, scalars)?.1))
+}
+
+/// A warm-up call, then the median of `reps` calls.
+fn msm_timing(
+    c: u32,
+    reps: usize,
+    mut call: impl FnMut() -> Result<super::msm::MsmDeviceTimes, BackendError>,
+) -> Result<MsmTiming, BackendError> {
+    call()?;
     let mut runs = Vec::with_capacity(reps);
     for _ in 0..reps.max(1) {
-        runs.push(gpu.msm_g1_with_window(&b, scalars, c)?.1);
+        runs.push(call()?);
     }
     runs.sort_by(|x, y| x.kernels_ms.total_cmp(&y.kernels_ms));
     let stages = runs[runs.len() / 2];

@@ -36,7 +36,10 @@ macro_rules! kernel_file {
 
 const FR: KernelFile = kernel_file!("ff/fr.cuh");
 const FP: KernelFile = kernel_file!("ff/fp.cuh");
-const G1: KernelFile = kernel_file!("ec/g1.cuh");
+const FP2: KernelFile = kernel_file!("ff/fp2.cuh");
+const CURVE: KernelFile = kernel_file!("ec/xyzz.cuh");
+const MSM_STEPS: KernelFile = kernel_file!("msm/msm.cu");
+const OPS: KernelFile = kernel_file!("ec/ops.cu");
 
 /// The NTT phase: passes (with the coefficient-wise steps fused into
 /// them) and table expansion.
@@ -52,9 +55,27 @@ pub const MSM: KernelUnit = KernelUnit {
     files: &[
         FR,
         FP,
-        G1,
-        kernel_file!("msm/msm.cu"),
-        kernel_file!("ec/ops.cu"),
+        CURVE,
+        MSM_STEPS,
+        kernel_file!("msm/msm_g1.cu"),
+        OPS,
+        kernel_file!("ec/ops_g1.cu"),
+    ],
+};
+
+/// The same for G2 (coordinates in Fp2). A unit of its own: the G2 curve
+/// code is about three times G1's, and two units compile in parallel.
+pub const MSM_G2: KernelUnit = KernelUnit {
+    name: "msm_g2",
+    files: &[
+        FR,
+        FP,
+        FP2,
+        CURVE,
+        MSM_STEPS,
+        kernel_file!("msm/msm_g2.cu"),
+        OPS,
+        kernel_file!("ec/ops_g2.cu"),
     ],
 };
 
@@ -62,7 +83,7 @@ include!(concat!(env!("OUT_DIR"), "/kernel_tree.rs"));
 
 /// Every unit the backend loads; the compile test checks that together they
 /// cover every file of `kernels/`.
-pub const UNITS: &[KernelUnit] = &[NTT, MSM];
+pub const UNITS: &[KernelUnit] = &[NTT, MSM, MSM_G2];
 
 impl KernelUnit {
     /// The translation unit handed to NVRTC.

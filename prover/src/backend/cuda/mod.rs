@@ -11,14 +11,13 @@
 //! - [`quotient`]: the h phase with overlapped uploads.
 //! - [`host_alloc`]: [`CudaHostAllocator`], the pinned pool's `cuMemHostAlloc` source.
 //! - [`memory`]: owned device allocations.
-//! - [`msm`]: the G1 multi-scalar multiplication (Pippenger on the device).
+//! - [`msm`]: the G1 and G2 multi-scalar multiplications (Pippenger on the device).
 //! - [`resident`]: parameter bases kept on the device across proofs.
 //! - [`selftest`]: single field and curve operations, for tests against blstrs.
 //! - [`bench`]: H2D, NTT and MSM measurements for `scripts/gpu-check.sh`.
 //!
-//! G1 multi-exponentiations of at least [`MIN_DEVICE_MSM`] points run on the
-//! device; smaller ones (the inputs' few points) and the G2 MSM run on the
-//! CPU backend.
+//! Multi-exponentiations (G1 and G2) of at least [`MIN_DEVICE_MSM`] points
+//! run on the device; smaller ones (the inputs' few points) run on the CPU.
 
 pub mod bench;
 pub(crate) mod check;
@@ -35,15 +34,17 @@ pub mod selftest;
 pub use host_alloc::CudaHostAllocator;
 
 use crate::backend::cpu::CpuBackend;
-use crate::backend::{Backend, BackendError, BackendKind, BackendTimes, G1Bases};
-use blstrs::{G1Projective, G2Affine, G2Projective, Scalar};
+use crate::backend::{Backend, BackendError, BackendKind, BackendTimes, Bases, G1Bases, G2Bases};
+use blstrs::{G1Projective, G2Projective, Scalar};
 use check::check;
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use cudarc::nvrtc::Ptx;
 use domain::{scalar_bytes_mut, DomainTables};
 use fleet_wire::timing::Phase;
 use memory::DeviceBuffer;
-use msm::{MsmDeviceTimes, MsmKernels, MsmPlan, MsmRun, MsmWorkspace};
+use msm::{
+    DeviceGroup, MsmDeviceTimes, MsmKernels, MsmPlan, MsmRun, MsmWorkspace, TablePlan, G1, G2,
+};
 use parking_lot::Mutex;
 use quotient::{NttKernels, Run, Workspace};
 use resident::ResidentBases;
@@ -56,10 +57,10 @@ use std::time::Instant;
 pub const MIN_DEVICE_LOG_N: u32 = 10;
 /// Largest domain the kernels index (log2), memory permitting.
 pub const MAX_DEVICE_LOG_N: u32 = 30;
-/// Smallest G1 MSM run on the device: below it the launches and the
+/// Smallest MSM run on the device: below it the launches and the
 /// readbacks cost more than the CPU's Pippenger.
 pub const MIN_DEVICE_MSM: usize = 1 << 10;
-/// Largest G1 MSM summed point by point on the calling thread.
+/// Largest MSM summed point by point on the calling thread.
 pub const SERIAL_MSM_MAX: usize = 32;
 
 /// Whether the CUDA driver library loads (no device query). Safe to call anywhere.
@@ -107,6 +108,15 @@ pub fn open_or_log(ordinal: u32) -> Option<CudaBackend> {
     }
 }
 
+/// How a device MSM picks its window.
+#[derive(Debug, Clone, Copy)]
+enum Window {
+    /// A resident query's table of multiples, else [`msm::window_bits`].
+    Auto,
+    /// This window over the bases alone.
+    Fixed(u32),
+}
+
 /// Mutable per-device state, one h computation at a time.
 #[derive(Debug)]
 pub struct DeviceState {
@@ -139,7 +149,8 @@ pub struct CudaBackend {
     name: String,
     arch: String,
     kernels: NttKernels,
-    msm_kernels: MsmKernels,
+    /// G1's kernels, then G2's ([`DeviceGroup::UNIT`]).
+    msm_kernels: [MsmKernels; 2],
     state: Mutex<DeviceState>,
     cpu: CpuBackend,
 }
@@ -192,9 +203,25 @@ impl CudaBackend {
         let name = check!(dev, "cuDeviceGetName", ctx.name())?;
         let (major, minor) = check!(dev, "cuDeviceGetAttribute", ctx.compute_capability())?;
         let arch = kernels::arch_for(major, minor);
-        let ptx = kernels::compile_cached(&kernels::NTT, &arch)
-            .map_err(|e| unavailable(format!("compiling kernels for {arch}: {e}")))?;
-        let module = check!(dev, "cuModuleLoadData", ctx.load_module(Ptx::from_src(ptx)))?;
+        // The units compile in parallel: on a cold cache the first start
+        // waits for the slowest one, not for their sum.
+        let [ntt_ptx, msm_ptx, msm_g2_ptx] = std::thread::scope(|scope| {
+            let units = [&kernels::NTT, &kernels::MSM, &kernels::MSM_G2];
+            let jobs = units.map(|u| {
+                let arch = &arch;
+                scope.spawn(move || kernels::compile_cached(u, arch))
+            });
+            jobs.map(|j| {
+                j.join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                    .map_err(|e| unavailable(format!("compiling kernels for {arch}: {e}")))
+            })
+        });
+        let module = check!(
+            dev,
+            "cuModuleLoadData",
+            ctx.load_module(Ptx::from_src(ntt_ptx?))
+        )?;
         let kernels = NttKernels {
             pass: check!(
                 dev,
@@ -207,14 +234,12 @@ impl CudaBackend {
                 module.load_function("expand_powers")
             )?,
         };
-        let msm_ptx = kernels::compile_cached(&kernels::MSM, &arch)
-            .map_err(|e| unavailable(format!("compiling kernels for {arch}: {e}")))?;
-        let msm_module = check!(
-            dev,
-            "cuModuleLoadData",
-            ctx.load_module(Ptx::from_src(msm_ptx))
-        )?;
-        let msm_kernels = MsmKernels::load(dev, &msm_module)?;
+        let load_msm = |ptx: String, suffix: &str| {
+            let module = check!(dev, "cuModuleLoadData", ctx.load_module(Ptx::from_src(ptx)))?;
+            MsmKernels::load(dev, &module, suffix)
+        };
+        let msm_kernels = load_msm(msm_ptx?, G1::SUFFIX)?;
+        let msm_g2_kernels = load_msm(msm_g2_ptx?, G2::SUFFIX)?;
         let compute = check!(dev, "cuStreamCreate", ctx.new_stream())?;
         let copy = check!(dev, "cuStreamCreate", ctx.new_stream())?;
         let (_, total) = check!(dev, "cuMemGetInfo", ctx.mem_get_info())?;
@@ -228,7 +253,7 @@ impl CudaBackend {
             name,
             arch,
             kernels,
-            msm_kernels,
+            msm_kernels: [msm_kernels, msm_g2_kernels],
             state: Mutex::new(DeviceState {
                 compute,
                 copy,
@@ -439,14 +464,53 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
-    /// The device MSM with window size `c` (benchmarks sweep it; provers go
-    /// through [`Backend::msm_g1`], which picks it by size).
+    /// The device G1 MSM with window size `c` over the bases alone, no
+    /// table of multiples (benchmarks sweep it; provers go through
+    /// [`Backend::msm_g1`], which uses a resident query's table).
     pub fn msm_g1_with_window(
         &self,
         bases: &G1Bases<'_>,
         scalars: &[Scalar],
         c: u32,
     ) -> Result<(G1Projective, MsmDeviceTimes), BackendError> {
+        self.msm_on_device::<G1>(bases, scalars, Window::Fixed(c))
+    }
+
+    /// The device G2 MSM with window size `c` (see `msm_g1_with_window`).
+    pub fn msm_g2_with_window(
+        &self,
+        bases: &G2Bases<'_>,
+        scalars: &[Scalar],
+        c: u32,
+    ) -> Result<(G2Projective, MsmDeviceTimes), BackendError> {
+        self.msm_on_device::<G2>(bases, scalars, Window::Fixed(c))
+    }
+
+    /// The device G1 MSM as provers run it: a resident query's table of
+    /// multiples, or [`msm::window_bits`] over the bases alone.
+    pub fn msm_g1_auto(
+        &self,
+        bases: &G1Bases<'_>,
+        scalars: &[Scalar],
+    ) -> Result<(G1Projective, MsmDeviceTimes), BackendError> {
+        self.msm_on_device::<G1>(bases, scalars, Window::Auto)
+    }
+
+    /// As `msm_g1_auto`, in G2.
+    pub fn msm_g2_auto(
+        &self,
+        bases: &G2Bases<'_>,
+        scalars: &[Scalar],
+    ) -> Result<(G2Projective, MsmDeviceTimes), BackendError> {
+        self.msm_on_device::<G2>(bases, scalars, Window::Auto)
+    }
+
+    fn msm_on_device<G: DeviceGroup>(
+        &self,
+        bases: &Bases<'_, G::Affine>,
+        scalars: &[Scalar],
+        window: Window,
+    ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
         if bases.len() != scalars.len() {
             return Err(BackendError::MsmLength {
                 bases: bases.len(),
@@ -462,32 +526,72 @@ impl CudaBackend {
         let mut guard = self.state.lock();
         let st = &mut *guard;
         check!(self.ordinal, "cuCtxSetCurrent", self.ctx.bind_to_thread())?;
-        let out = self.msm_locked(st, bases, scalars, c);
+        let out = self.msm_locked::<G>(st, bases, scalars, window);
         if out.is_err() {
             self.drain(st);
         }
         out
     }
 
-    fn msm_locked(
+    fn msm_locked<G: DeviceGroup>(
         &self,
         st: &mut DeviceState,
-        bases: &G1Bases<'_>,
+        bases: &Bases<'_, G::Affine>,
         scalars: &[Scalar],
-        c: u32,
-    ) -> Result<(G1Projective, MsmDeviceTimes), BackendError> {
+        window: Window,
+    ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
+        let run = MsmRun {
+            device: self.ordinal,
+            ctx: &self.ctx,
+            stream: &st.compute,
+            kernels: &self.msm_kernels[G::UNIT],
+        };
         let resident = match bases.resident {
-            Some((set, which)) => st
-                .bases
-                .get_or_upload(&self.ctx, self.ordinal, set, which, bases.query)?
-                .map(|p| p + (bases.range.start * msm::AFFINE_BYTES) as u64),
+            Some((set, which)) => {
+                let table =
+                    TablePlan::choose(bases.query.len(), G::AFFINE_BYTES, st.bases.budget());
+                let r = st.bases.get_or_upload(
+                    &self.ctx,
+                    self.ordinal,
+                    set,
+                    which,
+                    G::affine_bytes(bases.query),
+                    bases.query.len(),
+                    table,
+                )?;
+                if let Some(r) = r.filter(|r| r.fresh && r.table.rows > 1) {
+                    let t = Instant::now();
+                    if let Err(e) = run.precompute::<G>(r.ptr, r.points, r.table) {
+                        st.bases.remove(set, which);
+                        return Err(e);
+                    }
+                    tracing::info!(
+                        device = self.ordinal,
+                        set,
+                        query = which.as_str(),
+                        rows = r.table.rows,
+                        window = r.table.c,
+                        ms = format!("{:.1}", t.elapsed().as_secs_f64() * 1e3),
+                        "table of base multiples computed on the device"
+                    );
+                }
+                r
+            }
             None => None,
         };
-        let ptr = match resident {
-            Some(p) => p,
-            None => {
-                let points = bases.points();
-                let bytes = std::mem::size_of_val(points);
+        let n = scalars.len();
+        let (ptr, plan) = match (resident, window) {
+            (Some(r), Window::Auto) => (
+                r.ptr + (bases.range.start * G::AFFINE_BYTES) as u64,
+                MsmPlan::with_table(n, r.table, r.points),
+            ),
+            (Some(r), Window::Fixed(c)) => (
+                r.ptr + (bases.range.start * G::AFFINE_BYTES) as u64,
+                MsmPlan::new(n, c),
+            ),
+            (None, window) => {
+                let points = G::affine_bytes(bases.points());
+                let bytes = points.len();
                 if st
                     .transient_bases
                     .as_ref()
@@ -499,18 +603,50 @@ impl CudaBackend {
                 let buf = st.transient_bases.as_ref().map_or(0, |b| b.ptr());
                 // SAFETY: `buf` holds at least `bytes`; synchronous copy.
                 check!(self.ordinal, "cuMemcpyHtoD", unsafe {
-                    result::memcpy_htod_sync(buf, msm::affine_bytes(points))
+                    result::memcpy_htod_sync(buf, points)
                 })?;
-                buf
+                let c = match window {
+                    Window::Fixed(c) => c,
+                    Window::Auto => msm::window_bits(n),
+                };
+                (buf, MsmPlan::new(n, c))
             }
         };
-        let run = MsmRun {
-            device: self.ordinal,
-            ctx: &self.ctx,
-            stream: &st.compute,
-            kernels: &self.msm_kernels,
-        };
-        run.msm(&mut st.msm, ptr, scalars, MsmPlan::new(scalars.len(), c))
+        run.msm::<G>(&mut st.msm, ptr, scalars, plan)
+    }
+
+    /// The routing every MSM of a proof takes: a few points summed on the
+    /// calling thread, small ones on the CPU backend, the rest on the device.
+    fn msm_routed<G: DeviceGroup>(
+        &self,
+        bases: &Bases<'_, G::Affine>,
+        scalars: &[Scalar],
+        times: &mut BackendTimes,
+        on_cpu: impl FnOnce(&mut BackendTimes) -> Result<G::Projective, BackendError>,
+    ) -> Result<G::Projective, BackendError> {
+        if bases.len() != scalars.len() {
+            return Err(BackendError::MsmLength {
+                bases: bases.len(),
+                scalars: scalars.len(),
+            });
+        }
+        if scalars.len() <= SERIAL_MSM_MAX {
+            // The inputs' MSMs (a few points): a device launch or the CPU
+            // backend's pool would cost more than the sum itself.
+            return Ok(bases
+                .points()
+                .iter()
+                .zip(scalars)
+                .map(|(b, s)| Into::<G::Projective>::into(*b) * *s)
+                .sum());
+        }
+        if scalars.len() < MIN_DEVICE_MSM || scalars.len() > msm::MAX_POINTS {
+            return on_cpu(times);
+        }
+        let (sum, dt) = self.msm_on_device::<G>(bases, scalars, Window::Auto)?;
+        times.device_ms += dt.h2d_ms + dt.kernels_ms;
+        times.h2d_bytes += std::mem::size_of_val(scalars) as u64;
+        Ok(sum)
     }
 
     /// Bytes of parameter bases resident on the device, and the budget.
@@ -588,40 +724,20 @@ impl Backend for CudaBackend {
         scalars: &[Scalar],
         times: &mut BackendTimes,
     ) -> Result<G1Projective, BackendError> {
-        if bases.len() != scalars.len() {
-            return Err(BackendError::MsmLength {
-                bases: bases.len(),
-                scalars: scalars.len(),
-            });
-        }
-        if scalars.len() <= SERIAL_MSM_MAX {
-            // The inputs' MSMs (a few points) on the calling thread: through
-            // the CPU backend they would queue behind the G2 MSM, which runs
-            // in its pool at the same time (measured: 1.4 s for 2 points).
-            return Ok(bases
-                .points()
-                .iter()
-                .zip(scalars)
-                .map(|(b, s)| G1Projective::from(b) * s)
-                .sum());
-        }
-        if scalars.len() < MIN_DEVICE_MSM || scalars.len() > msm::MAX_POINTS {
-            return self.cpu.msm_g1(bases, scalars, times);
-        }
-        let c = msm::window_bits(scalars.len());
-        let (sum, dt) = self.msm_g1_with_window(bases, scalars, c)?;
-        times.device_ms += dt.h2d_ms + dt.kernels_ms;
-        times.h2d_bytes += std::mem::size_of_val(scalars) as u64;
-        Ok(sum)
+        self.msm_routed::<G1>(bases, scalars, times, |t| {
+            self.cpu.msm_g1(bases, scalars, t)
+        })
     }
 
-    /// Delegates to the CPU backend (see `msm_g1`).
+    /// As `msm_g1`, in G2.
     fn msm_g2(
         &self,
-        bases: &[G2Affine],
+        bases: &G2Bases<'_>,
         scalars: &[Scalar],
         times: &mut BackendTimes,
     ) -> Result<G2Projective, BackendError> {
-        self.cpu.msm_g2(bases, scalars, times)
+        self.msm_routed::<G2>(bases, scalars, times, |t| {
+            self.cpu.msm_g2(bases, scalars, t)
+        })
     }
 }

@@ -1,4 +1,4 @@
-//! G1 multi-scalar multiplication on the device (kernels/msm/msm.cu):
+//! Multi-scalar multiplication in G1 and G2 on the device (kernels/msm/):
 //! Pippenger with signed c-bit windows, a counting sort of (point, window)
 //! pairs into buckets, bucket sums in levels of bounded work per thread,
 //! running-sum bucket reduction per chunk, and the windows combined on the
@@ -10,7 +10,7 @@
 use super::check::check;
 use super::memory::DeviceBuffer;
 use crate::backend::BackendError;
-use blstrs::{Fp, G1Affine, G1Projective, Scalar};
+use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::{
     result, sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, LaunchConfig,
     PushKernelArg,
@@ -19,10 +19,101 @@ use ff::Field;
 use group::Group;
 use std::sync::Arc;
 
-/// Bytes of one affine base on the device (blst_p1_affine).
-pub const AFFINE_BYTES: usize = 96;
-/// Bytes of one XYZZ point on the device (`g1_xyzz`).
-const XYZZ_BYTES: usize = 192;
+/// A group the device MSM runs in: how its points are laid out on the
+/// device and how a device result becomes a blstrs point.
+pub trait DeviceGroup {
+    type Affine: Copy + Send + Sync + Into<Self::Projective>;
+    type Projective: Group<Scalar = Scalar> + Copy;
+    /// Suffix of the group's kernels (`msm_accumulate_segments_g1`).
+    const SUFFIX: &'static str;
+    /// Which of the backend's MSM units holds the group's kernels.
+    const UNIT: usize;
+    /// Block size of the level-1 bucket sums, the kernel where the time
+    /// goes: G1's needs 164 registers a thread, so 128-thread blocks fit
+    /// three to an SM where 256-thread blocks fit one (2^24: 135.8 against
+    /// 141.0 ms); G2's needs 234, and 256 was as fast or faster.
+    const SEGMENT_THREADS: u32;
+    /// 32-bit words of one coordinate (12 for Fp, 24 for Fp2).
+    const FIELD_WORDS: usize;
+    /// Bytes of one affine base (blst_p1_affine / blst_p2_affine).
+    const AFFINE_BYTES: usize = 8 * Self::FIELD_WORDS;
+    /// Bytes of one XYZZ point (`ec_xyzz<F>`).
+    const XYZZ_BYTES: usize = 16 * Self::FIELD_WORDS;
+    /// The affine bases as the device stores them.
+    fn affine_bytes(points: &[Self::Affine]) -> &[u8];
+    /// One XYZZ point from the device (`4 * FIELD_WORDS` words).
+    fn from_xyzz(words: &[u32]) -> Self::Projective;
+}
+
+/// BLS12-381 G1 (coordinates in Fp).
+#[derive(Debug)]
+pub struct G1;
+/// BLS12-381 G2 (coordinates in Fp2).
+#[derive(Debug)]
+pub struct G2;
+
+impl DeviceGroup for G1 {
+    type Affine = G1Affine;
+    type Projective = G1Projective;
+    const SUFFIX: &'static str = "g1";
+    const UNIT: usize = 0;
+    const SEGMENT_THREADS: u32 = 128;
+    const FIELD_WORDS: usize = 12;
+    fn affine_bytes(points: &[G1Affine]) -> &[u8] {
+        affine_bytes(points)
+    }
+    fn from_xyzz(words: &[u32]) -> G1Projective {
+        let f = |k: usize| fp_from_words(&words[12 * k..12 * k + 12]);
+        let (x, y, zz, zzz) = (f(0), f(1), f(2), f(3));
+        if bool::from(zz.is_zero()) {
+            return G1Projective::identity();
+        }
+        let (x, y, z) = xyzz_to_jacobian(x, y, zz, zzz);
+        G1Projective::from_raw_unchecked(x, y, z)
+    }
+}
+
+impl DeviceGroup for G2 {
+    type Affine = G2Affine;
+    type Projective = G2Projective;
+    const SUFFIX: &'static str = "g2";
+    const UNIT: usize = 1;
+    const SEGMENT_THREADS: u32 = 256;
+    const FIELD_WORDS: usize = 24;
+    fn affine_bytes(points: &[G2Affine]) -> &[u8] {
+        // SAFETY: G2Affine is repr(transparent) over blst_p2_affine, a
+        // repr(C) pair of blst_fp2 (each [u64; 6] twice); any initialised
+        // value is valid as bytes.
+        unsafe {
+            std::slice::from_raw_parts(points.as_ptr().cast::<u8>(), std::mem::size_of_val(points))
+        }
+    }
+    fn from_xyzz(words: &[u32]) -> G2Projective {
+        let f = |k: usize| {
+            Fp2::new(
+                fp_from_words(&words[24 * k..24 * k + 12]),
+                fp_from_words(&words[24 * k + 12..24 * k + 24]),
+            )
+        };
+        let (x, y, zz, zzz) = (f(0), f(1), f(2), f(3));
+        if bool::from(zz.is_zero()) {
+            return G2Projective::identity();
+        }
+        let (x, y, z) = xyzz_to_jacobian(x, y, zz, zzz);
+        G2Projective::from_raw_unchecked(x, y, z)
+    }
+}
+
+/// XYZZ (x = X/ZZ, y = Y/ZZZ) as blst's Jacobian (x = X/Z², y = Y/Z³):
+/// Z = ZZ·ZZZ keeps both, with X·ZZ·ZZZ² and Y·ZZ³·ZZZ².
+fn xyzz_to_jacobian<F: Field>(x: F, y: F, zz: F, zzz: F) -> (F, F, F) {
+    let zzz2 = zzz.square();
+    let zz2 = zz.square();
+    (x * zz * zzz2, y * zz2 * zz * zzz2, zz * zzz)
+}
+
+/// Bytes of one affine G1 base on the device.
+pub const AFFINE_BYTES: usize = G1::AFFINE_BYTES;
 /// Largest point count one call accepts: entries are u32 indices with a
 /// sign bit, and points × windows must fit a u32 offset.
 pub const MAX_POINTS: usize = 1 << 27;
@@ -33,24 +124,93 @@ pub const MAX_WINDOW: u32 = 22;
 const THREADS: u32 = 256;
 const SCAN_ELEMS: usize = 1024;
 const WINDOW_THREADS: u32 = 128;
+/// Most blocks one window's chunk sums are split over (the first round of
+/// `msm_window_sum`).
+const MAX_WINDOW_PARTS: u32 = 256;
 /// Buckets one thread of `msm_bucket_reduce` walks.
 const REDUCE_CHUNK: u32 = 32;
 /// Entries per task after level 1 (partial sums are XYZZ, full additions).
 const LATER_LEVEL_TASK: u32 = 32;
 
 /// Window size for `n` points: chosen from the sweep in docs/BENCHMARKS.md
-/// (H200, uniform random scalars; at 2^26 window 16 beat 18, 543 against
-/// 602 ms); fewer windows cost fewer additions per point, more buckets
-/// cost more in the reduction.
+/// (H200, uniform random scalars; with level-1 segments 16 is best from
+/// 2^18 up, 2^24 included: 135.8 against 143.4 ms at 17 and 152.7 at 18);
+/// fewer windows cost fewer additions per point, more buckets cost more in
+/// the reduction.
 pub fn window_bits(n: usize) -> u32 {
     let log = n.max(1).ilog2();
     match log {
         0..=9 => 8,
         10..=13 => 11,
         14..=17 => 13,
-        18..=23 => 16,
-        24..=25 => 18,
         _ => 16,
+    }
+}
+
+/// Signed digits of a 255-bit scalar: ceil(256 / c) windows leave room for
+/// the carry out of the top window.
+pub fn windows_of(c: u32) -> u32 {
+    256u32.div_ceil(c)
+}
+
+/// Most rows a table of multiples may have (`MSM_MAX_ROWS` in msm.cu: the
+/// precomputation keeps a base's rows in local memory).
+pub const MAX_TABLE_ROWS: u32 = 16;
+
+/// A table of multiples of one query's bases, kept with them on the
+/// device: row g holds 2^(c·sets·g) times every base, so the windows
+/// g·sets + j of all rows share bucket set j. With `sets` bucket sets
+/// instead of one per window, windows can be wider at the same reduction
+/// cost: fewer windows, fewer additions per point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TablePlan {
+    pub c: u32,
+    pub sets: u32,
+    pub rows: u32,
+}
+
+impl TablePlan {
+    /// The table for a query of `points` bases of `point_bytes` each, when
+    /// all resident bases share `budget` bytes: at most a sixth of it per
+    /// query, so a parameter set's four G1 queries and its G2 one (with
+    /// fewer rows, being twice their size) fit in it together, at most
+    /// [`MAX_TABLE_ROWS`] rows, and entries (point index + row offset)
+    /// below 2^31. The window minimises the measured
+    /// cost: about 0.5 ns per (point, window) entry against 3 ns per bucket
+    /// in the reduction (H200, 2^24: 251M entries in 133 ms, 2M buckets in
+    /// 7 ms), i.e. one bucket costs six entries.
+    pub fn choose(points: usize, point_bytes: usize, budget: u64) -> Self {
+        let bytes = (points.max(1) * point_bytes) as u64;
+        let by_memory = (budget / 6 / bytes).min(u64::from(MAX_TABLE_ROWS)) as u32;
+        let by_index = ((1u64 << 31) / points.max(1) as u64).min(u64::from(MAX_TABLE_ROWS)) as u32;
+        let max_rows = by_memory.min(by_index).max(1);
+        if max_rows == 1 {
+            // No room for a second row: the bases alone, at the window
+            // measured for them.
+            let c = window_bits(points);
+            return Self {
+                c,
+                sets: windows_of(c),
+                rows: 1,
+            };
+        }
+        let cost = |c: u32| {
+            let windows = windows_of(c);
+            let sets = windows.div_ceil(max_rows);
+            let entries = points as u64 * u64::from(windows);
+            let buckets = u64::from(sets) << (c - 1);
+            (entries + 6 * buckets, sets, windows.div_ceil(sets))
+        };
+        let c = (MIN_WINDOW..=MAX_WINDOW)
+            .min_by_key(|&c| cost(c).0)
+            .unwrap_or(MIN_WINDOW);
+        let (_, sets, rows) = cost(c);
+        Self { c, sets, rows }
+    }
+
+    /// Device bytes of the table (rows × the bases' bytes).
+    pub fn bytes(&self, points: usize, point_bytes: usize) -> usize {
+        self.rows as usize * points * point_bytes
     }
 }
 
@@ -60,25 +220,43 @@ pub struct MsmPlan {
     pub n: usize,
     pub c: u32,
     pub windows: u32,
-    /// Buckets per window (digit magnitudes 1..=2^(c-1)).
+    /// Buckets per bucket set (digit magnitudes 1..=2^(c-1)).
     pub buckets: u32,
+    /// Bucket sets: `windows` without a table of multiples; with one,
+    /// window g·sets + j goes to set j with the bases of table row g.
+    pub sets: u32,
+    /// Points per table row (0 without a table).
+    pub stride: u32,
 }
 
 impl MsmPlan {
+    /// A plan over the bases alone: one bucket set per window.
     pub fn new(n: usize, c: u32) -> Self {
         let c = c.clamp(MIN_WINDOW, MAX_WINDOW);
-        // Signed digits of a 255-bit scalar: ceil(256 / c) windows leave room
-        // for the carry out of the top window.
+        let windows = windows_of(c);
         Self {
             n,
             c,
-            windows: 256u32.div_ceil(c),
+            windows,
             buckets: 1 << (c - 1),
+            sets: windows,
+            stride: 0,
         }
     }
 
+    /// A plan over a table of multiples built for `table`, `stride` points
+    /// a row.
+    pub fn with_table(n: usize, table: TablePlan, stride: usize) -> Self {
+        let mut p = Self::new(n, table.c);
+        if table.rows > 1 {
+            p.sets = table.sets;
+            p.stride = stride as u32;
+        }
+        p
+    }
+
     pub fn keys(&self) -> usize {
-        self.windows as usize * self.buckets as usize
+        self.sets as usize * self.buckets as usize
     }
 
     /// Upper bound of (point, window) entries.
@@ -86,14 +264,15 @@ impl MsmPlan {
         self.n * self.windows as usize
     }
 
-    /// Entries per level-1 task: enough tasks to fill the device (about a
-    /// million threads) without making each too short.
+    /// Entries per level-1 segment: enough segments to fill the device
+    /// (about a million threads) without making each too short.
     fn first_task(&self) -> u32 {
         ((self.entries() >> 20) as u32).clamp(16, 256)
     }
 }
 
-/// The msm unit's kernels.
+/// One MSM unit's kernels: the sort steps, and the group steps of the
+/// unit's group.
 #[derive(Debug)]
 pub struct MsmKernels {
     canonical: CudaFunction,
@@ -103,7 +282,9 @@ pub struct MsmKernels {
     scan_sums: CudaFunction,
     scan_add: CudaFunction,
     task_counts: CudaFunction,
-    acc_bases: CudaFunction,
+    precompute: CudaFunction,
+    segment_counts: CudaFunction,
+    acc_segments: CudaFunction,
     acc_partials: CudaFunction,
     bucket_reduce: CudaFunction,
     window_sum: CudaFunction,
@@ -111,7 +292,9 @@ pub struct MsmKernels {
 }
 
 impl MsmKernels {
-    pub fn load(device: u32, module: &Arc<CudaModule>) -> Result<Self, BackendError> {
+    /// Loads the kernels of `module`, the group steps with suffix
+    /// `suffix` (see [`DeviceGroup::SUFFIX`]).
+    pub fn load(device: u32, module: &Arc<CudaModule>, suffix: &str) -> Result<Self, BackendError> {
         let f = |name: &str| {
             check!(
                 device,
@@ -119,6 +302,7 @@ impl MsmKernels {
                 module.load_function(name)
             )
         };
+        let g = |step: &str| f(&format!("{step}_{suffix}"));
         Ok(Self {
             canonical: f("msm_canonical")?,
             count: f("msm_count")?,
@@ -127,10 +311,12 @@ impl MsmKernels {
             scan_sums: f("msm_scan_sums")?,
             scan_add: f("msm_scan_add")?,
             task_counts: f("msm_task_counts")?,
-            acc_bases: f("msm_accumulate_bases")?,
-            acc_partials: f("msm_accumulate_partials")?,
-            bucket_reduce: f("msm_bucket_reduce")?,
-            window_sum: f("msm_window_sum")?,
+            segment_counts: f("msm_segment_counts")?,
+            precompute: g("msm_precompute")?,
+            acc_segments: g("msm_accumulate_segments")?,
+            acc_partials: g("msm_accumulate_partials")?,
+            bucket_reduce: g("msm_bucket_reduce")?,
+            window_sum: g("msm_window_sum")?,
             scatter: f("msm_scatter")?,
         })
     }
@@ -313,22 +499,53 @@ impl MsmRun<'_> {
         )
     }
 
+    /// Fills rows 1.. of a table of multiples whose row 0 (the `stride`
+    /// bases) is on the device at `table`, and waits for it.
+    pub fn precompute<G: DeviceGroup>(
+        &self,
+        table: sys::CUdeviceptr,
+        stride: usize,
+        plan: TablePlan,
+    ) -> Result<(), BackendError> {
+        if plan.rows < 2 || stride == 0 {
+            return Ok(());
+        }
+        let (stride32, shift, rows) = (stride as u32, plan.c * plan.sets, plan.rows);
+        // 128 threads: the kernel keeps a base's rows in local memory.
+        launch!(
+            self,
+            &self.kernels.precompute,
+            "msm_precompute",
+            grid(stride, 128),
+            &table,
+            &stride32,
+            &shift,
+            &rows
+        )?;
+        check!(
+            self.device,
+            "cuStreamSynchronize",
+            self.stream.synchronize()
+        )
+    }
+
     /// Σ scalars[i]·bases[i] with `bases` already on the device (`n`
     /// affine points at `bases`) and the scalars in host memory (Montgomery
     /// form, as blstrs holds them).
-    pub fn msm(
+    pub fn msm<G: DeviceGroup>(
         &self,
         ws: &mut MsmWorkspace,
         bases: sys::CUdeviceptr,
         scalars: &[Scalar],
         plan: MsmPlan,
-    ) -> Result<(G1Projective, MsmDeviceTimes), BackendError> {
+    ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
         let (dev, ctx) = (self.device, self.ctx);
         let n = plan.n;
         debug_assert_eq!(n, scalars.len());
         if n == 0 {
-            return Ok((G1Projective::identity(), MsmDeviceTimes::default()));
+            return Ok((G::Projective::identity(), MsmDeviceTimes::default()));
         }
+        let xyzz_bytes = G::XYZZ_BYTES;
         let keys = plan.keys();
         let u32s = |k: usize| k * std::mem::size_of::<u32>();
         let first_task = plan.first_task();
@@ -352,15 +569,15 @@ impl MsmRun<'_> {
             ws.task_off[1].ensure(ctx, dev, u32s(keys + 1))?,
         ];
         let partials = [
-            ws.partials[0].ensure(ctx, dev, max_tasks * XYZZ_BYTES)?,
-            ws.partials[1].ensure(ctx, dev, max_tasks * XYZZ_BYTES)?,
+            ws.partials[0].ensure(ctx, dev, max_tasks * xyzz_bytes)?,
+            ws.partials[1].ensure(ctx, dev, max_tasks * xyzz_bytes)?,
         ];
         let chunks = ws
             .chunks
-            .ensure(ctx, dev, plan.windows as usize * per_window * XYZZ_BYTES)?;
+            .ensure(ctx, dev, plan.sets as usize * per_window * xyzz_bytes)?;
         let window_out = ws
             .windows
-            .ensure(ctx, dev, plan.windows as usize * XYZZ_BYTES)?;
+            .ensure(ctx, dev, plan.sets as usize * xyzz_bytes)?;
         let sums = ws
             .sums
             .ensure(ctx, dev, u32s((keys + 1).div_ceil(SCAN_ELEMS)))?;
@@ -384,6 +601,7 @@ impl MsmRun<'_> {
         self.record(&t1)?;
 
         let (n32, c, windows, buckets) = (n as u32, plan.c, plan.windows, plan.buckets);
+        let (sets, stride) = (plan.sets, plan.stride);
         let keys32 = keys as u32;
         launch!(
             self,
@@ -404,6 +622,7 @@ impl MsmRun<'_> {
             &n32,
             &c,
             &windows,
+            &sets,
             &counts
         )?;
         let max_cfg = LaunchConfig {
@@ -447,6 +666,8 @@ impl MsmRun<'_> {
             &n32,
             &c,
             &windows,
+            &sets,
+            &stride,
             &cursor,
             &entries
         )?;
@@ -458,13 +679,15 @@ impl MsmRun<'_> {
             result::memcpy_dtoh_sync(&mut largest[..], max_ptr)
         })?;
 
-        // Level 1: buckets of entries into tasks of `first_task` entries.
+        // Level 1: the sorted entries in segments of `first_task`, each
+        // bucket getting one partial per segment it overlaps.
         let mut per_task = first_task;
         launch!(
             self,
-            &self.kernels.task_counts,
-            "msm_task_counts",
+            &self.kernels.segment_counts,
+            "msm_segment_counts",
             grid(keys + 1, THREADS),
+            &bucket_off,
             &counts,
             &keys32,
             &per_task,
@@ -483,19 +706,25 @@ impl MsmRun<'_> {
         let mut bound = max_tasks;
         launch!(
             self,
-            &self.kernels.acc_bases,
-            "msm_accumulate_bases",
-            grid(bound, THREADS),
+            &self.kernels.acc_segments,
+            "msm_accumulate_segments",
+            grid(
+                plan.entries().div_ceil(per_task as usize),
+                G::SEGMENT_THREADS
+            ),
             &bases,
             &entries,
             &bucket_off,
-            &counts,
-            &task_off[0],
             &keys32,
+            &task_off[0],
             &per_task,
             &partials[0]
         )?;
-        let mut left = largest[0].div_ceil(per_task);
+        // A bucket of m entries overlaps at most ceil((m - 1) / S) + 1 segments.
+        let mut left = match largest[0] {
+            0 | 1 => largest[0],
+            m => (m - 1).div_ceil(per_task) + 1,
+        };
         let mut cur = 0usize;
         while left > 1 {
             let next = 1 - cur;
@@ -543,34 +772,65 @@ impl MsmRun<'_> {
             self,
             &self.kernels.bucket_reduce,
             "msm_bucket_reduce",
-            grid(windows as usize * per_window, 64),
+            grid(sets as usize * per_window, 64),
             &partials[cur],
             &task_off[cur],
             &tasks[cur],
             &buckets,
-            &windows,
+            &sets,
             &chunk,
             &chunks
         )?;
-        let per_window32 = per_window as u32;
-        let wcfg = LaunchConfig {
-            grid_dim: (windows, 1, 1),
+        // A window of many chunks is summed by `parts` blocks first, into
+        // the free partials buffer, then by one block.
+        let wcfg = |blocks: u32| LaunchConfig {
+            grid_dim: (blocks, 1, 1),
             block_dim: (WINDOW_THREADS, 1, 1),
-            shared_mem_bytes: WINDOW_THREADS * XYZZ_BYTES as u32,
+            shared_mem_bytes: WINDOW_THREADS * xyzz_bytes as u32,
         };
-        launch!(
-            self,
-            &self.kernels.window_sum,
-            "msm_window_sum",
-            wcfg,
-            &chunks,
-            &per_window32,
-            &window_out
-        )?;
+        let per_window32 = per_window as u32;
+        let parts = per_window32
+            .div_ceil(WINDOW_THREADS)
+            .clamp(1, MAX_WINDOW_PARTS);
+        let one = 1u32;
+        if parts > 1 {
+            let staged = partials[1 - cur];
+            launch!(
+                self,
+                &self.kernels.window_sum,
+                "msm_window_sum",
+                wcfg(sets * parts),
+                &chunks,
+                &per_window32,
+                &parts,
+                &staged
+            )?;
+            launch!(
+                self,
+                &self.kernels.window_sum,
+                "msm_window_sum",
+                wcfg(sets),
+                &staged,
+                &parts,
+                &one,
+                &window_out
+            )?;
+        } else {
+            launch!(
+                self,
+                &self.kernels.window_sum,
+                "msm_window_sum",
+                wcfg(sets),
+                &chunks,
+                &per_window32,
+                &one,
+                &window_out
+            )?;
+        }
         self.record(&t2)?;
-        let mut raw = vec![[0u32; 48]; windows as usize];
+        let mut raw = vec![0u32; sets as usize * 4 * G::FIELD_WORDS];
         check!(dev, "cuStreamSynchronize", self.stream.synchronize())?;
-        // SAFETY: `raw` is exactly `windows` XYZZ points; the stream is idle.
+        // SAFETY: `raw` is exactly `sets` XYZZ points; the stream is idle.
         check!(dev, "cuMemcpyDtoH", unsafe {
             result::memcpy_dtoh_sync(&mut raw[..], window_out)
         })?;
@@ -584,7 +844,7 @@ impl MsmRun<'_> {
             accumulate_ms: between(&t_sorted, &t_summed)?,
             reduce_ms: between(&t_summed, &t2)?,
         };
-        Ok((combine_windows(&raw, plan.c), times))
+        Ok((combine_windows::<G>(&raw, plan.c), times))
     }
 }
 
@@ -597,30 +857,20 @@ fn fp_from_words(w: &[u32]) -> Fp {
     Fp::from_raw_unchecked(l)
 }
 
-/// An XYZZ point from the device as a blst Jacobian point: x = X/ZZ and
-/// y = Y/ZZZ are kept by (X·ZZ·ZZZ², Y·ZZ³·ZZZ², ZZ·ZZZ); ZZ = 0 is the
-/// identity (Z = 0).
+/// A G1 XYZZ point from the device as a blst point (see [`DeviceGroup::from_xyzz`]).
 pub fn xyzz_to_projective(words: &[u32; 48]) -> G1Projective {
-    let x = fp_from_words(&words[0..12]);
-    let y = fp_from_words(&words[12..24]);
-    let zz = fp_from_words(&words[24..36]);
-    let zzz = fp_from_words(&words[36..48]);
-    if bool::from(zz.is_zero()) {
-        return G1Projective::identity();
-    }
-    let zzz2 = zzz.square();
-    let zz2 = zz.square();
-    G1Projective::from_raw_unchecked(x * zz * zzz2, y * zz2 * zz * zzz2, zz * zzz)
+    G1::from_xyzz(words)
 }
 
-/// Σ 2^(c·w) · W_w by Horner's rule from the top window.
-fn combine_windows(raw: &[[u32; 48]], c: u32) -> G1Projective {
-    let mut acc = G1Projective::identity();
-    for w in raw.iter().rev() {
+/// Σ 2^(c·w) · W_w by Horner's rule from the top window; `raw` holds the
+/// windows' XYZZ sums one after the other.
+fn combine_windows<G: DeviceGroup>(raw: &[u32], c: u32) -> G::Projective {
+    let mut acc = G::Projective::identity();
+    for w in raw.chunks_exact(4 * G::FIELD_WORDS).rev() {
         for _ in 0..c {
             acc = acc.double();
         }
-        acc += xyzz_to_projective(w);
+        acc += G::from_xyzz(w);
     }
     acc
 }
@@ -681,19 +931,44 @@ mod tests {
     }
 
     #[test]
+    fn g2_layout_and_xyzz_conversion_keep_the_point() {
+        assert_eq!(std::mem::size_of::<G2Affine>(), G2::AFFINE_BYTES);
+        let p = (G2Projective::generator() * Scalar::from(11u64)).to_affine();
+        let bytes = G2::affine_bytes(std::slice::from_ref(&p));
+        let words: Vec<u32> = bytes
+            .chunks(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(fp_from_words(&words[0..12]), p.x().c0());
+        assert_eq!(fp_from_words(&words[12..24]), p.x().c1());
+        assert_eq!(fp_from_words(&words[24..36]), p.y().c0());
+        assert_eq!(fp_from_words(&words[36..48]), p.y().c1());
+        // P in XYZZ with ZZ = λ², ZZZ = λ³ for an arbitrary λ in Fp2.
+        let lambda = Fp2::new(Fp::from(3u64), Fp::from(5u64));
+        let (zz, zzz) = (lambda.square(), lambda.square() * lambda);
+        let mut w = [0u32; 96];
+        for (i, v) in [p.x() * zz, p.y() * zzz, zz, zzz].into_iter().enumerate() {
+            w[24 * i..24 * i + 12].copy_from_slice(&words_of(v.c0()));
+            w[24 * i + 12..24 * i + 24].copy_from_slice(&words_of(v.c1()));
+        }
+        assert_eq!(G2::from_xyzz(&w).to_affine(), p);
+        assert!(bool::from(G2::from_xyzz(&[0u32; 96]).is_identity()));
+    }
+
+    #[test]
     fn windows_combine_by_horner() {
         // W_0 = G, W_1 = 2G with c = 3: G + 8·2G = 17G.
         let g = G1Projective::generator().to_affine();
         let g2 = (G1Projective::generator() * Scalar::from(2u64)).to_affine();
-        let mut raw = vec![[0u32; 48]; 2];
+        let mut raw = vec![0u32; 2 * 48];
         let one = Fp::from(1u64);
-        for (slot, p) in raw.iter_mut().zip([g, g2]) {
+        for (slot, p) in raw.chunks_exact_mut(48).zip([g, g2]) {
             for (i, v) in [p.x(), p.y(), one, one].into_iter().enumerate() {
                 slot[12 * i..12 * i + 12].copy_from_slice(&words_of(v));
             }
         }
         let want = G1Projective::generator() * Scalar::from(17u64);
-        assert_eq!(combine_windows(&raw, 3), want);
+        assert_eq!(combine_windows::<G1>(&raw, 3), want);
     }
 
     #[test]
@@ -704,5 +979,40 @@ mod tests {
             assert_eq!(p.keys(), p.windows as usize * (1usize << (c - 1)));
         }
         assert!(window_bits(1 << 24) >= window_bits(1 << 16));
+    }
+
+    #[test]
+    fn tables_cover_every_window_within_memory_and_index_bounds() {
+        let budget = 64u64 << 30;
+        for log in [10u32, 16, 20, 22, 24, 26, 27] {
+            for point_bytes in [G1::AFFINE_BYTES, G2::AFFINE_BYTES] {
+                let n = 1usize << log;
+                let t = TablePlan::choose(n, point_bytes, budget);
+                let windows = windows_of(t.c);
+                assert!(t.sets * t.rows >= windows, "2^{log}: {t:?}");
+                assert!(
+                    t.sets * (t.rows - 1) < windows,
+                    "2^{log}: a row unused: {t:?}"
+                );
+                assert!((1..=MAX_TABLE_ROWS).contains(&t.rows));
+                assert!((MIN_WINDOW..=MAX_WINDOW).contains(&t.c));
+                if t.rows > 1 {
+                    assert!(
+                        t.bytes(n, point_bytes) as u64 <= budget / 6,
+                        "2^{log}: {t:?}"
+                    );
+                    assert!((n as u64) * u64::from(t.rows) <= 1 << 31, "2^{log}: {t:?}");
+                }
+                let p = MsmPlan::with_table(n, t, n);
+                assert_eq!(p.keys(), t.sets as usize * (1usize << (t.c - 1)));
+            }
+        }
+        // No memory for a second row: the plain plan, one set per window.
+        let t = TablePlan::choose(1 << 24, G1::AFFINE_BYTES, 1 << 30);
+        assert_eq!(t.rows, 1);
+        assert_eq!(
+            MsmPlan::with_table(1 << 24, t, 1 << 24),
+            MsmPlan::new(1 << 24, t.c)
+        );
     }
 }

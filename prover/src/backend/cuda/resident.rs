@@ -1,16 +1,18 @@
 //! Parameter bases kept on the device across proofs.
 //!
-//! A parameter set's G1 queries (h, l, a, b_g1) are the same for every
-//! proof made with it, and at 2^24 each is 1.6 GB: uploading them per MSM
-//! would cost more than the MSM. They are uploaded once, keyed by the
+//! A parameter set's queries (h, l, a, b_g1 in G1, b_g2 in G2) are the
+//! same for every proof made with it, and at 2^24 each G1 query is 1.6 GB
+//! (b_g2 3.2 GB): uploading them per MSM would cost more than the MSM. They are uploaded once, keyed by the
 //! parameter file's checksum and the query, and evicted least recently used
-//! when a new set would exceed the device-memory budget.
+//! when a new set would exceed the device-memory budget. Each query is kept
+//! with a table of multiples of its bases ([`TablePlan`]: row 0 is the
+//! bases as uploaded, the device fills the others), which lets its MSMs
+//! use wider windows.
 
 use super::check::check;
 use super::memory::DeviceBuffer;
-use super::msm::affine_bytes;
-use crate::backend::{BackendError, G1Query};
-use blstrs::G1Affine;
+use super::msm::TablePlan;
+use crate::backend::{BackendError, BaseQuery};
 use cudarc::driver::{result, sys, CudaContext};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,13 +22,25 @@ use std::time::Instant;
 struct Entry {
     buf: DeviceBuffer,
     points: usize,
+    table: TablePlan,
     last_used: u64,
+}
+
+/// A resident query: its table of multiples on the device.
+#[derive(Debug, Clone, Copy)]
+pub struct Resident {
+    /// Row 0 (the bases); row g starts `g × points` bases further.
+    pub ptr: sys::CUdeviceptr,
+    pub points: usize,
+    pub table: TablePlan,
+    /// Uploaded by this call: rows 1.. are still to be computed.
+    pub fresh: bool,
 }
 
 /// The device's resident queries.
 #[derive(Debug)]
 pub struct ResidentBases {
-    entries: HashMap<(String, G1Query), Entry>,
+    entries: HashMap<(String, BaseQuery), Entry>,
     budget: u64,
     tick: u64,
 }
@@ -49,29 +63,37 @@ impl ResidentBases {
         self.budget
     }
 
-    /// The device copy of `query` of set `set`, uploading it first if it is
-    /// not resident. `None` when the query alone exceeds the budget (the
-    /// caller then uploads per call).
+    /// The device copy of `query` of set `set` (`points` bases, `query`
+    /// their device layout), uploading it into row 0 of a table laid out
+    /// by `table` first if it is not resident. `None` when the table alone
+    /// exceeds the budget (the caller then uploads per call).
     pub fn get_or_upload(
         &mut self,
         ctx: &Arc<CudaContext>,
         device: u32,
         set: &str,
-        which: G1Query,
-        query: &[G1Affine],
-    ) -> Result<Option<sys::CUdeviceptr>, BackendError> {
+        which: BaseQuery,
+        query: &[u8],
+        points: usize,
+        table: TablePlan,
+    ) -> Result<Option<Resident>, BackendError> {
         self.tick += 1;
         let key = (set.to_string(), which);
         if let Some(e) = self.entries.get_mut(&key) {
             // A checksum names one file, so the length always agrees; a
             // mismatch means a caller bug, and re-uploading is the safe answer.
-            if e.points == query.len() {
+            if e.points == points && e.buf.bytes() == query.len() * e.table.rows as usize {
                 e.last_used = self.tick;
-                return Ok(Some(e.buf.ptr()));
+                return Ok(Some(Resident {
+                    ptr: e.buf.ptr(),
+                    points,
+                    table: e.table,
+                    fresh: false,
+                }));
             }
             self.entries.remove(&key);
         }
-        let bytes = std::mem::size_of_val(query) as u64;
+        let bytes = query.len() as u64 * u64::from(table.rows);
         if bytes > self.budget || query.is_empty() {
             return Ok(None);
         }
@@ -96,16 +118,18 @@ impl ResidentBases {
         }
         let t = Instant::now();
         let buf = DeviceBuffer::alloc(ctx, device, bytes as usize)?;
-        // SAFETY: `buf` holds exactly the query's bytes; synchronous copy.
+        // SAFETY: `buf` holds the query's bytes `table.rows` times; row 0
+        // is written here, synchronously.
         check!(device, "cuMemcpyHtoD", unsafe {
-            result::memcpy_htod_sync(buf.ptr(), affine_bytes(query))
+            result::memcpy_htod_sync(buf.ptr(), query)
         })?;
         tracing::info!(
             device,
             set,
             query = which.as_str(),
-            points = query.len(),
-            bytes,
+            points,
+            bytes = query.len(),
+            table_rows = table.rows,
             ms = format!("{:.1}", t.elapsed().as_secs_f64() * 1e3),
             "bases uploaded to the device (kept resident)"
         );
@@ -114,10 +138,21 @@ impl ResidentBases {
             key,
             Entry {
                 buf,
-                points: query.len(),
+                points,
+                table,
                 last_used: self.tick,
             },
         );
-        Ok(Some(ptr))
+        Ok(Some(Resident {
+            ptr,
+            points,
+            table,
+            fresh: true,
+        }))
+    }
+
+    /// Drops a query (its table could not be completed).
+    pub fn remove(&mut self, set: &str, which: BaseQuery) {
+        self.entries.remove(&(set.to_string(), which));
     }
 }

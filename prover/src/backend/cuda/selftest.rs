@@ -4,11 +4,12 @@
 
 use super::check::{self, check};
 use super::kernels;
+use super::kernels::KernelUnit;
 use super::memory::DeviceBuffer;
-use super::msm::{affine_bytes, xyzz_to_projective};
+use super::msm::{affine_bytes, xyzz_to_projective, DeviceGroup, G2};
 use super::CudaBackend;
 use crate::backend::BackendError;
-use blstrs::{Fp, G1Affine, G1Projective};
+use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective};
 use cudarc::driver::{result, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 
@@ -35,6 +36,7 @@ fn fp_of_words(w: &[u32]) -> Fp {
 impl CudaBackend {
     fn run_test_kernel(
         &self,
+        unit: &KernelUnit,
         name: &str,
         inputs: [&[u8]; 2],
         out_bytes: usize,
@@ -42,7 +44,7 @@ impl CudaBackend {
     ) -> Result<Vec<u32>, BackendError> {
         let dev = self.device_ordinal();
         let ctx = self.context();
-        let ptx = kernels::compile_cached(&kernels::MSM, self.arch())
+        let ptx = kernels::compile_cached(unit, self.arch())
             .map_err(|e| check::device_error(dev, "nvrtcCompileProgram", file!(), line!(), &e))?;
         let module = check!(dev, "cuModuleLoadData", ctx.load_module(Ptx::from_src(ptx)))?;
         let func = check!(dev, "cuModuleGetFunction", module.load_function(name))?;
@@ -86,8 +88,13 @@ impl CudaBackend {
                 .flat_map(|x| fp_words(x).into_iter().flat_map(u32::to_le_bytes))
                 .collect()
         };
-        let words =
-            self.run_test_kernel("fp_ops_test", [&flat(a), &flat(b)], n * 4 * 48, n as u32)?;
+        let words = self.run_test_kernel(
+            &kernels::MSM,
+            "fp_ops_test",
+            [&flat(a), &flat(b)],
+            n * 4 * 48,
+            n as u32,
+        )?;
         Ok(words
             .chunks(48)
             .map(|c| {
@@ -110,6 +117,7 @@ impl CudaBackend {
     ) -> Result<Vec<[G1Projective; 4]>, BackendError> {
         let n = p.len().min(q.len());
         let words = self.run_test_kernel(
+            &kernels::MSM,
             "g1_ops_test",
             [affine_bytes(&p[..n]), affine_bytes(&q[..n])],
             n * 4 * 192,
@@ -123,6 +131,63 @@ impl CudaBackend {
                     w.copy_from_slice(&c[48 * k..48 * k + 48]);
                     xyzz_to_projective(&w)
                 };
+                [pt(0), pt(1), pt(2), pt(3)]
+            })
+            .collect())
+    }
+
+    /// For each pair: (a·b, a + b, a − b, −a) in Fp2 computed on the device.
+    pub fn fp2_ops_on_device(&self, a: &[Fp2], b: &[Fp2]) -> Result<Vec<[Fp2; 4]>, BackendError> {
+        let n = a.len().min(b.len());
+        let flat = |v: &[Fp2]| -> Vec<u8> {
+            v[..n]
+                .iter()
+                .flat_map(|x| {
+                    let mut w = fp_words(&x.c0()).to_vec();
+                    w.extend(fp_words(&x.c1()));
+                    w.into_iter().flat_map(u32::to_le_bytes)
+                })
+                .collect()
+        };
+        let words = self.run_test_kernel(
+            &kernels::MSM_G2,
+            "fp2_ops_test",
+            [&flat(a), &flat(b)],
+            n * 4 * 96,
+            n as u32,
+        )?;
+        let fp2 = |w: &[u32]| Fp2::new(fp_of_words(&w[..12]), fp_of_words(&w[12..24]));
+        Ok(words
+            .chunks(96)
+            .map(|c| {
+                [
+                    fp2(&c[0..24]),
+                    fp2(&c[24..48]),
+                    fp2(&c[48..72]),
+                    fp2(&c[72..96]),
+                ]
+            })
+            .collect())
+    }
+
+    /// As [`Self::g1_ops_on_device`], in G2.
+    pub fn g2_ops_on_device(
+        &self,
+        p: &[G2Affine],
+        q: &[G2Affine],
+    ) -> Result<Vec<[G2Projective; 4]>, BackendError> {
+        let n = p.len().min(q.len());
+        let words = self.run_test_kernel(
+            &kernels::MSM_G2,
+            "g2_ops_test",
+            [G2::affine_bytes(&p[..n]), G2::affine_bytes(&q[..n])],
+            n * 4 * G2::XYZZ_BYTES,
+            n as u32,
+        )?;
+        Ok(words
+            .chunks(4 * 96)
+            .map(|c| {
+                let pt = |k: usize| G2::from_xyzz(&c[96 * k..96 * k + 96]);
                 [pt(0), pt(1), pt(2), pt(3)]
             })
             .collect())

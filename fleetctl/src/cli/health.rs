@@ -1,13 +1,12 @@
 //! `fleetctl status` and `fleetctl health`: clap types and their run functions.
 
-use super::policy::{evaluate, Policy, Severity, Verdict};
-use super::status::{read_all, HostReading};
-use crate::cli::TargetArgs;
-use crate::executor::{EXIT_HOSTS_FAILED, EXIT_OK};
+use super::{exit, TargetArgs};
 use anyhow::Context;
 use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use fleet_wire::health::Probe;
+use fleetctl::health::policy::{evaluate, Finding, Policy, Severity, Verdict};
+use fleetctl::health::status::{read_all, HostReading};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -136,21 +135,21 @@ pub fn status_table(readings: &[HostReading]) -> String {
     t.to_string()
 }
 
+/// `fleetctl status` fails unless every host was read without error.
+fn status_exit(readings: &[HostReading]) -> u8 {
+    exit::hosts(readings.iter().all(|r| r.reachable && r.error.is_none()))
+}
+
 /// `fleetctl status`.
 pub async fn run_status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let (_, hosts) = crate::inventory::load_selected(&args.target)?;
+    let (_, hosts) = fleetctl::inventory::load_selected(&args.target.clone().into())?;
     let readings = read_all(&hosts, args.deadline).await;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&readings)?);
     } else {
         println!("{}", status_table(&readings));
     }
-    let all_ok = readings.iter().all(|r| r.reachable && r.error.is_none());
-    Ok(ExitCode::from(if all_ok {
-        EXIT_OK
-    } else {
-        EXIT_HOSTS_FAILED
-    }))
+    Ok(exit::code(status_exit(&readings)))
 }
 
 fn history_path(dir: &Path, host: &str) -> PathBuf {
@@ -173,7 +172,7 @@ fn override_policy(policy: Policy, sets: &[String]) -> anyhow::Result<Policy> {
 
 /// The verdicts for a set of readings (unreachable hosts fail).
 pub fn verdicts(
-    hosts: &[crate::inventory::Host],
+    hosts: &[fleetctl::inventory::Host],
     readings: &[HostReading],
     history: &Path,
     sets: &[String],
@@ -191,7 +190,7 @@ pub fn verdicts(
                 severity: Severity::Fail,
                 gpus_expected: h.gpus,
                 gpus_found: 0,
-                findings: vec![super::policy::Finding {
+                findings: vec![Finding {
                     severity: Severity::Fail,
                     gpu: None,
                     rule: if r.reachable { "probe" } else { "unreachable" }.into(),
@@ -216,7 +215,7 @@ pub fn verdicts(
 
 /// `fleetctl health`.
 pub async fn run_health(args: HealthArgs) -> anyhow::Result<ExitCode> {
-    let (_, hosts) = crate::inventory::load_selected(&args.target)?;
+    let (_, hosts) = fleetctl::inventory::load_selected(&args.target.clone().into())?;
     let readings = read_all(&hosts, args.deadline).await;
     let verdicts = verdicts(&hosts, &readings, &args.history, &args.policy)?;
     if args.json {
@@ -268,9 +267,45 @@ pub async fn run_health(args: HealthArgs) -> anyhow::Result<ExitCode> {
         .max()
         .unwrap_or(Severity::Ok);
     let failed = worst == Severity::Fail || (args.strict && worst == Severity::Warn);
-    Ok(ExitCode::from(if failed {
-        EXIT_HOSTS_FAILED
-    } else {
-        EXIT_OK
-    }))
+    Ok(exit::code(exit::hosts(!failed)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetctl::health::status::read_all_with;
+    use fleetctl::inventory::Host;
+
+    #[tokio::test]
+    async fn status_with_a_panicking_host_task_exits_non_zero_and_names_the_host() {
+        let hosts: Vec<Host> = (1..=3)
+            .map(|i| Host::local(format!("h{i}"), "/tmp/x"))
+            .collect();
+        let readings = read_all_with(&hosts, |h| async move {
+            if h.name == "h2" {
+                panic!("probe parser bug");
+            }
+            HostReading {
+                host: h.name,
+                reachable: true,
+                installed: true,
+                probe: None,
+                status: None,
+                error: None,
+                elapsed_ms: 1,
+            }
+        })
+        .await;
+        let names: Vec<&str> = readings.iter().map(|r| r.host.as_str()).collect();
+        assert_eq!(names, ["h1", "h2", "h3"]);
+        let e = readings[1].error.as_deref().unwrap_or_default();
+        assert!(
+            e.starts_with("h2: ") && e.contains("probe parser bug"),
+            "{e}"
+        );
+        assert!(!readings[1].reachable);
+        assert!(status_table(&readings).contains("probe parser bug"));
+        assert_eq!(status_exit(&readings), exit::EXIT_HOSTS_FAILED);
+        assert_eq!(status_exit(&[readings[0].clone()]), exit::EXIT_OK);
+    }
 }

@@ -1,13 +1,13 @@
 //! `fleetctl timing collect|report|export`: clap types and run functions.
 
-use super::report::{build, Thresholds};
-use super::scan::{file_sources, scan, store_sources};
-use super::store::Store;
-use crate::cli::TargetArgs;
-use crate::executor::{EXIT_HOSTS_FAILED, EXIT_OK};
+use super::{exit, TargetArgs};
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use fleetctl::timing::report::{build, Thresholds};
+use fleetctl::timing::scan::{file_sources, scan, store_sources};
+use fleetctl::timing::store::Store;
+use fleetctl::timing::{collect, export, render};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -36,7 +36,7 @@ pub struct CollectArgs {
     #[arg(long, default_value_t = 64)]
     pub parallel: usize,
     /// Bytes fetched per remote command (bounds memory per host).
-    #[arg(long, default_value_t = super::collect::CHUNK)]
+    #[arg(long, default_value_t = collect::CHUNK)]
     pub chunk_bytes: u64,
 }
 
@@ -86,18 +86,17 @@ pub struct ExportArgs {
 
 pub async fn run(cmd: TimingCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        TimingCommand::Collect(a) => collect(a).await,
-        TimingCommand::Report(a) => report(a),
-        TimingCommand::Export(a) => export(a),
+        TimingCommand::Collect(a) => collect_cmd(a).await,
+        TimingCommand::Report(a) => report_cmd(a),
+        TimingCommand::Export(a) => export_cmd(a),
     }
 }
 
-async fn collect(a: CollectArgs) -> anyhow::Result<ExitCode> {
-    let (_, hosts) = crate::inventory::load_selected(&a.target)?;
+async fn collect_cmd(a: CollectArgs) -> anyhow::Result<ExitCode> {
+    let (_, hosts) = fleetctl::inventory::load_selected(&a.target.clone().into())?;
     let store = Store::new(&a.store);
     let started = Instant::now();
-    let summary =
-        super::collect::collect_all(&hosts, &store, a.deadline, a.parallel, a.chunk_bytes).await;
+    let summary = collect::collect_all(&hosts, &store, a.deadline, a.parallel, a.chunk_bytes).await;
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
         "host",
@@ -129,14 +128,10 @@ async fn collect(a: CollectArgs) -> anyhow::Result<ExitCode> {
         total as f64 / 1e6 / secs.max(1e-9),
         a.store.display()
     );
-    Ok(ExitCode::from(if failed == 0 {
-        EXIT_OK
-    } else {
-        EXIT_HOSTS_FAILED
-    }))
+    Ok(exit::code(exit::hosts(failed == 0)))
 }
 
-fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
+fn report_cmd(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let sources = if a.files.is_empty() {
         store_sources(&Store::new(&a.store))?
     } else {
@@ -168,9 +163,9 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let text = match a.format {
-        Format::Table => super::render::table(&r),
+        Format::Table => render::table(&r),
         Format::Json => serde_json::to_string_pretty(&r)?,
-        Format::Html => super::render::html(&r, a.min_h2d_gbps),
+        Format::Html => render::html(&r, a.min_h2d_gbps),
     };
     match &a.out {
         Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?,
@@ -185,15 +180,15 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
         s.lines as f64 / secs.max(1e-9),
         s.bytes as f64 / 1e6 / secs.max(1e-9)
     );
-    Ok(ExitCode::from(EXIT_OK))
+    Ok(exit::code(exit::EXIT_OK))
 }
 
-fn export(a: ExportArgs) -> anyhow::Result<ExitCode> {
+fn export_cmd(a: ExportArgs) -> anyhow::Result<ExitCode> {
     let sources = store_sources(&Store::new(&a.store))?;
     let s = scan(&sources)?;
-    let files = super::export::write_dir(&a.prometheus, &s)?;
+    let files = export::write_dir(&a.prometheus, &s)?;
     for f in &files {
         println!("wrote {}", f.display());
     }
-    Ok(ExitCode::from(EXIT_OK))
+    Ok(exit::code(exit::EXIT_OK))
 }

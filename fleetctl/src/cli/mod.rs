@@ -1,11 +1,20 @@
 //! Command-line types of the fleetctl binary, and the one place each
-//! subcommand is handed to the library.
+//! subcommand is handed to the library. Only the binary knows clap, Ctrl-C
+//! and exit codes ([`exit`]); the library takes plain types
+//! ([`fleetctl::inventory::Target`], [`fleetctl::executor::RunOptions`]).
 //!
 //! Adding a subcommand: add a variant to [`Command`] and an arm to
 //! [`Command::execute`]; keep the work itself in the library module.
 
-use crate::executor::{exit_code, RunEnd};
+pub mod exit;
+mod health;
+mod inventory;
+mod lab;
+mod run;
+mod timing;
+
 use clap::{Args, Parser, Subcommand};
+use fleetctl::inventory::Target;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,16 +42,16 @@ pub enum Command {
     #[command(subcommand)]
     Inventory(InventoryCommand),
     /// One row per host: reachable, daemon build, pid, memory, GPUs, queue.
-    Status(crate::health::cli::StatusArgs),
+    Status(health::StatusArgs),
     /// The health policy's verdict per host and GPU.
-    Health(crate::health::cli::HealthArgs),
+    Health(health::HealthArgs),
     /// Fleet-wide timing: collect, report, export.
     #[command(subcommand)]
-    Timing(crate::timing::cli::TimingCommand),
+    Timing(timing::TimingCommand),
     /// A fleet of real sshd hosts on this machine (root only).
     Lab {
         #[command(subcommand)]
-        cmd: crate::lab::cli::LabCommand,
+        cmd: lab::LabCommand,
     },
 }
 
@@ -59,6 +68,16 @@ pub struct TargetArgs {
     /// Extra variable with the highest precedence, `key=value` (repeatable).
     #[arg(short = 'e', long = "extra-var", value_name = "KEY=VALUE")]
     pub extra_vars: Vec<String>,
+}
+
+impl From<TargetArgs> for Target {
+    fn from(a: TargetArgs) -> Self {
+        Target {
+            inventory: a.inventory,
+            limit: a.limit,
+            extra_vars: a.extra_vars,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -136,23 +155,21 @@ impl Command {
     /// Runs the subcommand and returns the process exit code.
     pub async fn execute(self) -> anyhow::Result<ExitCode> {
         match self {
-            Command::Run(args) => crate::executor::cli_run(args).await,
+            Command::Run(args) => run::run(args).await,
             Command::Rollout(args) => {
-                crate::executor::cli_run(RunArgs {
+                run::run(RunArgs {
                     playbook: "rollout".to_string(),
                     target: args.target,
                     exec: args.exec,
                 })
                 .await
             }
-            Command::Plan(args) => crate::plan::cli_plan(args).map(|()| exit_code(RunEnd::Ok)),
-            Command::Status(args) => crate::health::cli::run_status(args).await,
-            Command::Health(args) => crate::health::cli::run_health(args).await,
-            Command::Timing(cmd) => crate::timing::cli::run(cmd).await,
-            Command::Inventory(cmd) => {
-                crate::inventory::cli_inventory(cmd).map(|()| exit_code(RunEnd::Ok))
-            }
-            Command::Lab { cmd } => crate::lab::cli::run(cmd).map(|()| exit_code(RunEnd::Ok)),
+            Command::Plan(args) => run::plan(args),
+            Command::Status(args) => health::run_status(args).await,
+            Command::Health(args) => health::run_health(args).await,
+            Command::Timing(cmd) => timing::run(cmd).await,
+            Command::Inventory(cmd) => inventory::run(cmd),
+            Command::Lab { cmd } => lab::run(cmd).map(|()| exit::code(exit::EXIT_OK)),
         }
     }
 }

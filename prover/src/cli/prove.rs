@@ -1,157 +1,24 @@
-//! Command-line types of the prover binary.
-//!
-//! One [`Command`] enum; `main` dispatches on it. A subcommand is added by
-//! adding a variant here and a match arm in `main.rs`. One-shot `prove` and
-//! `verify` glue lives here too (it is only command-line plumbing over
-//! [`prover::prove`]); `bench` is [`prover::bench`].
+//! `prover prove`, `verify` and `bench`: one-shot command-line plumbing
+//! over [`prover::prove`] and [`prover::bench`].
 
+use super::exit;
+use super::{BackendChoice, BenchArgs, ProveArgs, VerifyArgs};
 use anyhow::{bail, Context, Result};
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Parameters, Proof};
 use blstrs::{Bls12, Scalar};
-use clap::{Args, Parser, Subcommand, ValueEnum};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use ff::PrimeField;
-use fleet_wire::timing::{JobTag, Phase, ProofRecord, TimelineKind, TIMING_SCHEMA_VERSION};
+use fleet_wire::timing::{Phase, ProofRecord, TimelineKind, TIMING_SCHEMA_VERSION};
 use prover::backend::cpu::CpuBackend;
 use prover::backend::{Backend, BackendTimes};
 use prover::circuit::{self, CircuitKind};
 use prover::params::TestParams;
 use prover::prove::{self, partition_randomness};
 use prover::synthesis;
+use prover::sys::clock;
 use prover::timing::{self, PartitionTimer, TimingLog};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Exit codes of the prover binary.
-pub mod exit {
-    /// Success.
-    pub const OK: u8 = 0;
-    /// Any failure not listed below (I/O, parameters, proving).
-    pub const ERROR: u8 = 1;
-    /// Bad command line (clap's own code for usage errors).
-    pub const USAGE: u8 = 2;
-    /// A proof was produced or read but did not verify.
-    pub const VERIFY_FAILED: u8 = 3;
-}
-
-#[derive(Debug, Parser)]
-#[command(name = "prover", version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("PROVER_GIT_HASH"), ")"), about = "Groth16 (BLS12-381) prover")]
-pub struct Cli {
-    /// Log filter (tracing-subscriber EnvFilter syntax); RUST_LOG overrides it.
-    #[arg(long, global = true, default_value = "info", env = "PROVER_LOG")]
-    pub log: String,
-    /// Log as JSON lines instead of text.
-    #[arg(long, global = true)]
-    pub log_json: bool,
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Prove a bundled circuit once, verify it, print the proof and timings.
-    Prove(ProveArgs),
-    /// Verify a proof (hex, as `prove` prints it) against a bundled circuit's parameters.
-    Verify(VerifyArgs),
-    /// Compare this prover with bellperson's on the same circuits and parameters.
-    Bench(BenchArgs),
-    /// Run the proving daemon (HTTP API, pipelined engine) until SIGTERM.
-    Daemon(prover::daemon::command::DaemonArgs),
-    /// Talk to a running daemon (address and token from its config).
-    Client(prover::daemon::command::ClientArgs),
-    /// Print a JSON probe of this host: memory, the daemon, GPUs.
-    Health(prover::daemon::command::HealthArgs),
-    /// Measure the pinned pool: pinning, freeing, host-to-device copies.
-    BenchPool(prover::pool_bench::PoolBenchArgs),
-    /// Generate TEST-ONLY parameters (seeded toxic waste, NOT a trusted setup) into the cache.
-    Setup(prover::setup::SetupArgs),
-    /// Import, list and verify the parameter directory's files.
-    Params(prover::params_cmd::ParamsCmdArgs),
-}
-
-/// `--backend`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendChoice {
-    /// CUDA when a device is usable, else the CPU.
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-#[derive(Debug, Args)]
-pub struct ParamsArgs {
-    /// Bundled circuit.
-    #[arg(long, default_value = "chain")]
-    pub circuit: CircuitKind,
-    /// Constraint count the circuit is sized for (domain = next power of two): 65536 or 2^16.
-    #[arg(long, default_value = "2^16", value_parser = prover::setup::parse_size)]
-    pub size: usize,
-    /// Parameter directory.
-    #[arg(long, default_value = "params")]
-    pub params_dir: PathBuf,
-}
-
-#[derive(Debug, Args)]
-pub struct ProveArgs {
-    #[command(flatten)]
-    pub params: ParamsArgs,
-    /// Independent proofs of the same circuit (partitions).
-    #[arg(long, default_value_t = 1)]
-    pub partitions: u32,
-    #[arg(long, value_enum, default_value = "auto")]
-    pub backend: BackendChoice,
-    /// Seed of the witness and of each partition's r, s.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Append timing records to this JSON-lines file.
-    #[arg(long)]
-    pub timing_log: Option<PathBuf>,
-    /// CPU backend worker threads (default: all cores).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// When the parameter directory has no file for this circuit and size,
-    /// generate TEST-ONLY parameters (seeded toxic waste, NOT a trusted setup).
-    #[arg(long)]
-    pub test_params: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct VerifyArgs {
-    #[command(flatten)]
-    pub params: ParamsArgs,
-    /// Proof bytes as hex (bellperson's encoding, 192 bytes per partition).
-    #[arg(long)]
-    pub proof: String,
-    /// Seed the witness was drawn from (it fixes the public inputs).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-}
-
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// Circuits to run.
-    #[arg(long, value_delimiter = ',', default_value = "chain,sha256")]
-    pub circuits: Vec<CircuitKind>,
-    /// log2 of the sizes to run.
-    #[arg(long, value_delimiter = ',', default_value = "14,15,16,17,18,19,20")]
-    pub log_sizes: Vec<u32>,
-    /// Parameter cache directory.
-    #[arg(long, default_value = "params")]
-    pub params_dir: PathBuf,
-    /// Repetitions per measurement (the fastest is reported).
-    #[arg(long, default_value_t = 1)]
-    pub repeat: u32,
-    /// Skip bellperson (only time this prover).
-    #[arg(long)]
-    pub no_baseline: bool,
-    /// Also write the results as JSON to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Generate TEST-ONLY parameters for sizes the parameter directory lacks.
-    #[arg(long)]
-    pub test_params: bool,
-}
 
 /// Loads the parameters of `kind` at `size` from `dir`; generates TEST-ONLY
 /// ones for a missing entry only when `test_params` says so.
@@ -245,13 +112,11 @@ pub fn run_prove(args: ProveArgs) -> Result<u8> {
         .as_ref()
         .map(|p| TimingLog::open(p, timing::DEFAULT_MAX_BYTES, timing::DEFAULT_KEEP))
         .transpose()?;
-    let tag = JobTag {
-        host: timing::host_name(),
-        build: prover::BUILD_HASH.to_string(),
-        job_id: format!("cli-{}-{}", std::process::id(), timing::unix_millis()),
-        circuit: kind.to_string(),
-        size: size as u64,
-    };
+    let tag = timing::job_tag(
+        format!("cli-{}-{}", std::process::id(), clock::unix_millis()),
+        kind.to_string(),
+        size as u64,
+    );
     let shape = prove::shape_of_key(params.as_ref());
     let pool = synthesis::heap_pool(u64::MAX);
     let pvk = prepare_verifying_key(&params.vk);
@@ -298,7 +163,7 @@ pub fn run_prove(args: ProveArgs) -> Result<u8> {
     let total_ms = submitted.elapsed().as_secs_f64() * 1e3;
     let fin = ProofRecord {
         v: TIMING_SCHEMA_VERSION,
-        ts_ms: timing::unix_millis(),
+        ts_ms: clock::unix_millis(),
         tag,
         partitions: args.partitions,
         backend: backend.kind().as_str().to_string(),
@@ -395,6 +260,7 @@ impl From<BenchArgs> for prover::bench::BenchConfig {
             params_dir: a.params_dir,
             repeat: a.repeat,
             baseline: !a.no_baseline,
+            cuda: a.cuda,
             test_params: a.test_params,
         }
     }
@@ -409,7 +275,9 @@ pub fn run_bench(args: BenchArgs) -> Result<u8> {
         let text = serde_json::to_string_pretty(&rows)?;
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    let all_identical = rows.iter().all(|r| r.identical != Some(false));
+    let all_identical = rows
+        .iter()
+        .all(|r| r.identical != Some(false) && r.cuda_identical != Some(false));
     Ok(if all_identical {
         exit::OK
     } else {

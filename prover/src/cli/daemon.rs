@@ -1,29 +1,16 @@
 //! The `prover daemon`, `prover client …` and `prover health` subcommands:
 //! their arguments, the daemon's logging and signal handling (the only place
-//! signals are handled), and the mapping of outcomes to exit codes.
+//! signals are handled), and the mapping of outcomes to [`exit`] codes.
 
-use crate::daemon::client::ApiClient;
-use crate::daemon::config::{Config, LogFormat};
-use crate::daemon::lifecycle;
+use super::exit;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use fleet_wire::api::{JobState, SubmitRequest};
+use prover::daemon::client::ApiClient;
+use prover::daemon::config::{Config, LogFormat};
+use prover::daemon::lifecycle;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// Exit codes of the daemon and client subcommands (besides 0 = success and
-/// 1 = error, shared with the rest of the binary).
-pub mod exit {
-    pub const OK: u8 = 0;
-    pub const ERROR: u8 = 1;
-    /// `client ready`: the daemon answered but is not ready.
-    pub const NOT_READY: u8 = 4;
-    /// `daemon`: the drain was aborted (second signal or drain timeout).
-    pub const ABORTED: u8 = 5;
-    /// `client submit --wait`: the job failed, was cancelled, did not verify,
-    /// or did not finish within the timeout.
-    pub const JOB_FAILED: u8 = 6;
-}
 
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
@@ -115,7 +102,7 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
 
 /// `prover health`: prints the probe; always exits 0 when it could print one.
 pub fn run_health(args: HealthArgs) -> Result<u8> {
-    let probe = crate::health::probe(args.config.as_deref());
+    let probe = prover::health::probe(args.config.as_deref());
     print_json(&probe)?;
     Ok(exit::OK)
 }
@@ -181,7 +168,7 @@ pub fn run_daemon(args: DaemonArgs) -> Result<u8> {
         .thread_name("prover-rt")
         .build()
         .context("starting the async runtime")?;
-    crate::daemon::pidfile::check_free(&config.paths.pid_file)?;
+    prover::daemon::pidfile::check_free(&config.paths.pid_file)?;
     let result = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await

@@ -1,5 +1,7 @@
-//! Process exit codes of a run, decided in one place from the run's outcome.
+//! Process exit codes of fleetctl, all decided here: a run's [`RunEnd`], or
+//! whether every host of a `status`/`health`/`timing collect` answered.
 
+use fleetctl::executor::RunEnd;
 use std::process::ExitCode;
 
 /// Every selected host finished every step (or `--check`/`plan` only).
@@ -16,21 +18,26 @@ pub const EXIT_HALTED: u8 = 3;
 /// Stopped by Ctrl-C before every host was done. `--resume` continues it.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
-/// How a run ended, as far as the exit code is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunEnd {
-    Ok,
-    HostsFailed,
-    Halted,
-    Interrupted,
-}
-
-/// The one mapping from a run's end to the process exit code.
-pub fn exit_code(end: RunEnd) -> ExitCode {
-    ExitCode::from(match end {
+/// The code for a run's end.
+pub fn run_end(end: RunEnd) -> u8 {
+    match end {
         RunEnd::Ok => EXIT_OK,
         RunEnd::HostsFailed => EXIT_HOSTS_FAILED,
         RunEnd::Halted => EXIT_HALTED,
         RunEnd::Interrupted => EXIT_INTERRUPTED,
-    })
+    }
+}
+
+/// The code for a command that reads every host: non-zero when any failed.
+pub fn hosts(all_ok: bool) -> u8 {
+    if all_ok {
+        EXIT_OK
+    } else {
+        EXIT_HOSTS_FAILED
+    }
+}
+
+/// The process exit code for one of the codes above.
+pub fn code(c: u8) -> ExitCode {
+    ExitCode::from(c)
 }

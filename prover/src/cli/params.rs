@@ -5,9 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::circuit::CircuitKind;
-use crate::params::{ParamStore, ParamsOrigin};
-use crate::setup::parse_size;
+use super::exit;
+use prover::circuit::CircuitKind;
+use prover::params::{ParamStore, ParamsOrigin};
+use prover::setup::parse_size;
 
 #[derive(Debug, clap::Args)]
 pub struct ParamsCmdArgs {
@@ -94,7 +95,7 @@ pub fn run(args: ParamsCmdArgs) -> Result<u8> {
                 meta.shape.log2_domain(),
                 meta.sha256
             );
-            Ok(0)
+            Ok(exit::OK)
         }
         ParamsCommand::List(dir) => {
             let store = open(&dir)?;
@@ -121,7 +122,7 @@ pub fn run(args: ParamsCmdArgs) -> Result<u8> {
                     ),
                 }
             }
-            Ok(0)
+            Ok(exit::OK)
         }
         ParamsCommand::Verify(a) => {
             let store = open(&a.dir)?;
@@ -143,7 +144,7 @@ pub fn run(args: ParamsCmdArgs) -> Result<u8> {
                     }
                 }
             }
-            Ok(if all_ok { 0 } else { 1 })
+            Ok(if all_ok { exit::OK } else { exit::ERROR })
         }
     }
 }

@@ -1,8 +1,8 @@
 //! `fleetctl lab up|down|list`: a lab fleet by hand, for demos and debugging.
 
-use super::{destroy_lab, list_labs, reap_stale, require_root, Lab, LabConfig};
-use super::{DEFAULT_BASE_DIR, DEFAULT_DATA_SIZE};
 use anyhow::{bail, Context};
+use fleetctl::lab::{destroy_lab, list_labs, reap_stale, require_root, Lab, LabConfig};
+use fleetctl::lab::{DEFAULT_BASE_DIR, DEFAULT_DATA_SIZE};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 

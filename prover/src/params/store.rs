@@ -1,412 +1,29 @@
-//! Groth16 parameters: bellperson's file format, read, mmap, write, and the on-disk cache.
-//!
-//! Files are bellperson's `Parameters::write` format, byte for byte, so
-//! bellperson reads ours and we read its. Before handing a file to bellperson
-//! we walk its length fields ([`ParamsLayout`]) and check them against the file
-//! size: bellperson's readers trust those lengths (the mmap reader indexes past
-//! the end and panics on a truncated file). The [`ParamStore`] keeps one file
-//! per circuit kind and size (`chain-1024.params`) with a JSON sidecar
-//! (`chain-1024.json`) holding the shape, provenance and the file's SHA-256.
-//! Every write goes to a temporary file that is synced and renamed into place.
+//! The parameter directory: one file per circuit kind and size
+//! (`chain-1024.params`) with a JSON sidecar (`chain-1024.json`) holding the
+//! shape, provenance and SHA-256, and the parameters kept in memory once
+//! loaded, counted against the memory budget.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use bellperson::groth16::{MappedParameters, Parameters};
-use blstrs::Bls12;
 use parking_lot::Mutex;
-use sha2::{Digest, Sha256};
 
-use crate::budget::{BudgetError, MemoryBudget, Reservation};
-use crate::circuit::{self, CircuitError, CircuitKind, CircuitShape};
-use crate::setup::{self, SetupError, TEST_ONLY_WARNING};
+use crate::budget::{MemoryBudget, Reservation};
+use crate::circuit::{self, CircuitKind, CircuitShape};
+use crate::params::error::{io_err, ParamsError};
+use crate::params::file::{file_sha256, write_atomic};
+use crate::params::format::{
+    read_mapped, read_params, write_params, MappedParams, Params, ParamsLayout,
+};
+use crate::setup::{self, TEST_ONLY_WARNING};
 
-/// Groth16 parameters over BLS12-381.
-pub type Params = Parameters<Bls12>;
-/// Parameters read lazily from a memory-mapped file.
-pub type MappedParams = MappedParameters<Bls12>;
-
-/// Uncompressed G1 point (x, y).
-pub const G1_BYTES: u64 = 96;
-/// Uncompressed G2 point (x, y over Fp2).
-pub const G2_BYTES: u64 = 192;
-/// The fixed verifying-key prefix: α₁, β₁, β₂, γ₂, δ₁, δ₂.
-const VK_FIXED_BYTES: u64 = 3 * G1_BYTES + 3 * G2_BYTES;
 /// Version of the sidecar format.
 pub const META_FORMAT: u32 = 1;
 /// Seed of the TEST-ONLY toxic waste when nobody picked one.
 pub const DEFAULT_SEED: u64 = 0;
-
-/// Why parameters could not be read, written, found or used.
-#[derive(Debug, thiserror::Error)]
-pub enum ParamsError {
-    #[error("{action} {path}: {source}")]
-    Io {
-        path: PathBuf,
-        action: &'static str,
-        #[source]
-        source: io::Error,
-    },
-    #[error("malformed parameter file {path}: {reason}")]
-    Malformed { path: PathBuf, reason: String },
-    #[error(
-        "truncated parameter file {path}: the {section} section needs {needed} more bytes at offset {offset} but the file has {available}"
-    )]
-    Truncated {
-        path: PathBuf,
-        section: &'static str,
-        offset: u64,
-        needed: u64,
-        available: u64,
-    },
-    #[error(
-        "parameters in {path} have domain 2^{have_log2}, circuit `{kind}` size {size} needs 2^{need_log2}: run `prover setup --circuit {kind} --size {size} --params-dir {}` (TEST-ONLY) or `prover params import FILE --circuit {kind} --size {size} --params-dir {}`",
-        dir_of(path).display(), dir_of(path).display()
-    )]
-    DomainMismatch {
-        path: PathBuf,
-        kind: CircuitKind,
-        size: usize,
-        have_log2: u32,
-        need_log2: u32,
-    },
-    #[error(
-        "parameters in {path} do not fit circuit `{kind}` size {size}: {what}: run `prover setup --circuit {kind} --size {size} --params-dir {}` (TEST-ONLY) or `prover params import FILE --circuit {kind} --size {size} --params-dir {}`",
-        dir_of(path).display(), dir_of(path).display()
-    )]
-    ShapeMismatch {
-        path: PathBuf,
-        kind: CircuitKind,
-        size: usize,
-        what: String,
-    },
-    #[error(
-        "parameter file {path} is corrupt: its SHA-256 is {actual}, its sidecar recorded {expected}"
-    )]
-    ChecksumMismatch {
-        path: PathBuf,
-        expected: String,
-        actual: String,
-    },
-    #[error(
-        "no parameters for circuit `{kind}` size {size} in {dir}: import real ones with `prover params import FILE --circuit {kind} --size {size} --params-dir {dir}`, or generate TEST-ONLY ones with `prover setup --circuit {kind} --size {size} --params-dir {dir}`"
-    )]
-    Missing {
-        dir: PathBuf,
-        kind: CircuitKind,
-        size: usize,
-    },
-    #[error("parameter sidecar {path}: {reason}")]
-    Meta { path: PathBuf, reason: String },
-    #[error(
-        "{path} was not written by `prover setup` ({why}), so it is never replaced: move it out of the parameter directory first"
-    )]
-    Protected { path: PathBuf, why: String },
-    #[error(
-        "{path} has no sidecar and could not be adopted: {reason}; the file was left as it is"
-    )]
-    NotAdopted {
-        path: PathBuf,
-        #[source]
-        reason: Box<ParamsError>,
-    },
-    #[error("reserving memory for parameters {path}: {source}")]
-    Budget {
-        path: PathBuf,
-        #[source]
-        source: BudgetError,
-    },
-    #[error(transparent)]
-    Circuit(#[from] CircuitError),
-    #[error("generating parameters for circuit `{kind}` size {size}: {source}")]
-    Generate {
-        kind: CircuitKind,
-        size: usize,
-        #[source]
-        source: SetupError,
-    },
-}
-
-/// The directory a parameter file lies in, for fix hints.
-fn dir_of(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
-}
-
-fn io_err(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> ParamsError {
-    let path = path.to_path_buf();
-    move |source| ParamsError::Io {
-        path,
-        action,
-        source,
-    }
-}
-
-/// Element counts of a parameter file, read from its length fields and
-/// checked to add up to exactly the file's size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ParamsLayout {
-    pub ic: u64,
-    pub h: u64,
-    pub l: u64,
-    pub a: u64,
-    pub b_g1: u64,
-    pub b_g2: u64,
-    pub file_len: u64,
-}
-
-impl ParamsLayout {
-    /// Reads and checks the layout of the file at `path` (only the length fields).
-    pub fn read(path: &Path) -> Result<Self, ParamsError> {
-        let mut file = File::open(path).map_err(io_err(path, "opening"))?;
-        let file_len = file
-            .metadata()
-            .map_err(io_err(path, "reading metadata of"))?
-            .len();
-        Self::from_reader(&mut file, file_len, path)
-    }
-
-    /// Walks the length fields of a parameter file of `file_len` bytes.
-    pub fn from_reader<R: Read + Seek>(
-        reader: &mut R,
-        file_len: u64,
-        path: &Path,
-    ) -> Result<Self, ParamsError> {
-        let mut offset = 0u64;
-        let mut skip = |reader: &mut R, section: &'static str, bytes: u64| {
-            let available = file_len.saturating_sub(offset);
-            if bytes > available {
-                return Err(ParamsError::Truncated {
-                    path: path.to_path_buf(),
-                    section,
-                    offset,
-                    needed: bytes,
-                    available,
-                });
-            }
-            offset += bytes;
-            reader
-                .seek(SeekFrom::Start(offset))
-                .map_err(io_err(path, "seeking in"))?;
-            Ok(())
-        };
-        skip(reader, "verifying key", VK_FIXED_BYTES)?;
-        let mut section = |reader: &mut R, name: &'static str, point_bytes: u64| {
-            skip(reader, name, 4)?;
-            let mut len = [0u8; 4];
-            reader
-                .seek(SeekFrom::Current(-4))
-                .and_then(|_| reader.read_exact(&mut len))
-                .map_err(io_err(path, "reading"))?;
-            let count = u64::from(u32::from_be_bytes(len));
-            skip(reader, name, count * point_bytes)?;
-            Ok::<u64, ParamsError>(count)
-        };
-        let ic = section(reader, "ic", G1_BYTES)?;
-        let h = section(reader, "h", G1_BYTES)?;
-        let l = section(reader, "l", G1_BYTES)?;
-        let a = section(reader, "a", G1_BYTES)?;
-        let b_g1 = section(reader, "b_g1", G1_BYTES)?;
-        let b_g2 = section(reader, "b_g2", G2_BYTES)?;
-        let layout = ParamsLayout {
-            ic,
-            h,
-            l,
-            a,
-            b_g1,
-            b_g2,
-            file_len,
-        };
-        let end = layout.expected_len();
-        if end != file_len {
-            return Err(ParamsError::Malformed {
-                path: path.to_path_buf(),
-                reason: format!(
-                    "{} trailing bytes after the b_g2 section",
-                    file_len.saturating_sub(end)
-                ),
-            });
-        }
-        if ic == 0 {
-            return Err(ParamsError::Malformed {
-                path: path.to_path_buf(),
-                reason: "the verifying key has no IC points (not even the ONE input)".into(),
-            });
-        }
-        if b_g1 != b_g2 {
-            return Err(ParamsError::Malformed {
-                path: path.to_path_buf(),
-                reason: format!("b_g1 has {b_g1} points but b_g2 has {b_g2}"),
-            });
-        }
-        Ok(layout)
-    }
-
-    /// The size a file with these counts has.
-    pub fn expected_len(&self) -> u64 {
-        VK_FIXED_BYTES
-            + 6 * 4
-            + (self.ic + self.h + self.l + self.a + self.b_g1) * G1_BYTES
-            + self.b_g2 * G2_BYTES
-    }
-
-    /// The evaluation-domain size the `h` query was made for (`h + 1`).
-    pub fn domain_size(&self) -> u64 {
-        self.h + 1
-    }
-
-    /// Checks these parameters can prove `kind` at `size`, whose shape is `shape`.
-    pub fn check_fits(
-        &self,
-        path: &Path,
-        kind: CircuitKind,
-        size: usize,
-        shape: &CircuitShape,
-    ) -> Result<(), ParamsError> {
-        let domain = self.domain_size();
-        if !domain.is_power_of_two() {
-            return Err(ParamsError::Malformed {
-                path: path.to_path_buf(),
-                reason: format!(
-                    "h has {} points; a domain of {domain} is not a power of two",
-                    self.h
-                ),
-            });
-        }
-        if domain != shape.domain_size() as u64 {
-            return Err(ParamsError::DomainMismatch {
-                path: path.to_path_buf(),
-                kind,
-                size,
-                have_log2: domain.trailing_zeros(),
-                need_log2: shape.log2_domain(),
-            });
-        }
-        let mismatch = |what: String| ParamsError::ShapeMismatch {
-            path: path.to_path_buf(),
-            kind,
-            size,
-            what,
-        };
-        if self.ic != shape.num_inputs as u64 {
-            return Err(mismatch(format!(
-                "they have {} inputs, the circuit {}",
-                self.ic, shape.num_inputs
-            )));
-        }
-        if self.l != shape.num_aux as u64 {
-            return Err(mismatch(format!(
-                "they have {} private variables, the circuit {}",
-                self.l, shape.num_aux
-            )));
-        }
-        let variables = (shape.num_inputs + shape.num_aux) as u64;
-        if self.a > variables || self.b_g1 > variables {
-            return Err(mismatch(format!(
-                "their A/B queries have {}/{} points, more than the circuit's {variables} variables",
-                self.a, self.b_g1
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// Counts the bytes passing through and hashes them.
-struct Hashing<T> {
-    inner: T,
-    hasher: Sha256,
-    bytes: u64,
-}
-
-impl<T> Hashing<T> {
-    fn new(inner: T) -> Self {
-        Hashing {
-            inner,
-            hasher: Sha256::new(),
-            bytes: 0,
-        }
-    }
-
-    fn finish(self) -> (T, String, u64) {
-        (self.inner, hex::encode(self.hasher.finalize()), self.bytes)
-    }
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.bytes += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-impl<R: Read> Read for Hashing<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.bytes += n as u64;
-        Ok(n)
-    }
-}
-
-fn malformed(path: &Path, err: io::Error) -> ParamsError {
-    ParamsError::Malformed {
-        path: path.to_path_buf(),
-        reason: err.to_string(),
-    }
-}
-
-/// Reads a parameter file fully into memory after checking its layout.
-/// `checked` also verifies every point is on the curve and in the subgroup
-/// (slow; needed for files of unknown origin). Returns the file's SHA-256.
-pub fn read_params(
-    path: &Path,
-    checked: bool,
-) -> Result<(Params, ParamsLayout, String), ParamsError> {
-    let layout = ParamsLayout::read(path)?;
-    let file = File::open(path).map_err(io_err(path, "opening"))?;
-    let mut reader = Hashing::new(BufReader::with_capacity(1 << 20, file));
-    let params = Params::read(&mut reader, checked).map_err(|e| malformed(path, e))?;
-    let (_, sha256, bytes) = reader.finish();
-    if bytes != layout.file_len {
-        return Err(ParamsError::Malformed {
-            path: path.to_path_buf(),
-            reason: format!(
-                "read {bytes} bytes but the file has {} (changed while reading?)",
-                layout.file_len
-            ),
-        });
-    }
-    Ok((params, layout, sha256))
-}
-
-/// Maps a parameter file after checking its layout; points are decoded when
-/// the prover asks for them.
-///
-/// The layout check makes bellperson's mmap reader safe from truncated or
-/// inconsistent files, as long as nobody rewrites the file in place between
-/// the check and the mapping (the store only ever replaces files by rename).
-pub fn read_mapped(
-    path: &Path,
-    checked: bool,
-) -> Result<(MappedParams, ParamsLayout), ParamsError> {
-    let layout = ParamsLayout::read(path)?;
-    let mapped = Params::build_mapped_parameters(path.to_path_buf(), checked)
-        .map_err(|e| malformed(path, e))?;
-    Ok((mapped, layout))
-}
 
 /// The file's sha256 must be the one its sidecar recorded.
 fn same_checksum(path: &Path, expected: &str, actual: String) -> Result<(), ParamsError> {
@@ -418,62 +35,6 @@ fn same_checksum(path: &Path, expected: &str, actual: String) -> Result<(), Para
         expected: expected.to_owned(),
         actual,
     })
-}
-
-/// SHA-256 of a file, streamed.
-pub fn file_sha256(path: &Path) -> Result<String, ParamsError> {
-    let file = File::open(path).map_err(io_err(path, "opening"))?;
-    let mut reader = Hashing::new(BufReader::with_capacity(1 << 20, file));
-    io::copy(&mut reader, &mut io::sink()).map_err(io_err(path, "reading"))?;
-    Ok(reader.finish().1)
-}
-
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Writes `path` through a temporary file in the same directory that is
-/// synced and renamed into place, so readers see the old file or the complete
-/// new one. Returns what `write` returned plus the SHA-256 and length written.
-fn write_atomic<T>(
-    path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> io::Result<T>,
-) -> Result<(T, String, u64), ParamsError> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.tmp.{}.{}",
-        std::process::id(),
-        TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let file = File::create(&tmp).map_err(io_err(&tmp, "creating"))?;
-        let mut writer = Hashing::new(BufWriter::with_capacity(1 << 20, file));
-        let value = write(&mut writer).map_err(io_err(&tmp, "writing"))?;
-        writer.flush().map_err(io_err(&tmp, "writing"))?;
-        let (buffered, sha256, bytes) = writer.finish();
-        let file = buffered
-            .into_inner()
-            .map_err(|e| io_err(&tmp, "writing")(e.into_error()))?;
-        file.sync_all().map_err(io_err(&tmp, "syncing"))?;
-        fs::rename(&tmp, path).map_err(io_err(path, "renaming into place"))?;
-        // Make the rename itself durable.
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok((value, sha256, bytes))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// Writes parameters atomically in bellperson's format; returns SHA-256 and length.
-pub fn write_params(path: &Path, params: &Params) -> Result<(String, u64), ParamsError> {
-    let ((), sha256, bytes) = write_atomic(path, |w| params.write(w))?;
-    Ok((sha256, bytes))
 }
 
 /// Where a cached parameter file came from.
@@ -553,13 +114,6 @@ impl std::fmt::Debug for ParamStore {
             .field("test_params", &self.test_params)
             .finish()
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// Bytes decoded parameters with this layout occupy in memory.
@@ -919,7 +473,7 @@ impl ParamStore {
             layout,
             sha256,
             origin,
-            created_unix_s: unix_now(),
+            created_unix_s: crate::sys::clock::unix_secs(),
         };
         let meta_path = self.meta_path(kind, size);
         let json = serde_json::to_vec_pretty(&meta).map_err(|e| ParamsError::Meta {

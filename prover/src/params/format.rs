@@ -1,0 +1,247 @@
+//! bellperson's parameter file format, byte for byte: the length fields
+//! walked and checked against the file size before bellperson reads it
+//! ([`ParamsLayout`]), then read, mapped or written.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use bellperson::groth16::{MappedParameters, Parameters};
+use blstrs::Bls12;
+
+use crate::circuit::{CircuitKind, CircuitShape};
+use crate::params::error::{io_err, ParamsError};
+use crate::params::file::{write_atomic, Hashing};
+
+/// Groth16 parameters over BLS12-381.
+pub type Params = Parameters<Bls12>;
+/// Parameters read lazily from a memory-mapped file.
+pub type MappedParams = MappedParameters<Bls12>;
+
+/// Uncompressed G1 point (x, y).
+pub const G1_BYTES: u64 = 96;
+/// Uncompressed G2 point (x, y over Fp2).
+pub const G2_BYTES: u64 = 192;
+/// The fixed verifying-key prefix: α₁, β₁, β₂, γ₂, δ₁, δ₂.
+const VK_FIXED_BYTES: u64 = 3 * G1_BYTES + 3 * G2_BYTES;
+/// Element counts of a parameter file, read from its length fields and
+/// checked to add up to exactly the file's size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ParamsLayout {
+    pub ic: u64,
+    pub h: u64,
+    pub l: u64,
+    pub a: u64,
+    pub b_g1: u64,
+    pub b_g2: u64,
+    pub file_len: u64,
+}
+
+impl ParamsLayout {
+    /// Reads and checks the layout of the file at `path` (only the length fields).
+    pub fn read(path: &Path) -> Result<Self, ParamsError> {
+        let mut file = File::open(path).map_err(io_err(path, "opening"))?;
+        let file_len = file
+            .metadata()
+            .map_err(io_err(path, "reading metadata of"))?
+            .len();
+        Self::from_reader(&mut file, file_len, path)
+    }
+
+    /// Walks the length fields of a parameter file of `file_len` bytes.
+    pub fn from_reader<R: Read + Seek>(
+        reader: &mut R,
+        file_len: u64,
+        path: &Path,
+    ) -> Result<Self, ParamsError> {
+        let mut offset = 0u64;
+        let mut skip = |reader: &mut R, section: &'static str, bytes: u64| {
+            let available = file_len.saturating_sub(offset);
+            if bytes > available {
+                return Err(ParamsError::Truncated {
+                    path: path.to_path_buf(),
+                    section,
+                    offset,
+                    needed: bytes,
+                    available,
+                });
+            }
+            offset += bytes;
+            reader
+                .seek(SeekFrom::Start(offset))
+                .map_err(io_err(path, "seeking in"))?;
+            Ok(())
+        };
+        skip(reader, "verifying key", VK_FIXED_BYTES)?;
+        let mut section = |reader: &mut R, name: &'static str, point_bytes: u64| {
+            skip(reader, name, 4)?;
+            let mut len = [0u8; 4];
+            reader
+                .seek(SeekFrom::Current(-4))
+                .and_then(|_| reader.read_exact(&mut len))
+                .map_err(io_err(path, "reading"))?;
+            let count = u64::from(u32::from_be_bytes(len));
+            skip(reader, name, count * point_bytes)?;
+            Ok::<u64, ParamsError>(count)
+        };
+        let ic = section(reader, "ic", G1_BYTES)?;
+        let h = section(reader, "h", G1_BYTES)?;
+        let l = section(reader, "l", G1_BYTES)?;
+        let a = section(reader, "a", G1_BYTES)?;
+        let b_g1 = section(reader, "b_g1", G1_BYTES)?;
+        let b_g2 = section(reader, "b_g2", G2_BYTES)?;
+        let layout = ParamsLayout {
+            ic,
+            h,
+            l,
+            a,
+            b_g1,
+            b_g2,
+            file_len,
+        };
+        let end = layout.expected_len();
+        if end != file_len {
+            return Err(ParamsError::Malformed {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "{} trailing bytes after the b_g2 section",
+                    file_len.saturating_sub(end)
+                ),
+            });
+        }
+        if ic == 0 {
+            return Err(ParamsError::Malformed {
+                path: path.to_path_buf(),
+                reason: "the verifying key has no IC points (not even the ONE input)".into(),
+            });
+        }
+        if b_g1 != b_g2 {
+            return Err(ParamsError::Malformed {
+                path: path.to_path_buf(),
+                reason: format!("b_g1 has {b_g1} points but b_g2 has {b_g2}"),
+            });
+        }
+        Ok(layout)
+    }
+
+    /// The size a file with these counts has.
+    pub fn expected_len(&self) -> u64 {
+        VK_FIXED_BYTES
+            + 6 * 4
+            + (self.ic + self.h + self.l + self.a + self.b_g1) * G1_BYTES
+            + self.b_g2 * G2_BYTES
+    }
+
+    /// The evaluation-domain size the `h` query was made for (`h + 1`).
+    pub fn domain_size(&self) -> u64 {
+        self.h + 1
+    }
+
+    /// Checks these parameters can prove `kind` at `size`, whose shape is `shape`.
+    pub fn check_fits(
+        &self,
+        path: &Path,
+        kind: CircuitKind,
+        size: usize,
+        shape: &CircuitShape,
+    ) -> Result<(), ParamsError> {
+        let domain = self.domain_size();
+        if !domain.is_power_of_two() {
+            return Err(ParamsError::Malformed {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "h has {} points; a domain of {domain} is not a power of two",
+                    self.h
+                ),
+            });
+        }
+        if domain != shape.domain_size() as u64 {
+            return Err(ParamsError::DomainMismatch {
+                path: path.to_path_buf(),
+                kind,
+                size,
+                have_log2: domain.trailing_zeros(),
+                need_log2: shape.log2_domain(),
+            });
+        }
+        let mismatch = |what: String| ParamsError::ShapeMismatch {
+            path: path.to_path_buf(),
+            kind,
+            size,
+            what,
+        };
+        if self.ic != shape.num_inputs as u64 {
+            return Err(mismatch(format!(
+                "they have {} inputs, the circuit {}",
+                self.ic, shape.num_inputs
+            )));
+        }
+        if self.l != shape.num_aux as u64 {
+            return Err(mismatch(format!(
+                "they have {} private variables, the circuit {}",
+                self.l, shape.num_aux
+            )));
+        }
+        let variables = (shape.num_inputs + shape.num_aux) as u64;
+        if self.a > variables || self.b_g1 > variables {
+            return Err(mismatch(format!(
+                "their A/B queries have {}/{} points, more than the circuit's {variables} variables",
+                self.a, self.b_g1
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn malformed(path: &Path, err: io::Error) -> ParamsError {
+    ParamsError::Malformed {
+        path: path.to_path_buf(),
+        reason: err.to_string(),
+    }
+}
+
+/// Reads a parameter file fully into memory after checking its layout.
+/// `checked` also verifies every point is on the curve and in the subgroup
+/// (slow; needed for files of unknown origin). Returns the file's SHA-256.
+pub fn read_params(
+    path: &Path,
+    checked: bool,
+) -> Result<(Params, ParamsLayout, String), ParamsError> {
+    let layout = ParamsLayout::read(path)?;
+    let file = File::open(path).map_err(io_err(path, "opening"))?;
+    let mut reader = Hashing::new(BufReader::with_capacity(1 << 20, file));
+    let params = Params::read(&mut reader, checked).map_err(|e| malformed(path, e))?;
+    let (_, sha256, bytes) = reader.finish();
+    if bytes != layout.file_len {
+        return Err(ParamsError::Malformed {
+            path: path.to_path_buf(),
+            reason: format!(
+                "read {bytes} bytes but the file has {} (changed while reading?)",
+                layout.file_len
+            ),
+        });
+    }
+    Ok((params, layout, sha256))
+}
+
+/// Maps a parameter file after checking its layout; points are decoded when
+/// the prover asks for them.
+///
+/// The layout check makes bellperson's mmap reader safe from truncated or
+/// inconsistent files, as long as nobody rewrites the file in place between
+/// the check and the mapping (the store only ever replaces files by rename).
+pub fn read_mapped(
+    path: &Path,
+    checked: bool,
+) -> Result<(MappedParams, ParamsLayout), ParamsError> {
+    let layout = ParamsLayout::read(path)?;
+    let mapped = Params::build_mapped_parameters(path.to_path_buf(), checked)
+        .map_err(|e| malformed(path, e))?;
+    Ok((mapped, layout))
+}
+
+/// Writes parameters atomically in bellperson's format; returns SHA-256 and length.
+pub fn write_params(path: &Path, params: &Params) -> Result<(String, u64), ParamsError> {
+    let ((), sha256, bytes) = write_atomic(path, |w| params.write(w))?;
+    Ok((sha256, bytes))
+}

@@ -1,0 +1,69 @@
+//! `prover setup` as the library runs it: generate TEST-ONLY parameters into
+//! the parameter directory (or time the generator), printing what it did.
+//! Kept apart from the generator because it uses the store, which in turn
+//! uses the generator.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+
+use crate::circuit::CircuitKind;
+use crate::params::store::ParamStore;
+use crate::setup::{bench, TEST_ONLY_WARNING};
+
+/// What `prover setup` is asked to do (the binary's `cli::setup` parses it).
+#[derive(Debug, Clone)]
+pub struct SetupOptions {
+    pub circuit: CircuitKind,
+    /// Circuit size in constraints; required unless `bench`.
+    pub size: Option<usize>,
+    pub params_dir: PathBuf,
+    /// Seed of the TEST-ONLY toxic waste.
+    pub seed: u64,
+    /// Regenerate even when valid parameters are already cached.
+    pub force: bool,
+    /// Time this generator against bellperson's at `bench_sizes` instead.
+    pub bench: bool,
+    pub bench_sizes: Vec<usize>,
+}
+
+/// Runs `prover setup`.
+pub fn run(args: SetupOptions) -> anyhow::Result<()> {
+    if args.bench {
+        let rows = bench::bench_setup(args.circuit, &args.bench_sizes, args.seed)
+            .context("benchmarking parameter generation")?;
+        println!("{}", bench::render_table(&rows));
+        return Ok(());
+    }
+    let size = args.size.context("--size is required")?;
+    let kind = args.circuit;
+    let store = ParamStore::open(&args.params_dir)
+        .with_context(|| format!("opening parameter cache {}", args.params_dir.display()))?;
+    if !args.force {
+        if let Ok(meta) = store.verify(kind, size) {
+            println!(
+                "parameters for `{kind}` size {size} already cached in {} (sha256 {}); --force regenerates",
+                store.params_path(kind, size).display(),
+                meta.sha256
+            );
+            return Ok(());
+        }
+    }
+    let started = Instant::now();
+    // Refuses to replace a file the store did not generate (an imported or
+    // sidecar-less one), even with --force.
+    let (meta, _) = store
+        .generate_test(kind, size, args.seed)
+        .with_context(|| format!("generating parameters for `{kind}` size {size}"))?;
+    let generated = started.elapsed();
+    println!(
+        "wrote {} ({} bytes, domain 2^{}, sha256 {}) in {:.2}s\n{TEST_ONLY_WARNING}",
+        store.params_path(kind, size).display(),
+        meta.layout.file_len,
+        meta.shape.log2_domain(),
+        meta.sha256,
+        generated.as_secs_f64(),
+    );
+    Ok(())
+}

@@ -1,0 +1,34 @@
+//! What the prover reads from the operating system, each in one place:
+//! [`meminfo`] (`/proc/meminfo` and `/proc/<pid>/status`), [`cgroup`] (the
+//! memory limit of the process's cgroup), [`hostname`] and the wall clock
+//! ([`clock`]). The budget, the pool, the probe and the timing records all
+//! read through here, so a timing record and the probe name a host alike.
+
+pub mod cgroup;
+pub mod clock;
+pub mod meminfo;
+
+/// This host's name as the kernel knows it (`gethostname`, the UTS
+/// nodename); `unknown` if it cannot be read. Timing records and the health
+/// probe both carry it, and fleet reports join the two on it.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
+    // unless truncated, which the `position` below tolerates.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).trim().to_owned();
+    if rc != 0 || name.is_empty() {
+        return "unknown".into();
+    }
+    name
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    #[test]
+    fn hostname_is_the_kernels() {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(super::hostname(), kernel.trim());
+    }
+}
