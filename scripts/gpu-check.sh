@@ -77,7 +77,8 @@ echo "== NVRTC compile test"
 "$compile_bin" --test-threads=1 2>&1 | tee "$out/kernels_compile.txt" || status=1
 
 echo "== GPU tests (bit-exact up to 2^${PROVER_CUDA_MAX_LOG:-24})"
-PROVER_CUDA_MAX_LOG=${PROVER_CUDA_MAX_LOG:-24} PROVER_MSM_MAX_LOG=${PROVER_MSM_MAX_LOG:-24} \
+# TEST_REQUIRE=gpu: a GPU test that finds no device fails instead of skipping.
+TEST_REQUIRE=gpu PROVER_CUDA_MAX_LOG=${PROVER_CUDA_MAX_LOG:-24} PROVER_MSM_MAX_LOG=${PROVER_MSM_MAX_LOG:-24} \
     "$cuda_bin" --test-threads=1 --nocapture 2>&1 |
     tee "$out/cuda_tests.txt" || status=1
 if grep -q "GPU tests skipped" "$out/cuda_tests.txt"; then

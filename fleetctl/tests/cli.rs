@@ -8,14 +8,16 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Runs fleetctl; a run that hangs fails the test after 120 s.
 fn fleetctl(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fleetctl"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("FLEETCTL_STATE_DIR")
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("fleetctl runs")
+    fleet_testkit::output_within(
+        Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+            .args(args)
+            .current_dir(cwd)
+            .env_remove("FLEETCTL_STATE_DIR")
+            .env("RUST_LOG", "warn"),
+        std::time::Duration::from_secs(120),
+    )
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -340,4 +342,51 @@ fn malformed_experiment_exits_1_with_file_line_column_before_touching_a_host() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("exp-nope.json"), "{err}");
+}
+
+#[test]
+fn a_failed_canary_halts_the_rollout_with_exit_3_and_starts_no_other_host() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two hosts whose SSH port refuses connections: the canary (the first
+    // host, `rollout`'s canary 1 and max_fail 0) fails to connect.
+    let down = [
+        fleet_testkit::RefusingAddr::new().unwrap(),
+        fleet_testkit::RefusingAddr::new().unwrap(),
+    ];
+    let inv = dir.path().join("down.yaml");
+    std::fs::write(
+        &inv,
+        format!(
+            "vars:\n  transport: ssh\n  user: ops\n  install_dir: /data/prover\nhosts:\n  \
+             gpu-01: {{ address: 127.0.0.1, port: {} }}\n  gpu-02: {{ address: 127.0.0.1, port: {} }}\n",
+            down[0].addr().port(),
+            down[1].addr().port()
+        ),
+    )
+    .unwrap();
+    let o = fleetctl(
+        dir.path(),
+        &[
+            "rollout",
+            "-i",
+            inv.to_str().unwrap(),
+            "--binary",
+            env!("CARGO_BIN_EXE_fleetctl"),
+            "--plain",
+        ],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}\n{err}");
+    let row = |host: &str| {
+        out.lines()
+            .find(|l| l.contains(host))
+            .unwrap_or_else(|| panic!("no row for {host}:\n{out}"))
+            .to_string()
+    };
+    assert!(row("gpu-01").contains("UNREACHABLE"), "{out}");
+    assert!(row("gpu-02").contains("not started"), "{out}");
+    assert!(
+        out.contains("HALTED") && out.contains("not started: gpu-02"),
+        "{out}"
+    );
 }

@@ -1,6 +1,8 @@
 //! The lab fleet end to end: real namespaces, real sshd, real ssh. Needs
-//! root; without it every test prints why it skipped and passes.
+//! root; without it every test fails, or with `TEST_LEAVE_OUT=lab` records
+//! its skip (see `fleet-testkit`).
 
+use fleet_testkit::{have, have_lab, output_within, Need};
 use fleetctl::lab::{Lab, LabConfig, LabError, LabHost};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -10,14 +12,11 @@ use std::sync::mpsc;
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// Labs run in parallel, except the timing test, which runs alone.
-static SERIAL: RwLock<()> = RwLock::new(());
+/// The most a one-shot command of these tests (ip, ssh, fleetctl status) may take.
+const SHORT: Duration = Duration::from_secs(60);
 
-/// Root: the lab can be built; otherwise the test skips (or, where lab
-/// tests are required, fails).
-fn is_root() -> bool {
-    fleetctl::lab::tests_can_run().expect("lab tests are required here")
-}
+/// Labs run in parallel, except the timing test and the reaping test, which run alone.
+static SERIAL: RwLock<()> = RwLock::new(());
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).trim().to_string()
@@ -43,10 +42,7 @@ impl Footprint {
     }
 
     fn assert_gone(&self) {
-        let netns = Command::new("ip")
-            .args(["netns", "list"])
-            .output()
-            .expect("ip netns list");
+        let netns = output_within(Command::new("ip").args(["netns", "list"]), SHORT);
         let netns = text(&netns.stdout);
         for ns in &self.netns {
             assert!(
@@ -56,10 +52,7 @@ impl Footprint {
                 "{ns} left in:\n{netns}"
             );
         }
-        let links = Command::new("ip")
-            .args(["-o", "link", "show"])
-            .output()
-            .expect("ip link show");
+        let links = output_within(Command::new("ip").args(["-o", "link", "show"]), SHORT);
         let links = text(&links.stdout);
         assert!(
             !links.contains(&self.id),
@@ -90,7 +83,7 @@ fn ssh_ok(lab: &Lab, index: usize, command: &str) -> String {
 
 #[test]
 fn eight_hosts_over_real_ssh_each_with_its_own_pid_1_and_data_then_nothing_left() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -161,12 +154,13 @@ fn eight_hosts_over_real_ssh_each_with_its_own_pid_1_and_data_then_nothing_left(
     assert_eq!(ssh_ok(&lab, 2, "hostname"), "h03");
 
     // The human's way in: ssh -F <lab>/ssh_config h05.
-    let out = Command::new("ssh")
-        .arg("-F")
-        .arg(lab.ssh_config_path())
-        .args(["h05", "hostname"])
-        .output()
-        .expect("ssh -F");
+    let out = output_within(
+        Command::new("ssh")
+            .arg("-F")
+            .arg(lab.ssh_config_path())
+            .args(["h05", "hostname"]),
+        SHORT,
+    );
     assert_eq!(text(&out.stdout), "h05", "{}", text(&out.stderr));
 
     lab.teardown().expect("clean teardown");
@@ -175,7 +169,7 @@ fn eight_hosts_over_real_ssh_each_with_its_own_pid_1_and_data_then_nothing_left(
 
 #[test]
 fn kill_processes_crashes_what_runs_but_keeps_init_and_sshd() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -210,7 +204,7 @@ fn kill_processes_crashes_what_runs_but_keeps_init_and_sshd() {
 
 #[test]
 fn tiny_data_makes_writes_fail_with_enospc_and_keeps_what_is_there() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -251,7 +245,7 @@ fn tiny_data_makes_writes_fail_with_enospc_and_keeps_what_is_there() {
 
 #[test]
 fn netem_adds_delay_or_says_clearly_that_the_kernel_cannot() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -268,7 +262,8 @@ fn netem_adds_delay_or_says_clearly_that_the_kernel_cannot() {
             let err = lab.netem(0, 150, 0.0).expect_err("still unsupported");
             let msg = err.to_string();
             assert!(msg.contains("netem") && msg.contains("h01"), "{msg}");
-            eprintln!("SKIP netem: {msg}");
+            // Fails only when the run demands netem (TEST_REQUIRE=netem).
+            have(Need::Netem, false, &msg);
             return;
         }
         Err(e) => panic!("netem failed: {e}"),
@@ -287,7 +282,7 @@ fn netem_adds_delay_or_says_clearly_that_the_kernel_cannot() {
 
 #[test]
 fn a_panic_while_a_lab_is_up_still_tears_it_down() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -306,10 +301,13 @@ fn a_panic_while_a_lab_is_up_still_tears_it_down() {
 /// and checks that the next `Lab::start` removes the orphaned lab.
 #[test]
 fn the_next_start_reaps_a_lab_whose_owner_was_killed() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
-    let _shared = SERIAL.read();
+    // Alone: any other test's `Lab::start` reaps orphans too, and could take
+    // this one's before it is counted. (Cargo runs test binaries one at a
+    // time, so no other binary's labs start meanwhile.)
+    let _alone = SERIAL.write();
     let mut owner = Command::new(env!("CARGO_BIN_EXE_fleetctl"))
         .args(["lab", "up", "--hosts", "2", "--hold"])
         .stdin(Stdio::piped())
@@ -345,18 +343,13 @@ fn the_next_start_reaps_a_lab_whose_owner_was_killed() {
         .expect("lab id")
         .to_string_lossy()
         .to_string();
-    let netns: Vec<String> = text(
-        &Command::new("ip")
-            .args(["netns", "list"])
-            .output()
-            .expect("ip")
-            .stdout,
-    )
-    .lines()
-    .filter_map(|l| l.split_whitespace().next())
-    .filter(|ns| ns.contains(&id))
-    .map(str::to_string)
-    .collect();
+    let netns: Vec<String> =
+        text(&output_within(Command::new("ip").args(["netns", "list"]), SHORT).stdout)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|ns| ns.contains(&id))
+            .map(str::to_string)
+            .collect();
     assert_eq!(
         netns.len(),
         2,
@@ -377,7 +370,7 @@ fn the_next_start_reaps_a_lab_whose_owner_was_killed() {
 
 #[test]
 fn thirty_two_hosts_start_and_stop() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _alone = SERIAL.write();
@@ -402,7 +395,7 @@ fn thirty_two_hosts_start_and_stop() {
 /// through it, many commands at once. Also: starting a lab from async code.
 #[test]
 fn fleetctl_reaches_the_lab_through_its_inventory_and_transport() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -463,7 +456,7 @@ fn fleetctl_reaches_the_lab_through_its_inventory_and_transport() {
 /// returns the error and leaves nothing behind.
 #[test]
 fn a_failed_start_reports_the_host_and_cleans_up_what_it_built() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -499,13 +492,14 @@ fn master_sockets(runtime: &Path) -> BTreeSet<PathBuf> {
 }
 
 fn status_json(runtime: &Path, inv: &Path, extra: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_fleetctl"))
-        .args(["status", "--json", "--deadline", "5s", "-i"])
-        .arg(inv)
-        .args(extra)
-        .env("XDG_RUNTIME_DIR", runtime)
-        .output()
-        .expect("fleetctl runs");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+            .args(["status", "--json", "--deadline", "5s", "-i"])
+            .arg(inv)
+            .args(extra)
+            .env("XDG_RUNTIME_DIR", runtime),
+        SHORT,
+    );
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "status printed no JSON ({e}):\n{}\n{}",
@@ -526,7 +520,7 @@ fn reachable(rows: &serde_json::Value, host: &str) -> bool {
 
 #[test]
 fn ssh_masters_outlive_a_run_are_reused_and_go_with_the_host() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -589,11 +583,12 @@ fn row<'a>(rows: &'a serde_json::Value, host: &str) -> &'a serde_json::Value {
 /// A fresh ed25519 public key, as `type base64` (no comment).
 fn fresh_host_key(dir: &Path) -> String {
     let key = dir.join("other_host_key");
-    let out = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
-        .arg(&key)
-        .output()
-        .expect("ssh-keygen runs");
+    let out = output_within(
+        Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
+            .arg(&key),
+        SHORT,
+    );
     assert!(out.status.success(), "ssh-keygen: {}", text(&out.stderr));
     let public = std::fs::read_to_string(key.with_extension("pub")).expect("public key");
     public
@@ -610,7 +605,7 @@ fn fresh_host_key(dir: &Path) -> String {
 /// the old line is back, h01 answers again.
 #[test]
 fn a_kept_master_is_dropped_when_known_hosts_pins_another_key() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -684,7 +679,7 @@ fn fleetctl_in(cwd: &Path, runtime: &Path, args: &[&str]) -> (Option<i32>, Strin
 /// one, and takes over the lock a killed process of this run left on h02.
 #[test]
 fn a_resume_continues_its_own_run_on_the_lab_as_the_halted_line_says() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();
@@ -839,7 +834,7 @@ fn a_resume_continues_its_own_run_on_the_lab_as_the_halted_line_says() {
 /// gone; the resume takes them over, says so, finishes, and gives them back.
 #[test]
 fn a_sigkilled_run_is_resumed_taking_over_its_own_locks() {
-    if !is_root() {
+    if !have_lab() {
         return;
     }
     let _shared = SERIAL.read();

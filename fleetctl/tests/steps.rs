@@ -120,13 +120,18 @@ fn stand_in() -> &'static Path {
             PathBuf::from("rustc")
         };
         let out = dir.join("stand_in");
-        let status = std::process::Command::new(rustc)
-            .args(["--edition", "2021", "-O", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .status()
-            .unwrap();
-        assert!(status.success(), "compiling the stand-in prover failed");
+        let built = fleet_testkit::output_within(
+            std::process::Command::new(rustc)
+                .args(["--edition", "2021", "-O", "-o"])
+                .arg(&out)
+                .arg(&src),
+            Duration::from_secs(300),
+        );
+        assert!(
+            built.status.success(),
+            "compiling the stand-in prover failed: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
         out
     })
 }
@@ -145,9 +150,10 @@ fn release(dir: &Path, build: &str, mode: &str, pad: usize) -> Release {
 }
 
 /// A lab of one host plus its resolved inventory entry; `None` (test
-/// skipped) when not root, unless lab tests are required here.
+/// skipped, recorded) when not root and the run leaves the lab out.
+#[track_caller]
 fn lab(data_size: Option<u64>) -> Option<(Lab, Host)> {
-    if !fleetctl::lab::tests_can_run().expect("lab tests are required here") {
+    if !fleet_testkit::have_lab() {
         return None;
     }
     let mut config = LabConfig::new(1);
@@ -624,6 +630,88 @@ fn drain_sigkills_a_daemon_that_ignores_sigterm() {
 }
 
 #[test]
+fn drain_never_signals_a_recycled_pid_of_another_program() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "recycled", "normal", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        // The daemon died and its pid now belongs to another program.
+        let other = sh(&t, "nohup sleep 300 >/dev/null 2>&1 </dev/null & echo $!").await;
+        sh(
+            &t,
+            &format!("mkdir -p /data/prover/run && echo {other} > /data/prover/run/prover.pid"),
+        )
+        .await;
+        let out = ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+        assert!(
+            matches!(&out, StepOutcome::Skipped { reason } if reason.contains(&format!("pid {other}")) && reason.contains("not a prover")),
+            "{out:?}"
+        );
+        assert_eq!(
+            sh(
+                &t,
+                &format!("grep '^State' /proc/{other}/status || echo gone")
+            )
+            .await,
+            "State:\tS (sleeping)",
+            "the other program was not signalled"
+        );
+        sh(&t, &format!("kill {other}")).await;
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
+fn wait_release_waits_while_the_drained_daemon_is_a_zombie() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "zombie", "normal", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+        // A child that exits under a parent that never reaps it: the child
+        // waits on a FIFO until its parent has become `sleep` (exec), then
+        // the test lets it exit; every wait is on an event, bounded.
+        let zombie = t
+            .run_script(
+                "cd /data && rm -f zfifo zchild zparent && mkfifo zfifo && \
+                 (sh -c 'read x < zfifo & echo $! > zchild; echo $$ > zparent; exec sleep 300' >/dev/null 2>&1 </dev/null &); \
+                 for i in $(seq 600); do [ -s zparent ] && [ \"$(cat /proc/$(cat zparent)/comm 2>/dev/null)\" = sleep ] && break; sleep 0.05; done; \
+                 echo go > zfifo; \
+                 for i in $(seq 600); do grep -q '^State:.Z' /proc/$(cat zchild)/status 2>/dev/null && break; sleep 0.05; done; \
+                 if grep -q '^State:.Z' /proc/$(cat zchild)/status; then cat zchild; \
+                 else echo \"child $(cat zchild):\"; ps -eo pid,ppid,stat,args; fi",
+                Duration::from_secs(90),
+            )
+            .await
+            .unwrap()
+            .stdout_text();
+        assert!(zombie.parse::<u32>().is_ok(), "no zombie: {zombie:?}");
+        ctx.state.drained.as_mut().unwrap().pid = zombie.parse().unwrap();
+        let params = WaitReleaseParams {
+            timeout: Duration::from_secs(1),
+            ..Default::default()
+        };
+        let msg = fails(StepSpec::WaitRelease(params), &mut ctx).await;
+        assert!(
+            msg.contains(&format!("pid {zombie} still in /proc (state Z")),
+            "a zombie still holds its pinned pages: {msg}"
+        );
+        t.close().await.unwrap();
+    });
+}
+
+#[test]
 fn wait_release_deadline_fails_with_numbers_and_nothing_is_started() {
     let Some((_lab, host)) = lab(None) else {
         return;
@@ -871,15 +959,25 @@ fn ssh_commands_are_quoted_deadlined_and_share_one_connection() {
 }
 
 /// The real `prover` built in this workspace (`cargo build -p prover`), if any.
-fn real_prover() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_owned();
+/// The workspace's debug prover; fails with the fix when it was not built
+/// (cargo builds only this package's binaries for its tests).
+fn real_prover() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the fleetctl crate lives in the workspace")
+        .to_owned();
     let target = match std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
         Some(t) if t.is_absolute() => t,
         Some(t) => root.join(t),
         None => root.join("target"),
     };
     let bin = target.join("debug/prover");
-    bin.is_file().then_some(bin)
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build -p prover` first",
+        bin.display()
+    );
+    bin
 }
 
 /// Small CPU-only daemon config: mlock pool (so the drain's memory shows in
@@ -903,18 +1001,10 @@ devices = []
 
 #[test]
 fn real_prover_rolls_out_smokes_drains_and_rolls_back() {
-    let Some(prover) = real_prover() else {
-        let why = "target/debug/prover not built (cargo build -p prover)";
-        assert!(
-            !fleetctl::lab::tests_required(),
-            "lab tests are required here: {why}"
-        );
-        eprintln!("skipping: {why}");
-        return;
-    };
     let Some((_lab, host)) = lab(None) else {
         return;
     };
+    let prover = real_prover();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("prover.toml");
     std::fs::write(&config, REAL_CONFIG).unwrap();
@@ -993,12 +1083,17 @@ fn real_prover_rolls_out_smokes_drains_and_rolls_back() {
 
 fn keygen(dir: &Path, name: &str) -> PathBuf {
     let key = dir.join(name);
-    let status = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-        .arg(&key)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let out = fleet_testkit::output_within(
+        std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+            .arg(&key),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     key
 }
 

@@ -434,20 +434,32 @@ mod tests {
 
     #[test]
     fn timer_adds_phases_backend_times_and_total() {
-        let mut t = PartitionTimer::new(tag(), 1, 2, Instant::now());
+        // Started 50 ms ago: the total is wall time since then, not a sum of phases.
+        let started = Instant::now()
+            .checked_sub(std::time::Duration::from_millis(50))
+            .expect("a clock 50 ms past its origin");
+        let mut t = PartitionTimer::new(tag(), 1, 2, started);
         t.add(Phase::Synthesis, 2.0);
         t.add(Phase::Synthesis, 1.0);
         let mut bt = BackendTimes::default();
         bt.add(Phase::MsmH, 4.0);
         bt.h2d_bytes = 96;
         t.merge_backend(&bt);
-        let v = t.measure(Phase::Assembly, || 5);
+        let v = t.measure(Phase::Assembly, || {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            5
+        });
         assert_eq!(v, 5);
         let rec = t.finish(8, BackendKind::Cpu, None, true, None);
         assert_eq!(rec.phases_ms[&Phase::Synthesis], 3.0);
         assert_eq!(rec.phases_ms[&Phase::MsmH], 4.0);
-        assert!(rec.phases_ms.contains_key(&Phase::Assembly));
-        assert!(rec.phases_ms[&Phase::Total] >= 0.0);
+        assert!(
+            rec.phases_ms[&Phase::Assembly] >= 5.0,
+            "{:?}",
+            rec.phases_ms
+        );
+        let total = rec.phases_ms[&Phase::Total];
+        assert!((55.0..60_000.0).contains(&total), "total {total} ms");
         assert_eq!(rec.h2d_bytes, 96);
         assert_eq!(rec.partition, 1);
         assert!(rec.to_string().starts_with("GPU_TIMING job=j"));

@@ -25,8 +25,10 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use std::sync::{Arc, OnceLock};
 
-/// The device-0 backend, shared by the tests of this binary; `None`, with a
-/// message, on a host without a usable GPU.
+/// The device-0 backend, shared by the tests of this binary; `None` on a
+/// host without a usable GPU, the calling test's skip recorded (counted by
+/// the test script; a run with `TEST_REQUIRE=gpu` fails instead).
+#[track_caller]
 fn gpu() -> Option<&'static CudaBackend> {
     static BACKEND: OnceLock<Option<CudaBackend>> = OnceLock::new();
     let b = BACKEND.get_or_init(|| {
@@ -42,6 +44,13 @@ fn gpu() -> Option<&'static CudaBackend> {
             Err(e) => panic!("a CUDA device is present but the backend failed to start: {e}"),
         }
     });
+    if b.is_none() {
+        fleet_testkit::have(
+            fleet_testkit::Need::Gpu,
+            false,
+            "no CUDA device or no libnvrtc",
+        );
+    }
     b.as_ref()
 }
 

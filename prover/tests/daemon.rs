@@ -1,6 +1,9 @@
-//! End-to-end tests of the daemon: the real `prover` binary started on a free
-//! loopback port in a temporary install dir, driven over HTTP.
+//! End-to-end tests of the daemon: the real `prover` binary started on
+//! loopback port 0 in a temporary install dir (it records the port it bound
+//! beside its pid file, where the client subcommands find it too), driven
+//! over HTTP.
 
+use fleet_testkit::output_within;
 use fleet_wire::api::{JobState, JobStatus, Ready, Status, SubmitResponse};
 use fleet_wire::timing::{TimelineKind, TimingLine};
 use prover::backend::cpu::CpuBackend;
@@ -18,6 +21,8 @@ use std::time::{Duration, Instant};
 
 const TOKEN: &str = "test-token";
 const SIZE: u64 = 1024;
+/// The most a one-shot `prover` command of these tests may take.
+const COMMAND_LIMIT: Duration = Duration::from_secs(120);
 
 /// A daemon process in its own temporary install dir; killed and cleaned up on drop.
 struct Daemon {
@@ -27,16 +32,11 @@ struct Daemon {
     http: Client,
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
-
 /// The test defaults (CPU backend, 1 GiB budget, chain/1024 preloaded) with
 /// `extra` TOML merged over them, table by table.
-fn config_text(port: u16, extra: &str) -> String {
+fn config_text(extra: &str) -> String {
     let base = format!(
-        "listen = \"127.0.0.1:{port}\"\napi_token = \"{TOKEN}\"\ndrain_timeout = \"60s\"\ntest_params = true\n\
+        "listen = \"127.0.0.1:0\"\napi_token = \"{TOKEN}\"\ndrain_timeout = \"60s\"\ntest_params = true\n\
          [gpu]\ndevices = []\n[memory]\nbudget = \"1GiB\"\n[[preload]]\ncircuit = \"chain\"\nsize = {SIZE}\n"
     );
     fn merge(into: &mut toml::Table, from: toml::Table) {
@@ -62,17 +62,16 @@ impl Daemon {
         d
     }
 
-    /// Starts a daemon without waiting for readiness; with `stderr_to_log`
-    /// its stderr is appended to the log file, as fleetctl starts it.
+    /// Starts a daemon without waiting for readiness, only until it has
+    /// bound its port; with `stderr_to_log` its stderr is appended to the log
+    /// file, as fleetctl starts it.
     fn spawn_only(extra: &str, stderr_to_log: bool) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
-        std::fs::write(dir.path().join("prover.toml"), config_text(port, extra))
-            .expect("write config");
+        std::fs::write(dir.path().join("prover.toml"), config_text(extra)).expect("write config");
         let mut d = Daemon {
             dir,
             child: None,
-            port,
+            port: 0,
             http: Client::builder()
                 .timeout(Duration::from_secs(120))
                 .build()
@@ -89,15 +88,44 @@ impl Daemon {
             cmd.stderr(log);
         }
         d.child = Some(cmd.spawn().expect("spawn prover daemon"));
+        d.port = d.wait_listening(Duration::from_secs(60));
         d
     }
 
+    /// The port the daemon recorded beside its pid file once it bound
+    /// `listen` (port 0 here, so no other process can take the port between
+    /// the test choosing it and the daemon binding it).
+    fn wait_listening(&mut self, timeout: Duration) -> u16 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(addr) = prover::daemon::pidfile::read_listen(&self.path("run/prover.pid")) {
+                return addr.port();
+            }
+            if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!("daemon exited before listening: {st}\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "daemon not listening within {timeout:?}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The daemon's command; its stdout goes to `daemon.stdout` (the daemon
+    /// must write nothing there).
     fn command(&self) -> Command {
+        let stdout = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path("daemon.stdout"))
+            .expect("stdout file");
         let mut c = Command::new(env!("CARGO_BIN_EXE_prover"));
         c.args(["daemon", "--config", "prover.toml"])
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(Stdio::null());
         c
     }
@@ -303,23 +331,24 @@ fn proofs_over_http_are_verified_and_byte_identical_to_the_library() {
     );
 
     // The client subcommands read address and token from the config.
-    let out = Command::new(env!("CARGO_BIN_EXE_prover"))
-        .args([
-            "client",
-            "submit",
-            "--config",
-            "prover.toml",
-            "--size",
-            "1024",
-            "--seed",
-            "7",
-            "--rs-seed",
-            "11",
-            "--wait",
-        ])
-        .current_dir(d.dir.path())
-        .output()
-        .expect("client submit");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args([
+                "client",
+                "submit",
+                "--config",
+                "prover.toml",
+                "--size",
+                "1024",
+                "--seed",
+                "7",
+                "--rs-seed",
+                "11",
+                "--wait",
+            ])
+            .current_dir(d.dir.path()),
+        COMMAND_LIMIT,
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -330,19 +359,21 @@ fn proofs_over_http_are_verified_and_byte_identical_to_the_library() {
         job.result.expect("result").proofs[0].proof,
         result.proofs[0].proof
     );
-    let ready = Command::new(env!("CARGO_BIN_EXE_prover"))
-        .args(["client", "ready", "--config", "prover.toml"])
-        .current_dir(d.dir.path())
-        .output()
-        .expect("client ready");
+    let ready = output_within(
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(["client", "ready", "--config", "prover.toml"])
+            .current_dir(d.dir.path()),
+        COMMAND_LIMIT,
+    );
     assert!(ready.status.success());
 
     // The health probe sees this daemon.
-    let out = Command::new(env!("CARGO_BIN_EXE_prover"))
-        .args(["health", "--config", "prover.toml"])
-        .current_dir(d.dir.path())
-        .output()
-        .expect("health");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(["health", "--config", "prover.toml"])
+            .current_dir(d.dir.path()),
+        COMMAND_LIMIT,
+    );
     assert!(out.status.success());
     let probe =
         fleet_wire::health::Probe::parse(&String::from_utf8_lossy(&out.stdout)).expect("probe");
@@ -504,6 +535,10 @@ fn sigterm_mid_job_finishes_the_job_and_exits_zero() {
     let st = d.wait_exit(Duration::from_secs(60));
     assert_eq!(st.code(), Some(0), "{}", d.log());
     assert!(!d.path("run/prover.pid").exists(), "pid file removed");
+    assert!(
+        !d.path("run/prover.pid.addr").exists(),
+        "bound address removed"
+    );
     let log = d.log();
     let order = [
         "starting",
@@ -512,6 +547,7 @@ fn sigterm_mid_job_finishes_the_job_and_exits_zero() {
         "ready",
         "draining",
         "drained",
+        "pinned pool released",
         "exiting",
     ];
     let mut at = 0;
@@ -543,11 +579,7 @@ fn sigterm_mid_job_finishes_the_job_and_exits_zero() {
 #[test]
 fn a_second_daemon_on_the_same_pid_file_is_refused() {
     let d = Daemon::start("");
-    let out = d
-        .command()
-        .stderr(Stdio::piped())
-        .output()
-        .expect("second daemon");
+    let out = output_within(&mut d.command(), COMMAND_LIMIT);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("pid {}", d.pid())), "{err}");
@@ -600,14 +632,18 @@ fn an_exhausted_budget_makes_partitions_wait_then_complete() {
     assert!(st.budget.total_bytes == 1 << 20);
 }
 
+/// The daemon's stderr for a config it must refuse; a regression that
+/// accepts the config fails at the deadline (and the daemon is killed)
+/// instead of serving on the default port until CI times out.
 fn daemon_config_error(text: &str) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("prover.toml"), text).expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_prover"))
-        .args(["daemon", "--config", "prover.toml"])
-        .current_dir(dir.path())
-        .output()
-        .expect("run daemon");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(["daemon", "--config", "prover.toml"])
+            .current_dir(dir.path()),
+        Duration::from_secs(30),
+    );
     assert_eq!(out.status.code(), Some(1));
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -727,12 +763,23 @@ fn readyz_is_503_with_the_step_until_preload_finishes() {
         "{:?}",
         first.1
     );
-    // Submissions wait for readiness too.
+    // Submissions wait for readiness too: one made while /readyz still says
+    // 503 both before and after it is refused with 503. (Whether start-up is
+    // still under way by then is up to the host's speed; the rule is not.)
     let (code, v) = d.submit(json!({"circuit": "chain", "size": SIZE}));
-    assert!(
-        code == StatusCode::SERVICE_UNAVAILABLE || code == StatusCode::ACCEPTED,
-        "{code} {v}"
-    );
+    let after = d.get("/readyz").send().expect("readyz").status();
+    if after == StatusCode::SERVICE_UNAVAILABLE {
+        assert_eq!(
+            (code, v["error"].as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, Some("not_ready")),
+            "{v}"
+        );
+    } else {
+        assert!(
+            code == StatusCode::SERVICE_UNAVAILABLE || code == StatusCode::ACCEPTED,
+            "{code} {v}"
+        );
+    }
     d.wait_ready(Duration::from_secs(120));
     assert_eq!(d.status().state, fleet_wire::api::DaemonState::Ready);
 }
@@ -740,7 +787,9 @@ fn readyz_is_503_with_the_step_until_preload_finishes() {
 #[test]
 fn cancelling_a_running_job_skips_its_remaining_partitions() {
     let d = Daemon::start("");
-    let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 16}));
+    // The most partitions a job may have: far more than can finish before
+    // the cancel arrives.
+    let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 1024}));
     let (code, v) = d.send(
         d.http
             .delete(d.url(&format!("/v1/jobs/{id}")))
@@ -753,7 +802,7 @@ fn cancelling_a_running_job_skips_its_remaining_partitions() {
     );
     let job = d.wait_job(&id);
     assert_eq!(job.state, JobState::Cancelled);
-    assert!(job.partitions_done < 16, "{job:?}");
+    assert!(job.partitions_done < 1024, "{job:?}");
     // The daemon goes on proving.
     let next = d.submit_ok(json!({"circuit": "chain", "size": SIZE}));
     assert_eq!(d.wait_job(&next).state, JobState::Done);
@@ -781,6 +830,31 @@ fn stderr_appended_to_the_log_file_writes_each_line_once() {
         assert_eq!(n, 1, "{line:?} appears {n} times:\n{log}");
     }
     assert!(!log.contains('\u{1b}'), "no colour codes in a file");
+    let stdout = std::fs::read(d.path("daemon.stdout")).expect("stdout file");
+    assert!(stdout.is_empty(), "the daemon wrote to stdout: {stdout:?}");
+}
+
+#[test]
+fn json_log_format_writes_one_json_object_per_line() {
+    let mut d = Daemon::start("[log]\nformat = \"json\"\n");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)).code(), Some(0));
+    let log = d.log();
+    let messages: Vec<String> = log
+        .lines()
+        .map(|l| {
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}"));
+            v["fields"]["message"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no fields.message: {l}"))
+                .to_string()
+        })
+        .collect();
+    for line in ["starting", "ready", "drained", "exiting"] {
+        assert!(messages.iter().any(|m| m == line), "{line:?} in\n{log}");
+    }
+    assert!(std::fs::read(d.path("daemon.stdout")).unwrap().is_empty());
 }
 
 fn wait_running(d: &Daemon, id: &str) {
@@ -795,11 +869,19 @@ fn wait_running(d: &Daemon, id: &str) {
     }
 }
 
+/// A job of the most partitions a job may have: with one started, a drain
+/// waits for all of them, far longer than any step of these tests, so the
+/// daemon stays draining until the test ends it (second signal, timeout).
+fn submit_a_long_job(d: &Daemon) -> String {
+    let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 1024}));
+    wait_running(d, &id);
+    id
+}
+
 #[test]
 fn drain_timeout_or_a_second_sigterm_aborts_with_exit_5() {
     let mut d = Daemon::start("drain_timeout = \"300ms\"\n");
-    let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 16}));
-    wait_running(&d, &id);
+    submit_a_long_job(&d);
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(Duration::from_secs(60)).code(), Some(5));
     assert!(
@@ -810,10 +892,47 @@ fn drain_timeout_or_a_second_sigterm_aborts_with_exit_5() {
     assert!(!d.path("run/prover.pid").exists());
 
     let mut d = Daemon::start("");
-    let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 16}));
-    wait_running(&d, &id);
+    submit_a_long_job(&d);
+    // Queued behind the long job: none of its partitions started.
+    let queued = d.submit_ok(json!({"circuit": "chain", "size": SIZE}));
+    let (_, v) = d.send(d.get(&format!("/v1/jobs/{queued}")));
+    assert_eq!(v["state"], "queued", "{v}");
     d.signal(libc::SIGTERM);
-    std::thread::sleep(Duration::from_millis(100));
+    // Draining, held there by the long job: /readyz is 503 `draining`, `client
+    // ready` exits 4, a submission is refused with 503.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, v) = d.send(d.get("/readyz"));
+        if code == StatusCode::SERVICE_UNAVAILABLE {
+            assert_eq!(v["reason"].as_str(), Some("draining"), "{v}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/readyz stayed {code} after SIGTERM: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let ready = output_within(
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(["client", "ready", "--config", "prover.toml"])
+            .current_dir(d.dir.path()),
+        COMMAND_LIMIT,
+    );
+    assert_eq!(ready.status.code(), Some(4), "client ready while draining");
+    // The drain cancelled the job none of whose partitions had started.
+    let (_, v) = d.send(d.get(&format!("/v1/jobs/{queued}")));
+    assert_eq!(v["state"], "cancelled", "{v}");
+    assert!(
+        v["error"].as_str().unwrap_or_default().contains("draining"),
+        "{v}"
+    );
+    let (code, v) = d.submit(json!({"circuit": "chain", "size": SIZE}));
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("draining")),
+        "{v}"
+    );
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(Duration::from_secs(60)).code(), Some(5));
     assert!(
@@ -838,22 +957,10 @@ fn after_an_aborted_drain_exiting_is_the_last_log_line(d: &Daemon) {
 
 /// Runs the real `prover` binary with `args`, killed after 120 s.
 fn prover_cli(args: &[&str]) -> (Option<i32>, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_prover"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning prover");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("prover {args:?} ran past 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().expect("output");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_prover")).args(args),
+        COMMAND_LIMIT,
+    );
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -924,4 +1031,15 @@ fn prove_takes_the_power_syntax_prints_public_inputs_and_verify_exits_3_on_a_bad
     // Truncated.
     let (code, _, err) = verify(&proof[..proof.len() - 2]);
     assert_eq!(code, Some(3), "a truncated proof must exit 3:\n{err}");
+}
+
+#[test]
+fn a_bad_command_line_exits_2_naming_the_problem() {
+    let (code, _, err) = prover_cli(&["prove", "--size", "banana"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--size") && err.contains("banana"), "{err}");
+    let (code, _, err) = prover_cli(&["frobnicate"]);
+    assert_eq!(code, Some(2), "{err}");
+    let (code, _, err) = prover_cli(&["client", "ready"]);
+    assert_eq!(code, Some(2), "--config is required: {err}");
 }

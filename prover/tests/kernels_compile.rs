@@ -2,13 +2,23 @@
 //! with no GPU: a kernel that does not compile, or compiles with warnings,
 //! fails CI before it reaches a GPU host.
 
+use fleet_testkit::Need;
 use prover::backend::cuda::kernels::{self, CompileError, KERNEL_TREE, UNITS};
 
 /// Architecture the fleet's H200s report (compute capability 9.0).
 const ARCH: &str = "sm_90";
 
-fn nvrtc_skipped() -> bool {
-    std::env::var("PROVER_SKIP_NVRTC").is_ok_and(|v| v == "1")
+/// Whether NVRTC can be loaded; when not, the test fails, or records its skip
+/// when the run leaves NVRTC out (`TEST_LEAVE_OUT=nvrtc`).
+#[track_caller]
+fn have_nvrtc() -> bool {
+    fleet_testkit::have(
+        Need::Nvrtc,
+        kernels::nvrtc_available(),
+        "libnvrtc.so.13 cannot be loaded, so the CUDA kernels cannot be checked. Install it \
+         with `pip install 'nvidia-cuda-nvrtc==13.0.*'` and run with \
+         LD_LIBRARY_PATH=$(scripts/nvrtc-libdir.sh)",
+    )
 }
 
 /// The kernel files of the tree this binary was built from (listed at build
@@ -41,16 +51,8 @@ fn every_kernel_file_belongs_to_a_unit() {
 
 #[test]
 fn every_unit_compiles_for_sm_90_without_warnings() {
-    if nvrtc_skipped() {
-        eprintln!("PROVER_SKIP_NVRTC=1: NVRTC compile check skipped");
+    if !have_nvrtc() {
         return;
-    }
-    if !kernels::nvrtc_available() {
-        panic!(
-            "libnvrtc.so.13 cannot be loaded, so the CUDA kernels cannot be checked. Install it \
-             with `pip install 'nvidia-cuda-nvrtc==13.0.*'` and run with \
-             LD_LIBRARY_PATH=$(scripts/nvrtc-libdir.sh), or set PROVER_SKIP_NVRTC=1 to skip"
-        );
     }
     let mut failures = Vec::new();
     for unit in UNITS {
@@ -78,10 +80,7 @@ fn every_unit_compiles_for_sm_90_without_warnings() {
 
 #[test]
 fn compile_reports_errors_with_the_file_name() {
-    if nvrtc_skipped() || !kernels::nvrtc_available() {
-        eprintln!(
-            "libnvrtc not loadable: error-reporting check skipped (the test above fails instead)"
-        );
+    if !have_nvrtc() {
         return;
     }
     const BROKEN: kernels::KernelUnit = kernels::KernelUnit {

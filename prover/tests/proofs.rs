@@ -157,9 +157,12 @@ fn cpu_proofs_are_byte_identical_to_bellperson_and_verify() {
 
 #[test]
 fn cuda_proofs_are_byte_identical_to_bellperson_and_verify() {
-    // Runs only where a CUDA device and NVRTC are usable.
-    if !prover::backend::cuda::cuda_available() {
-        eprintln!("no CUDA device: skipped");
+    // Runs only where a CUDA device and NVRTC are usable; the skip is counted.
+    if !fleet_testkit::have(
+        fleet_testkit::Need::Gpu,
+        prover::backend::cuda::cuda_available(),
+        "no CUDA device or no libnvrtc",
+    ) {
         return;
     }
     let backend = prover::backend::cuda::CudaBackend::new(0).expect("CUDA device 0");

@@ -1,6 +1,6 @@
 //! Shared helpers for the end-to-end tests in `tests/tests/`: where the built
-//! binaries are, running `fleetctl` as a subprocess, and the root check the
-//! lab fleet needs.
+//! binaries are and running `fleetctl` as a subprocess (the root check the
+//! lab fleet needs is `fleet_testkit::have_lab`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -32,12 +32,6 @@ pub fn prover() -> PathBuf {
         .unwrap_or_else(|| binary("prover"))
 }
 
-/// Whether the lab can be built (root); prints the skip reason otherwise,
-/// and fails instead where lab tests are required (CI).
-pub fn is_root() -> bool {
-    fleetctl::lab::tests_can_run().expect("lab tests are required here")
-}
-
 /// One finished command with its outputs as text.
 pub struct Run {
     pub code: Option<i32>,
@@ -64,50 +58,60 @@ impl Run {
 
 /// Runs the workspace `fleetctl` in `cwd`.
 pub fn fleetctl(cwd: &Path, args: &[&str]) -> Run {
-    let out = Command::new(binary("fleetctl"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("fleetctl runs");
+    let out = fleet_testkit::output_within(
+        Command::new(binary("fleetctl")).args(args).current_dir(cwd),
+        FLEETCTL_LIMIT,
+    );
     Run::from(out)
 }
 
 /// An HTML page rendered by headless Chromium: the screenshot's pixels (RGB
-/// or RGBA, row by row) and the samples per pixel. `None`, saying so, when
-/// no Chromium is on PATH (scripts/test.sh installs it).
+/// or RGBA, row by row) and the samples per pixel. Without Chromium the
+/// test fails, or, when the run leaves Chromium out, records its skip and
+/// gets `None`.
 pub fn screenshot(html: &Path, dir: &Path, name: &str) -> Option<(Vec<u8>, usize)> {
+    let on_path = |name: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(name).is_file()))
+    };
+    let limit = std::time::Duration::from_secs(60);
     let chromium = ["chromium", "chromium-browser", "google-chrome"]
         .iter()
         .find(|c| {
-            Command::new(c)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
+            on_path(c)
+                && fleet_testkit::output_within(Command::new(c).arg("--version"), limit)
+                    .status
+                    .success()
         });
     let Some(chromium) = chromium else {
-        eprintln!("SKIP screenshot: no chromium on PATH (scripts/test.sh installs it)");
+        fleet_testkit::have(
+            fleet_testkit::Need::Chromium,
+            false,
+            "no chromium, chromium-browser or google-chrome on PATH (scripts/test.sh installs it)",
+        );
         return None;
     };
     let shot = dir.join(format!("{name}.png"));
     let profile = dir.join(format!("{name}-chromium-profile"));
-    let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1000,1600",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .expect("chromium runs");
+    let out = fleet_testkit::output_within(
+        Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+                "--window-size=1000,1600",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg(format!("file://{}", html.display())),
+        std::time::Duration::from_secs(120),
+    );
     assert!(
         shot.is_file(),
         "no screenshot: {}",
@@ -134,6 +138,10 @@ pub fn pixels_of(shot: &(Vec<u8>, usize), rgb: [u8; 3], tolerance: u8) -> usize 
         })
         .count()
 }
+
+/// The most one `fleetctl` command of these tests may take (a rollout of
+/// eight lab hosts takes well under a minute).
+pub const FLEETCTL_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The daemon config shipped to lab hosts: small budget, a tiny preload.
 pub const LAB_DAEMON_CONFIG: &str = r#"

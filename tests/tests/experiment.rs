@@ -12,22 +12,21 @@
 //!
 //! Needs `target/debug/{fleetctl,prover}` (`cargo build --workspace --bins`).
 
-use fleet_tests::{
-    bin_dir, binary, is_root, pixels_of, prover, screenshot, Run, LAB_DAEMON_CONFIG,
-};
+use fleet_tests::{bin_dir, binary, pixels_of, prover, screenshot, Run, LAB_DAEMON_CONFIG};
 use fleetctl::lab::Lab;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 fn fleetctl(cwd: &Path, args: &[&str]) -> Run {
-    let out = Command::new(binary("fleetctl"))
-        .args(args)
-        .arg("--plain")
-        .current_dir(cwd)
-        .env_remove("FLEETCTL_STATE_DIR")
-        .output()
-        .expect("fleetctl runs");
+    let out = fleet_testkit::output_within(
+        Command::new(binary("fleetctl"))
+            .args(args)
+            .arg("--plain")
+            .current_dir(cwd)
+            .env_remove("FLEETCTL_STATE_DIR"),
+        fleet_tests::FLEETCTL_LIMIT,
+    );
     Run::from(out)
 }
 
@@ -70,7 +69,7 @@ fn json(path: &Path) -> serde_json::Value {
 
 #[test]
 fn experiments_on_a_lab_of_four_pass_and_promote_or_fail_and_restore() {
-    if !is_root() {
+    if !fleet_testkit::have_lab() {
         return;
     }
     let begin = Instant::now();

@@ -5,7 +5,7 @@
 //! Needs `target/debug/{fleetctl,prover}` (`cargo build --workspace --bins`);
 //! `FLEET_TESTS_PROVER` picks another prover binary (e.g. a release build).
 
-use fleet_tests::{binary, is_root, prover, Run, LAB_DAEMON_CONFIG};
+use fleet_tests::{binary, prover, Run, FLEETCTL_LIMIT, LAB_DAEMON_CONFIG};
 use fleetctl::audit;
 use fleetctl::executor::{Event, EventKind, HostStatus};
 use fleetctl::lab::Lab;
@@ -44,13 +44,14 @@ impl RunExt for Run {
 }
 
 fn fleetctl(cwd: &Path, args: &[&str]) -> Run {
-    let out = Command::new(binary("fleetctl"))
-        .args(args)
-        .arg("--plain")
-        .current_dir(cwd)
-        .env_remove("FLEETCTL_STATE_DIR")
-        .output()
-        .expect("fleetctl runs");
+    let out = fleet_testkit::output_within(
+        Command::new(binary("fleetctl"))
+            .args(args)
+            .arg("--plain")
+            .current_dir(cwd)
+            .env_remove("FLEETCTL_STATE_DIR"),
+        FLEETCTL_LIMIT,
+    );
     Run::from(out)
 }
 
@@ -106,7 +107,7 @@ fn short_sha(path: &Path) -> String {
 
 #[test]
 fn rollout_on_a_lab_of_eight() {
-    if !is_root() {
+    if !fleet_testkit::have_lab() {
         return;
     }
     let begin = Instant::now();
@@ -278,19 +279,21 @@ fn rollout_on_a_lab_of_eight() {
     lab.start_sshd(7).expect("start sshd on h08");
 
     // 5. Two rollouts at once on one host: one holds the lock, the other is refused.
-    let spawn = || {
+    let rollout = || {
         let mut cmd = Command::new(binary("fleetctl"));
         cmd.args(["rollout", "--plain", "--binary", a_str, "--limit", "h04"])
             .args(base)
             .current_dir(cwd);
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn fleetctl")
+        Run::from(fleet_testkit::output_within(&mut cmd, FLEETCTL_LIMIT))
     };
-    let (p1, p2) = (spawn(), spawn());
-    let r1 = Run::from(p1.wait_with_output().expect("first rollout"));
-    let r2 = Run::from(p2.wait_with_output().expect("second rollout"));
+    let (r1, r2) = std::thread::scope(|s| {
+        let first = s.spawn(rollout);
+        let second = s.spawn(rollout);
+        (
+            first.join().expect("first rollout"),
+            second.join().expect("second rollout"),
+        )
+    });
     let mut codes = [r1.code, r2.code];
     codes.sort();
     assert_eq!(codes, [Some(0), Some(2)], "{}\n{}", r1.show(), r2.show());
@@ -364,24 +367,19 @@ fn main_job_rollout_on_the_local_inventory() {
         pid_file: cwd.join(".deploy/local/run/prover.pid"),
     };
     let inv = repo().join("inventories/local.yaml");
-    // The shipped config, on a free port: a developer's own local rollout
-    // may be serving on the shipped one.
+    // The shipped config on port 0: a developer's own local rollout may be
+    // serving on the shipped port. The daemon records the port it bound
+    // beside its pid file, where the smoke and health steps' `prover client`
+    // and `prover health` find it.
     let shipped = std::fs::read_to_string(repo().join("inventories/files/prover-local.toml"))
         .expect("read the shipped local config");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
     assert!(
         shipped.contains("127.0.0.1:17878"),
         "shipped config changed its listen address"
     );
     let config = cwd.join("prover-local.toml");
-    std::fs::write(
-        &config,
-        shipped.replace("127.0.0.1:17878", &format!("127.0.0.1:{port}")),
-    )
-    .expect("write config");
+    std::fs::write(&config, shipped.replace("127.0.0.1:17878", "127.0.0.1:0"))
+        .expect("write config");
     let config_var = format!("config_file={}", config.display());
     let p = prover();
     let t = Instant::now();

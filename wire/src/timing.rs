@@ -436,8 +436,13 @@ mod tests {
 
     #[test]
     fn gpu_timing_line_names_every_phase() {
-        let mut phases = BTreeMap::new();
-        phases.insert(Phase::MsmH, 2.0);
+        // Every phase, each with its own value, so a phase left out of the
+        // line or printed under another's name shows.
+        let phases: BTreeMap<Phase, f64> = Phase::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| (p, i as f64 + 0.25))
+            .collect();
         let rec = PartitionRecord {
             v: 1,
             ts_ms: 1,
@@ -456,7 +461,10 @@ mod tests {
         };
         let s = rec.to_string();
         assert!(s.starts_with("GPU_TIMING job=j1"));
-        assert!(s.contains("msm_h=2.000ms"));
+        for (i, p) in Phase::ALL.iter().enumerate() {
+            let field = format!(" {p}={}.250ms", i);
+            assert_eq!(s.matches(&field).count(), 1, "{field:?} in {s}");
+        }
         assert!(s.contains("h2d_gbps=51.23"));
         assert!(s.contains("device=0"));
         assert!(s.contains("device_busy=1.500ms"));

@@ -108,32 +108,6 @@ pub struct LabSummary {
     pub reaping: bool,
 }
 
-/// Set (to anything but `0` or empty) where lab tests must run, as in CI:
-/// there a lab test that cannot build its lab fails instead of skipping,
-/// so a suite that passes has really run them.
-pub const REQUIRED_ENV: &str = "FLEET_LAB_REQUIRED";
-
-/// Whether [`REQUIRED_ENV`] says lab tests must run here.
-pub fn tests_required() -> bool {
-    std::env::var(REQUIRED_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-/// The gate every lab test passes first: `Ok(true)` as root; `Ok(false)`
-/// (the test skips, with the reason printed) otherwise; the not-root error
-/// instead when [`tests_required`].
-pub fn tests_can_run() -> Result<bool, LabError> {
-    match require_root() {
-        Ok(()) => Ok(true),
-        Err(e) => {
-            if tests_required() {
-                return Err(e);
-            }
-            eprintln!("SKIP: {e}; run the tests as root ({REQUIRED_ENV} makes this an error)");
-            Ok(false)
-        }
-    }
-}
-
 /// Fails unless this process runs as root (namespaces, links, sshd).
 pub fn require_root() -> Result<(), LabError> {
     // SAFETY: geteuid has no preconditions and cannot fail.

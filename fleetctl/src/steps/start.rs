@@ -180,17 +180,57 @@ fn launch_script(install: &str) -> Result<String, Cause> {
 mod tests {
     use super::*;
 
+    /// Runs `script` with the host's shell; its stderr when it fails.
+    fn sh(script: &str) {
+        let out = fleet_testkit::output_within(
+            std::process::Command::new("sh").args(["-c", script]),
+            std::time::Duration::from_secs(30),
+        );
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     #[test]
     fn switch_records_previous_then_renames_the_link() {
-        let s = switch_script("/opt/p", "bb", Some("aa"), 1).unwrap();
+        // Run for real in an install dir with a space in its path (quoting):
+        // `current` points at the new release, `previous` names the old one,
+        // and no temporary file or link is left behind.
+        let dir = tempfile::tempdir().unwrap();
+        let install = dir.path().join("my prover");
+        std::fs::create_dir_all(install.join("releases/aa")).unwrap();
+        std::fs::create_dir_all(install.join("releases/bb")).unwrap();
+        let install_s = install.to_str().unwrap();
+        sh(&switch_script(install_s, "aa", None, 1).unwrap());
         assert_eq!(
-            s,
-            "cd /opt/p && mkdir -p state && printf '%s\\n' aa > state/.previous.0000000000000001 && mv -f state/.previous.0000000000000001 state/previous && ln -sfn releases/bb .current.0000000000000001 && mv -T .current.0000000000000001 current"
+            std::fs::read_link(install.join("current")).unwrap(),
+            std::path::Path::new("releases/aa")
+        );
+        assert!(!install.join("state/previous").exists());
+        sh(&switch_script(install_s, "bb", Some("aa"), 2).unwrap());
+        assert_eq!(
+            std::fs::read_link(install.join("current")).unwrap(),
+            std::path::Path::new("releases/bb")
+        );
+        assert_eq!(
+            std::fs::read_to_string(install.join("state/previous")).unwrap(),
+            "aa\n"
         );
         // Restarting the same release leaves `previous` alone.
-        assert!(!switch_script("/opt/p", "bb", Some("bb"), 1)
+        sh(&switch_script(install_s, "bb", Some("bb"), 3).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(install.join("state/previous")).unwrap(),
+            "aa\n"
+        );
+        let mut names: Vec<String> = std::fs::read_dir(&install)
             .unwrap()
-            .contains("previous"));
+            .chain(std::fs::read_dir(install.join("state")).unwrap())
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["current", "previous", "releases", "state"]);
     }
 
     #[test]

@@ -314,11 +314,36 @@ fn wrap_deadline(line: &str, timeout: Duration) -> String {
 mod tests {
     use super::*;
 
+    /// Runs a wrapped line with the host's shell: exit code and how long.
+    fn run(line: &str) -> (Option<i32>, Duration) {
+        let started = std::time::Instant::now();
+        let out = fleet_testkit::output_within(
+            std::process::Command::new("sh").args(["-c", line]),
+            Duration::from_secs(60),
+        );
+        (out.status.code(), started.elapsed())
+    }
+
     #[test]
     fn deadline_wraps_with_kill_escalation() {
+        // The command's own exit code passes through.
         assert_eq!(
-            wrap_deadline("true", Duration::from_millis(1500)),
-            "timeout -k 3 1.5 true"
+            run(&wrap_deadline("sh -c 'exit 7'", Duration::from_secs(30))).0,
+            Some(7)
+        );
+        // Past the deadline: TERM, exit 124 (timeout's own code), at once.
+        let (code, took) = run(&wrap_deadline("sleep 30", Duration::from_millis(200)));
+        assert_eq!(code, Some(124));
+        assert!(took < Duration::from_secs(20), "{took:?}");
+        // A command that ignores TERM gets KILL KILL_AFTER_S later (exit 137).
+        let (code, took) = run(&wrap_deadline(
+            "sh -c 'trap \"\" TERM; sleep 30'",
+            Duration::from_millis(200),
+        ));
+        assert_eq!(code, Some(137));
+        assert!(
+            took >= Duration::from_secs(KILL_AFTER_S) && took < Duration::from_secs(25),
+            "{took:?}"
         );
     }
 }

@@ -1,8 +1,11 @@
 //! A blocking client of the daemon's API for `prover client …` and
 //! `prover health`: it reads the listen address and token from the same
-//! config the daemon uses, so fleetctl's steps can run it on the host.
+//! config the daemon uses, so fleetctl's steps can run it on the host. A
+//! config listening on port 0 is reached at the address the running daemon
+//! recorded beside its pid file.
 
 use crate::daemon::config::Config;
+use crate::daemon::pidfile;
 use fleet_wire::api::{
     ErrorBody, JobStatus, Ready, Status, SubmitRequest, SubmitResponse, JOBS_PATH, READYZ_PATH,
     STATUS_PATH,
@@ -17,6 +20,10 @@ use std::time::Duration;
 pub enum ClientError {
     #[error("cannot build an HTTP client: {0}")]
     Build(reqwest::Error),
+    #[error(
+        "the config listens on port 0 and no running daemon recorded the port it bound: {reason}"
+    )]
+    NoBoundAddress { reason: String },
     #[error("{url}: {source}")]
     Request { url: String, source: reqwest::Error },
     #[error("{url}: HTTP {status}: {error}: {detail}")]
@@ -56,10 +63,20 @@ pub fn connect_addr(listen: SocketAddr) -> SocketAddr {
     }
 }
 
+/// Where the daemon `config` describes listens: `listen`, or for port 0 the
+/// address the running daemon recorded beside its pid file.
+pub fn listen_addr(config: &Config) -> Result<SocketAddr, ClientError> {
+    if config.listen.port() != 0 {
+        return Ok(config.listen);
+    }
+    pidfile::read_listen(&config.paths.pid_file)
+        .map_err(|reason| ClientError::NoBoundAddress { reason })
+}
+
 impl ApiClient {
     /// A client for the daemon `config` describes; `timeout` bounds each request.
     pub fn new(config: &Config, timeout: Duration) -> Result<Self, ClientError> {
-        Self::for_addr(config.listen, config.api_token.clone(), timeout)
+        Self::for_addr(listen_addr(config)?, config.api_token.clone(), timeout)
     }
 
     pub fn for_addr(
@@ -209,12 +226,30 @@ mod tests {
 
     #[test]
     fn nothing_listening_is_a_request_error_naming_the_url() {
-        let addr = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        let refusing = fleet_testkit::RefusingAddr::new().unwrap();
+        let addr = refusing.addr();
         let c = ApiClient::for_addr(addr, None, Duration::from_secs(2)).unwrap();
         let e = c.status().unwrap_err().to_string();
         assert!(e.contains(&format!("http://{addr}/status")), "{e}");
+    }
+
+    #[test]
+    fn port_0_is_reached_at_the_address_the_daemon_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.paths.pid_file = dir.path().join("prover.pid");
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        let e = listen_addr(&config).unwrap_err().to_string();
+        assert!(e.contains("port 0") && e.contains("prover.pid.addr"), "{e}");
+        let pf = pidfile::PidFile::acquire(&config.paths.pid_file).unwrap();
+        let bound = "127.0.0.1:40123".parse().unwrap();
+        pf.record_listen(bound).unwrap();
+        assert_eq!(listen_addr(&config).unwrap(), bound);
+        config.listen = "127.0.0.1:7878".parse().unwrap();
+        assert_eq!(
+            listen_addr(&config).unwrap(),
+            config.listen,
+            "a set port wins"
+        );
     }
 }

@@ -93,6 +93,8 @@ pub async fn run(
     );
     tracing::info!(effective = %config.effective(), "configuration loaded");
     let pid_file = PidFile::acquire(&config.paths.pid_file)?;
+    // A client of a daemon told to listen on port 0 reads the port from here.
+    pid_file.record_listen(listen)?;
 
     let metrics = Arc::new(Metrics::new(crate::VERSION, crate::BUILD_HASH));
     let state = Arc::new(

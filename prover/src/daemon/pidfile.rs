@@ -1,9 +1,13 @@
 //! The pid file: created exclusively at start, removed on exit, and checked
 //! against `/proc/<pid>` so a stale file left by a crash never blocks a start
-//! while a live daemon always does.
+//! while a live daemon always does. Beside it, the address the daemon bound
+//! (`<pid file>.addr`), so a client of a daemon told to listen on port 0
+//! finds the port the kernel chose.
 
+use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -22,11 +26,28 @@ pub enum PidFileError {
     },
 }
 
-/// An acquired pid file; removed by [`PidFile::remove`] (or on drop).
+/// An acquired pid file; removed by [`PidFile::remove`] (or on drop), with
+/// the bound-address file [`PidFile::record_listen`] wrote.
 #[derive(Debug)]
 pub struct PidFile {
     path: PathBuf,
     removed: bool,
+}
+
+/// `<pid file>.addr`: where a running daemon records the address it bound.
+pub fn addr_path(pid_file: &Path) -> PathBuf {
+    let mut name = OsString::from(pid_file.as_os_str());
+    name.push(".addr");
+    PathBuf::from(name)
+}
+
+/// The address recorded beside `pid_file` by the daemon that holds it.
+pub fn read_listen(pid_file: &Path) -> Result<SocketAddr, String> {
+    let path = addr_path(pid_file);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{}: not an address: {:?}", path.display(), text.trim()))
 }
 
 /// What a pid names right now.
@@ -111,11 +132,25 @@ impl PidFile {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io("create its directory"))?;
         }
+        // The file appears with its pid already in it (written to a private
+        // name, then hard-linked into place, which fails if the name exists):
+        // a second start never sees an empty file, takes it for garbage and
+        // replaces it while the first start goes on too.
+        let staged = staged_path(path);
+        write_synced(&staged, &format!("{}\n", std::process::id())).map_err(io("write"))?;
+        let outcome = Self::link_staged(&staged, path, &io);
+        let _ = std::fs::remove_file(&staged);
+        outcome
+    }
+
+    fn link_staged<F, E>(staged: &Path, path: &Path, io: &F) -> Result<Self, PidFileError>
+    where
+        F: Fn(&'static str) -> E,
+        E: FnOnce(std::io::Error) -> PidFileError,
+    {
         for _ in 0..3 {
-            match OpenOptions::new().write(true).create_new(true).open(path) {
-                Ok(mut f) => {
-                    writeln!(f, "{}", std::process::id()).map_err(io("write"))?;
-                    f.sync_all().map_err(io("sync"))?;
+            match std::fs::hard_link(staged, path) {
+                Ok(()) => {
                     return Ok(Self {
                         path: path.to_path_buf(),
                         removed: false,
@@ -151,6 +186,23 @@ impl PidFile {
         &self.path
     }
 
+    /// Records the address the daemon bound beside the pid file (see
+    /// [`addr_path`]); replaced atomically, removed with the pid file.
+    pub fn record_listen(&self, listen: SocketAddr) -> Result<(), PidFileError> {
+        let addr = addr_path(&self.path);
+        let staged = staged_path(&addr);
+        let io = |action: &'static str| {
+            let file = addr.clone();
+            move |source| PidFileError::Io {
+                file,
+                action,
+                source,
+            }
+        };
+        write_synced(&staged, &format!("{listen}\n")).map_err(io("write"))?;
+        std::fs::rename(&staged, &addr).map_err(io("rename into place"))
+    }
+
     /// Removes the file if it still names this process.
     pub fn remove(mut self) -> Result<(), PidFileError> {
         self.removed = true;
@@ -161,12 +213,41 @@ impl PidFile {
         if read_pid(&self.path).ok() != Some(std::process::id()) {
             return Ok(());
         }
+        let addr = addr_path(&self.path);
+        match std::fs::remove_file(&addr) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(PidFileError::Io {
+                    file: addr,
+                    action: "remove",
+                    source,
+                })
+            }
+        }
         std::fs::remove_file(&self.path).map_err(|source| PidFileError::Io {
             file: self.path.clone(),
             action: "remove",
             source,
         })
     }
+}
+
+/// A name beside `path` only this process uses.
+fn staged_path(path: &Path) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(format!(".{}.tmp", std::process::id()));
+    PathBuf::from(name)
+}
+
+fn write_synced(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()
 }
 
 impl Drop for PidFile {
@@ -218,8 +299,169 @@ mod tests {
     fn garbage_pid_file_is_stale() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.pid");
-        std::fs::write(&path, "not a pid").unwrap();
+        for garbage in ["not a pid", ""] {
+            std::fs::write(&path, garbage).unwrap();
+            let pf = PidFile::acquire(&path).unwrap();
+            assert_eq!(read_pid(&path).unwrap(), std::process::id(), "{garbage:?}");
+            pf.remove().unwrap();
+        }
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn the_bound_address_lives_beside_the_pid_file_and_goes_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run/prover.pid");
         let pf = PidFile::acquire(&path).unwrap();
-        assert_eq!(pf.path(), path);
+        assert!(read_listen(&path).is_err(), "nothing recorded yet");
+        let addr: SocketAddr = "127.0.0.1:40123".parse().unwrap();
+        pf.record_listen(addr).unwrap();
+        assert_eq!(addr_path(&path), dir.path().join("run/prover.pid.addr"));
+        assert_eq!(read_listen(&path).unwrap(), addr);
+        pf.remove().unwrap();
+        assert!(!path.exists() && !addr_path(&path).exists());
+    }
+
+    /// A child process that ends at once and is not waited for: a zombie.
+    fn zombie() -> std::process::Child {
+        let child = std::process::Command::new("true").spawn().unwrap();
+        let stat = format!("/proc/{}/stat", child.id());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::fs::read_to_string(&stat)
+            .ok()
+            .and_then(|s| stat_state(&s))
+            != Some('Z')
+        {
+            assert!(std::time::Instant::now() < deadline, "no zombie");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child
+    }
+
+    #[test]
+    fn a_zombie_is_gone_and_its_pid_file_stale() {
+        let mut z = zombie();
+        assert_eq!(owner(z.id()), PidOwner::Gone);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.pid");
+        std::fs::write(&path, format!("{}\n", z.id())).unwrap();
+        PidFile::acquire(&path).unwrap().remove().unwrap();
+        z.wait().unwrap();
+    }
+
+    /// A running copy of `sleep` named like a prover release, its file
+    /// deleted as a rollout replacing the release deletes it; killed on drop.
+    struct DeletedProver(std::process::Child);
+
+    impl Drop for DeletedProver {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[test]
+    fn a_live_prover_whose_binary_was_deleted_still_holds_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("prover");
+        std::fs::copy("/bin/sleep", &bin).unwrap();
+        let child = std::process::Command::new(&bin).arg("300").spawn().unwrap();
+        let running = DeletedProver(child);
+        std::fs::remove_file(&bin).unwrap();
+        let pid = running.0.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let exe = loop {
+            match owner(pid) {
+                PidOwner::Prover(exe) if exe.ends_with(" (deleted)") => break exe,
+                other => assert!(std::time::Instant::now() < deadline, "{other:?}"),
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let path = dir.path().join("p.pid");
+        std::fs::write(&path, format!("{pid}\n")).unwrap();
+        match PidFile::acquire(&path) {
+            Err(PidFileError::HeldByLiveDaemon { pid: p, exe: e, .. }) => {
+                assert_eq!((p, e), (pid, exe))
+            }
+            other => panic!("a live deleted prover must hold the file: {other:?}"),
+        }
+        assert!(check_free(&path).is_err());
+    }
+
+    const RACE_VAR: &str = "PIDFILE_RACE_PATH";
+
+    #[test]
+    fn racing_starts_do_not_both_hold_the_file() {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        // The child half, run by this test below: acquires the file (this
+        // test binary is named `prover-…`, so a holder counts as a live
+        // daemon), says whether it holds it, and keeps it until stdin closes.
+        if let Some(path) = std::env::var_os(RACE_VAR) {
+            let held = PidFile::acquire(Path::new(&path));
+            println!("RACE {}", if held.is_ok() { "held" } else { "refused" });
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.pid");
+        for _round in 0..5 {
+            let children: Vec<_> = (0..6)
+                .map(|_| {
+                    Command::new(std::env::current_exe().unwrap())
+                        .args([
+                            "--exact",
+                            "daemon::pidfile::tests::racing_starts_do_not_both_hold_the_file",
+                        ])
+                        .args(["--nocapture", "--test-threads=1"])
+                        .env(RACE_VAR, &path)
+                        .stdin(Stdio::piped())
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            let mut guard = ChildGuard(children);
+            let mut held = 0;
+            for c in &mut guard.0 {
+                let out = std::io::BufReader::new(c.stdout.take().unwrap());
+                // Each child answers within its own start-up; if one dies,
+                // its stdout closes and the loop ends without a line.
+                let answer = out
+                    .lines()
+                    .map_while(Result::ok)
+                    .find_map(|l| Some(l.split_once("RACE ")?.1.trim().to_string()));
+                held += usize::from(answer.as_deref() == Some("held"));
+            }
+            assert_eq!(
+                held, 1,
+                "exactly one of the racing starts holds the pid file"
+            );
+            drop(guard);
+            assert!(!path.exists(), "the holder removed it");
+        }
+    }
+
+    /// Closes the children's stdin (they release and exit), then reaps them;
+    /// kills any that does not exit.
+    struct ChildGuard(Vec<std::process::Child>);
+
+    impl Drop for ChildGuard {
+        fn drop(&mut self) {
+            for c in &mut self.0 {
+                drop(c.stdin.take());
+            }
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            for c in &mut self.0 {
+                while matches!(c.try_wait(), Ok(None)) {
+                    if std::time::Instant::now() > deadline {
+                        let _ = c.kill();
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+        }
     }
 }

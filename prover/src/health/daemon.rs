@@ -16,7 +16,9 @@ pub fn probe(config_path: &Path, config: &Config) -> Daemon {
     let mut d = Daemon {
         config: config_path.display().to_string(),
         pid_file: config.paths.pid_file.display().to_string(),
-        listen: config.listen.to_string(),
+        listen: crate::daemon::client::listen_addr(config)
+            .unwrap_or(config.listen)
+            .to_string(),
         ..Default::default()
     };
     match read_pid(&config.paths.pid_file) {
@@ -135,12 +137,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::default();
         config.paths.pid_file = dir.path().join("prover.pid");
-        // A port nothing listens on: bind then drop to get a free one.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        config.listen = port;
+        let refusing = fleet_testkit::RefusingAddr::new().unwrap();
+        config.listen = refusing.addr();
         let d = probe(Path::new("prover.toml"), &config);
         assert!(!d.alive);
         assert_eq!(d.pid, None);
