@@ -45,9 +45,9 @@ pub struct BenchConfig {
 /// Why the benchmark stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
-    #[error("bench: the CUDA backend: {0}")]
+    #[error("bench: the CUDA backend")]
     Cuda(#[source] BackendError),
-    #[error("bench: the pinned pool for the CUDA backend: {0}")]
+    #[error("bench: the pinned pool for the CUDA backend")]
     CudaPool(#[source] BackendError),
     #[error("bench {circuit} 2^{log_size}: {source}")]
     Circuit {
