@@ -29,20 +29,26 @@ pub struct AuditLog {
     broken: bool,
 }
 
+/// Opens (creating the folder and the file) `<dir>/audit/<id>.jsonl` for
+/// appending: the one way a run's or an experiment's audit log is opened.
+pub fn open_append(dir: &Path, id: &str) -> Result<(PathBuf, File), AuditError> {
+    let path = path(dir, id);
+    let open = || -> std::io::Result<File> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        OpenOptions::new().create(true).append(true).open(&path)
+    };
+    match open() {
+        Ok(file) => Ok((path, file)),
+        Err(source) => Err(AuditError { path, source }),
+    }
+}
+
 impl AuditLog {
     /// Opens (creating) `<dir>/audit/<run_id>.jsonl` for appending.
     pub fn open(dir: &Path, run_id: &str) -> Result<AuditLog, AuditError> {
-        let path = path(dir, run_id);
-        let open = || -> std::io::Result<File> {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            OpenOptions::new().create(true).append(true).open(&path)
-        };
-        let file = open().map_err(|source| AuditError {
-            path: path.clone(),
-            source,
-        })?;
+        let (path, file) = open_append(dir, run_id)?;
         Ok(AuditLog {
             path,
             file,

@@ -7,7 +7,7 @@ use crate::audit::AuditError;
 use crate::executor::event::now_rfc3339;
 use crate::executor::{Event, Reporter};
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -84,17 +84,7 @@ struct Inner {
 
 impl ExperimentLog {
     pub fn open(state_dir: &Path, id: &str) -> Result<ExperimentLog, AuditError> {
-        let path = crate::audit::path(state_dir, id);
-        let open = || -> std::io::Result<File> {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            OpenOptions::new().create(true).append(true).open(&path)
-        };
-        let file = open().map_err(|source| AuditError {
-            path: path.clone(),
-            source,
-        })?;
+        let (path, file) = crate::audit::open_append(state_dir, id)?;
         Ok(ExperimentLog {
             inner: Arc::new(Mutex::new(Inner {
                 file,
