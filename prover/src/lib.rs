@@ -17,6 +17,7 @@ pub mod circuit;
 pub mod daemon;
 pub mod health;
 pub mod lc;
+pub mod memory_plan;
 pub mod params;
 pub mod pool;
 pub mod pool_bench;

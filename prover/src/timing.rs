@@ -244,6 +244,9 @@ pub struct PartitionTimer {
     h2d_bytes: u64,
     h2d_gbps: Option<f64>,
     device_busy_ms: f64,
+    /// Whether a backend call was merged: a partition that failed before
+    /// reaching a device has no device time, not a zero one.
+    on_device: bool,
 }
 
 /// The record's `device_busy_ms` for what `kind` measured: the device time of
@@ -269,6 +272,7 @@ impl PartitionTimer {
             h2d_bytes: 0,
             h2d_gbps: None,
             device_busy_ms: 0.0,
+            on_device: false,
         }
     }
 
@@ -305,6 +309,7 @@ impl PartitionTimer {
             self.h2d_gbps = times.h2d_gbps;
         }
         self.device_busy_ms += times.device_ms;
+        self.on_device = true;
     }
 
     /// A TIMELINE event for this partition, stamped now.
@@ -323,6 +328,10 @@ impl PartitionTimer {
 
     pub fn phases(&self) -> &BTreeMap<Phase, f64> {
         &self.phases
+    }
+
+    pub fn tag(&self) -> &JobTag {
+        &self.tag
     }
 
     /// Closes the record: sets `total` and stamps the end time.
@@ -349,7 +358,10 @@ impl PartitionTimer {
             h2d_bytes: self.h2d_bytes,
             h2d_gbps: self.h2d_gbps,
             phases_ms: self.phases,
-            device_busy_ms: device_busy_ms(backend, self.device_busy_ms),
+            device_busy_ms: self
+                .on_device
+                .then(|| device_busy_ms(backend, self.device_busy_ms))
+                .flatten(),
             error,
         }
     }
@@ -464,6 +476,15 @@ mod tests {
         assert_eq!(rec.partition, 1);
         assert!(rec.to_string().starts_with("GPU_TIMING job=j"));
         // The CPU backend has no device: not measured, not zero.
+        assert_eq!(rec.device_busy_ms, None);
+    }
+
+    #[test]
+    fn a_partition_that_never_reached_the_device_has_no_device_time() {
+        let mut t = PartitionTimer::new(tag(), 0, 1, Instant::now());
+        t.add(Phase::Synthesis, 3.0);
+        let rec = t.finish(0, BackendKind::Cuda, None, true, Some("budget".into()));
+        // Not a zero: a zero would read as a starved GPU in the report.
         assert_eq!(rec.device_busy_ms, None);
     }
 

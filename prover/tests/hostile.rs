@@ -12,6 +12,7 @@ use prover::daemon::config::HumanDuration;
 use prover::daemon::engine::{Device, Engine, EngineParts};
 use prover::daemon::http::{serve, HttpLimits};
 use prover::daemon::metrics::Metrics;
+use prover::memory_plan::MemoryPlan;
 use prover::params::{ParamStore, TestParams};
 use prover::pool::{HeapAllocator, PinnedPool, PoolLimits};
 use prover::timing::TimingLog;
@@ -49,12 +50,14 @@ fn state(dir: &std::path::Path, test_params: TestParams, http: HttpLimits) -> Ar
     let engine = Engine::start(EngineParts {
         pool: pool.clone(),
         budget: budget.clone(),
+        memory: MemoryPlan::new(256 << 20, Some(128 << 20)).expect("plan"),
         params: Arc::new(params),
         devices: vec![Device::new(
             Arc::new(CpuBackend::with_threads(1).expect("cpu")),
             1,
             None,
         )],
+        unavailable: Vec::new(),
         timing,
         metrics: metrics.clone(),
         concurrency: 1,

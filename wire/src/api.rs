@@ -146,7 +146,7 @@ pub struct ErrorBody {
     /// `too_large_for_budget`, `params_missing`, `unauthorized`, `not_found`,
     /// `method_not_allowed`, `body_too_large`, `uri_too_long`, `headers_too_large`,
     /// `unsupported_media_type`, `queue_full`, `draining`, `busy`, `not_ready`,
-    /// `internal`.
+    /// `no_device`, `internal`.
     pub error: String,
     /// A sentence for a human.
     pub detail: String,
@@ -248,6 +248,17 @@ pub struct DeviceState {
     /// Workers proving a partition right now.
     pub busy: u32,
     pub partitions_done: u64,
+    /// False once the device failed (or could not be opened): it proves
+    /// nothing until the daemon restarts.
+    #[serde(default = "yes")]
+    pub in_rotation: bool,
+    /// Why it is out of rotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Longest timeout [`parse_timeout`] accepts (a day; the daemon caps waits lower).

@@ -48,14 +48,21 @@ pub const KERNEL_BUSY_SECONDS: &str = "prover_kernel_busy_seconds";
 /// index, sampled at each scrape. Absent without NVML or a GPU.
 pub const GPU_UTILIZATION_PERCENT: &str = "prover_gpu_utilization_percent";
 
-/// Label of [`KERNEL_BUSY_SECONDS`] and [`GPU_UTILIZATION_PERCENT`].
+/// Gauge: 1 while the device proves, 0 once it was taken out of rotation
+/// (its driver failed, or it could not be opened), label `device`.
+pub const DEVICE_IN_ROTATION: &str = "prover_device_in_rotation";
+/// Counter: partitions finished per device (failed ones included), label
+/// `device`: how the scheduler spread the work.
+pub const DEVICE_PARTITIONS: &str = "prover_device_partitions";
+
+/// Label of the per-device series.
 pub const DEVICE_LABEL: &str = "device";
 
 /// Label of [`PHASE_DURATION_SECONDS`].
 pub const PHASE_LABEL: &str = "phase";
 
 /// Every metric name, for exporters that want to check coverage.
-pub const ALL: [&str; 18] = [
+pub const ALL: [&str; 20] = [
     PHASE_DURATION_SECONDS,
     JOB_DURATION_SECONDS,
     QUEUE_DEPTH,
@@ -74,6 +81,8 @@ pub const ALL: [&str; 18] = [
     BUILD_INFO,
     KERNEL_BUSY_SECONDS,
     GPU_UTILIZATION_PERCENT,
+    DEVICE_IN_ROTATION,
+    DEVICE_PARTITIONS,
 ];
 
 /// Upper bounds (seconds) of the [`PHASE_DURATION_SECONDS`] buckets: 100 µs

@@ -81,6 +81,9 @@ pub enum Phase {
     TailMsm,
     /// Combining the MSM results with r, s into A, B, C.
     Assembly,
+    /// Checking the proof against the verifying key, on a host thread after
+    /// the device was released (not part of the device worker's time).
+    Verify,
     /// Wall time of the whole partition, queue wait included.
     Total,
     /// A phase written by a newer prover that this reader does not know.
@@ -89,7 +92,7 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub const ALL: [Phase; 21] = [
+    pub const ALL: [Phase; 22] = [
         Phase::QueueWait,
         Phase::BudgetWait,
         Phase::PoolCheckout,
@@ -110,6 +113,7 @@ impl Phase {
         Phase::BatchAdd,
         Phase::TailMsm,
         Phase::Assembly,
+        Phase::Verify,
         Phase::Total,
     ];
 
@@ -136,6 +140,7 @@ impl Phase {
             Phase::BatchAdd => "batch_add",
             Phase::TailMsm => "tail_msm",
             Phase::Assembly => "assembly",
+            Phase::Verify => "verify",
             Phase::Total => "total",
             Phase::Unknown => "unknown",
         }

@@ -10,6 +10,7 @@
 pub mod chain;
 pub mod sha256;
 mod shape;
+mod shapes;
 mod unnamed;
 
 use std::fmt;
@@ -21,6 +22,7 @@ use blstrs::Scalar;
 pub use chain::ChainCircuit;
 pub use sha256::Sha256Circuit;
 pub use shape::{CircuitShape, ShapeCounter};
+pub use shapes::ShapeCache;
 pub(crate) use unnamed::unnamed_root;
 
 /// Smallest accepted size (2^4).

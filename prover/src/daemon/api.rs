@@ -211,7 +211,7 @@ impl From<SubmitError> for ApiError {
             SubmitError::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
             SubmitError::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             SubmitError::ParamsMissing(_) => (StatusCode::UNPROCESSABLE_ENTITY, "params_missing"),
-            SubmitError::Params { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            SubmitError::NoDevice => (StatusCode::SERVICE_UNAVAILABLE, "no_device"),
         };
         ApiError::new(status, code, e.to_string())
     }

@@ -7,6 +7,7 @@
 //! `docs/prover.example.toml` documents every key.
 
 use crate::circuit::{CircuitKind, MAX_SIZE, MIN_SIZE};
+use crate::memory_plan::MemoryPlan;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize, Serializer};
 use std::fmt;
@@ -383,24 +384,15 @@ impl Config {
             BudgetSize::Bytes(b) => Some(b),
             BudgetSize::Auto => None,
         };
-        if let (Some(max), Some(budget)) = (pool.max_bytes, budget) {
-            if max.0 >= budget {
-                return Err(bad(
-                    "pool.max_bytes",
-                    format!(
-                        "{} bytes leave nothing of the {budget}-byte memory.budget for proving's \
-                         working memory; set it below the budget (default: half)",
-                        max.0
-                    ),
-                ));
-            }
+        if let Some(budget) = budget {
+            MemoryPlan::new(budget, pool.max_bytes.map(|m| m.0))
+                .map_err(|e| bad("pool.max_bytes", e.to_string()))?;
         }
         if let BudgetSize::Bytes(want) = pool.preallocate {
             // The cap the pool will have: max_bytes, or half a fixed budget.
-            let cap = pool
-                .max_bytes
-                .map(|m| (m.0, "pool.max_bytes"))
-                .or(budget.map(|b| (b / 2, "half of memory.budget (pool.max_bytes unset)")));
+            let cap = pool.max_bytes.map(|m| (m.0, "pool.max_bytes")).or(budget
+                .and_then(|b| MemoryPlan::new(b, None).ok())
+                .map(|p| (p.pool, "half of memory.budget (pool.max_bytes unset)")));
             if let Some((cap, what)) = cap {
                 if want > cap {
                     return Err(bad(

@@ -18,18 +18,21 @@ use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::{self, CudaBackend};
 use crate::backend::{Backend, BackendError, BaseQuery, ParamBases};
 use crate::budget::{BudgetError, MemoryBudget};
-use crate::circuit::{self, CircuitShape};
+use crate::circuit::CircuitShape;
 use crate::daemon::api::{self, AppState};
 use crate::daemon::config::{AllocatorChoice, BudgetSize, Config, Devices};
 use crate::daemon::engine::{Device, Engine, EngineParts};
 use crate::daemon::metrics::Metrics;
 use crate::daemon::pidfile::{PidFile, PidFileError};
+use crate::memory_plan::{MemoryPlan, PlanError};
+use crate::params::ParamsError;
 use crate::params::{ParamStore, TestParams};
 use crate::pool::{
     HeapAllocator, HostAllocator, MlockAllocator, PinnedPool, PoolError, PoolLimits,
 };
 use crate::synthesis::pool_bytes;
 use crate::timing::TimingLog;
+use fleet_wire::api::DeviceState;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,22 +60,40 @@ pub enum DaemonError {
         #[source]
         source: PoolError,
     },
-    #[error("device: {0}")]
-    Device(String),
-    #[error("parameters for {circuit}/{size}: {reason}")]
+    #[error("device {ordinal}: {source}")]
+    Device {
+        ordinal: u32,
+        #[source]
+        source: BackendError,
+    },
+    #[error("pool.allocator = \"cuda\" needs a CUDA device, and none is in use")]
+    NoCudaDevice,
+    #[error("pool.max_bytes: {0}")]
+    Plan(#[from] PlanError),
+    #[error("parameters for {circuit}/{size}: {source}")]
     Params {
         circuit: String,
         size: u64,
-        reason: String,
+        #[source]
+        source: ParamsError,
     },
-    #[error("{step}: {reason}")]
-    Step { step: &'static str, reason: String },
+    #[error("{step}: {source}")]
+    Step {
+        step: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("drain aborted: {0}")]
     Aborted(String),
 }
 
-fn step(step: &'static str) -> impl Fn(String) -> DaemonError {
-    move |reason| DaemonError::Step { step, reason }
+fn step<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
+    step: &'static str,
+) -> impl Fn(E) -> DaemonError {
+    move |e| DaemonError::Step {
+        step,
+        source: e.into(),
+    }
 }
 
 /// Runs the daemon on `listener` until the `shutdown` channel says stop (or
@@ -84,7 +105,7 @@ pub async fn run(
 ) -> Result<(), DaemonError> {
     let listen = listener
         .local_addr()
-        .map_err(|e| step("reading the listen address")(e.to_string()))?;
+        .map_err(|e| step("reading the listen address")(e))?;
     tracing::info!(
         version = crate::VERSION,
         build = crate::BUILD_HASH,
@@ -281,7 +302,7 @@ async fn start(
             config.paths.timing_rotate_bytes.0,
             config.paths.timing_keep as usize,
         )
-        .map_err(|e| step("opening the timing log")(e.to_string()))?,
+        .map_err(step("opening the timing log"))?,
     );
 
     state.readiness.starting("sizing the memory budget");
@@ -290,24 +311,13 @@ async fn start(
         BudgetSize::Bytes(b) => MemoryBudget::new(b),
     };
     let _ = state.budget.set(budget.clone());
+    let memory = MemoryPlan::new(budget.total(), config.pool.max_bytes.map(|b| b.0))?;
 
     state.readiness.starting("initialising devices");
     let workers = config.gpu.workers_per_device;
     let devices_cfg = config.gpu.devices.clone();
-    let devices = blocking(move || open_devices(&devices_cfg, workers)).await??;
+    let (devices, unavailable) = blocking(move || open_devices(&devices_cfg, workers)).await??;
     let cuda_ordinal = devices.iter().find_map(|d| d.backend.device());
-
-    state.readiness.starting("allocating the pinned pool");
-    let shapes = preload_shapes(config)?;
-    let (pool, growing) = {
-        let config = config.clone();
-        let budget = budget.clone();
-        let per_partition = shapes.iter().map(pool_bytes).max().unwrap_or(0);
-        let device_workers: u32 = devices.iter().map(|d| d.workers).sum();
-        blocking(move || make_pool(&config, budget, cuda_ordinal, per_partition, device_workers))
-            .await??
-    };
-    let _ = state.pool.set(pool.clone());
 
     let test_params = match config.test_params {
         true => TestParams::Generate {
@@ -317,10 +327,31 @@ async fn start(
     };
     let params = Arc::new(
         ParamStore::open(&config.paths.params_dir)
-            .map_err(|e| step("opening the parameter directory")(e.to_string()))?
+            .map_err(step("opening the parameter directory"))?
             .with_test_params(test_params)
             .with_budget(budget.clone()),
     );
+
+    state.readiness.starting("allocating the pinned pool");
+    let shapes = preload_shapes(config, &params)?;
+    let (pool, growing) = {
+        let config = config.clone();
+        let budget = budget.clone();
+        let per_partition = shapes.iter().map(pool_bytes).max().unwrap_or(0);
+        let device_workers: u32 = devices.iter().map(|d| d.workers).sum();
+        blocking(move || {
+            make_pool(
+                &config,
+                budget,
+                memory,
+                cuda_ordinal,
+                per_partition,
+                device_workers,
+            )
+        })
+        .await??
+    };
+    let _ = state.pool.set(pool.clone());
     for p in &config.preload {
         state
             .readiness
@@ -329,10 +360,10 @@ async fn start(
         let (store, kind, size) = (params.clone(), p.circuit, p.size);
         let loaded = blocking(move || store.get_or_generate(kind, size as usize))
             .await?
-            .map_err(|e| DaemonError::Params {
+            .map_err(|source| DaemonError::Params {
                 circuit: kind.to_string(),
                 size,
-                reason: e.to_string(),
+                source,
             })?;
         tracing::info!(circuit = %kind, size, ms = t.elapsed().as_secs_f64() * 1e3, "parameters loaded");
         // Device backends keep the bases (and their tables of multiples)
@@ -341,7 +372,7 @@ async fn start(
         let Ok(meta) = params.meta(kind, size as usize) else {
             continue;
         };
-        for d in &devices {
+        for (i, d) in devices.iter().enumerate() {
             state
                 .readiness
                 .starting(format!("uploading the bases of {kind}/{size}"));
@@ -361,15 +392,20 @@ async fn start(
                 backend.make_resident(&bases)
             })
             .await?
-            .map_err(|e| DaemonError::Device(e.to_string()))?;
+            .map_err(|source| DaemonError::Device {
+                ordinal: d.ordinal(i),
+                source,
+            })?;
         }
     }
 
     let engine = Engine::start(EngineParts {
         pool: pool.clone(),
         budget,
+        memory,
         params,
         devices,
+        unavailable,
         timing: timing.clone(),
         metrics,
         concurrency: config.synthesis.concurrency,
@@ -378,7 +414,7 @@ async fn start(
         host: crate::sys::hostname(),
         build: crate::BUILD_HASH.to_string(),
     })
-    .map_err(|e| step("starting engine threads")(e.to_string()))?;
+    .map_err(step("starting engine threads"))?;
     let engine = Arc::new(engine);
     let _ = state.engine.set(engine.clone());
 
@@ -413,48 +449,75 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, DaemonError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| step("start-up task")(e.to_string()))
+        .map_err(step("start-up task"))
 }
 
-fn preload_shapes(config: &Config) -> Result<Vec<CircuitShape>, DaemonError> {
+fn preload_shapes(config: &Config, params: &ParamStore) -> Result<Vec<CircuitShape>, DaemonError> {
     config
         .preload
         .iter()
         .map(|p| {
-            circuit::shape(p.circuit, p.size as usize).map_err(|e| DaemonError::Params {
-                circuit: p.circuit.to_string(),
-                size: p.size,
-                reason: e.to_string(),
-            })
+            params
+                .shape(p.circuit, p.size as usize)
+                .map_err(|source| DaemonError::Params {
+                    circuit: p.circuit.to_string(),
+                    size: p.size,
+                    source,
+                })
         })
         .collect()
 }
 
-/// The devices `gpu.devices` names, each opened and initialised.
-fn open_devices(devices: &Devices, workers: u32) -> Result<Vec<Device>, DaemonError> {
-    let open = |ordinal: u32| -> Result<Device, DaemonError> {
-        let b = CudaBackend::new(ordinal)
-            .map_err(|e: BackendError| DaemonError::Device(e.to_string()))?;
-        let name = b.name().to_string();
-        Ok(Device::new(
-            Arc::new(b) as Arc<dyn Backend>,
-            workers,
-            Some(name),
-        ))
-    };
+/// The devices `gpu.devices` names, each opened and initialised. One that
+/// fails to initialise is left out of rotation (logged, listed in `/status`
+/// with its error) while the others prove; start-up fails only when none
+/// opens.
+fn open_devices(
+    devices: &Devices,
+    workers: u32,
+) -> Result<(Vec<Device>, Vec<DeviceState>), DaemonError> {
     let cpu = || {
         tracing::info!(workers, "using the CPU backend");
-        vec![Device::new(
-            Arc::new(CpuBackend::new()),
-            workers,
-            Some("cpu".into()),
-        )]
+        let d = Device::new(Arc::new(CpuBackend::new()), workers, Some("cpu".into()));
+        (vec![d], Vec::new())
     };
-    match devices {
-        Devices::List(l) if l.is_empty() => Ok(cpu()),
-        Devices::List(l) => l.iter().map(|o| open(*o)).collect(),
-        Devices::All if cuda::cuda_available() => (0..cuda::device_count()).map(open).collect(),
-        Devices::All => Ok(cpu()),
+    let ordinals: Vec<u32> = match devices {
+        Devices::List(l) if l.is_empty() => return Ok(cpu()),
+        Devices::List(l) => l.clone(),
+        Devices::All if cuda::cuda_available() => (0..cuda::device_count()).collect(),
+        Devices::All => return Ok(cpu()),
+    };
+    let (mut opened, mut failed, mut first_error) = (Vec::new(), Vec::new(), None);
+    for ordinal in ordinals {
+        match CudaBackend::new(ordinal) {
+            Ok(b) => {
+                let name = b.name().to_string();
+                tracing::info!(device = ordinal, name = %name, workers, "device opened");
+                opened.push(Device::new(
+                    Arc::new(b) as Arc<dyn Backend>,
+                    workers,
+                    Some(name),
+                ));
+            }
+            Err(source) => {
+                tracing::error!(device = ordinal, error = %source, "device taken out of rotation: it failed to initialise");
+                failed.push(DeviceState {
+                    backend: "cuda".into(),
+                    ordinal: Some(ordinal),
+                    name: None,
+                    workers: 0,
+                    busy: 0,
+                    partitions_done: 0,
+                    in_rotation: false,
+                    error: Some(source.to_string()),
+                });
+                first_error.get_or_insert(DaemonError::Device { ordinal, source });
+            }
+        }
+    }
+    match (opened.is_empty(), first_error) {
+        (true, Some(e)) => Err(e),
+        _ => Ok((opened, failed)),
     }
 }
 
@@ -465,11 +528,12 @@ fn open_devices(devices: &Devices, workers: u32) -> Result<Vec<Device>, DaemonEr
 fn make_pool(
     config: &Config,
     budget: Arc<MemoryBudget>,
+    memory: MemoryPlan,
     cuda_ordinal: Option<u32>,
     per_partition: u64,
     device_workers: u32,
 ) -> Result<(PinnedPool, Option<Background>), DaemonError> {
-    let max_bytes = pool_max_bytes(config, budget.total())?;
+    let max_bytes = memory.pool;
     let limits = PoolLimits {
         max_bytes,
         slab_bytes: config.pool.slab_size.0,
@@ -483,14 +547,10 @@ fn make_pool(
     };
     let allocator: Arc<dyn HostAllocator> = match choice {
         AllocatorChoice::Cuda => {
-            let ordinal = cuda_ordinal.ok_or_else(|| {
-                DaemonError::Device(
-                    "pool.allocator = \"cuda\" needs a CUDA device, and none is in use".into(),
-                )
-            })?;
+            let ordinal = cuda_ordinal.ok_or(DaemonError::NoCudaDevice)?;
             Arc::new(
                 cuda::host_alloc::CudaHostAllocator::new(ordinal)
-                    .map_err(|e| DaemonError::Device(e.to_string()))?,
+                    .map_err(|source| DaemonError::Device { ordinal, source })?,
             )
         }
         AllocatorChoice::Mlock | AllocatorChoice::Auto => Arc::new(MlockAllocator),
@@ -556,7 +616,7 @@ fn make_pool(
                     "pinned pool preallocation stopped early; the pool grows on demand"
                 ),
             })
-            .map_err(|e| step("starting the background preallocation")(e.to_string()))?
+            .map_err(step("starting the background preallocation"))?
     };
     Ok((
         pool,
@@ -574,20 +634,6 @@ fn log_preallocation_done(total: u64, started: Instant) {
         ms,
         "pinned pool preallocation done: {total} bytes in {ms:.0} ms"
     );
-}
-
-/// The pool's cap: `pool.max_bytes`, or half the budget; it must leave part
-/// of the budget for proving's working memory.
-fn pool_max_bytes(config: &Config, budget: u64) -> Result<u64, DaemonError> {
-    match config.pool.max_bytes {
-        None => Ok(budget / 2),
-        Some(b) if b.0 < budget => Ok(b.0),
-        Some(b) => Err(step("pool.max_bytes")(format!(
-            "{} bytes leave nothing of the {budget}-byte memory budget for proving's working memory; \
-             set it below the budget (default: half)",
-            b.0
-        ))),
-    }
 }
 
 /// How much to pin at start, and how much of it before `ready`.

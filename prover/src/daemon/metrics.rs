@@ -51,6 +51,8 @@ pub struct Metrics {
     uptime: Gauge<f64, std::sync::atomic::AtomicU64>,
     kernel_busy: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
     gpu_utilization: Family<Labels, Gauge>,
+    in_rotation: Family<Labels, Gauge>,
+    device_partitions: Family<Labels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -156,6 +158,18 @@ impl Metrics {
             "NVML utilization.gpu per device, sampled at scrape",
             gpu_utilization.clone(),
         );
+        let in_rotation = Family::<Labels, Gauge>::default();
+        registry.register(
+            names::DEVICE_IN_ROTATION,
+            "1 while the device proves, 0 once taken out of rotation",
+            in_rotation.clone(),
+        );
+        let device_partitions = Family::<Labels, Counter>::default();
+        registry.register(
+            names::DEVICE_PARTITIONS,
+            "Partitions finished per device",
+            device_partitions.clone(),
+        );
         let info = Family::<Labels, Gauge>::default();
         info.get_or_create(&vec![
             ("version", version.to_string()),
@@ -186,6 +200,8 @@ impl Metrics {
             uptime,
             kernel_busy,
             gpu_utilization,
+            in_rotation,
+            device_partitions,
         }
     }
 
@@ -200,6 +216,27 @@ impl Metrics {
         self.kernel_busy
             .get_or_create(&vec![(names::DEVICE_LABEL, label)])
             .inc_by(ms / 1e3);
+    }
+
+    /// Whether `device` proves (set at start, cleared when it fails).
+    pub fn device_in_rotation(&self, device: u32, yes: bool) {
+        self.in_rotation
+            .get_or_create(&vec![(names::DEVICE_LABEL, device.to_string())])
+            .set(i64::from(yes));
+    }
+
+    /// `device` was taken out of rotation.
+    pub fn device_failed(&self, device: u32) {
+        self.device_in_rotation(device, false);
+    }
+
+    /// A partition ended on `device` (`None`: before reaching one).
+    pub fn device_partition(&self, device: Option<u32>) {
+        if let Some(d) = device {
+            self.device_partitions
+                .get_or_create(&vec![(names::DEVICE_LABEL, d.to_string())])
+                .inc();
+        }
     }
 
     /// A finished partition's phases (milliseconds, as in the timing record).
@@ -268,6 +305,11 @@ mod tests {
         m.device_busy(Some(1), Some(500.0));
         // A CPU backend's record carries no device time: no series for it.
         m.device_busy(Some(0), None);
+        m.device_in_rotation(0, true);
+        m.device_in_rotation(1, true);
+        m.device_failed(1);
+        m.device_partition(Some(1));
+        m.device_partition(None);
         let text = m.render(&Sample {
             queue_depth: 3,
             ready: true,
@@ -293,6 +335,18 @@ mod tests {
         );
         assert!(
             text.contains("prover_gpu_utilization_percent{device=\"1\"} 37"),
+            "{text}"
+        );
+        assert!(
+            text.contains("prover_device_in_rotation{device=\"0\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("prover_device_in_rotation{device=\"1\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("prover_device_partitions_total{device=\"1\"} 1"),
             "{text}"
         );
         // Without NVML the next scrape has no samples: the series goes away.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::budget::{MemoryBudget, Reservation};
-use crate::circuit::{self, CircuitKind, CircuitShape};
+use crate::circuit::{self, CircuitKind, CircuitShape, ShapeCache};
 use crate::params::error::{io_err, ParamsError};
 use crate::params::file::{file_sha256, write_atomic};
 use crate::params::format::{
@@ -98,8 +98,8 @@ struct Loaded {
 pub struct ParamStore {
     root: PathBuf,
     loaded: Mutex<HashMap<(CircuitKind, usize), Loaded>>,
-    /// Counted circuit shapes: counting a large sha256 circuit takes a while.
-    shapes: Mutex<HashMap<(CircuitKind, usize), CircuitShape>>,
+    /// Counted circuit shapes, shared with whoever else needs them.
+    shapes: Arc<ShapeCache>,
     /// Serialises generation and adoption so two callers asking for the same
     /// entry do the work once.
     generating: Mutex<()>,
@@ -148,7 +148,7 @@ impl ParamStore {
         Ok(ParamStore {
             root,
             loaded: Mutex::new(HashMap::new()),
-            shapes: Mutex::new(HashMap::new()),
+            shapes: Arc::new(ShapeCache::new()),
             generating: Mutex::new(()),
             test_params: TestParams::Refuse,
             budget: None,
@@ -177,12 +177,12 @@ impl ParamStore {
 
     /// The shape of `kind` at `size`, counted once per store.
     pub fn shape(&self, kind: CircuitKind, size: usize) -> Result<CircuitShape, ParamsError> {
-        if let Some(shape) = self.shapes.lock().get(&(kind, size)) {
-            return Ok(*shape);
-        }
-        let shape = circuit::shape(kind, size)?;
-        self.shapes.lock().insert((kind, size), shape);
-        Ok(shape)
+        Ok(self.shapes.get(kind, size)?)
+    }
+
+    /// The store's shape cache, for admission and synthesis to share.
+    pub fn shapes(&self) -> &Arc<ShapeCache> {
+        &self.shapes
     }
 
     /// `<root>/<kind>-<size>.params`

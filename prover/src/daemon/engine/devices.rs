@@ -1,0 +1,118 @@
+//! The compute devices the engine proves on, their counters, and whether
+//! each is still in rotation.
+
+use crate::backend::{Backend, BackendError};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One compute device (or the CPU) and the workers that share it.
+pub struct Device {
+    pub backend: Arc<dyn Backend>,
+    /// Worker threads on this device.
+    pub workers: u32,
+    pub name: Option<String>,
+    busy: AtomicU32,
+    done: AtomicU64,
+    /// Why the device was taken out of rotation; `None` while it proves.
+    failed: Mutex<Option<String>>,
+}
+
+impl Device {
+    pub fn new(backend: Arc<dyn Backend>, workers: u32, name: Option<String>) -> Self {
+        Self {
+            backend,
+            workers,
+            name,
+            busy: AtomicU32::new(0),
+            done: AtomicU64::new(0),
+            failed: Mutex::new(None),
+        }
+    }
+
+    /// The ordinal records and metrics name this device by: the backend's
+    /// own, else its position.
+    pub fn ordinal(&self, position: usize) -> u32 {
+        self.backend.device().unwrap_or(position as u32)
+    }
+
+    pub fn busy(&self) -> u32 {
+        self.busy.load(Ordering::SeqCst)
+    }
+
+    pub fn partitions_done(&self) -> u64 {
+        self.done.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn begin(&self) {
+        self.busy.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn end(&self) {
+        self.busy.fetch_sub(1, Ordering::SeqCst);
+        self.done.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Why it is out of rotation, if it is.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.lock().clone()
+    }
+
+    /// Takes it out of rotation; true the first time.
+    pub(crate) fn fail(&self, why: String) -> bool {
+        let mut f = self.failed.lock();
+        if f.is_some() {
+            return false;
+        }
+        *f = Some(why);
+        true
+    }
+}
+
+/// Whether an error means the device itself can no longer be trusted: a
+/// failed driver call leaves a CUDA context unusable (errors are sticky),
+/// while bad input or a lack of memory says nothing about the device.
+pub fn is_device_fault(e: &BackendError) -> bool {
+    matches!(e, BackendError::Device { .. })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBackend;
+
+    #[test]
+    fn a_device_fails_once_and_keeps_the_first_reason() {
+        let d = Device::new(Arc::new(CpuBackend::with_threads(1).expect("cpu")), 2, None);
+        assert_eq!(d.failure(), None);
+        assert!(d.fail("kernel launch failed".into()));
+        assert!(!d.fail("later".into()));
+        assert_eq!(d.failure().as_deref(), Some("kernel launch failed"));
+        assert_eq!(d.ordinal(3), 3);
+        d.begin();
+        assert_eq!(d.busy(), 1);
+        d.end();
+        assert_eq!((d.busy(), d.partitions_done()), (0, 1));
+    }
+
+    #[test]
+    fn only_driver_errors_take_a_device_out() {
+        let fault = BackendError::Device {
+            device: 0,
+            call: "cuLaunchKernel".into(),
+            file: "msm.rs",
+            line: 1,
+            reason: "an illegal memory access was encountered".into(),
+        };
+        assert!(is_device_fault(&fault));
+        assert!(!is_device_fault(&BackendError::DeviceMemory {
+            device: 0,
+            need: 2,
+            free: 1
+        }));
+        assert!(!is_device_fault(&BackendError::MsmLength {
+            bases: 1,
+            scalars: 2
+        }));
+    }
+}

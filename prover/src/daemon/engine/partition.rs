@@ -1,0 +1,412 @@
+//! One partition's stages: synthesis into the pool, proving on a device,
+//! verification on a host thread. Each stage times itself through the
+//! partition's [`PartitionTimer`] and writes its TIMELINE events; the last
+//! one closes the timing record. Nothing here knows about jobs or threads.
+
+use crate::backend::BackendKind;
+use crate::budget::{BudgetError, MemoryBudget, Reservation};
+use crate::circuit::{self, CircuitError, CircuitKind, ShapeCache};
+use crate::daemon::engine::admission::working_bytes;
+use crate::daemon::engine::devices::{is_device_fault, Device};
+use crate::params::{ParamStore, Params, ParamsError};
+use crate::pool::PinnedPool;
+use crate::prove::{
+    partition_randomness, prove_synthesized, IdentifiedKey, ProveError, ProvingKey,
+};
+use crate::synthesis::{synthesize, SynthesisError, Synthesized};
+use crate::timing::{PartitionTimer, TimingLog};
+use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey, Proof};
+use blstrs::{Bls12, Scalar};
+use ff::PrimeField;
+use fleet_wire::api::PartitionProof;
+use fleet_wire::timing::{JobTag, PartitionRecord, Phase, TimelineKind};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why a partition failed; the job's error is its message.
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionError {
+    #[error("parameters: {0}")]
+    Params(#[source] ParamsError),
+    #[error("{0}")]
+    Circuit(#[from] CircuitError),
+    #[error("memory budget: {0}")]
+    Budget(#[from] BudgetError),
+    #[error("{0}")]
+    Synthesis(#[from] SynthesisError),
+    #[error("{0}")]
+    Prove(#[from] ProveError),
+    #[error("panicked: {0}")]
+    Panicked(String),
+    #[error("partition {0} proof failed verification")]
+    Rejected(u32),
+    #[error("partition {partition} verification error: {source}")]
+    Verify {
+        partition: u32,
+        #[source]
+        source: bellperson::SynthesisError,
+    },
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
+    #[error("no device is left in rotation (every device failed; see the daemon's log)")]
+    NoDevice,
+}
+
+impl PartitionError {
+    /// The device error that should take the device out of rotation.
+    pub fn device_fault(&self) -> Option<String> {
+        match self {
+            PartitionError::Prove(ProveError::Backend { source, .. })
+                if is_device_fault(source) =>
+            {
+                Some(source.to_string())
+            }
+            _ => None,
+        }
+    }
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> PartitionError {
+    let text = if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    };
+    PartitionError::Panicked(text)
+}
+
+/// What a job's devices are keyed on when the scheduler estimates times.
+pub type WorkKey = (CircuitKind, u64);
+
+/// One partition on its way through the pipeline.
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub job_id: String,
+    pub partition: u32,
+    pub partitions: u32,
+    pub kind: CircuitKind,
+    pub size: u64,
+    pub witness_seed: u64,
+    pub rs_seed: u64,
+    pub submitted: Instant,
+    pub cancelled: Arc<AtomicBool>,
+    /// Earlier tries that ended with their device failing.
+    pub attempt: u32,
+}
+
+impl Task {
+    pub fn key(&self) -> WorkKey {
+        (self.kind, self.size)
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+}
+
+/// A synthesised partition waiting for a device.
+pub struct Ready {
+    pub task: Task,
+    timer: PartitionTimer,
+    syn: Synthesized,
+    params: Arc<Params>,
+    /// The parameter file's checksum: the key under which a device keeps
+    /// the bases resident (None: uploaded per MSM).
+    params_sha256: Option<String>,
+    inputs: Vec<Scalar>,
+    reservation: Reservation,
+    queued: Instant,
+    pinned: bool,
+}
+
+/// A partition that failed before reaching a device.
+pub struct Failed {
+    pub task: Task,
+    timer: PartitionTimer,
+    pub error: PartitionError,
+}
+
+/// A partition back from its device, to be verified and recorded.
+pub struct Proved {
+    pub task: Task,
+    timer: PartitionTimer,
+    params: Arc<Params>,
+    inputs: Vec<Scalar>,
+    domain: u64,
+    pinned: bool,
+    backend: BackendKind,
+    device: Option<u32>,
+    pub outcome: Result<Proof<Bls12>, PartitionError>,
+}
+
+/// A partition's end: its record and, when it succeeded, its proof.
+pub struct Outcome {
+    pub task: Task,
+    pub record: PartitionRecord,
+    pub proof: Result<PartitionProof, String>,
+}
+
+/// Prepared verifying keys, one per circuit and size.
+type PvkCache = Mutex<HashMap<WorkKey, Arc<PreparedVerifyingKey<Bls12>>>>;
+
+/// What the stages share: memory, parameters, shapes and the timing log.
+pub struct Stages {
+    pub pool: PinnedPool,
+    pub budget: Arc<MemoryBudget>,
+    pub params: Arc<ParamStore>,
+    pub timing: Arc<TimingLog>,
+    pub host: String,
+    pub build: String,
+    /// The engine's backend, for records of partitions that never reached a device.
+    pub backend: BackendKind,
+    pvks: PvkCache,
+}
+
+impl Stages {
+    pub fn new(
+        pool: PinnedPool,
+        budget: Arc<MemoryBudget>,
+        params: Arc<ParamStore>,
+        timing: Arc<TimingLog>,
+        host: String,
+        build: String,
+        backend: BackendKind,
+    ) -> Self {
+        Stages {
+            pool,
+            budget,
+            params,
+            timing,
+            host,
+            build,
+            backend,
+            pvks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn shapes(&self) -> &ShapeCache {
+        self.params.shapes()
+    }
+
+    fn event(&self, timer: &PartitionTimer, kind: TimelineKind, device: Option<u32>) {
+        if let Err(e) = self.timing.event(&timer.event(kind, device)) {
+            tracing::warn!("timing log: {e}");
+        }
+    }
+
+    fn timer(&self, task: &Task) -> PartitionTimer {
+        let tag = JobTag {
+            host: self.host.clone(),
+            build: self.build.clone(),
+            job_id: task.job_id.clone(),
+            circuit: task.kind.to_string(),
+            size: task.size,
+        };
+        PartitionTimer::new(tag, task.partition, task.partitions, task.submitted)
+    }
+
+    /// A partition that ends before synthesis (shutdown, no device).
+    pub fn refuse(&self, task: Task, error: PartitionError) -> Failed {
+        let mut timer = self.timer(&task);
+        timer.picked_up();
+        Failed { task, timer, error }
+    }
+
+    /// Parameters, budget, pool buffers and the circuit's synthesis.
+    /// `device` is the device whose worker synthesises (unpipelined), for
+    /// the TIMELINE.
+    pub fn synthesize(&self, task: Task, device: Option<u32>) -> Result<Ready, Box<Failed>> {
+        let mut timer = self.timer(&task);
+        timer.picked_up();
+        let who = format!("{}/{}", task.job_id, task.partition);
+        let size = task.size as usize;
+        let prepared = (|| {
+            let params = self
+                .params
+                .get_or_generate(task.kind, size)
+                .map_err(PartitionError::Params)?;
+            let shape = self.shapes().get(task.kind, size)?;
+            let t = Instant::now();
+            let reservation = self.budget.reserve(&who, working_bytes(&shape))?;
+            timer.since(Phase::BudgetWait, t);
+            let (circuit, inputs) = circuit::bundled(task.kind, size, task.witness_seed)?;
+            self.event(&timer, TimelineKind::SynthesisStart, device);
+            let t = Instant::now();
+            let syn = catch_unwind(AssertUnwindSafe(|| synthesize(circuit, &shape, &self.pool)))
+                .map_err(panic_message)??;
+            let total = t.elapsed().as_secs_f64() * 1e3;
+            self.event(&timer, TimelineKind::SynthesisEnd, device);
+            timer.add(Phase::Synthesis, syn.synthesis_ms);
+            timer.add(Phase::PoolCheckout, (total - syn.synthesis_ms).max(0.0));
+            Ok::<_, PartitionError>((params, inputs, reservation, syn))
+        })();
+        match prepared {
+            Ok((params, inputs, reservation, syn)) => Ok(Ready {
+                pinned: syn.pinned(),
+                params_sha256: self.params.meta(task.kind, size).ok().map(|m| m.sha256),
+                task,
+                timer,
+                syn,
+                params,
+                inputs,
+                reservation,
+                queued: Instant::now(),
+            }),
+            Err(error) => Err(Box::new(Failed { task, timer, error })),
+        }
+    }
+
+    /// The TIMELINE's "waiting for a device" mark, once synthesis handed it on.
+    pub fn queued(&self, ready: &Ready, device: Option<u32>) {
+        self.event(&ready.timer, TimelineKind::GpuQueue, device);
+    }
+
+    /// Proves on `dev` (named `ordinal` in records). The device is held
+    /// only for this: verification runs later, elsewhere.
+    pub fn prove(&self, dev: &Device, ordinal: u32, ready: Ready) -> Proved {
+        let Ready {
+            task,
+            mut timer,
+            syn,
+            params,
+            params_sha256,
+            inputs,
+            reservation,
+            queued,
+            pinned,
+        } = ready;
+        let device = Some(ordinal);
+        let domain = syn.domain() as u64;
+        self.event(&timer, TimelineKind::GpuPickup, device);
+        timer.since(Phase::GpuLockWait, queued);
+        dev.begin();
+        self.event(&timer, TimelineKind::GpuStart, device);
+        let (r, s) = partition_randomness(task.rs_seed, task.partition);
+        let mut times = crate::backend::BackendTimes::default();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let key: &dyn ProvingKey = params.as_ref();
+            match &params_sha256 {
+                Some(sha256) => {
+                    let key = IdentifiedKey { key, sha256 };
+                    prove_synthesized(dev.backend.as_ref(), &key, syn, r, s, &mut times)
+                }
+                None => prove_synthesized(dev.backend.as_ref(), key, syn, r, s, &mut times),
+            }
+        }));
+        self.event(&timer, TimelineKind::GpuEnd, device);
+        dev.end();
+        drop(reservation);
+        timer.merge_backend(&times);
+        let outcome = match outcome {
+            Err(p) => Err(panic_message(p)),
+            Ok(r) => r.map_err(PartitionError::from),
+        };
+        Proved {
+            task,
+            timer,
+            params,
+            inputs,
+            domain,
+            pinned,
+            backend: dev.backend.kind(),
+            device: dev.backend.device().or(device),
+            outcome,
+        }
+    }
+
+    /// Verifies (the prepared key cached per circuit and size) and closes the record.
+    pub fn verify(&self, proved: Proved) -> Outcome {
+        let Proved {
+            task,
+            mut timer,
+            params,
+            inputs,
+            domain,
+            pinned,
+            backend,
+            device,
+            outcome,
+        } = proved;
+        let checked = outcome.and_then(|proof| {
+            let t = Instant::now();
+            let ok = self.check(&task, &params, &proof, &inputs);
+            timer.since(Phase::Verify, t);
+            ok.map(|()| proof)
+        });
+        let error = checked.as_ref().err().map(|e| e.to_string());
+        let record = timer.finish(domain, backend, device, pinned, error.clone());
+        let proof = match checked {
+            Ok(proof) => Ok(PartitionProof {
+                partition: task.partition,
+                proof: hex::encode(proof_bytes(&proof)),
+                public_inputs: inputs.iter().map(|x| hex::encode(x.to_repr())).collect(),
+                verified: true,
+                device,
+            }),
+            Err(e) => Err(e.to_string()),
+        };
+        Outcome {
+            task,
+            record,
+            proof,
+        }
+    }
+
+    fn check(
+        &self,
+        task: &Task,
+        params: &Params,
+        proof: &Proof<Bls12>,
+        inputs: &[Scalar],
+    ) -> Result<(), PartitionError> {
+        let key = task.key();
+        let cached = self.pvks.lock().get(&key).cloned();
+        let pvk = match cached {
+            Some(p) => p,
+            None => {
+                let p = Arc::new(prepare_verifying_key(&params.vk));
+                self.pvks.lock().insert(key, p.clone());
+                p
+            }
+        };
+        match verify_proof(&pvk, proof, inputs) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(PartitionError::Rejected(task.partition)),
+            Err(source) => Err(PartitionError::Verify {
+                partition: task.partition,
+                source,
+            }),
+        }
+    }
+
+    /// Closes the record of a partition that failed before its device.
+    pub fn failed(&self, f: Failed) -> Outcome {
+        let error = f.error.to_string();
+        let record = f.timer.finish(
+            0,
+            self.backend,
+            None,
+            self.pool.page_locked(),
+            Some(error.clone()),
+        );
+        Outcome {
+            task: f.task,
+            record,
+            proof: Err(error),
+        }
+    }
+}
+
+/// Bellperson's proof serialisation: A (G1), B (G2), C (G1), compressed.
+pub fn proof_bytes(proof: &Proof<Bls12>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(192);
+    // Writing into a Vec cannot fail.
+    let _ = proof.write(&mut out);
+    out
+}

@@ -1,0 +1,320 @@
+//! The engine's threads and what flows between them:
+//!
+//! ```text
+//! tasks ─▶ synthesis workers ─▶ device queue (scheduler) ─▶ device workers ─▶ verifiers ─▶ jobs
+//! ```
+//!
+//! With `lookahead = 0` the device workers take unsynthesised tasks from the
+//! device queue and synthesise them themselves (pipelining off). A device
+//! whose driver fails is taken out of rotation; the partition it held is
+//! tried once more on another device.
+
+use crate::daemon::engine::devices::Device;
+use crate::daemon::engine::jobs::{Jobs, Recorded};
+use crate::daemon::engine::partition::{
+    Failed, Outcome, PartitionError, Proved, Ready, Stages, Task, WorkKey,
+};
+use crate::daemon::engine::scheduler::DeviceQueue;
+use crate::daemon::metrics::Metrics;
+use crossbeam_channel::{Receiver, Sender};
+use fleet_wire::api::DeviceState;
+use fleet_wire::timing::{ProofRecord, TIMING_SCHEMA_VERSION};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Tries of one partition when devices fail under it.
+const MAX_ATTEMPTS: u32 = 2;
+
+/// What a device worker takes: a synthesised partition, or (pipelining
+/// off) a task it synthesises itself.
+pub enum Work {
+    Ready(Box<Ready>),
+    Task(Task),
+}
+
+/// Everything the engine's threads share.
+pub struct Shared {
+    pub jobs: Mutex<Jobs>,
+    /// Bumped on every job state change; waiters re-check their job.
+    pub changed: tokio::sync::watch::Sender<u64>,
+    pub tasks_tx: Mutex<Option<Sender<Task>>>,
+    pub verify_tx: Mutex<Option<Sender<Box<Proved>>>>,
+    pub accepting: AtomicBool,
+    pub pipelined: bool,
+    pub stages: Stages,
+    pub devices: Vec<Device>,
+    /// Devices named in the config that could not be opened.
+    pub unavailable: Vec<DeviceState>,
+    pub queue: DeviceQueue<WorkKey, Work>,
+    pub metrics: std::sync::Arc<Metrics>,
+    pub max_jobs: u32,
+    pub partitions_in_flight: AtomicU64,
+    pub completed: AtomicU64,
+    pub failed: AtomicU64,
+    pub last_proof_ms: AtomicU64,
+}
+
+impl Shared {
+    pub fn bump(&self) {
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Marks the job running; false when it was cancelled meanwhile.
+    fn start_partition(&self, task: &Task) -> bool {
+        if task.is_cancelled() || !self.jobs.lock().start(&task.job_id) {
+            return false;
+        }
+        self.partitions_in_flight.fetch_add(1, Ordering::SeqCst);
+        self.bump();
+        true
+    }
+
+    /// Queues a task for the next stage (synthesis, or a device when
+    /// pipelining is off); hands it back when that stage is closed.
+    pub fn dispatch(&self, task: Task) -> Result<(), Task> {
+        if self.pipelined {
+            match self.tasks_tx.lock().as_ref() {
+                // Receivers live as long as the workers, which outlive the sender.
+                Some(tx) => tx.send(task).map_err(|e| e.into_inner()),
+                None => Err(task),
+            }
+        } else {
+            let key = task.key();
+            self.queue.push(key, Work::Task(task)).map_err(|w| match w {
+                Work::Task(t) => t,
+                Work::Ready(r) => r.task,
+            })
+        }
+    }
+
+    /// Writes a partition's record and counts it in its job.
+    fn finish(&self, out: Outcome) {
+        if let Err(e) = self.stages.timing.partition(&out.record) {
+            tracing::warn!("timing log: {e}");
+        }
+        self.metrics.partition_done(&out.record.phases_ms);
+        self.metrics
+            .device_busy(out.record.device, out.record.device_busy_ms);
+        self.metrics.device_partition(out.record.device);
+        self.partitions_in_flight.fetch_sub(1, Ordering::SeqCst);
+        let task = &out.task;
+        let recorded = self.jobs.lock().record(
+            &task.job_id,
+            task.partition,
+            &out.record.phases_ms,
+            out.proof,
+        );
+        if let Recorded::Finished(done) = recorded {
+            let ok = done.state == fleet_wire::api::JobState::Done;
+            match ok {
+                true => self.completed.fetch_add(1, Ordering::SeqCst),
+                false => self.failed.fetch_add(1, Ordering::SeqCst),
+            };
+            let now = crate::sys::clock::unix_millis();
+            self.last_proof_ms.store(now, Ordering::SeqCst);
+            self.metrics.job_done(ok, done.total_ms);
+            let rec = ProofRecord {
+                v: TIMING_SCHEMA_VERSION,
+                ts_ms: now,
+                tag: out.record.tag.clone(),
+                partitions: done.partitions,
+                backend: self.stages.backend.as_str().to_string(),
+                verified: Some(ok),
+                total_ms: done.total_ms,
+                error: done.error,
+            };
+            if let Err(e) = self.stages.timing.proof(&rec) {
+                tracing::warn!("timing log: {e}");
+            }
+        }
+        self.bump();
+    }
+
+    fn fail(&self, f: Failed) {
+        let out = self.stages.failed(f);
+        self.finish(out);
+    }
+
+    /// A device's driver failed: out of rotation it goes, with a log line
+    /// and a metric; work nobody can take any more fails.
+    fn take_out(&self, d: usize, why: &str) {
+        let dev = &self.devices[d];
+        if dev.fail(why.to_string()) {
+            let ordinal = dev.ordinal(d);
+            tracing::error!(
+                device = ordinal,
+                error = why,
+                "device taken out of rotation"
+            );
+            self.metrics.device_failed(ordinal);
+        }
+        for work in self.queue.fail_device(d) {
+            let failed = match work {
+                Work::Ready(r) => r.fail(&self.stages, PartitionError::NoDevice),
+                Work::Task(t) => self.stages.refuse(t, PartitionError::NoDevice),
+            };
+            self.fail(failed);
+        }
+    }
+
+    /// Back from device `d`: on to verification, or (the device failed
+    /// under it) out of rotation with the device and the partition tried
+    /// again elsewhere.
+    fn proved(&self, d: usize, proved: Proved) {
+        let fault = proved.outcome.as_ref().err().and_then(|e| e.device_fault());
+        if let Some(why) = fault {
+            self.take_out(d, &why);
+            let mut task = proved.task.clone();
+            let retry = task.attempt + 1 < MAX_ATTEMPTS && self.queue.healthy_devices() > 0;
+            if retry {
+                // The failed try is recorded, but not counted in the job.
+                let out = self.stages.verify(proved);
+                if let Err(e) = self.stages.timing.partition(&out.record) {
+                    tracing::warn!("timing log: {e}");
+                }
+                self.partitions_in_flight.fetch_sub(1, Ordering::SeqCst);
+                task.attempt += 1;
+                tracing::warn!(job = %task.job_id, partition = task.partition, "retrying the partition on another device");
+                if let Err(task) = self.dispatch(task) {
+                    let f = self.stages.refuse(task, PartitionError::ShuttingDown);
+                    self.partitions_in_flight.fetch_add(1, Ordering::SeqCst);
+                    self.fail(f);
+                }
+                return;
+            }
+        }
+        let tx = self.verify_tx.lock().clone();
+        if let Some(Err(e)) = tx.map(|tx| tx.send(Box::new(proved))) {
+            // Verifiers gone (cannot happen before the device workers
+            // are joined): verify here rather than lose the partition.
+            let out = self.stages.verify(*e.into_inner());
+            self.finish(out);
+        }
+    }
+}
+
+impl Ready {
+    /// A synthesised partition that cannot reach a device after all.
+    fn fail(self: Box<Self>, stages: &Stages, error: PartitionError) -> Failed {
+        let task = self.task.clone();
+        drop(self);
+        stages.refuse(task, error)
+    }
+}
+
+pub fn synthesis_worker(
+    shared: &Shared,
+    tasks: Receiver<Task>,
+    (slot_tx, slot_rx): (Sender<()>, Receiver<()>),
+) {
+    // Slots are only ever returned, never dropped, so a worker waiting for
+    // one at shutdown gets it and sees the closed task queue.
+    while slot_rx.recv().is_ok() {
+        let Ok(task) = tasks.recv() else {
+            let _ = slot_tx.send(());
+            return;
+        };
+        if !shared.start_partition(&task) {
+            let _ = slot_tx.send(());
+            continue;
+        }
+        match shared.stages.synthesize(task, None) {
+            Ok(r) => {
+                shared.stages.queued(&r, None);
+                let key = r.task.key();
+                if let Err(w) = shared.queue.push(key, Work::Ready(Box::new(r))) {
+                    let error = match shared.queue.healthy_devices() {
+                        0 => PartitionError::NoDevice,
+                        _ => PartitionError::ShuttingDown,
+                    };
+                    let f = match w {
+                        Work::Ready(r) => r.fail(&shared.stages, error),
+                        Work::Task(t) => shared.stages.refuse(t, error),
+                    };
+                    shared.fail(f);
+                    let _ = slot_tx.send(());
+                }
+            }
+            Err(f) => {
+                shared.fail(*f);
+                let _ = slot_tx.send(());
+            }
+        }
+    }
+}
+
+/// Device `d`'s worker: takes what the scheduler gives it until the queue
+/// closes or the device leaves the rotation.
+pub fn device_worker(shared: &Shared, d: usize, slot_tx: Option<Sender<()>>) {
+    let dev = &shared.devices[d];
+    let ordinal = dev.ordinal(d);
+    while let Some((lease, work)) = shared.queue.take(d) {
+        let ready = match work {
+            Work::Ready(r) => {
+                if let Some(tx) = &slot_tx {
+                    let _ = tx.send(());
+                }
+                *r
+            }
+            Work::Task(task) => {
+                if !shared.start_partition(&task) {
+                    shared.queue.finish(lease, false);
+                    continue;
+                }
+                match shared.stages.synthesize(task, Some(ordinal)) {
+                    Ok(r) => {
+                        shared.stages.queued(&r, Some(ordinal));
+                        r
+                    }
+                    Err(f) => {
+                        shared.queue.finish(lease, false);
+                        shared.fail(*f);
+                        continue;
+                    }
+                }
+            }
+        };
+        let proved = shared.stages.prove(dev, ordinal, ready);
+        shared.queue.finish(lease, proved.outcome.is_ok());
+        shared.proved(d, proved);
+    }
+}
+
+/// Verifies proofs off the device workers, so a device never waits for a
+/// pairing check.
+pub fn verifier(shared: &Shared, proved: Receiver<Box<Proved>>) {
+    while let Ok(p) = proved.recv() {
+        let out = shared.stages.verify(*p);
+        shared.finish(out);
+    }
+}
+
+impl Shared {
+    /// Every device, in rotation or not, for `/status`.
+    pub fn device_states(&self) -> Vec<DeviceState> {
+        let mut out: Vec<DeviceState> = self
+            .devices
+            .iter()
+            .map(|d| {
+                let error = d.failure();
+                DeviceState {
+                    backend: d.backend.kind().as_str().to_string(),
+                    ordinal: d.backend.device(),
+                    name: d.name.clone(),
+                    workers: d.workers,
+                    busy: d.busy(),
+                    partitions_done: d.partitions_done(),
+                    in_rotation: error.is_none() && d.workers > 0,
+                    error,
+                }
+            })
+            .collect();
+        out.extend(self.unavailable.iter().cloned());
+        out
+    }
+
+    /// Whether any device can still prove.
+    pub fn any_device(&self) -> bool {
+        self.queue.healthy_devices() > 0
+    }
+}

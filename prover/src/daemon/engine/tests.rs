@@ -1,0 +1,284 @@
+//! The engine end to end on CPU backends, with a backend wrapper that
+//! injects the faults a real device shows (a panic, a failed driver call)
+//! around the real CPU backend's arithmetic.
+
+use super::*;
+use crate::backend::cpu::CpuBackend;
+use crate::backend::{Backend, BackendError, BackendKind, BackendTimes, G1Bases, G2Bases};
+use crate::params::TestParams;
+use crate::pool::{HeapAllocator, PoolLimits};
+use blstrs::{G1Projective, G2Projective, Scalar};
+use fleet_wire::api::JobState;
+use std::sync::atomic::AtomicU32;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    /// Panics in the first quotient, then works.
+    PanicOnce,
+    /// Every call fails as a dead GPU's driver does.
+    Driver,
+}
+
+struct Faulty {
+    inner: CpuBackend,
+    fault: Fault,
+    ordinal: u32,
+    calls: AtomicU32,
+}
+
+impl Faulty {
+    fn device(ordinal: u32, fault: Fault, workers: u32) -> Device {
+        let b = Faulty {
+            inner: CpuBackend::with_threads(1).expect("cpu"),
+            fault,
+            ordinal,
+            calls: AtomicU32::new(0),
+        };
+        Device::new(Arc::new(b), workers, Some(format!("test-{ordinal}")))
+    }
+
+    fn check(&self) -> Result<(), BackendError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        match self.fault {
+            Fault::PanicOnce if n == 0 => panic!("injected fault in the kernel"),
+            Fault::Driver => Err(BackendError::Device {
+                device: self.ordinal,
+                call: "cuLaunchKernel".into(),
+                file: file!(),
+                line: line!(),
+                reason: "an illegal memory access was encountered".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Backend for Faulty {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cpu
+    }
+
+    fn device(&self) -> Option<u32> {
+        Some(self.ordinal)
+    }
+
+    fn quotient(
+        &self,
+        a: &mut [Scalar],
+        b: &mut [Scalar],
+        c: &mut [Scalar],
+        pinned: bool,
+        times: &mut BackendTimes,
+    ) -> Result<(), BackendError> {
+        self.check()?;
+        self.inner.quotient(a, b, c, pinned, times)
+    }
+
+    fn msm_g1(
+        &self,
+        bases: &G1Bases<'_>,
+        scalars: &[Scalar],
+        times: &mut BackendTimes,
+    ) -> Result<G1Projective, BackendError> {
+        self.inner.msm_g1(bases, scalars, times)
+    }
+
+    fn msm_g2(
+        &self,
+        bases: &G2Bases<'_>,
+        scalars: &[Scalar],
+        times: &mut BackendTimes,
+    ) -> Result<G2Projective, BackendError> {
+        self.inner.msm_g2(bases, scalars, times)
+    }
+}
+
+const SIZE: u64 = 64;
+
+struct Rig {
+    engine: Engine,
+    metrics: Arc<Metrics>,
+    _dir: tempfile::TempDir,
+}
+
+fn rig(devices: Vec<Device>, lookahead: u32) -> Rig {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let budget = MemoryBudget::new(256 << 20);
+    let memory = MemoryPlan::new(256 << 20, None).expect("plan");
+    let pool = PinnedPool::new(
+        Arc::new(HeapAllocator),
+        budget.clone(),
+        PoolLimits {
+            max_bytes: memory.pool,
+            ..PoolLimits::default()
+        },
+    );
+    let params = ParamStore::open(dir.path().join("params"))
+        .expect("params")
+        .with_test_params(TestParams::Generate {
+            seed: crate::params::DEFAULT_SEED,
+        })
+        .with_budget(budget.clone());
+    let metrics = Arc::new(Metrics::new("test", "test"));
+    let timing =
+        Arc::new(TimingLog::open(dir.path().join("timing.jsonl"), 1 << 20, 1).expect("log"));
+    let engine = Engine::start(EngineParts {
+        pool,
+        budget,
+        memory,
+        params: Arc::new(params),
+        devices,
+        unavailable: Vec::new(),
+        timing,
+        metrics: metrics.clone(),
+        concurrency: 2,
+        lookahead,
+        max_jobs: 16,
+        host: "test".into(),
+        build: "test".into(),
+    })
+    .expect("engine");
+    Rig {
+        engine,
+        metrics,
+        _dir: dir,
+    }
+}
+
+fn submit(engine: &Engine, partitions: u32) -> String {
+    engine
+        .submit(SubmitRequest {
+            circuit: "chain".into(),
+            size: SIZE,
+            partitions,
+            seed: 7,
+            rs_seed: Some(11),
+        })
+        .expect("accepted")
+}
+
+/// The job's final status; a bounded wait (a stuck engine fails the test).
+fn finished(engine: &Engine, id: &str) -> JobStatus {
+    for _ in 0..6000 {
+        let s = engine.job(id).expect("known job");
+        if s.state.is_finished() {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("job {id} did not finish within 60 s");
+}
+
+fn proofs(s: &JobStatus) -> Vec<String> {
+    let r = s.result.as_ref().expect("a result");
+    assert!(r.verified);
+    r.proofs.iter().map(|p| p.proof.clone()).collect()
+}
+
+#[test]
+fn a_panic_while_proving_fails_only_that_job_and_the_engine_carries_on() {
+    let rig = rig(vec![Faulty::device(0, Fault::PanicOnce, 1)], 1);
+    let bad = finished(&rig.engine, &submit(&rig.engine, 1));
+    assert_eq!(bad.state, JobState::Failed);
+    let error = bad.error.expect("an error");
+    assert!(
+        error.contains("panicked: injected fault in the kernel"),
+        "{error}"
+    );
+    let good = finished(&rig.engine, &submit(&rig.engine, 2));
+    assert_eq!(good.state, JobState::Done, "{:?}", good.error);
+    assert_eq!(proofs(&good).len(), 2);
+    // A panic is no device fault: the device stays in rotation.
+    assert!(rig.engine.devices()[0].in_rotation);
+    rig.engine.shutdown();
+}
+
+#[test]
+fn a_device_whose_driver_fails_leaves_the_rotation_and_another_proves_its_partitions() {
+    let rig = rig(
+        vec![
+            Faulty::device(0, Fault::Driver, 1),
+            Faulty::device(1, Fault::None, 1),
+        ],
+        2,
+    );
+    let s = finished(&rig.engine, &submit(&rig.engine, 4));
+    assert_eq!(s.state, JobState::Done, "{:?}", s.error);
+    let r = s.result.as_ref().expect("result");
+    assert!(
+        r.proofs.iter().all(|p| p.device == Some(1)),
+        "{:?}",
+        r.proofs
+    );
+    let devices = rig.engine.devices();
+    assert!(!devices[0].in_rotation);
+    let why = devices[0].error.as_deref().unwrap_or_default();
+    assert!(why.contains("illegal memory access"), "{why}");
+    assert!(devices[1].in_rotation && devices[1].error.is_none());
+    let text = rig.metrics.render(&Default::default());
+    assert!(
+        text.contains("prover_device_in_rotation{device=\"0\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("prover_device_in_rotation{device=\"1\"} 1"),
+        "{text}"
+    );
+    // The same bytes as a healthy engine gives.
+    let healthy = rig_proofs(vec![Faulty::device(0, Fault::None, 1)], 1, 4);
+    assert_eq!(proofs(&s), healthy);
+    rig.engine.shutdown();
+}
+
+#[test]
+fn when_the_last_device_fails_its_job_fails_and_new_jobs_are_refused() {
+    let rig = rig(vec![Faulty::device(3, Fault::Driver, 1)], 1);
+    let s = finished(&rig.engine, &submit(&rig.engine, 2));
+    assert_eq!(s.state, JobState::Failed);
+    // Whichever partition is recorded first names the job's error: the
+    // driver's, or that no device is left for the other partition.
+    let error = s.error.expect("error");
+    assert!(
+        error.contains("illegal memory access") || error.contains("no device is left in rotation"),
+        "{error}"
+    );
+    let why = rig.engine.devices()[0].error.clone().unwrap_or_default();
+    assert!(why.contains("illegal memory access"), "{why}");
+    let refused = rig.engine.submit(SubmitRequest {
+        circuit: "chain".into(),
+        size: SIZE,
+        partitions: 1,
+        seed: 0,
+        rs_seed: None,
+    });
+    assert!(matches!(refused, Err(SubmitError::NoDevice)), "{refused:?}");
+    rig.engine.shutdown();
+}
+
+fn rig_proofs(devices: Vec<Device>, lookahead: u32, partitions: u32) -> Vec<String> {
+    let rig = rig(devices, lookahead);
+    let s = finished(&rig.engine, &submit(&rig.engine, partitions));
+    assert_eq!(s.state, JobState::Done, "{:?}", s.error);
+    rig.engine.shutdown();
+    proofs(&s)
+}
+
+#[test]
+fn two_workers_two_devices_or_no_pipeline_give_the_same_bytes() {
+    let one = rig_proofs(vec![Faulty::device(0, Fault::None, 1)], 1, 4);
+    assert_eq!(one.len(), 4);
+    let two_workers = rig_proofs(vec![Faulty::device(0, Fault::None, 2)], 2, 4);
+    assert_eq!(one, two_workers);
+    let two_devices = rig_proofs(
+        vec![
+            Faulty::device(0, Fault::None, 1),
+            Faulty::device(1, Fault::None, 1),
+        ],
+        2,
+        4,
+    );
+    assert_eq!(one, two_devices);
+    let unpipelined = rig_proofs(vec![Faulty::device(0, Fault::None, 2)], 0, 4);
+    assert_eq!(one, unpipelined);
+}
