@@ -71,6 +71,10 @@ pub struct Daemon {
     /// From the daemon's `/status`.
     pub version: Option<String>,
     pub build: Option<String>,
+    /// From `/status`: the daemon's devices, with whether each is still
+    /// in rotation and why not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<crate::api::DeviceState>,
     /// From `/readyz`.
     pub ready: Option<bool>,
     pub ready_reason: Option<String>,

@@ -61,6 +61,23 @@ fn age(ms: Option<u64>) -> String {
     format!("{}s ago", now.saturating_sub(ms) / 1000)
 }
 
+/// `busy/in rotation` from the daemon's own devices (a worker holds a
+/// partition on it now), and how many are out of rotation; `None` for a CPU
+/// daemon, where NVML's view is all there is.
+fn devices_busy(s: &fleet_wire::api::Status) -> Option<String> {
+    let gpus: Vec<_> = s.devices.iter().filter(|d| d.backend != "cpu").collect();
+    if gpus.is_empty() {
+        return None;
+    }
+    let live: Vec<_> = gpus.iter().filter(|d| d.in_rotation).collect();
+    let busy = live.iter().filter(|d| d.busy > 0).count();
+    let out = gpus.len() - live.len();
+    Some(match out {
+        0 => format!("{busy}/{}", live.len()),
+        n => format!("{busy}/{} ({n} out of rotation)", live.len()),
+    })
+}
+
 /// One status row per host.
 pub fn status_table(readings: &[HostReading]) -> String {
     let mut t = Table::new();
@@ -82,18 +99,20 @@ pub fn status_table(readings: &[HostReading]) -> String {
     ]);
     for r in readings {
         let d = r.probe.as_ref().and_then(|p| p.daemon.as_ref());
-        let gpus = r.probe.as_ref().map(|p| {
-            let total = p.gpus.devices.len();
-            let busy = p
-                .gpus
-                .devices
-                .iter()
-                .filter(|g| {
-                    g.utilization_gpu_pct.unwrap_or(0) > 0
-                        || g.processes.as_ref().is_some_and(|v| !v.is_empty())
-                })
-                .count();
-            format!("{busy}/{total}")
+        let gpus = r.status.as_ref().and_then(devices_busy).or_else(|| {
+            r.probe.as_ref().map(|p| {
+                let total = p.gpus.devices.len();
+                let busy = p
+                    .gpus
+                    .devices
+                    .iter()
+                    .filter(|g| {
+                        g.utilization_gpu_pct.unwrap_or(0) > 0
+                            || g.processes.as_ref().is_some_and(|v| !v.is_empty())
+                    })
+                    .count();
+                format!("{busy}/{total}")
+            })
         });
         let note = match (&r.error, r.installed, d) {
             (Some(e), _, _) => e.clone(),
@@ -308,6 +327,49 @@ mod tests {
         assert!(status_table(&readings).contains("probe parser bug"));
         assert_eq!(status_exit(&readings), exit::EXIT_HOSTS_FAILED);
         assert_eq!(status_exit(&[readings[0].clone()]), exit::EXIT_OK);
+    }
+
+    #[test]
+    fn gpus_busy_counts_the_daemons_own_devices_in_rotation() {
+        let device = |busy: u32, error: Option<&str>| fleet_wire::api::DeviceState {
+            backend: "cuda".into(),
+            ordinal: Some(0),
+            name: None,
+            workers: 2,
+            busy,
+            partitions_done: 0,
+            in_rotation: error.is_none(),
+            error: error.map(String::from),
+        };
+        let status = |devices| fleet_wire::api::Status {
+            api_version: 1,
+            version: "v".into(),
+            build: "b".into(),
+            pid: 1,
+            state: fleet_wire::api::DaemonState::Ready,
+            listen: "127.0.0.1:1".into(),
+            uptime_s: 1.0,
+            queue: Default::default(),
+            budget: Default::default(),
+            pool: Default::default(),
+            backend: "cuda".into(),
+            devices,
+            proofs_completed: 0,
+            proofs_failed: 0,
+            last_proof_ms: None,
+        };
+        let s = status(vec![
+            device(2, None),
+            device(0, None),
+            device(0, Some("Xid 79")),
+        ]);
+        assert_eq!(devices_busy(&s).as_deref(), Some("1/2 (1 out of rotation)"));
+        let s = status(vec![device(1, None)]);
+        assert_eq!(devices_busy(&s).as_deref(), Some("1/1"));
+        // A CPU daemon has no GPUs of its own to count.
+        let mut cpu = device(1, None);
+        cpu.backend = "cpu".into();
+        assert_eq!(devices_busy(&status(vec![cpu])), None);
     }
 
     /// The release id and the git build are two columns with two names

@@ -150,7 +150,7 @@ type HostRule = fn(&Evaluation<'_>, &mut Vec<Finding>);
 type GpuRule = fn(&GpuCheck<'_>, &mut Vec<Finding>);
 
 /// Host-level rules, in the order their findings are listed.
-const HOST_RULES: &[HostRule] = &[gpu_presence, daemon_ready];
+const HOST_RULES: &[HostRule] = &[gpu_presence, daemon_ready, device_rotation];
 /// Per-GPU rules, in the order their findings are listed.
 const GPU_RULES: &[GpuRule] = &[
     ecc_uncorrected,
@@ -293,6 +293,31 @@ fn daemon_ready(e: &Evaluation<'_>, out: &mut Vec<Finding>) {
                 "the prover daemon is not ready".into(),
             ));
         }
+    }
+}
+
+/// A device the daemon took out of rotation (its driver failed, or it did
+/// not initialise) proves nothing until the daemon restarts.
+fn device_rotation(e: &Evaluation<'_>, out: &mut Vec<Finding>) {
+    let Some(d) = &e.probe.daemon else {
+        return;
+    };
+    for dev in d.devices.iter().filter(|dev| !dev.in_rotation) {
+        let name = dev
+            .ordinal
+            .map_or_else(|| dev.backend.clone(), |o| format!("GPU {o}"));
+        out.push(
+            Finding::new(Fail, dev.ordinal, "device_out_of_rotation").saw(
+                dev.error
+                    .clone()
+                    .unwrap_or_else(|| "out of rotation".into()),
+                "in rotation".into(),
+                format!(
+                    "the daemon took {name} out of rotation; the other devices keep proving: \
+                 check the GPU (Xid, nvidia-smi), then restart the daemon"
+                ),
+            ),
+        );
     }
 }
 
@@ -498,6 +523,38 @@ mod tests {
         let v = evaluate(&host(8), &p, prev, &Policy::default());
         assert_eq!(v.findings.len(), 1, "{:#?}", v.findings);
         v.findings.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn a_device_out_of_rotation_fails_the_host_and_names_the_gpu() {
+        let device = |ordinal: u32, error: Option<&str>| fleet_wire::api::DeviceState {
+            backend: "cuda".into(),
+            ordinal: Some(ordinal),
+            name: None,
+            workers: 1,
+            busy: 0,
+            partitions_done: 3,
+            in_rotation: error.is_none(),
+            error: error.map(String::from),
+        };
+        let f = only_finding(
+            |p| {
+                let d = p.daemon.get_or_insert_with(Default::default);
+                d.ready = Some(true);
+                d.devices = vec![device(0, None), device(3, Some("cuLaunchKernel failed"))];
+            },
+            None,
+        );
+        assert_eq!(
+            (f.severity, f.gpu, f.rule.as_str(), f.reading.as_str()),
+            (
+                Severity::Fail,
+                Some(3),
+                "device_out_of_rotation",
+                "cuLaunchKernel failed"
+            )
+        );
+        assert!(f.message.contains("GPU 3 out of rotation"), "{}", f.message);
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub fn probe(config_path: &Path, config: &Config) -> Daemon {
                 Ok(s) => {
                     d.version = Some(s.version);
                     d.build = Some(s.build);
+                    d.devices = s.devices;
                 }
                 Err(e) => d.errors.push(format!("status: {e}")),
             }
