@@ -1,8 +1,11 @@
 //! CUDA backend on a real GPU: the quotient bit-exact against bellperson's
 //! `EvaluationDomain` at every size 2^10..2^20 (higher with
-//! PROVER_CUDA_MAX_LOG), pinned pool regions from `cuMemHostAlloc`, h left
-//! on the device, and proofs byte-identical to the CPU backend's and
-//! bellperson's. Every test prints why and passes when there is no GPU
+//! PROVER_CUDA_MAX_LOG) and at the production sizes 2^25.. (up to
+//! PROVER_CUDA_BIG_MAX_LOG), edge values through the Fr products and the
+//! NTT, a smaller call after a larger one, two threads on one backend,
+//! pinned pool regions from `cuMemHostAlloc`, h left on the device, and
+//! proofs byte-identical to the CPU backend's and bellperson's, two engine
+//! workers on one GPU included. Every test prints why and passes when there is no GPU
 //! (CI has none); `scripts/gpu-check.sh` runs them on a GPU host together
 //! with the ignored benchmark table.
 
@@ -11,6 +14,7 @@ use bellperson::groth16::{self, Parameters, Proof};
 use blstrs::{Bls12, Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ec_gpu_gen::threadpool::Worker;
 use ff::Field;
+use fleet_wire::api::SubmitRequest;
 use group::{Curve, Group};
 use prover::backend::cpu::CpuBackend;
 use prover::backend::cuda::{self, bench, CudaBackend, CudaHostAllocator};
@@ -19,8 +23,13 @@ use prover::backend::{
 };
 use prover::budget::MemoryBudget;
 use prover::circuit::{self, CircuitKind};
+use prover::daemon::engine::{Device, Engine, EngineParts};
+use prover::daemon::metrics::Metrics;
+use prover::memory_plan::MemoryPlan;
+use prover::params::{ParamStore, TestParams};
 use prover::pool::{HostAllocator, PinnedPool, PoolLimits};
 use prover::prove::{self, partition_randomness};
+use prover::timing::TimingLog;
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use std::sync::{Arc, OnceLock};
@@ -931,4 +940,267 @@ fn quotient_table(gpu: &CudaBackend) {
             wall
         );
     }
+}
+
+/// Largest quotient checked at the production sizes, 2^25 up to this
+/// (`scripts/gpu-check.sh` sets 27).
+fn big_max_log() -> u32 {
+    std::env::var("PROVER_CUDA_BIG_MAX_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(25)
+}
+
+#[test]
+fn quotient_is_bit_exact_at_the_production_sizes() {
+    let Some(gpu) = gpu() else { return };
+    for log_n in 25..=big_max_log() {
+        let n = 1usize << log_n;
+        let seed = 500 + u64::from(log_n);
+        let (a, b, c) = (
+            bench::random_scalars(n, seed),
+            bench::random_scalars(n, seed + 1),
+            bench::random_scalars(n, seed + 2),
+        );
+        let want = bellperson_h(&a, &b, &c);
+        let (mut ga, mut gb, mut gc) = (a, b, c);
+        gpu.quotient(
+            &mut ga,
+            &mut gb,
+            &mut gc,
+            false,
+            &mut BackendTimes::default(),
+        )
+        .unwrap_or_else(|e| panic!("2^{log_n}: {e}"));
+        assert_eq!(
+            first_difference(&ga, &want),
+            None,
+            "2^{log_n}: h differs from bellperson"
+        );
+        eprintln!("2^{log_n}: bit-exact");
+    }
+}
+
+/// The a, b, c evaluations of one quotient.
+type Abc = (Vec<Scalar>, Vec<Scalar>, Vec<Scalar>);
+
+#[test]
+fn edge_values_through_the_fr_products_and_the_ntt_are_bit_exact() {
+    let Some(gpu) = gpu() else { return };
+    let minus_one = -Scalar::ONE;
+    let two_inv = Scalar::from(2u64).invert().expect("2 is invertible");
+    for log_n in [10u32, 16] {
+        let n = 1usize << log_n;
+        let random = bench::random_scalars(n, 77);
+        let cases: Vec<(&str, Abc)> = vec![
+            (
+                "zeros",
+                (
+                    vec![Scalar::ZERO; n],
+                    vec![Scalar::ZERO; n],
+                    vec![Scalar::ZERO; n],
+                ),
+            ),
+            (
+                "ones",
+                (
+                    vec![Scalar::ONE; n],
+                    vec![Scalar::ONE; n],
+                    vec![Scalar::ONE; n],
+                ),
+            ),
+            (
+                "r-1",
+                (vec![minus_one; n], vec![minus_one; n], vec![minus_one; n]),
+            ),
+            (
+                "constants",
+                (
+                    vec![two_inv; n],
+                    vec![Scalar::from(3u64); n],
+                    vec![minus_one; n],
+                ),
+            ),
+            (
+                "mixed",
+                (
+                    (0..n)
+                        .map(|i| [Scalar::ZERO, Scalar::ONE, minus_one, random[i]][i % 4])
+                        .collect(),
+                    (0..n)
+                        .map(|i| [minus_one, random[i], Scalar::ZERO][i % 3])
+                        .collect(),
+                    (0..n)
+                        .map(|i| if i % 5 == 0 { minus_one } else { random[i] })
+                        .collect(),
+                ),
+            ),
+        ];
+        for (name, (a, b, c)) in cases {
+            let want = bellperson_h(&a, &b, &c);
+            let (mut ga, mut gb, mut gc) = (a, b, c);
+            gpu.quotient(
+                &mut ga,
+                &mut gb,
+                &mut gc,
+                false,
+                &mut BackendTimes::default(),
+            )
+            .unwrap_or_else(|e| panic!("{name} 2^{log_n}: {e}"));
+            assert_eq!(first_difference(&ga, &want), None, "{name} at 2^{log_n}");
+        }
+    }
+}
+
+#[test]
+fn a_smaller_call_after_a_larger_one_is_exact() {
+    let Some(gpu) = gpu() else { return };
+    // The workspace grows for 2^20; later, smaller domains must not read
+    // stale data from it.
+    for log_n in [20u32, 12, 18, 10, 20] {
+        let n = 1usize << log_n;
+        let seed = 900 + u64::from(log_n);
+        let (a, b, c) = (
+            bench::random_scalars(n, seed),
+            bench::random_scalars(n, seed + 1),
+            bench::random_scalars(n, seed + 2),
+        );
+        let want = bellperson_h(&a, &b, &c);
+        let (mut ga, mut gb, mut gc) = (a, b, c);
+        gpu.quotient(
+            &mut ga,
+            &mut gb,
+            &mut gc,
+            false,
+            &mut BackendTimes::default(),
+        )
+        .unwrap_or_else(|e| panic!("2^{log_n}: {e}"));
+        assert_eq!(
+            first_difference(&ga, &want),
+            None,
+            "2^{log_n} after a larger call"
+        );
+        let bases = msm_bases(n.min(1 << 16));
+        let scalars = bench::random_scalars(bases.len(), seed + 3);
+        assert_eq!(
+            gpu_msm(gpu, &bases, &scalars),
+            cpu_msm(&bases, &scalars),
+            "msm at 2^{log_n}"
+        );
+    }
+}
+
+#[test]
+fn two_threads_on_one_backend_get_exact_results() {
+    let Some(gpu) = gpu() else { return };
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = [(14u32, 1u64), (17, 2)]
+            .into_iter()
+            .map(|(log_n, seed)| {
+                scope.spawn(move || {
+                    let n = 1usize << log_n;
+                    for round in 0..3u64 {
+                        let s = seed * 100 + round;
+                        let (a, b, c) = (
+                            bench::random_scalars(n, s),
+                            bench::random_scalars(n, s + 1),
+                            bench::random_scalars(n, s + 2),
+                        );
+                        let want = bellperson_h(&a, &b, &c);
+                        let (mut ga, mut gb, mut gc) = (a, b, c);
+                        gpu.quotient(
+                            &mut ga,
+                            &mut gb,
+                            &mut gc,
+                            false,
+                            &mut BackendTimes::default(),
+                        )
+                        .expect("quotient");
+                        assert_eq!(first_difference(&ga, &want), None, "thread 2^{log_n}");
+                        let bases = msm_bases(n);
+                        let scalars = bench::random_scalars(n, s + 3);
+                        assert_eq!(gpu_msm(gpu, &bases, &scalars), cpu_msm(&bases, &scalars));
+                    }
+                })
+            })
+            .collect();
+        for r in runs {
+            r.join().expect("thread");
+        }
+    });
+}
+
+/// Proofs of one job through the daemon's engine on `devices`.
+fn engine_proofs(devices: Vec<Device>, dir: &std::path::Path) -> Vec<String> {
+    let budget = MemoryBudget::new(1 << 31);
+    let memory = MemoryPlan::new(1 << 31, None).expect("plan");
+    let pool = PinnedPool::new(
+        Arc::new(CudaHostAllocator::new(0).expect("allocator")),
+        budget.clone(),
+        PoolLimits {
+            max_bytes: memory.pool,
+            ..PoolLimits::default()
+        },
+    );
+    let params = ParamStore::open(dir.join("params"))
+        .expect("params")
+        .with_test_params(TestParams::Generate { seed: 3 })
+        .with_budget(budget.clone());
+    let engine = Engine::start(EngineParts {
+        pool,
+        budget,
+        memory,
+        params: Arc::new(params),
+        devices,
+        unavailable: Vec::new(),
+        timing: Arc::new(TimingLog::open(dir.join("timing.jsonl"), 1 << 20, 1).expect("log")),
+        metrics: Arc::new(Metrics::new("test", "test")),
+        concurrency: 2,
+        lookahead: 2,
+        max_jobs: 4,
+        host: "test".into(),
+        build: "test".into(),
+    })
+    .expect("engine");
+    let id = engine
+        .submit(SubmitRequest {
+            circuit: "chain".into(),
+            size: 1 << 10,
+            partitions: 6,
+            seed: 5,
+            rs_seed: Some(9),
+        })
+        .expect("accepted");
+    let status = (0..6000)
+        .find_map(|_| {
+            let s = engine.job(&id).filter(|s| s.state.is_finished());
+            if s.is_none() {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            s
+        })
+        .expect("the job finishes within 60 s");
+    engine.shutdown();
+    let result = status
+        .result
+        .unwrap_or_else(|| panic!("job failed: {:?}", status.error));
+    assert!(result.verified);
+    result.proofs.into_iter().map(|p| p.proof).collect()
+}
+
+#[test]
+fn two_workers_on_one_gpu_prove_the_bytes_the_cpu_proves() {
+    let Some(_gpu) = gpu() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cuda = CudaBackend::new(0).expect("a second backend on device 0");
+    let on_gpu = engine_proofs(vec![Device::new(Arc::new(cuda), 2, None)], dir.path());
+    let on_cpu = engine_proofs(
+        vec![Device::new(Arc::new(CpuBackend::new()), 1, None)],
+        dir.path(),
+    );
+    assert_eq!(on_gpu.len(), 6);
+    assert_eq!(
+        on_gpu, on_cpu,
+        "two CUDA workers and the CPU backend disagree"
+    );
 }
