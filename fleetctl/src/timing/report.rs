@@ -67,11 +67,13 @@ pub struct H2dStats {
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Bottleneck {
-    /// Synthesis takes longer than device work: the GPU waits for the CPU.
+    /// The device sat idle while each partition was handed to it as soon
+    /// as synthesis finished: the GPU waits for the CPU.
     Synthesis,
-    /// Device work takes longer: synthesis is ahead.
+    /// The device was held at least 90% of its window: synthesis is ahead.
     Device,
-    /// Within 10% of each other.
+    /// Neither: the device idled although partitions waited for it (or,
+    /// without a timeline, the summed times are within 10%).
     Balanced,
     Unknown,
 }
@@ -212,6 +214,40 @@ fn devices(acc: &Acc) -> Vec<DeviceBusy> {
         .collect()
 }
 
+/// Occupied at least this much of its window, the device is the limit.
+const DEVICE_BOUND: f64 = 0.9;
+
+/// Which side limits throughput. Summed phase times cannot say: twelve
+/// synthesis threads run twelve partitions' synthesis at once beside one
+/// device. The device's own timeline can: held nearly all the time, it is
+/// the limit; idle while partitions were handed to it at once (a short
+/// `gpu_lock_wait`), it waited for synthesis. Without a timeline, the sums
+/// are all there is.
+fn bottleneck(acc: &Acc) -> Bottleneck {
+    if acc.partitions == 0 || acc.device_ms <= 0.0 {
+        return Bottleneck::Unknown;
+    }
+    let device_per_partition = acc.device_ms / acc.partitions as f64;
+    match acc.busy_fraction() {
+        Some(occupied) if occupied >= DEVICE_BOUND => Bottleneck::Device,
+        Some(_) => {
+            let waited = acc
+                .phases
+                .get(&Phase::GpuLockWait)
+                .map_or(0.0, |h| h.mean() / 1000.0);
+            if waited < 0.1 * device_per_partition {
+                Bottleneck::Synthesis
+            } else {
+                Bottleneck::Balanced
+            }
+        }
+        None if acc.synthesis_ms <= 0.0 => Bottleneck::Unknown,
+        None if acc.synthesis_ms > acc.device_ms * 1.1 => Bottleneck::Synthesis,
+        None if acc.device_ms > acc.synthesis_ms * 1.1 => Bottleneck::Device,
+        None => Bottleneck::Balanced,
+    }
+}
+
 fn section(host: &str, build: &str, acc: &Acc) -> Section {
     let phases = acc
         .phases
@@ -233,15 +269,7 @@ fn section(host: &str, build: &str, acc: &Acc) -> Section {
         pinned_fraction: (acc.h2d_partitions > 0)
             .then(|| acc.h2d_pinned_partitions as f64 / acc.h2d_partitions as f64),
     };
-    let bottleneck = if acc.synthesis_ms <= 0.0 || acc.device_ms <= 0.0 {
-        Bottleneck::Unknown
-    } else if acc.synthesis_ms > acc.device_ms * 1.1 {
-        Bottleneck::Synthesis
-    } else if acc.device_ms > acc.synthesis_ms * 1.1 {
-        Bottleneck::Device
-    } else {
-        Bottleneck::Balanced
-    };
+    let bottleneck = bottleneck(acc);
     let timeline = acc
         .timeline_sample()
         .into_iter()
@@ -631,6 +659,15 @@ mod tests {
     /// record, as the daemon orders them. `parts` is (device, start µs, end
     /// µs, device_busy_ms).
     fn cuda_log(path: &std::path::Path, parts: &[(u32, u64, u64, Option<f64>)]) {
+        cuda_log_with(path, parts, 40.0)
+    }
+
+    /// As [`cuda_log`], each partition's synthesis taking `synthesis_ms`.
+    fn cuda_log_with(
+        path: &std::path::Path,
+        parts: &[(u32, u64, u64, Option<f64>)],
+        synthesis_ms: f64,
+    ) {
         let mut f = std::fs::File::create(path).unwrap();
         for (i, (dev, start, end, busy)) in parts.iter().enumerate() {
             let ev = |kind, ts| {
@@ -648,7 +685,7 @@ mod tests {
             writeln!(f, "{}", ev(TimelineKind::GpuStart, *start).to_line()).unwrap();
             writeln!(f, "{}", ev(TimelineKind::GpuEnd, *end).to_line()).unwrap();
             let mut phases = BTreeMap::new();
-            phases.insert(Phase::Synthesis, 40.0);
+            phases.insert(Phase::Synthesis, synthesis_ms);
             phases.insert(Phase::NttKernels, 3.0);
             phases.insert(Phase::MsmBG2, (end - start) as f64 / 1000.0 - 5.0);
             phases.insert(Phase::Msm, (end - start) as f64 / 1000.0 - 4.0);
@@ -757,6 +794,36 @@ mod tests {
     }
 
     #[test]
+    fn a_device_held_all_the_time_is_the_bottleneck_whatever_synthesis_sums_to() {
+        // One device held back to back for 300 ms per partition while
+        // twelve synthesis threads each spent 3.6 s on a partition: the
+        // summed synthesis (12 x 3.6 s) dwarfs the device's (12 x 0.3 s),
+        // yet the device is what limits the run.
+        let parts: Vec<_> = (0..12u64)
+            .map(|i| {
+                (
+                    0,
+                    10_000 + i * 300_500,
+                    10_000 + i * 300_500 + 300_000,
+                    Some(280.0),
+                )
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h01.jsonl");
+        cuda_log_with(&path, &parts, 3600.0);
+        let s = scan(&[Source {
+            host: "h01".into(),
+            path,
+        }])
+        .unwrap();
+        let sec = &build(&s, &Thresholds::default(), None).sections[0];
+        assert!(sec.synthesis_ms > 10.0 * sec.device_ms);
+        assert!(sec.busy_fraction.unwrap() > 0.99);
+        assert_eq!(sec.bottleneck, Bottleneck::Device);
+    }
+
+    #[test]
     fn device_bound_run_shows_the_measured_fraction_per_device() {
         // Two devices, overlapping partitions on each, the device measured
         // busy for most of each interval.
@@ -784,6 +851,7 @@ mod tests {
             assert!(got > 0.5, "above the default threshold: {got}");
             fractions.push(want);
         }
+        assert_eq!(sec.bottleneck, Bottleneck::Device);
         let mean = (fractions[0] + fractions[1]) / 2.0;
         assert!((sec.kernel_busy_fraction.unwrap() - mean).abs() < 1e-12);
         assert!((r.builds[0].kernel_busy_fraction.unwrap() - mean).abs() < 1e-12);
