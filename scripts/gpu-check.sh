@@ -5,7 +5,11 @@
 # NVRTC compile test, then the benchmark table (H2D pinned vs pageable,
 # idle and under memory load; NTT phase per size; quotient from host; G1
 # and G2 MSMs with and without the tables of multiples) and
-# the per-phase timings of one proof on the CUDA backend (`prover prove`).
+# the per-phase timings of one proof on the CUDA backend (`prover prove`),
+# whole proofs per size next to the CPU backend and bellperson (`prover
+# bench --cuda`), and a pipelined daemon run (scripts/gpu-daemon-run.sh:
+# 16 partitions of chain 2^22, occupied and kernel busy per device,
+# partitions a minute).
 #
 # Usage:
 #   scripts/gpu-check.sh                 build with cargo, then run
@@ -20,7 +24,10 @@
 # PROVER_BENCH_MSM_MAX_LOG (largest G1 MSM bench size, default 26),
 # PROVER_BENCH_G2_MAX_LOG (largest G2 MSM bench size, default 24),
 # GPU_CHECK_PROVE_SIZES (chain sizes proven on the CUDA backend, default
-# "65536 1048576").
+# "65536 1048576"), GPU_CHECK_CHAIN_LOGS / GPU_CHECK_SHA_LOGS (whole-proof
+# bench sizes, default 16,18,20,22 and 18,20,22; add 24 for the largest),
+# GPU_CHECK_SKIP_PROOFS, GPU_CHECK_SKIP_DAEMON (leave those parts out), and
+# the GPU_DAEMON_* settings of scripts/gpu-daemon-run.sh.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -49,7 +56,8 @@ for l in sys.stdin:
     m=json.loads(l)
     if m.get("reason")=="compiler-artifact" and m.get("executable"): print(m["executable"])' |
         while read -r exe; do cp "$exe" "$bin_dir/"; done
-    cargo build --release -p prover --bin prover && cp target/release/prover "$bin_dir/"
+    cargo build --release -p prover --bin prover -p fleetctl --bin fleetctl &&
+        cp target/release/prover target/release/fleetctl "$bin_dir/"
 fi
 cuda_bin=$(ls -t "$bin_dir"/cuda-* 2>/dev/null | grep -v '\.d$' | head -1)
 compile_bin=$(ls -t "$bin_dir"/kernels_compile-* 2>/dev/null | grep -v '\.d$' | head -1)
@@ -110,8 +118,29 @@ else
     echo "no prover binary in $bin_dir: skipped"
 fi
 
+echo "== whole proofs: CUDA backend, CPU backend and bellperson on the same parameters"
+if [ -x "$bin_dir/prover" ] && [ -z "${GPU_CHECK_SKIP_PROOFS:-}" ]; then
+    params=$(mktemp -d)
+    "$bin_dir/prover" bench --cuda --circuits chain --log-sizes "${GPU_CHECK_CHAIN_LOGS:-16,18,20,22}" \
+        --params-dir "$params" --test-params 2>&1 | tee "$out/bench_proofs.txt" || status=1
+    "$bin_dir/prover" bench --cuda --circuits sha256 --log-sizes "${GPU_CHECK_SHA_LOGS:-18,20,22}" \
+        --params-dir "$params" --test-params 2>&1 | tee -a "$out/bench_proofs.txt" || status=1
+    rm -rf "$params"
+else
+    echo "no prover binary in $bin_dir, or GPU_CHECK_SKIP_PROOFS set: skipped"
+fi
+
+echo "== pipelined daemon run"
+if [ -x "$bin_dir/prover" ] && [ -x "$bin_dir/fleetctl" ] && [ -z "${GPU_CHECK_SKIP_DAEMON:-}" ]; then
+    scripts/gpu-daemon-run.sh "$bin_dir" "$out/daemon" 2>&1 | tee "$out/daemon_run.txt" || status=1
+else
+    echo "no prover and fleetctl binaries in $bin_dir, or GPU_CHECK_SKIP_DAEMON set: skipped"
+fi
+
 echo "== summary"
 grep -E "^test |test result" "$out/kernels_compile.txt" "$out/cuda_tests.txt" | sed 's/^[^:]*://'
 grep -E '^\||^device|pinned/pageable' "$out/bench.txt"
 [ -f "$out/prove_cuda.txt" ] && grep -E '│|partition\(s\)' "$out/prove_cuda.txt"
+[ -f "$out/bench_proofs.txt" ] && grep -E '│' "$out/bench_proofs.txt"
+[ -f "$out/daemon_run.txt" ] && grep -E 'partitions a minute|kernel busy|occupied' "$out/daemon_run.txt"
 exit $status
