@@ -11,7 +11,10 @@
 # GPU_DAEMON_PARTITIONS (default 16), GPU_DAEMON_WORKERS (workers per
 # device, default 2), GPU_DAEMON_SYNTH (synthesis threads, default 12),
 # GPU_DAEMON_BUDGET (memory budget, default 96GiB), GPU_DAEMON_DEVICES
-# (`"all"` or a TOML list such as `[0, 1]`, default "all").
+# (`"all"` or a TOML list such as `[0, 1]`, default "all"), GPU_DAEMON_PARAMS
+# (parameter directory kept between runs, default a fresh one),
+# GPU_DAEMON_RS_SEED (seed of r, s: equal seeds give equal proof bytes,
+# default 7).
 set -uo pipefail
 
 bin_dir=${1:?usage: gpu-daemon-run.sh BIN_DIR OUT_DIR}
@@ -70,7 +73,8 @@ fi
 echo "daemon ready after about ${ready} s"
 t0=$(date +%s.%N)
 "$bin_dir/prover" client submit --config "$work/daemon.toml" --size "$size" \
-    --partitions "$parts" --wait --timeout 600s >"$out/submit.json" 2>&1
+    --partitions "$parts" --rs-seed "${GPU_DAEMON_RS_SEED:-7}" --wait --timeout 600s \
+    >"$out/submit.json" 2>&1
 rc=$?
 t1=$(date +%s.%N)
 python3 - "$out/submit.json" "$t0" "$t1" "$parts" "$size" "$rc" <<'PY'
