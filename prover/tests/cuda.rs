@@ -1204,3 +1204,63 @@ fn two_workers_on_one_gpu_prove_the_bytes_the_cpu_proves() {
         "two CUDA workers and the CPU backend disagree"
     );
 }
+
+/// Where the quotient at 2^PROVER_DIAG_LOG (default 26) departs from the
+/// references: the GPU twice (pageable, then left on the device), our CPU
+/// backend, bellperson. Prints mismatch counts and first/last indices.
+#[test]
+#[ignore = "diagnostic; run by hand on a GPU host"]
+fn diagnose_quotient_at_one_size() {
+    let Some(gpu) = gpu() else { return };
+    let log_n: u32 = std::env::var("PROVER_DIAG_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(26);
+    let n = 1usize << log_n;
+    let (a, b, c) = (
+        bench::random_scalars(n, 1),
+        bench::random_scalars(n, 2),
+        bench::random_scalars(n, 3),
+    );
+    let run = |name: &str, f: &dyn Fn() -> Vec<Scalar>| {
+        let t = std::time::Instant::now();
+        let h = f();
+        eprintln!("{name}: {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
+        h
+    };
+    let gpu_host = run("gpu", &|| {
+        let (mut x, mut y, mut z) = (a.clone(), b.clone(), c.clone());
+        gpu.quotient(&mut x, &mut y, &mut z, false, &mut BackendTimes::default())
+            .expect("gpu");
+        x
+    });
+    let gpu_dev = run("gpu on device", &|| {
+        let h = gpu
+            .quotient_on_device(&a, &b, &c, &mut BackendTimes::default())
+            .expect("gpu on device");
+        let mut out = vec![Scalar::ZERO; n];
+        h.copy_to_host(&mut out).expect("download");
+        out
+    });
+    let cpu = run("cpu", &|| {
+        let (mut x, mut y, mut z) = (a.clone(), b.clone(), c.clone());
+        CpuBackend::new()
+            .quotient(&mut x, &mut y, &mut z, false, &mut BackendTimes::default())
+            .expect("cpu");
+        x
+    });
+    let bp = run("bellperson", &|| bellperson_h(&a, &b, &c));
+    let report = |x: &str, p: &[Scalar], y: &str, q: &[Scalar]| {
+        let diff: Vec<usize> = (0..n).filter(|&i| p[i] != q[i]).collect();
+        eprintln!(
+            "2^{log_n} {x} vs {y}: {} of {n} differ, first {:?}, last {:?}",
+            diff.len(),
+            diff.first(),
+            diff.last()
+        );
+    };
+    report("gpu", &gpu_host, "gpu on device", &gpu_dev);
+    report("gpu", &gpu_host, "cpu", &cpu);
+    report("cpu", &cpu, "bellperson", &bp);
+    report("gpu", &gpu_host, "bellperson", &bp);
+}
