@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::books::Carved;
+use super::grow::BudgetWait;
 use super::plan::{plan, Plan};
 use super::{Inner, PinnedPool};
 use crate::pool::buf::PinnedBuf;
@@ -35,7 +36,8 @@ impl PinnedPool {
         self.checkout_many_timeout(who, sizes, self.inner.limits.checkout_timeout)
     }
 
-    /// [`checkout_many`](Self::checkout_many) with an explicit timeout.
+    /// [`checkout_many`](Self::checkout_many) with an explicit timeout; one
+    /// too long to have a deadline waits without a bound.
     pub fn checkout_many_timeout(
         &self,
         who: &str,
@@ -178,7 +180,7 @@ impl Inner {
             self.free_all(evicted);
         }
         let grown = if grow > 0 {
-            Some(self.pin_slab(who, grow, deadline))
+            Some(self.pin_slab(who, grow, BudgetWait::Until(deadline)))
         } else {
             None
         };

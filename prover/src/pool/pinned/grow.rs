@@ -12,6 +12,17 @@ use crate::pool::error::PoolError;
 use crate::pool::host::Region;
 use crate::pool::pages::pages_for;
 
+/// How long a growth may wait for its budget reservation.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum BudgetWait {
+    /// Take what is free now or fail: preallocation never queues ahead of
+    /// jobs in the budget's line.
+    Never,
+    /// A checkout's: until its deadline, or without a bound where it has
+    /// none (a timeout too long to be a deadline).
+    Until(Option<Instant>),
+}
+
 impl PinnedPool {
     /// Pins `bytes` (rounded up to a page) as idle slabs up front, so the
     /// first jobs do not pay for pinning. Slabs are pinned on several
@@ -57,7 +68,7 @@ impl PinnedPool {
             while !stop() {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&size) = sizes.get(i) else { break };
-                match self.inner.pin_slab("preallocate", size, None) {
+                match self.inner.pin_slab("preallocate", size, BudgetWait::Never) {
                     Ok((region, reservation, took)) => {
                         let mut st = self.inner.state.lock();
                         st.pending -= size;
@@ -105,19 +116,17 @@ impl PinnedPool {
 
 impl Inner {
     /// Reserves budget for and pins one slab of `size` bytes; the caller
-    /// admits it. Checkouts (`deadline` given) may wait for the budget;
-    /// preallocation (`None`) takes what is free now or fails, so it never
-    /// queues ahead of jobs in the budget's line.
+    /// admits it.
     pub(super) fn pin_slab(
         &self,
         who: &str,
         size: u64,
-        deadline: Option<Instant>,
+        wait: BudgetWait,
     ) -> Result<(Region, Reservation, Duration), PoolError> {
         let label = format!("pool:{who}");
-        let mut reservation = match deadline {
-            Some(d) => self.reserve_for_growth(&label, size, d)?,
-            None => self.budget.try_reserve(&label, size)?,
+        let mut reservation = match wait {
+            BudgetWait::Until(deadline) => self.reserve_for_growth(&label, size, deadline)?,
+            BudgetWait::Never => self.budget.try_reserve(&label, size)?,
         };
         let bytes = usize::try_from(size).map_err(|_| PoolError::TooLarge {
             allocator: self.allocator.name(),
@@ -141,16 +150,16 @@ impl Inner {
         Ok((region, reservation, took))
     }
 
-    /// The budget reservation for a new slab. When the budget is short,
-    /// slabs idle in the pool hold part of it: they are released first, and
-    /// while this waits, slabs whose last buffer comes back are released
-    /// instead of kept (see `give_back`), since only the budget can wake
-    /// this wait.
+    /// The budget reservation for a new slab, waiting until `deadline`
+    /// (none: without a bound). When the budget is short, slabs idle in the
+    /// pool hold part of it: they are released first, and while this
+    /// waits, slabs whose last buffer comes back are released instead of
+    /// kept (see `give_back`), since only the budget can wake this wait.
     fn reserve_for_growth(
         &self,
         label: &str,
         size: u64,
-        deadline: Instant,
+        deadline: Option<Instant>,
     ) -> Result<Reservation, BudgetError> {
         // Counted before trying, so no slab can turn idle and stay between a
         // failed try and the wait.
@@ -161,11 +170,14 @@ impl Inner {
                 let short = size.saturating_sub(self.budget.available());
                 let evicted = self.state.lock().evict_idle(short);
                 self.free_all(evicted);
-                self.budget.reserve_timeout(
-                    label,
-                    size,
-                    deadline.saturating_duration_since(Instant::now()),
-                )
+                match deadline {
+                    Some(d) => self.budget.reserve_timeout(
+                        label,
+                        size,
+                        d.saturating_duration_since(Instant::now()),
+                    ),
+                    None => self.budget.reserve(label, size),
+                }
             }
         };
         self.state.lock().budget_blocked -= 1;
@@ -180,10 +192,15 @@ mod tests {
 
     const PAGE: usize = 4096;
 
-    /// Waits (bounded) until someone queues on the pool's budget.
-    fn until_the_budget_has_a_waiter(p: &PinnedPool) {
+    /// Waits (bounded) until the checkout on `waiter` queues on the pool's
+    /// budget; fails at once if it ended instead.
+    fn until_the_budget_has_a_waiter<T>(p: &PinnedPool, waiter: &std::thread::JoinHandle<T>) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while p.budget().stats().waiters == 0 {
+            assert!(
+                !waiter.is_finished(),
+                "the checkout ended without waiting on the budget"
+            );
             assert!(
                 Instant::now() < deadline,
                 "growth never waited on the budget"
@@ -207,7 +224,7 @@ mod tests {
             p2.checkout_timeout("second", 5 * PAGE / 2, Duration::from_secs(20))
                 .map(|b| b.capacity())
         });
-        until_the_budget_has_a_waiter(&p);
+        until_the_budget_has_a_waiter(&p, &waiter);
         drop(all);
         assert_eq!(waiter.join().unwrap().unwrap(), 3 * PAGE);
         let s = p.stats();
@@ -216,6 +233,24 @@ mod tests {
             (1, 3 * PAGE as u64, 1)
         );
         assert_eq!(p.budget().stats().reserved, 3 * PAGE as u64);
+    }
+
+    /// Regression: a checkout whose timeout is too long for a deadline
+    /// waited without a bound for buffers, but took the budget for a growth
+    /// only if it was free at once, failing with `WouldBlock` instead of
+    /// waiting like any other checkout.
+    #[test]
+    fn a_checkout_without_a_deadline_waits_for_the_budget() {
+        let p = pool(u64::MAX, 4 * PAGE as u64, 4);
+        let other = p.budget().reserve("params", 4 * PAGE as u64).unwrap();
+        let p2 = p.clone();
+        let waiter = std::thread::spawn(move || {
+            p2.checkout_timeout("forever", PAGE, Duration::MAX)
+                .map(|b| b.capacity())
+        });
+        until_the_budget_has_a_waiter(&p, &waiter);
+        drop(other);
+        assert_eq!(waiter.join().unwrap().unwrap(), PAGE);
     }
 
     #[test]
