@@ -65,7 +65,7 @@ impl HostAllocator for HeapAllocator {
 
 #[cfg(not(unix))]
 fn heap_layout(bytes: usize) -> Result<Layout, PoolError> {
-    Layout::from_size_align(bytes.max(1), crate::pool::REGION_ALIGN).map_err(|_| {
+    Layout::from_size_align(bytes.max(1), crate::pool::pages::REGION_ALIGN).map_err(|_| {
         PoolError::TooLarge {
             allocator: "heap",
             bytes: bytes as u64,

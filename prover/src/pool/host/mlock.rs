@@ -100,7 +100,7 @@ fn mlock_error(len: usize, err: std::io::Error) -> PoolError {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
-    use crate::pool::page_size;
+    use crate::pool::pages::page_size;
     use std::error::Error as _;
 
     #[test]
@@ -148,5 +148,18 @@ mod tests {
                 .unwrap_or_else(|| panic!("no io::Error source in {err:?}"));
             assert_eq!(source.raw_os_error(), Some(errno));
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_locked_region_shows_in_the_process_and_host_counts() {
+        use super::super::proc::{host_mlocked_bytes, vm_locked_bytes};
+        let bytes = 8 * page_size();
+        let region = MlockAllocator.alloc(bytes).unwrap();
+        let (process, host) = (vm_locked_bytes(), host_mlocked_bytes());
+        // SAFETY: from this allocator, no longer used.
+        unsafe { MlockAllocator.free(region) };
+        assert!(process >= bytes as u64, "VmLck {process} < {bytes}");
+        assert!(host >= bytes as u64, "Mlocked {host} < {bytes}");
     }
 }

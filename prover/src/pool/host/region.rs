@@ -81,7 +81,7 @@ pub trait HostAllocator: Send + Sync {
 /// the size asked, aligned, zeroed, writable to its last byte, freed again.
 #[cfg(test)]
 pub(crate) fn check_contract(alloc: &dyn HostAllocator) {
-    use crate::pool::REGION_ALIGN;
+    use crate::pool::pages::REGION_ALIGN;
     let region = alloc.alloc(3 * 4096 + 1).unwrap();
     assert!(region.len() > 3 * 4096);
     assert_eq!(region.as_ptr() as usize % REGION_ALIGN, 0);

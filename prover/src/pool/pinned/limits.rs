@@ -95,7 +95,7 @@ pub struct ShrinkReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pool::page_size;
+    use crate::pool::pages::page_size;
 
     fn slab(bytes: u64) -> u64 {
         PoolLimits {

@@ -109,7 +109,7 @@ mod tests {
     use super::super::books::testing::{books, free, PAGE};
     use super::super::test_pool as pool;
     use super::*;
-    use crate::pool::REGION_ALIGN;
+    use crate::pool::pages::REGION_ALIGN;
 
     #[test]
     fn a_plan_that_must_wait_leaves_the_books_as_it_found_them() {
