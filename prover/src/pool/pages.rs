@@ -44,7 +44,7 @@ pub fn pages_for_all(sizes: &[usize]) -> u64 {
 
 /// The whole pages that fit in `bytes` (rounded down): how much of a limit
 /// a slab can use.
-pub fn whole_pages_within(bytes: u64) -> u64 {
+pub(crate) fn whole_pages_within(bytes: u64) -> u64 {
     let page = page_size() as u64;
     bytes / page * page
 }
