@@ -18,7 +18,7 @@
 //!   shrinking.
 //! - [`buf`]: [`PinnedBuf`], the guard of one checked-out range, which
 //!   hands itself back to the pool on drop.
-//! - [`vec`]: [`PinnedVec`], a fixed-capacity typed vector over a buffer.
+//! - [`vec`](mod@vec): [`PinnedVec`], a fixed-capacity typed vector over a buffer.
 //! - [`error`]: [`PoolError`], shared by all of them.
 
 pub mod buf;

@@ -32,11 +32,11 @@
 //! Layout, in the order a checkout goes through it:
 //! - [`limits`]: [`PoolLimits`] in, [`PoolStats`] and [`ShrinkReport`] out.
 //! - [`free_list`]: one slab's free extents (best fit, coalescing).
-//! - [`books`]: the slabs and byte counts kept under the lock.
-//! - [`plan`]: deciding a checkout under the lock.
-//! - [`checkout`]: the checkout calls, the waiting line, carrying a plan out.
-//! - [`grow`]: budget reservations and pinning new slabs; preallocation.
-//! - [`release`]: returned buffers, shrinking, freeing slabs.
+//! - `books`: the slabs and byte counts kept under the lock.
+//! - `plan`: deciding a checkout under the lock.
+//! - `checkout`: the checkout calls, the waiting line, carrying a plan out.
+//! - `grow`: budget reservations and pinning new slabs; preallocation.
+//! - `release`: returned buffers, shrinking, freeing slabs.
 
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
