@@ -182,7 +182,10 @@ impl MemoryBudget {
         }
     }
 
-    fn check_fits(&self, who: &str, bytes: u64) -> Result<(), BudgetError> {
+    /// Fails with [`BudgetError::ExceedsBudget`] if `bytes` is more than the
+    /// whole budget, which no wait can grant; callers that plan before they
+    /// reserve (the pool) check with this same rule.
+    pub fn check_fits(&self, who: &str, bytes: u64) -> Result<(), BudgetError> {
         if bytes > self.total {
             return Err(BudgetError::ExceedsBudget {
                 who: who.to_owned(),

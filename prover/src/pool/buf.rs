@@ -112,3 +112,48 @@ impl Drop for PinnedBuf {
             .give_back(self.slab, self.offset, self.capacity, &self.who);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::pool::pinned::test_pool;
+
+    const PAGE: usize = 4096;
+
+    #[test]
+    fn a_buffer_exposes_its_length_and_owns_its_whole_range() {
+        let p = test_pool(1 << 20, 1 << 20, 4);
+        let mut buf = p.checkout("job", 100).unwrap();
+        assert_eq!(
+            (buf.len(), buf.capacity(), buf.is_empty()),
+            (100, PAGE, false)
+        );
+        assert!(!buf.page_locked(), "heap memory");
+        assert_eq!(buf.as_ptr() as usize % PAGE, 0);
+        buf.fill(7);
+        assert!(buf.iter().all(|b| *b == 7));
+        let text = format!("{buf:?}");
+        assert!(
+            text.contains("\"job\"") && text.contains("capacity: 4096"),
+            "{text}"
+        );
+        let empty = p.checkout("empty", 0).unwrap();
+        assert_eq!((empty.len(), empty.capacity()), (0, PAGE), "still a page");
+    }
+
+    #[test]
+    fn dropping_a_buffer_hands_its_range_back_on_any_thread() {
+        let p = test_pool(1 << 20, 1 << 20, 4);
+        let buf = p.checkout("job", 3 * PAGE).unwrap();
+        assert_eq!(p.stats().buffers_in_use, 1);
+        std::thread::spawn(move || drop(buf)).join().unwrap();
+        let s = p.stats();
+        assert_eq!((s.buffers_in_use, s.bytes_in_use, s.regions), (0, 0, 1));
+        let again = p.checkout("next", 4 * PAGE).unwrap();
+        assert_eq!(
+            p.stats().grows,
+            1,
+            "the range merged back into a whole slab"
+        );
+        drop(again);
+    }
+}

@@ -5,10 +5,12 @@ use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
 use std::ops::{Deref, DerefMut};
 
-use super::{PinnedBuf, PinnedPool, PoolError};
+use super::buf::PinnedBuf;
+use super::error::PoolError;
+use super::pinned::PinnedPool;
 
-/// Why a buffer cannot hold `T`s.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a buffer cannot hold `T`s, or none could be checked out for them.
+#[derive(Debug, thiserror::Error)]
 pub enum PinnedVecError {
     #[error("buffer at {addr:#x} is not aligned to {align} bytes for {type_name}")]
     Misaligned {
@@ -18,6 +20,13 @@ pub enum PinnedVecError {
     },
     #[error("{type_name} is zero-sized; a pinned vector of it makes no sense")]
     ZeroSized { type_name: &'static str },
+    #[error("{capacity} elements of {type_name} overflow the address space")]
+    TooLarge {
+        capacity: usize,
+        type_name: &'static str,
+    },
+    #[error("checking out a pinned vector: {0}")]
+    Checkout(#[from] PoolError),
 }
 
 /// A push or resize past the fixed capacity; the vector never reallocates.
@@ -68,23 +77,19 @@ impl<T: Copy> PinnedVec<T> {
     }
 
     /// Checks out a buffer for `capacity` elements and wraps it.
-    pub fn with_capacity(pool: &PinnedPool, who: &str, capacity: usize) -> Result<Self, PoolError> {
-        let bytes = capacity
-            .checked_mul(size_of::<T>())
-            .ok_or_else(|| PoolError::Alloc {
-                allocator: pool.allocator_name(),
-                bytes: usize::MAX,
-                reason: format!(
-                    "{capacity} elements of {} overflow usize",
-                    std::any::type_name::<T>()
-                ),
-            })?;
-        let buf = pool.checkout(who, bytes)?;
-        Self::new(buf).map_err(|e| PoolError::Alloc {
-            allocator: pool.allocator_name(),
-            bytes,
-            reason: e.to_string(),
-        })
+    pub fn with_capacity(
+        pool: &PinnedPool,
+        who: &str,
+        capacity: usize,
+    ) -> Result<Self, PinnedVecError> {
+        let bytes =
+            capacity
+                .checked_mul(size_of::<T>())
+                .ok_or_else(|| PinnedVecError::TooLarge {
+                    capacity,
+                    type_name: std::any::type_name::<T>(),
+                })?;
+        Self::new(pool.checkout(who, bytes)?)
     }
 
     pub fn len(&self) -> usize {
@@ -206,8 +211,10 @@ impl<T: Copy + std::fmt::Debug> std::fmt::Debug for PinnedVec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::MemoryBudget;
-    use crate::pool::{HeapAllocator, PoolLimits};
+    use crate::budget::{BudgetError, MemoryBudget};
+    use crate::pool::host::HeapAllocator;
+    use crate::pool::pinned::PoolLimits;
+    use std::error::Error as _;
     use std::sync::Arc;
 
     fn pool() -> PinnedPool {
@@ -282,5 +289,29 @@ mod tests {
         v.extend_from_slice(&[1, 2, 3, 4]).unwrap();
         let buf = v.into_buf();
         assert_eq!(&buf[..4], &[1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_capacity_that_overflows_is_refused_before_any_checkout() {
+        let p = pool();
+        let err = PinnedVec::<u64>::with_capacity(&p, "t", usize::MAX / 4).unwrap_err();
+        assert!(
+            matches!(err, PinnedVecError::TooLarge { capacity, .. } if capacity == usize::MAX / 4)
+        );
+        assert_eq!(p.stats().grows, 0);
+    }
+
+    #[test]
+    fn a_refused_checkout_is_the_source_of_the_vector_error() {
+        let p = pool();
+        let err = PinnedVec::<u64>::with_capacity(&p, "t", 1 << 20).unwrap_err();
+        let source = err.source().and_then(|s| s.downcast_ref::<PoolError>());
+        assert!(
+            matches!(
+                source,
+                Some(PoolError::Budget(BudgetError::ExceedsBudget { .. }))
+            ),
+            "{err:?}"
+        );
     }
 }

@@ -10,8 +10,9 @@
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::alloc::{page_size, Region};
-use super::PoolError;
+use super::region::Region;
+use crate::pool::error::PoolError;
+use crate::pool::pages::{page_size, whole_pages};
 
 /// Transparent huge page size on x86-64 and most arm64 kernels; used only
 /// for alignment and advice, so a kernel with another size loses nothing.
@@ -27,20 +28,18 @@ const FAULT_CHUNK: usize = 64 << 20;
 /// the kernel can back them with huge pages; forked children get no copy.
 #[cfg(unix)]
 pub fn map_anonymous(allocator: &'static str, bytes: usize) -> Result<Region, PoolError> {
-    let fail = |bytes, reason| PoolError::Alloc {
+    let too_large = |why| PoolError::TooLarge {
         allocator,
-        bytes,
-        reason,
+        bytes: bytes as u64,
+        why,
     };
-    let len = bytes
-        .max(1)
-        .checked_next_multiple_of(page_size())
-        .ok_or_else(|| fail(bytes, "size overflows when rounded to whole pages".into()))?;
+    let len = whole_pages(bytes)
+        .ok_or_else(|| too_large("the size overflows when rounded to whole pages"))?;
     let huge = len >= HUGE_PAGE;
     // Over-map by one huge page so an aligned start exists inside, then trim.
     let map_len = if huge {
         len.checked_add(HUGE_PAGE)
-            .ok_or_else(|| fail(bytes, "size overflows with alignment slack".into()))?
+            .ok_or_else(|| too_large("the size overflows with huge-page alignment slack"))?
     } else {
         len
     };
@@ -56,8 +55,12 @@ pub fn map_anonymous(allocator: &'static str, bytes: usize) -> Result<Region, Po
         )
     };
     if ptr == libc::MAP_FAILED {
-        let err = std::io::Error::last_os_error();
-        return Err(fail(len, format!("mmap: {err}")));
+        return Err(PoolError::Os {
+            allocator,
+            call: "mmap",
+            bytes: len,
+            source: std::io::Error::last_os_error(),
+        });
     }
     let base = ptr as usize;
     let start = if huge {
@@ -90,8 +93,11 @@ pub fn map_anonymous(allocator: &'static str, bytes: usize) -> Result<Region, Po
         }
         libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTFORK);
     }
-    let ptr =
-        NonNull::new(start as *mut u8).ok_or_else(|| fail(len, "mmap returned null".into()))?;
+    let ptr = NonNull::new(start as *mut u8).ok_or_else(|| PoolError::Alloc {
+        allocator,
+        bytes: len,
+        reason: "mmap returned null".into(),
+    })?;
     // SAFETY: page-aligned, zero-filled by the kernel, `len` long, ours.
     Ok(unsafe { Region::from_raw(ptr, len) })
 }
