@@ -10,7 +10,7 @@ use crate::budget::MemoryBudget;
 use crate::circuit::{unnamed_root, CircuitShape};
 use crate::lc::{self, UnknownVariable, Var};
 use crate::pool::{
-    pages_for, HeapAllocator, PinnedPool, PinnedVec, PinnedVecError, PoolError, PoolLimits,
+    pages_for_all, HeapAllocator, PinnedPool, PinnedVec, PinnedVecError, PoolError, PoolLimits,
 };
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, Variable};
 use blstrs::Scalar;
@@ -132,9 +132,7 @@ pub fn buffer_sizes(shape: &CircuitShape) -> [usize; 5] {
 /// Bytes one partition of `shape` takes from the pool: its [`buffer_sizes`]
 /// rounded as the pool rounds them ([`crate::pool::pages_for`]).
 pub fn pool_bytes(shape: &CircuitShape) -> u64 {
-    buffer_sizes(shape)
-        .iter()
-        .fold(0u64, |sum, b| sum.saturating_add(pages_for(*b)))
+    pages_for_all(&buffer_sizes(shape))
 }
 
 impl SynthesisBuffers {
