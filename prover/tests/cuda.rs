@@ -21,6 +21,7 @@ use prover::budget::MemoryBudget;
 use prover::circuit::{self, CircuitKind};
 use prover::pool::{HostAllocator, PinnedPool, PoolLimits};
 use prover::prove::{self, partition_randomness};
+use prover::synthesis;
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use std::sync::{Arc, OnceLock};
@@ -185,19 +186,46 @@ fn pinned_regions_come_from_cuda_and_upload_exactly() {
 
 #[test]
 fn pool_on_the_cuda_allocator_hands_out_pinned_buffers() {
-    let Some(_gpu) = gpu() else { return };
+    let Some(gpu) = gpu() else { return };
     let pool = PinnedPool::new(
         Arc::new(CudaHostAllocator::new(0).expect("allocator")),
         MemoryBudget::new(1 << 28),
         PoolLimits::default(),
     );
+    assert_eq!(pool.allocator_name(), "cuda");
+    assert!(pool.page_locked(), "cuMemHostAlloc memory is page-locked");
     let (c, inputs) = circuit::bundled(CircuitKind::Chain, 1 << 10, 3).expect("circuit");
     let params = params_for(CircuitKind::Chain, 1 << 10, 5);
+    let syn = synthesis::synthesize(c, &prove::shape_of_key(&params), &pool).expect("synthesis");
+    // What the engine writes as a partition record's `pinned`.
+    assert!(syn.pinned(), "a, b and c are in page-locked buffers");
+    let st = pool.stats();
+    assert!(
+        st.page_locked && st.bytes_pinned > 0 && st.buffers_in_use > 0,
+        "{st:?}"
+    );
     let (r, s) = partition_randomness(3, 0);
-    let proof = prove::create_proof(c, &params, r, s, &CpuBackend::new(), &pool)
-        .expect("proof on pinned pool");
+    let mut times = BackendTimes::default();
+    let proof = prove::prove_synthesized(gpu, &params, syn, r, s, &mut times)
+        .expect("proof on the CUDA backend from the pinned pool");
+    // Through the device: the scalars went up and its copies and kernels
+    // were timed on its streams (the CPU backend reports neither).
+    assert_eq!(gpu.kind(), BackendKind::Cuda);
+    assert!(times.h2d_bytes > 0 && times.device_ms > 0.0, "{times:?}");
     let pvk = groth16::prepare_verifying_key(&params.vk);
     assert!(groth16::verify_proof(&pvk, &proof, &inputs).expect("verify"));
+    let (c, _) = circuit::bundled(CircuitKind::Chain, 1 << 10, 3).expect("circuit");
+    let cpu = prove::create_proof(
+        c,
+        &params,
+        r,
+        s,
+        &CpuBackend::new(),
+        &synthesis::heap_pool(1 << 28),
+    )
+    .expect("proof on the CPU backend");
+    assert_eq!(proof_bytes(&proof), proof_bytes(&cpu));
+    assert_eq!(pool.stats().buffers_in_use, 0, "every buffer went back");
 }
 
 #[test]
