@@ -155,13 +155,29 @@ fn release(dir: &Path, build: &str, mode: &str, pad: usize) -> Release {
     Release::from_files(&bin, Some(&cfg)).unwrap()
 }
 
+/// A lab of one host, up while this lives, beside the binary's other labs
+/// (see `crate::LABS`).
+struct OneHost {
+    lab: Lab,
+    // Dropped after the lab: the turn ends once it is torn down.
+    _shared: std::sync::RwLockReadGuard<'static, ()>,
+}
+
+impl std::ops::Deref for OneHost {
+    type Target = Lab;
+    fn deref(&self) -> &Lab {
+        &self.lab
+    }
+}
+
 /// A lab of one host plus its resolved inventory entry; `None` (test
 /// skipped, recorded) when not root and the run leaves the lab out.
 #[track_caller]
-fn lab(data_size: Option<u64>) -> Option<(Lab, Host)> {
+fn lab(data_size: Option<u64>) -> Option<(OneHost, Host)> {
     if !fleet_testkit::have_lab() {
         return None;
     }
+    let shared = crate::labs_shared();
     let mut config = LabConfig::new(1);
     if let Some(size) = data_size {
         config.data_size = size;
@@ -169,7 +185,13 @@ fn lab(data_size: Option<u64>) -> Option<(Lab, Host)> {
     let lab = Lab::start_with(config).unwrap();
     let inv = inventory::load(Some(&lab.inventory_path()), &[]).unwrap();
     let host = inv.hosts[0].host.clone();
-    Some((lab, host))
+    Some((
+        OneHost {
+            lab,
+            _shared: shared,
+        },
+        host,
+    ))
 }
 
 fn rt() -> tokio::runtime::Runtime {

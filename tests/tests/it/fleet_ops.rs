@@ -79,6 +79,7 @@ fn status_health_and_timing_on_a_lab_of_eight() {
     if !fleet_testkit::have_lab() {
         return;
     }
+    let _turn = crate::lab_turn();
     let lab = Lab::start(8).expect("lab starts");
     let work = tempfile::tempdir().expect("tempdir");
     let cwd = work.path();
