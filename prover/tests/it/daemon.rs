@@ -89,19 +89,18 @@ impl Daemon {
     /// Starts the daemon of an [`unstarted`](Self::unstarted) dir and waits
     /// until it has bound its port.
     fn launch(&mut self, stderr_to_log: bool) {
-        let d = self;
-        let mut cmd = d.command();
+        let mut cmd = self.command();
         if stderr_to_log {
-            std::fs::create_dir_all(d.path("logs")).expect("logs dir");
+            std::fs::create_dir_all(self.path("logs")).expect("logs dir");
             let log = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(d.path("logs/prover.log"))
+                .open(self.path("logs/prover.log"))
                 .expect("open log");
             cmd.stderr(log);
         }
-        d.child = Some(cmd.spawn().expect("spawn prover daemon"));
-        d.port = d.wait_listening(Duration::from_secs(60));
+        self.child = Some(cmd.spawn().expect("spawn prover daemon"));
+        self.port = self.wait_listening(Duration::from_secs(60));
     }
 
     /// The port the daemon recorded beside its pid file once it bound
