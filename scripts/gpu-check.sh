@@ -14,7 +14,7 @@
 # Usage:
 #   scripts/gpu-check.sh                 build with cargo, then run
 #   scripts/gpu-check.sh --bin-dir DIR   run prebuilt test binaries from DIR
-#                                        (cuda-*, kernels_compile-*), e.g.
+#                                        (the prover's it-* test binary), e.g.
 #                                        on a GPU host without cargo
 # Environment: GPU_CHECK_OUT (log folder, default target/gpu-check),
 # PROVER_CUDA_MAX_LOG (largest bit-exact quotient size, default 24),
@@ -49,7 +49,7 @@ done
 if [ -z "$bin_dir" ]; then
     bin_dir=target/gpu-check-bin
     mkdir -p "$bin_dir"
-    cargo test --release -p prover --test cuda --test kernels_compile --no-run \
+    cargo test --release -p prover --test it --no-run \
         --message-format=json 2>/dev/null |
         python3 -c 'import json,sys
 for l in sys.stdin:
@@ -59,9 +59,10 @@ for l in sys.stdin:
     cargo build --release -p prover --bin prover -p fleetctl --bin fleetctl &&
         cp target/release/prover target/release/fleetctl "$bin_dir/"
 fi
-cuda_bin=$(ls -t "$bin_dir"/cuda-* 2>/dev/null | grep -v '\.d$' | head -1)
-compile_bin=$(ls -t "$bin_dir"/kernels_compile-* 2>/dev/null | grep -v '\.d$' | head -1)
-if [ -z "$cuda_bin" ] || [ -z "$compile_bin" ]; then
+# One integration-test binary per crate: the GPU tests are its cuda::
+# module, the NVRTC compile test its kernels_compile:: module.
+it_bin=$(ls -t "$bin_dir"/it-* 2>/dev/null | grep -v '\.d$' | head -1)
+if [ -z "$it_bin" ]; then
     echo "test binaries not found in $bin_dir" >&2
     exit 2
 fi
@@ -83,13 +84,13 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pc
     --format=csv 2>&1 | tee -a "$out/device.txt"
 
 echo "== NVRTC compile test"
-"$compile_bin" --test-threads=1 2>&1 | tee "$out/kernels_compile.txt" || status=1
+"$it_bin" kernels_compile:: --test-threads=1 2>&1 | tee "$out/kernels_compile.txt" || status=1
 
 echo "== GPU tests (bit-exact up to 2^${PROVER_CUDA_MAX_LOG:-24})"
 # TEST_REQUIRE=gpu: a GPU test that finds no device fails instead of skipping.
 TEST_REQUIRE=gpu PROVER_CUDA_MAX_LOG=${PROVER_CUDA_MAX_LOG:-24} PROVER_MSM_MAX_LOG=${PROVER_MSM_MAX_LOG:-24} \
     PROVER_CUDA_BIG_MAX_LOG=${PROVER_CUDA_BIG_MAX_LOG:-27} \
-    "$cuda_bin" --test-threads=1 --nocapture 2>&1 |
+    "$it_bin" cuda:: proofs::cuda_ --test-threads=1 --nocapture 2>&1 |
     tee "$out/cuda_tests.txt" || status=1
 if grep -q "GPU tests skipped" "$out/cuda_tests.txt"; then
     echo "gpu-check: the GPU tests skipped themselves (no usable device or NVRTC)" >&2
@@ -101,7 +102,7 @@ ran=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$out/cuda_tests.txt" | 
 echo "gpu-check: ${ran:-0} GPU tests ran on the device and passed"
 
 echo "== benchmark table"
-"$cuda_bin" --ignored --exact gpu_bench_table --nocapture --test-threads=1 2>&1 |
+"$it_bin" --ignored --exact cuda::gpu_bench_table --nocapture --test-threads=1 2>&1 |
     tee "$out/bench.txt" || status=1
 
 echo "== per-phase timings of chain proofs on the CUDA backend"

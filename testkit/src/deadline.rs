@@ -14,6 +14,15 @@ use std::time::{Duration, Instant};
 /// within `limit`.
 #[track_caller]
 pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
+    spawn_within(cmd, limit).output()
+}
+
+/// Starts `cmd` as [`output_within`] does and returns at once, for a test
+/// that acts on the process while it runs (signals it, waits for a file it
+/// writes). The deadline counts from here; [`Within::output`] collects the
+/// result under it, and dropping the handle first kills the process group.
+#[track_caller]
+pub fn spawn_within(cmd: &mut Command, limit: Duration) -> Within {
     let started = Instant::now();
     let shown = format!("{cmd:?}");
     let mut child = cmd
@@ -23,7 +32,7 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
         .process_group(0)
         .spawn()
         .unwrap_or_else(|e| panic!("spawning {shown}: {e}"));
-    let (tx, rx) = mpsc::channel();
+    let (tx, pipes) = mpsc::channel();
     let out = child.stdout.take().expect("piped stdout");
     let err = child.stderr.take().expect("piped stderr");
     for (which, mut pipe) in [
@@ -37,38 +46,94 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
             let _ = tx.send((which, buf));
         });
     }
-    drop(tx);
-    let mut bufs = [Vec::new(), Vec::new()];
-    for _ in 0..2 {
-        let left = limit.saturating_sub(started.elapsed());
-        match rx.recv_timeout(left) {
-            Ok((which, buf)) => bufs[which] = buf,
-            Err(_) => fail(&mut child, &shown, limit),
-        }
-    }
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() < limit => std::thread::sleep(Duration::from_millis(5)),
-            Ok(None) => fail(&mut child, &shown, limit),
-            Err(e) => panic!("waiting for {shown}: {e}"),
-        }
-    };
-    let [stdout, stderr] = bufs;
-    Output {
-        status,
-        stdout,
-        stderr,
+    Within {
+        child: Some(child),
+        shown,
+        started,
+        limit,
+        pipes,
     }
 }
 
-fn fail(child: &mut Child, shown: &str, limit: Duration) -> ! {
-    // The group id is the child's pid (process_group(0)); a negative pid
-    // signals the whole group, so the child's own children go too.
-    // SAFETY: kill(2) has no memory preconditions.
-    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-    let _ = child.wait();
-    panic!("{shown} did not finish within {limit:?} (killed)");
+/// A child process running under a deadline (see [`spawn_within`]).
+pub struct Within {
+    /// `None` once collected.
+    child: Option<Child>,
+    shown: String,
+    started: Instant,
+    limit: Duration,
+    pipes: mpsc::Receiver<(usize, Vec<u8>)>,
+}
+
+impl Within {
+    /// The child's pid, which is also its process group's id.
+    pub fn id(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Whether the child has exited (its status stays for [`output`](Self::output)).
+    pub fn has_exited(&mut self) -> bool {
+        let child = self.child.as_mut().expect("not collected yet");
+        matches!(child.try_wait(), Ok(Some(_)))
+    }
+
+    /// Waits for the child to end and its pipes to close, within what is
+    /// left of the deadline; past it, kills the group and fails the test.
+    #[track_caller]
+    pub fn output(mut self) -> Output {
+        let mut bufs = [Vec::new(), Vec::new()];
+        for _ in 0..2 {
+            let left = self.limit.saturating_sub(self.started.elapsed());
+            match self.pipes.recv_timeout(left) {
+                Ok((which, buf)) => bufs[which] = buf,
+                Err(_) => self.fail(),
+            }
+        }
+        let status = loop {
+            let child = self.child.as_mut().expect("not collected yet");
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if self.started.elapsed() < self.limit => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Ok(None) => self.fail(),
+                Err(e) => panic!("waiting for {}: {e}", self.shown),
+            }
+        };
+        self.child = None;
+        let [stdout, stderr] = bufs;
+        Output {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn fail(&mut self) -> ! {
+        self.kill_group();
+        panic!(
+            "{} did not finish within {:?} (killed)",
+            self.shown, self.limit
+        );
+    }
+
+    fn kill_group(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // The group id is the child's pid (process_group(0)); a negative
+            // pid signals the whole group, so the child's own children go too.
+            // SAFETY: kill(2) has no memory preconditions.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Within {
+    /// A test that fails (or returns) before collecting the child leaves
+    /// nothing running.
+    fn drop(&mut self) {
+        self.kill_group();
+    }
 }
 
 #[cfg(test)]
@@ -117,6 +182,43 @@ mod tests {
         assert!(
             stat.is_empty() || state == Some("Z"),
             "grandchild {grandchild} still runs: {stat}"
+        );
+    }
+
+    #[test]
+    fn a_spawned_child_is_signalled_while_it_runs_and_killed_when_dropped() {
+        let mut running = spawn_within(
+            Command::new("sh").args([
+                "-c",
+                "trap 'echo got INT; exit 7' INT; while :; do sleep 0.01; done",
+            ]),
+            Duration::from_secs(30),
+        );
+        assert!(!running.has_exited());
+        // The trap is set before the loop runs its first `sleep`: signal
+        // once the shell has a child.
+        let pid = running.id();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .trim()
+            .is_empty()
+        {
+            assert!(Instant::now() < deadline, "the loop never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: kill(2) has no memory preconditions.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+        let out = running.output();
+        assert_eq!(out.status.code(), Some(7));
+        assert_eq!(out.stdout, b"got INT\n");
+
+        let dropped = spawn_within(Command::new("sleep").arg("300"), Duration::from_secs(30));
+        let pid = dropped.id();
+        drop(dropped);
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "dropping the handle leaves {pid} running"
         );
     }
 }

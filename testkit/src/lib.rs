@@ -15,6 +15,6 @@ pub mod deadline;
 pub mod net;
 pub mod skip;
 
-pub use deadline::output_within;
+pub use deadline::{output_within, spawn_within, Within};
 pub use net::RefusingAddr;
 pub use skip::{have, have_lab, Need};

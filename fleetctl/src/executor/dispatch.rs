@@ -392,7 +392,7 @@ impl<'a> Dispatcher<'a> {
 #[cfg(test)]
 mod tests {
     //! The dispatcher's own logic (batches, budget, resume) with a scripted
-    //! host runner; the real host task runs end to end in `tests/rollout.rs`.
+    //! host runner; the real host task runs end to end in `tests/tests/it/rollout.rs`.
     use super::*;
     use crate::playbook::{BatchSize, Strategy};
     use std::collections::HashSet;

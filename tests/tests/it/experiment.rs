@@ -72,6 +72,7 @@ fn experiments_on_a_lab_of_four_pass_and_promote_or_fail_and_restore() {
     if !fleet_testkit::have_lab() {
         return;
     }
+    let _turn = crate::lab_turn();
     let begin = Instant::now();
     let lab = Lab::start(4).expect("lab of 4 hosts");
     let dir = tempfile::tempdir().expect("temp dir");

@@ -393,32 +393,70 @@ fn pool_waiter_wakes_when_a_buffer_comes_back() {
 
 #[test]
 fn pool_waiters_are_served_in_order_and_a_timed_out_one_leaves_the_line() {
+    // The rule needs the small checkout queued while the big one still
+    // waits. The small one's thread exists before the big one's clock
+    // starts, so only a wake-up stands between them; a host slow enough to
+    // lose even that race is told apart from a broken rule and the case is
+    // run again with a longer timeout.
+    for timeout_ms in [400, 1_600, 6_400] {
+        if queue_behind_a_head_that_times_out(Duration::from_millis(timeout_ms)) {
+            return;
+        }
+    }
+    panic!(
+        "in every run the small checkout was served without queueing behind the big one: \
+         it jumps the queue (or the host never ran a woken thread within 6.4 s)"
+    );
+}
+
+/// One run of the case above with the big checkout's `timeout`; false when
+/// the big checkout timed out before the small one had queued (the run
+/// showed nothing, either way).
+fn queue_behind_a_head_that_times_out(timeout: Duration) -> bool {
     let (pool, _) = heap_pool(4 * PAGE as u64, 1 << 20);
     let hold = pool.checkout("long job", 3 * PAGE).unwrap();
+    let (go, gate) = mpsc::channel::<()>();
+    let (done_tx, done) = mpsc::channel();
+    let p = pool.clone();
+    let small = thread::spawn(move || {
+        gate.recv().unwrap();
+        let buf = p.checkout_timeout("small", PAGE, BOUND);
+        done_tx.send(()).unwrap();
+        buf.map(|b| b.capacity())
+    });
     let p = pool.clone();
     let big = thread::spawn(move || {
-        p.checkout_timeout("big", 4 * PAGE, Duration::from_millis(400))
+        p.checkout_timeout("big", 4 * PAGE, timeout)
             .map(|b| b.capacity())
     });
     wait_for(|| pool.stats().waits == 1, "the big checkout to block");
-    let (tx, rx) = mpsc::channel();
-    let p = pool.clone();
-    let small = thread::spawn(move || {
-        let buf = p.checkout_timeout("small", PAGE, BOUND);
-        tx.send(()).unwrap();
-        buf.map(|b| b.capacity())
-    });
-    wait_for(|| pool.stats().waits == 2, "the small checkout to block");
-    // One page is free, but the big request queued first.
-    assert!(rx.recv_timeout(Duration::from_millis(150)).is_err());
+    go.send(()).unwrap();
+    // `waits` counts a checkout once it was checked and refused: one page
+    // is free, so the small one being refused is the first-come rule.
+    wait_for(
+        || pool.stats().waits == 2 || small.is_finished(),
+        "the small checkout to block or finish",
+    );
+    if pool.stats().waits == 1 {
+        // Served without queueing: the big one had given up already, or the
+        // small one jumped the queue (then every run ends here, and the
+        // test fails).
+        assert!(matches!(
+            big.join().unwrap(),
+            Err(PoolError::Timeout { .. })
+        ));
+        assert_eq!(small.join().unwrap().unwrap(), PAGE);
+        return false;
+    }
     assert!(matches!(
         big.join().unwrap(),
         Err(PoolError::Timeout { requested, .. }) if requested == 4 * PAGE as u64
     ));
     // Once the big one gave up, the small one goes without anything returned.
-    rx.recv_timeout(BOUND).unwrap();
+    done.recv_timeout(BOUND).unwrap();
     assert_eq!(small.join().unwrap().unwrap(), PAGE);
     drop(hold);
+    true
 }
 
 #[test]

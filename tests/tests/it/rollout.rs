@@ -110,6 +110,7 @@ fn rollout_on_a_lab_of_eight() {
     if !fleet_testkit::have_lab() {
         return;
     }
+    let _turn = crate::lab_turn();
     let begin = Instant::now();
     let lab = Lab::start(8).expect("lab of 8 hosts");
     let work = Workdir::new();

@@ -3,7 +3,7 @@
 //! beside its pid file, where the client subcommands find it too), driven
 //! over HTTP.
 
-use fleet_testkit::output_within;
+use fleet_testkit::{output_within, spawn_within};
 use fleet_wire::api::{JobState, JobStatus, Ready, Status, SubmitResponse};
 use fleet_wire::timing::{TimelineKind, TimingLine};
 use prover::backend::cpu::CpuBackend;
@@ -66,9 +66,16 @@ impl Daemon {
     /// bound its port; with `stderr_to_log` its stderr is appended to the log
     /// file, as fleetctl starts it.
     fn spawn_only(extra: &str, stderr_to_log: bool) -> Daemon {
+        let mut d = Self::unstarted(extra);
+        d.launch(stderr_to_log);
+        d
+    }
+
+    /// The install dir with its config, the daemon not started yet.
+    fn unstarted(extra: &str) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("prover.toml"), config_text(extra)).expect("write config");
-        let mut d = Daemon {
+        Daemon {
             dir,
             child: None,
             port: 0,
@@ -76,20 +83,24 @@ impl Daemon {
                 .timeout(Duration::from_secs(120))
                 .build()
                 .expect("client"),
-        };
-        let mut cmd = d.command();
+        }
+    }
+
+    /// Starts the daemon of an [`unstarted`](Self::unstarted) dir and waits
+    /// until it has bound its port.
+    fn launch(&mut self, stderr_to_log: bool) {
+        let mut cmd = self.command();
         if stderr_to_log {
-            std::fs::create_dir_all(d.path("logs")).expect("logs dir");
+            std::fs::create_dir_all(self.path("logs")).expect("logs dir");
             let log = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(d.path("logs/prover.log"))
+                .open(self.path("logs/prover.log"))
                 .expect("open log");
             cmd.stderr(log);
         }
-        d.child = Some(cmd.spawn().expect("spawn prover daemon"));
-        d.port = d.wait_listening(Duration::from_secs(60));
-        d
+        self.child = Some(cmd.spawn().expect("spawn prover daemon"));
+        self.port = self.wait_listening(Duration::from_secs(60));
     }
 
     /// The port the daemon recorded beside its pid file once it bound
@@ -608,24 +619,13 @@ fn an_exhausted_budget_makes_partitions_wait_then_complete() {
         assert_eq!(job.state, JobState::Done, "{job:?}");
         assert!(job.result.expect("result").verified);
     }
-    let waited = d
-        .timing_lines()
-        .iter()
-        .filter_map(|l| match l {
-            TimingLine::Partition(p) => Some(
-                p.phases_ms
-                    .get(&fleet_wire::timing::Phase::BudgetWait)
-                    .unwrap_or(&0.0)
-                    + p.phases_ms
-                        .get(&fleet_wire::timing::Phase::PoolCheckout)
-                        .unwrap_or(&0.0),
-            ),
-            _ => None,
-        })
-        .fold(0.0f64, f64::max);
+    // However fast the host, a partition that found the memory taken waited
+    // for it, and the pool or the budget logs each such wait once granted.
+    let log = d.log();
     assert!(
-        waited > 20.0,
-        "no partition waited for memory (max {waited} ms)"
+        log.contains("pinned buffers granted after waiting")
+            || log.contains("memory reservation granted after waiting"),
+        "no partition waited for memory:\n{log}"
     );
     let st = d.status();
     assert_eq!(st.proofs_completed, 2);
@@ -740,48 +740,47 @@ fn fixture_teardown_kills_the_daemon_and_removes_its_dir() {
 }
 
 #[test]
-fn readyz_is_503_with_the_step_until_preload_finishes() {
-    // Generating 2^15 parameters takes long enough to be seen loading.
-    let mut d = Daemon::spawn_only("[[preload]]\ncircuit = \"chain\"\nsize = 32768\n", false);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let first = loop {
-        assert!(Instant::now() < deadline, "no answer from /readyz");
-        if let Ok(r) = d.get("/readyz").send() {
-            break (r.status(), r.json::<Ready>().expect("ready body"));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    assert_eq!(first.0, StatusCode::SERVICE_UNAVAILABLE, "{:?}", first.1);
-    assert!(!first.1.ready);
+fn readyz_is_503_starting_and_submissions_wait_until_start_up_finishes() {
+    // The timing log is a FIFO: start-up opens it for appending, and that
+    // open blocks until this test opens the reading end. Until then the
+    // daemon is listening but starting, however fast the host.
+    let mut d = Daemon::unstarted("");
+    let fifo = d.path("logs/timing.jsonl");
+    std::fs::create_dir_all(d.path("logs")).expect("logs dir");
+    let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: mkfifo(3) on a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+    d.launch(false);
+    let (code, v) = d.send(d.get("/readyz"));
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    let ready: Ready = serde_json::from_value(v).expect("ready body");
+    assert!(!ready.ready);
     assert!(
-        first
-            .1
+        ready
             .reason
             .as_deref()
             .unwrap_or_default()
             .starts_with("starting"),
-        "{:?}",
-        first.1
+        "{ready:?}"
     );
-    // Submissions wait for readiness too: one made while /readyz still says
-    // 503 both before and after it is refused with 503. (Whether start-up is
-    // still under way by then is up to the host's speed; the rule is not.)
+    assert_eq!(d.status().state, fleet_wire::api::DaemonState::Starting);
     let (code, v) = d.submit(json!({"circuit": "chain", "size": SIZE}));
-    let after = d.get("/readyz").send().expect("readyz").status();
-    if after == StatusCode::SERVICE_UNAVAILABLE {
-        assert_eq!(
-            (code, v["error"].as_str()),
-            (StatusCode::SERVICE_UNAVAILABLE, Some("not_ready")),
-            "{v}"
-        );
-    } else {
-        assert!(
-            code == StatusCode::SERVICE_UNAVAILABLE || code == StatusCode::ACCEPTED,
-            "{code} {v}"
-        );
-    }
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("not_ready")),
+        "{v}"
+    );
+    // Release start-up; the reader drains the log until the daemon ends.
+    std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        if let Ok(mut f) = std::fs::File::open(&fifo) {
+            let _ = std::io::Read::read_to_end(&mut f, &mut lines);
+        }
+    });
     d.wait_ready(Duration::from_secs(120));
     assert_eq!(d.status().state, fleet_wire::api::DaemonState::Ready);
+    let id = d.submit_ok(json!({"circuit": "chain", "size": SIZE}));
+    assert_eq!(d.wait_job(&id).state, JobState::Done);
 }
 
 #[test]
@@ -941,6 +940,49 @@ fn drain_timeout_or_a_second_sigterm_aborts_with_exit_5() {
         d.log()
     );
     after_an_aborted_drain_exiting_is_the_last_log_line(&d);
+}
+
+#[test]
+fn client_submit_wait_exits_6_on_a_job_the_drain_cancelled() {
+    let mut d = Daemon::start("");
+    submit_a_long_job(&d);
+    let before = d.status().queue.depth;
+    let client = spawn_within(
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args([
+                "client",
+                "submit",
+                "--config",
+                "prover.toml",
+                "--size",
+                "1024",
+                "--wait",
+            ])
+            .current_dir(d.dir.path()),
+        COMMAND_LIMIT,
+    );
+    // Its job is queued behind the long one, none of its partitions started.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while d.status().queue.depth == before {
+        assert!(Instant::now() < deadline, "the client's job never queued");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    d.signal(libc::SIGTERM);
+    let out = client.output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    let job: JobStatus = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("client output is a job status ({e}): {err}"));
+    assert_eq!(job.state, JobState::Cancelled, "{job:?}");
+    assert!(
+        job.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("draining"),
+        "{job:?}"
+    );
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)).code(), Some(5));
 }
 
 fn after_an_aborted_drain_exiting_is_the_last_log_line(d: &Daemon) {

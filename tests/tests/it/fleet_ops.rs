@@ -79,6 +79,7 @@ fn status_health_and_timing_on_a_lab_of_eight() {
     if !fleet_testkit::have_lab() {
         return;
     }
+    let _turn = crate::lab_turn();
     let lab = Lab::start(8).expect("lab starts");
     let work = tempfile::tempdir().expect("tempdir");
     let cwd = work.path();
@@ -197,49 +198,6 @@ fn status_health_and_timing_on_a_lab_of_eight() {
         "nothing lost, nothing doubled across rotation"
     );
 
-    // Interrupted collect: small chunks, killed once it has fetched a part, then resumed.
-    let store2 = cwd.join("store2");
-    let store2_s = store2.to_str().expect("utf-8");
-    let mut child = Command::new(fleet_tests::binary("fleetctl"))
-        .args([
-            "timing",
-            "collect",
-            "-i",
-            inv,
-            "--limit",
-            "h01",
-            "--store",
-            store2_s,
-            "--chunk-bytes",
-            "4096",
-        ])
-        .current_dir(cwd)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn collect");
-    let state = store2.join("h01/.collect.json");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !state.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    let partial: usize = store_lines(&store2, "h01").values().sum();
-    let total: usize = remote_lines(&lab, 0).values().sum();
-    eprintln!("interrupted collect had fetched {partial} of {total} lines");
-    let r = fleetctl(
-        cwd,
-        &[
-            "timing", "collect", "-i", inv, "--limit", "h01", "--store", store2_s,
-        ],
-    );
-    assert_eq!(r.code, Some(0), "{}", r.show());
-    assert_eq!(
-        store_lines(&store2, "h01"),
-        remote_lines(&lab, 0),
-        "resumed collect is complete and not doubled"
-    );
-
     // --- report: figures against the hosts' own records, counted here.
     let r = fleetctl(
         cwd,
@@ -315,6 +273,78 @@ fn status_health_and_timing_on_a_lab_of_eight() {
     );
     assert_eq!(r.code, Some(0), "{}", r.show());
     screenshot_shows_charts(&html, cwd);
+
+    // --- interrupted collect: killed once it has fetched a part, then resumed.
+    // 256 KiB of h01's own records in one more rotated file (after the
+    // report, whose figures it would change) make 64 chunks of 4 KiB, one
+    // command each: the collect is still fetching when the first chunk's
+    // state lands.
+    let pad = "cd /data/prover/logs && cat timing.jsonl* > ../records && : > ../pad && \
+               while [ $(wc -c < ../pad) -lt 262144 ]; do cat ../records >> ../pad; done && \
+               mv ../pad timing.jsonl.99 && rm ../records";
+    let out = lab.exec(0, &["sh", "-c", pad]).expect("pad h01's log");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store2 = cwd.join("store2");
+    let store2_s = store2.to_str().expect("utf-8");
+    let mut child = fleet_testkit::spawn_within(
+        Command::new(fleet_tests::binary("fleetctl"))
+            .args([
+                "timing",
+                "collect",
+                "-i",
+                inv,
+                "--limit",
+                "h01",
+                "--store",
+                store2_s,
+                "--chunk-bytes",
+                "4096",
+            ])
+            .current_dir(cwd),
+        Duration::from_secs(120),
+    );
+    let state = store2.join("h01/.collect.json");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !state.exists() {
+        assert!(!child.has_exited(), "collect ended before fetching a chunk");
+        assert!(Instant::now() < deadline, "collect fetched nothing in 60 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // SAFETY: kill(2) has no memory preconditions.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    let killed = child.output();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&killed.status),
+        Some(libc::SIGKILL),
+        "the collect had ended by itself ({}): nothing was interrupted",
+        killed.status
+    );
+    assert!(
+        !String::from_utf8_lossy(&killed.stdout).contains("collected"),
+        "a killed collect prints no summary"
+    );
+    let partial: usize = store_lines(&store2, "h01").values().sum();
+    let total: usize = remote_lines(&lab, 0).values().sum();
+    assert!(
+        0 < partial && partial < total,
+        "the interrupted collect had fetched {partial} of {total} lines"
+    );
+    let r = fleetctl(
+        cwd,
+        &[
+            "timing", "collect", "-i", inv, "--limit", "h01", "--store", store2_s,
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert_eq!(
+        store_lines(&store2, "h01"),
+        remote_lines(&lab, 0),
+        "resumed collect is complete and not doubled"
+    );
 
     // --- health with a forced policy: a dead daemon fails its host only.
     lab.kill_processes(2).expect("kill h03's processes");

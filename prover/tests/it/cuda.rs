@@ -29,6 +29,7 @@ use prover::memory_plan::MemoryPlan;
 use prover::params::{ParamStore, TestParams};
 use prover::pool::{HostAllocator, PinnedPool, PoolLimits};
 use prover::prove::{self, partition_randomness};
+use prover::synthesis;
 use prover::timing::TimingLog;
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
@@ -194,19 +195,46 @@ fn pinned_regions_come_from_cuda_and_upload_exactly() {
 
 #[test]
 fn pool_on_the_cuda_allocator_hands_out_pinned_buffers() {
-    let Some(_gpu) = gpu() else { return };
+    let Some(gpu) = gpu() else { return };
     let pool = PinnedPool::new(
         Arc::new(CudaHostAllocator::new(0).expect("allocator")),
         MemoryBudget::new(1 << 28),
         PoolLimits::default(),
     );
+    assert_eq!(pool.allocator_name(), "cuda");
+    assert!(pool.page_locked(), "cuMemHostAlloc memory is page-locked");
     let (c, inputs) = circuit::bundled(CircuitKind::Chain, 1 << 10, 3).expect("circuit");
     let params = params_for(CircuitKind::Chain, 1 << 10, 5);
+    let syn = synthesis::synthesize(c, &prove::shape_of_key(&params), &pool).expect("synthesis");
+    // What the engine writes as a partition record's `pinned`.
+    assert!(syn.pinned(), "a, b and c are in page-locked buffers");
+    let st = pool.stats();
+    assert!(
+        st.page_locked && st.bytes_pinned > 0 && st.buffers_in_use > 0,
+        "{st:?}"
+    );
     let (r, s) = partition_randomness(3, 0);
-    let proof = prove::create_proof(c, &params, r, s, &CpuBackend::new(), &pool)
-        .expect("proof on pinned pool");
+    let mut times = BackendTimes::default();
+    let proof = prove::prove_synthesized(gpu, &params, syn, r, s, &mut times)
+        .expect("proof on the CUDA backend from the pinned pool");
+    // Through the device: the scalars went up and its copies and kernels
+    // were timed on its streams (the CPU backend reports neither).
+    assert_eq!(gpu.kind(), BackendKind::Cuda);
+    assert!(times.h2d_bytes > 0 && times.device_ms > 0.0, "{times:?}");
     let pvk = groth16::prepare_verifying_key(&params.vk);
     assert!(groth16::verify_proof(&pvk, &proof, &inputs).expect("verify"));
+    let (c, _) = circuit::bundled(CircuitKind::Chain, 1 << 10, 3).expect("circuit");
+    let cpu = prove::create_proof(
+        c,
+        &params,
+        r,
+        s,
+        &CpuBackend::new(),
+        &synthesis::heap_pool(1 << 28),
+    )
+    .expect("proof on the CPU backend");
+    assert_eq!(proof_bytes(&proof), proof_bytes(&cpu));
+    assert_eq!(pool.stats().buffers_in_use, 0, "every buffer went back");
 }
 
 #[test]
@@ -1216,11 +1244,15 @@ fn diagnose_quotient_at_one_size() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(26);
+    let seed: u64 = std::env::var("PROVER_DIAG_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
     let n = 1usize << log_n;
     let (a, b, c) = (
-        bench::random_scalars(n, 1),
-        bench::random_scalars(n, 2),
-        bench::random_scalars(n, 3),
+        bench::random_scalars(n, seed),
+        bench::random_scalars(n, seed + 1),
+        bench::random_scalars(n, seed + 2),
     );
     let run = |name: &str, f: &dyn Fn() -> Vec<Scalar>| {
         let t = std::time::Instant::now();
@@ -1242,7 +1274,11 @@ fn diagnose_quotient_at_one_size() {
         h.copy_to_host(&mut out).expect("download");
         out
     });
+    let skip_cpu = std::env::var_os("PROVER_DIAG_SKIP_CPU").is_some();
     let cpu = run("cpu", &|| {
+        if skip_cpu {
+            return gpu_host.clone();
+        }
         let (mut x, mut y, mut z) = (a.clone(), b.clone(), c.clone());
         CpuBackend::new()
             .quotient(&mut x, &mut y, &mut z, false, &mut BackendTimes::default())
@@ -1258,6 +1294,9 @@ fn diagnose_quotient_at_one_size() {
             diff.first(),
             diff.last()
         );
+        for &i in diff.iter().take(4) {
+            eprintln!("  [{i}] {x} {:?} {y} {:?}", p[i], q[i]);
+        }
     };
     report("gpu", &gpu_host, "gpu on device", &gpu_dev);
     report("gpu", &gpu_host, "cpu", &cpu);

@@ -390,3 +390,110 @@ fn a_failed_canary_halts_the_rollout_with_exit_3_and_starts_no_other_host() {
         "{out}"
     );
 }
+
+/// The audit log's events so far (the log of the one run in `dir`); empty
+/// before it exists. A line being written may be cut off: it is left out.
+fn audit_events(dir: &Path) -> Vec<fleetctl::executor::Event> {
+    let Ok(entries) = std::fs::read_dir(dir.join(".fleetctl/audit")) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .flat_map(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Waits (bounded) until the audit log has an event `pred` accepts.
+fn wait_for_event(dir: &Path, what: &str, pred: impl Fn(&fleetctl::executor::EventKind) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !audit_events(dir).iter().any(|e| pred(&e.kind)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {what} in the audit log: {:?}",
+            audit_events(dir)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+fn ctrl_c(pid: u32) {
+    // SAFETY: kill(2) has no memory preconditions.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) }, 0);
+}
+
+/// Ctrl-C during a step that would wait ten minutes (verify, with no
+/// daemon on the local host): the first lets the step run on, the second
+/// aborts it; the run exits 130 with its state and audit log whole.
+#[test]
+fn a_second_ctrl_c_aborts_the_running_step_and_exits_130_with_state_and_audit_kept() {
+    use fleetctl::executor::{EventKind, HostStatus};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("wait.yaml"),
+        "name: wait\nsteps:\n  - verify: { timeout: 10m, poll: 50ms }\n",
+    )
+    .unwrap();
+    let mut run = fleet_testkit::spawn_within(
+        Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+            .args(["run", "-p", "wait.yaml", "--plain"])
+            .current_dir(dir.path())
+            .env_remove("FLEETCTL_STATE_DIR")
+            .env("RUST_LOG", "warn"),
+        std::time::Duration::from_secs(120),
+    );
+    let verifying =
+        |k: &EventKind| matches!(k, EventKind::StepStarted { step } if step == "verify");
+    wait_for_event(dir.path(), "verify started", verifying);
+    ctrl_c(run.id());
+    wait_for_event(dir.path(), "first interrupt", |k| {
+        matches!(k, EventKind::Interrupt { abort: false })
+    });
+    assert!(!run.has_exited(), "the first Ctrl-C cut the step short");
+    ctrl_c(run.id());
+    let o = run.output();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+
+    let events = audit_events(dir.path());
+    let kinds: Vec<&EventKind> = events.iter().map(|e| &e.kind).collect();
+    assert!(
+        kinds
+            .iter()
+            .any(|k| matches!(k, EventKind::Interrupt { abort: true })),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds
+            .iter()
+            .any(|k| matches!(k, EventKind::StepFailed { step, error, .. }
+            if step == "verify" && error.contains("second Ctrl-C"))),
+        "{kinds:?}"
+    );
+    assert!(
+        matches!(kinds.last(), Some(EventKind::RunFinished { ok: 0, .. })),
+        "the audit log ends with the run: {kinds:?}"
+    );
+    let run_id = &events[0].run_id;
+    assert!(
+        out.contains(&format!("--resume {run_id}")),
+        "resume command printed: {out}"
+    );
+    let state = fleetctl::executor::state::load(&dir.path().join(".fleetctl"), run_id)
+        .expect("state file readable");
+    assert_eq!(
+        state.hosts.get("local"),
+        Some(&HostStatus::Interrupted),
+        "{state:?}"
+    );
+    // The host's lock was given back: a resume can take it.
+    assert!(
+        !dir.path().join(".deploy/local/state/lock").exists(),
+        "the host lock is left behind"
+    );
+}

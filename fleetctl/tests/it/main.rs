@@ -1,0 +1,30 @@
+//! fleetctl's integration tests, in one test binary (one link of the crate
+//! instead of one per file). A new test file goes here as a module, not
+//! beside this folder. `cargo test -p fleetctl --test it MODULE::` runs one
+//! module.
+//!
+//! - [`cli`]: the binary as a user runs it: exit codes, error locations,
+//!   plans, runs on the local host, Ctrl-C.
+//! - [`lab`]: the lab fleet itself (namespaces, sshd, faults), needing root.
+//! - [`steps`]: each rollout step against a lab host.
+
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+mod cli;
+mod lab;
+mod steps;
+
+/// Labs of any module run in parallel while each holds this shared; the
+/// timing test and the reaping test hold it alone (any `Lab::start` reaps
+/// orphans, and would take the reaping test's before it is counted).
+static LABS: RwLock<()> = RwLock::new(());
+
+/// A turn to run a lab beside others (see [`LABS`]).
+fn labs_shared() -> RwLockReadGuard<'static, ()> {
+    LABS.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A turn to run with no other lab up (see [`LABS`]).
+fn labs_alone() -> RwLockWriteGuard<'static, ()> {
+    LABS.write().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,25 @@
+//! End-to-end tests across the prover and fleetctl, in one test binary (one
+//! link of both crates instead of one per file). A new test file goes here
+//! as a module, not beside this folder.
+//!
+//! - [`experiment`]: `fleetctl experiment` on a lab of four.
+//! - [`fleet_ops`]: status, health and timing on a lab of eight.
+//! - [`rollout`]: rollouts on a lab of eight and on the local inventory.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+mod experiment;
+mod fleet_ops;
+mod rollout;
+
+/// Each test that starts a lab of real daemons holds this while its lab is
+/// up, so labs run one at a time, as when each file was a binary of its
+/// own: two labs of eight provers would compete for the CPU with each
+/// other's timings (the experiment's verdict is made of them).
+static LABS: Mutex<()> = Mutex::new(());
+
+/// This test's turn to start a lab (see [`LABS`]); a test that panicked
+/// holding it does not stop the others.
+fn lab_turn() -> MutexGuard<'static, ()> {
+    LABS.lock().unwrap_or_else(PoisonError::into_inner)
+}
