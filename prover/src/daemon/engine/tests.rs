@@ -6,7 +6,7 @@ use super::*;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::{Backend, BackendError, BackendKind, BackendTimes, G1Bases, G2Bases};
 use crate::params::TestParams;
-use crate::pool::{HeapAllocator, PoolLimits};
+use crate::pool::{HeapAllocator, HostAllocator, PoolError, PoolLimits, Region};
 use blstrs::{G1Projective, G2Projective, Scalar};
 use fleet_wire::api::JobState;
 use std::sync::atomic::AtomicU32;
@@ -94,20 +94,54 @@ impl Backend for Faulty {
     }
 }
 
+/// Pageable memory whose first region panics, as a buggy driver call
+/// would inside synthesis's pool checkout.
+#[derive(Default)]
+struct PanicFirstAlloc {
+    fired: AtomicBool,
+}
+
+impl HostAllocator for PanicFirstAlloc {
+    fn name(&self) -> &'static str {
+        "heap"
+    }
+
+    fn page_locked(&self) -> bool {
+        false
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<Region, PoolError> {
+        if !self.fired.swap(true, Ordering::SeqCst) {
+            panic!("injected fault in the allocator");
+        }
+        HeapAllocator.alloc(bytes)
+    }
+
+    unsafe fn free(&self, region: Region) {
+        // SAFETY: every region handed out came from HeapAllocator.
+        unsafe { HeapAllocator.free(region) }
+    }
+}
+
 const SIZE: u64 = 64;
 
 struct Rig {
     engine: Engine,
     metrics: Arc<Metrics>,
+    budget: Arc<MemoryBudget>,
     _dir: tempfile::TempDir,
 }
 
 fn rig(devices: Vec<Device>, lookahead: u32) -> Rig {
+    rig_on(devices, lookahead, Arc::new(HeapAllocator))
+}
+
+fn rig_on(devices: Vec<Device>, lookahead: u32, alloc: Arc<dyn HostAllocator>) -> Rig {
     let dir = tempfile::tempdir().expect("tempdir");
     let budget = MemoryBudget::new(256 << 20);
     let memory = MemoryPlan::new(256 << 20, None).expect("plan");
     let pool = PinnedPool::new(
-        Arc::new(HeapAllocator),
+        alloc,
         budget.clone(),
         PoolLimits {
             max_bytes: memory.pool,
@@ -125,7 +159,7 @@ fn rig(devices: Vec<Device>, lookahead: u32) -> Rig {
         Arc::new(TimingLog::open(dir.path().join("timing.jsonl"), 1 << 20, 1).expect("log"));
     let engine = Engine::start(EngineParts {
         pool,
-        budget,
+        budget: budget.clone(),
         memory,
         params: Arc::new(params),
         devices,
@@ -142,6 +176,7 @@ fn rig(devices: Vec<Device>, lookahead: u32) -> Rig {
     Rig {
         engine,
         metrics,
+        budget,
         _dir: dir,
     }
 }
@@ -192,6 +227,31 @@ fn a_panic_while_proving_fails_only_that_job_and_the_engine_carries_on() {
     // A panic is no device fault: the device stays in rotation.
     assert!(rig.engine.devices()[0].in_rotation);
     rig.engine.shutdown();
+}
+
+#[test]
+fn a_panic_in_synthesis_fails_only_that_job_and_leaks_no_memory() {
+    let rig = rig_on(
+        vec![Faulty::device(0, Fault::None, 1)],
+        1,
+        Arc::new(PanicFirstAlloc::default()),
+    );
+    let bad = finished(&rig.engine, &submit(&rig.engine, 1));
+    assert_eq!(bad.state, JobState::Failed);
+    let error = bad.error.expect("an error");
+    assert!(
+        error.contains("panicked: injected fault in the allocator"),
+        "{error}"
+    );
+    let good = finished(&rig.engine, &submit(&rig.engine, 3));
+    assert_eq!(good.state, JobState::Done, "{:?}", good.error);
+    assert_eq!(proofs(&good).len(), 3);
+    rig.engine.shutdown();
+    // What stays reserved is the pool's idle regions and the loaded
+    // parameters; the failed partition left nothing behind.
+    let stages = &rig.engine.shared.stages;
+    let kept = stages.pool.stats().bytes_pinned + stages.params.loaded_bytes();
+    assert_eq!(rig.budget.stats().reserved, kept);
 }
 
 #[test]

@@ -179,8 +179,24 @@ impl Inner {
             );
             self.free_all(evicted);
         }
+        // A panic in the allocator (a driver binding that panics) must not
+        // leave the growth counted as pending and the carved ranges as in
+        // use: every later checkout would wait for them for ever. The books
+        // are put right first, then the panic goes on to the caller.
         let grown = if grow > 0 {
-            Some(self.pin_slab(who, grow, BudgetWait::Until(deadline)))
+            let pin = || self.pin_slab(who, grow, BudgetWait::Until(deadline));
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(pin)) {
+                Ok(r) => Some(r),
+                Err(panic) => {
+                    let mut st = self.state.lock();
+                    st.pending -= grow;
+                    let carved: Vec<Carved> = placed.iter().flatten().copied().collect();
+                    st.uncommit(&carved);
+                    drop(st);
+                    self.returned.notify_all();
+                    std::panic::resume_unwind(panic);
+                }
+            }
         } else {
             None
         };
