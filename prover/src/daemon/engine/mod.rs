@@ -119,6 +119,17 @@ impl Engine {
         let (changed, _) = tokio::sync::watch::channel(0u64);
         let workers: Vec<u32> = parts.devices.iter().map(|d| d.workers).collect();
         let pipelined = parts.lookahead > 0;
+        // `lookahead` slots: a synthesis worker takes one before it starts a
+        // partition, a device worker gives it back when it picks the
+        // partition up, so at most `lookahead` partitions are synthesised
+        // (or being synthesised) and not yet on a device.
+        let slots = pipelined.then(|| {
+            let slots = bounded::<()>(parts.lookahead as usize);
+            for _ in 0..parts.lookahead {
+                let _ = slots.0.send(());
+            }
+            slots
+        });
         let shared = Arc::new(Shared {
             jobs: Mutex::new(Jobs::default()),
             changed,
@@ -138,6 +149,7 @@ impl Engine {
             devices: parts.devices,
             unavailable: parts.unavailable,
             queue: DeviceQueue::new(&workers),
+            slot_tx: slots.as_ref().map(|s| s.0.clone()),
             metrics: parts.metrics,
             max_jobs: parts.max_jobs,
             partitions_in_flight: AtomicU64::new(0),
@@ -154,17 +166,6 @@ impl Engine {
             shared.metrics.device_in_rotation(d, false);
         }
         let mut threads = Threads::default();
-        // `lookahead` slots: a synthesis worker takes one before it starts a
-        // partition, a device worker gives it back when it picks the
-        // partition up, so at most `lookahead` partitions are synthesised
-        // (or being synthesised) and not yet on a device.
-        let slots = pipelined.then(|| {
-            let slots = bounded::<()>(parts.lookahead as usize);
-            for _ in 0..parts.lookahead {
-                let _ = slots.0.send(());
-            }
-            slots
-        });
         if let Some(slots) = &slots {
             for i in 0..parts.concurrency {
                 let (s, rx, slots) = (shared.clone(), tasks_rx.clone(), slots.clone());
@@ -176,11 +177,11 @@ impl Engine {
         let prefix = if pipelined { "device" } else { "prove" };
         for (d, dev) in shared.devices.iter().enumerate() {
             for w in 0..dev.workers {
-                let (s, slot_tx) = (shared.clone(), slots.as_ref().map(|s| s.0.clone()));
+                let s = shared.clone();
                 threads
                     .devices
                     .push(spawn(format!("{prefix}-{d}.{w}"), move || {
-                        device_worker(&s, d, slot_tx)
+                        device_worker(&s, d)
                     })?);
             }
         }

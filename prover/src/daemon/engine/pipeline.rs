@@ -46,6 +46,11 @@ pub struct Shared {
     /// Devices named in the config that could not be opened.
     pub unavailable: Vec<DeviceState>,
     pub queue: DeviceQueue<WorkKey, Work>,
+    /// Returns a lookahead slot (pipelined only): a device worker gives one
+    /// back when it picks a synthesised partition up, and so must whoever
+    /// fails one that no device will pick up, or a synthesis worker waits
+    /// for it for ever.
+    pub slot_tx: Option<Sender<()>>,
     pub metrics: std::sync::Arc<Metrics>,
     pub max_jobs: u32,
     pub partitions_in_flight: AtomicU64,
@@ -130,6 +135,12 @@ impl Shared {
         self.bump();
     }
 
+    fn give_slot(&self) {
+        if let Some(tx) = &self.slot_tx {
+            let _ = tx.send(());
+        }
+    }
+
     fn fail(&self, f: Failed) {
         let out = self.stages.failed(f);
         self.finish(out);
@@ -150,7 +161,10 @@ impl Shared {
         }
         for work in self.queue.fail_device(d) {
             let failed = match work {
-                Work::Ready(r) => r.fail(&self.stages, PartitionError::NoDevice),
+                Work::Ready(r) => {
+                    self.give_slot();
+                    r.fail(&self.stages, PartitionError::NoDevice)
+                }
                 Work::Task(t) => self.stages.refuse(t, PartitionError::NoDevice),
             };
             self.fail(failed);
@@ -245,15 +259,13 @@ pub fn synthesis_worker(
 
 /// Device `d`'s worker: takes what the scheduler gives it until the queue
 /// closes or the device leaves the rotation.
-pub fn device_worker(shared: &Shared, d: usize, slot_tx: Option<Sender<()>>) {
+pub fn device_worker(shared: &Shared, d: usize) {
     let dev = &shared.devices[d];
     let ordinal = dev.ordinal(d);
     while let Some((lease, work)) = shared.queue.take(d) {
         let ready = match work {
             Work::Ready(r) => {
-                if let Some(tx) = &slot_tx {
-                    let _ = tx.send(());
-                }
+                shared.give_slot();
                 *r
             }
             Work::Task(task) => {

@@ -338,6 +338,11 @@ impl<K: Eq + Hash + Clone, T> DeviceQueue<K, T> {
     pub fn healthy_devices(&self) -> usize {
         self.state.lock().sched.healthy_count()
     }
+
+    /// Partitions waiting for a device now.
+    pub fn waiting(&self) -> usize {
+        self.state.lock().items.len()
+    }
 }
 
 #[cfg(test)]

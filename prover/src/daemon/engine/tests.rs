@@ -11,13 +11,40 @@ use blstrs::{G1Projective, G2Projective, Scalar};
 use fleet_wire::api::JobState;
 use std::sync::atomic::AtomicU32;
 
-#[derive(Clone, Copy, PartialEq)]
+/// A gate the test opens: a fault waits behind it.
+#[derive(Default)]
+struct Gate {
+    open: parking_lot::Mutex<bool>,
+    opened: parking_lot::Condvar,
+}
+
+impl Gate {
+    fn open(&self) {
+        *self.open.lock() = true;
+        self.opened.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut open = self.open.lock();
+        // Bounded: a test that forgets to open it fails instead of hanging.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !*open {
+            if self.opened.wait_until(&mut open, deadline).timed_out() {
+                panic!("the test never opened the gate");
+            }
+        }
+    }
+}
+
+#[derive(Clone)]
 enum Fault {
     None,
     /// Panics in the first quotient, then works.
     PanicOnce,
     /// Every call fails as a dead GPU's driver does.
     Driver,
+    /// As `Driver`, once the test opens the gate.
+    DriverAfter(Arc<Gate>),
 }
 
 struct Faulty {
@@ -40,9 +67,12 @@ impl Faulty {
 
     fn check(&self) -> Result<(), BackendError> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        if let Fault::DriverAfter(gate) = &self.fault {
+            gate.wait();
+        }
         match self.fault {
             Fault::PanicOnce if n == 0 => panic!("injected fault in the kernel"),
-            Fault::Driver => Err(BackendError::Device {
+            Fault::Driver | Fault::DriverAfter(_) => Err(BackendError::Device {
                 device: self.ordinal,
                 call: "cuLaunchKernel".into(),
                 file: file!(),
@@ -126,7 +156,7 @@ impl HostAllocator for PanicFirstAlloc {
 const SIZE: u64 = 64;
 
 struct Rig {
-    engine: Engine,
+    engine: Arc<Engine>,
     metrics: Arc<Metrics>,
     budget: Arc<MemoryBudget>,
     _dir: tempfile::TempDir,
@@ -174,7 +204,7 @@ fn rig_on(devices: Vec<Device>, lookahead: u32, alloc: Arc<dyn HostAllocator>) -
     })
     .expect("engine");
     Rig {
-        engine,
+        engine: Arc::new(engine),
         metrics,
         budget,
         _dir: dir,
@@ -205,6 +235,18 @@ fn finished(engine: &Engine, id: &str) -> JobStatus {
     panic!("job {id} did not finish within 60 s");
 }
 
+/// Shuts the engine down, failing the test if its threads do not end.
+fn stop(engine: &Arc<Engine>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let e = engine.clone();
+    std::thread::spawn(move || {
+        e.shutdown();
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("the engine's threads end within 30 s of shutdown");
+}
+
 fn proofs(s: &JobStatus) -> Vec<String> {
     let r = s.result.as_ref().expect("a result");
     assert!(r.verified);
@@ -226,7 +268,7 @@ fn a_panic_while_proving_fails_only_that_job_and_the_engine_carries_on() {
     assert_eq!(proofs(&good).len(), 2);
     // A panic is no device fault: the device stays in rotation.
     assert!(rig.engine.devices()[0].in_rotation);
-    rig.engine.shutdown();
+    stop(&rig.engine);
 }
 
 #[test]
@@ -246,7 +288,7 @@ fn a_panic_in_synthesis_fails_only_that_job_and_leaks_no_memory() {
     let good = finished(&rig.engine, &submit(&rig.engine, 3));
     assert_eq!(good.state, JobState::Done, "{:?}", good.error);
     assert_eq!(proofs(&good).len(), 3);
-    rig.engine.shutdown();
+    stop(&rig.engine);
     // What stays reserved is the pool's idle regions and the loaded
     // parameters; the failed partition left nothing behind.
     let stages = &rig.engine.shared.stages;
@@ -288,7 +330,7 @@ fn a_device_whose_driver_fails_leaves_the_rotation_and_another_proves_its_partit
     // The same bytes as a healthy engine gives.
     let healthy = rig_proofs(vec![Faulty::device(0, Fault::None, 1)], 1, 4);
     assert_eq!(proofs(&s), healthy);
-    rig.engine.shutdown();
+    stop(&rig.engine);
 }
 
 #[test]
@@ -313,14 +355,44 @@ fn when_the_last_device_fails_its_job_fails_and_new_jobs_are_refused() {
         rs_seed: None,
     });
     assert!(matches!(refused, Err(SubmitError::NoDevice)), "{refused:?}");
-    rig.engine.shutdown();
+    stop(&rig.engine);
+}
+
+#[test]
+fn shutdown_ends_after_the_last_device_failed_with_partitions_waiting() {
+    // The device fails only once four synthesised partitions wait for it:
+    // they are failed, and their lookahead slots must come back, or a
+    // synthesis worker waits for one for ever and shutdown never ends.
+    let gate = Arc::new(Gate::default());
+    let rig = rig(
+        vec![Faulty::device(0, Fault::DriverAfter(gate.clone()), 1)],
+        4,
+    );
+    let id = submit(&rig.engine, 8);
+    let mut waited = 0;
+    while rig.engine.shared.queue.waiting() < 4 {
+        waited += 1;
+        assert!(
+            waited < 6000,
+            "four partitions never queued for the device: {} waiting, {:?}, {:?}, {:?}",
+            rig.engine.shared.queue.waiting(),
+            rig.engine.job(&id).map(|j| j.error),
+            rig.engine.queue_stats(),
+            (rig.engine.shared.stages.pool.stats(), rig.budget.stats()),
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    gate.open();
+    let s = finished(&rig.engine, &id);
+    assert_eq!(s.state, JobState::Failed);
+    stop(&rig.engine);
 }
 
 fn rig_proofs(devices: Vec<Device>, lookahead: u32, partitions: u32) -> Vec<String> {
     let rig = rig(devices, lookahead);
     let s = finished(&rig.engine, &submit(&rig.engine, partitions));
     assert_eq!(s.state, JobState::Done, "{:?}", s.error);
-    rig.engine.shutdown();
+    stop(&rig.engine);
     proofs(&s)
 }
 

@@ -238,6 +238,13 @@ impl Inner {
             }
         }
         drop(st);
+        if grow > 0 {
+            // Checkouts that found no room while this growth was pending
+            // wait for a change, and the rest of the new slab is one: without
+            // this they would sleep until a buffer comes back or their
+            // deadline passes.
+            self.returned.notify_all();
+        }
         let bufs: Vec<PinnedBuf> = placed
             .into_iter()
             .zip(sizes)
