@@ -315,7 +315,7 @@ impl Stages {
             domain,
             pinned,
             backend: dev.backend.kind(),
-            device: dev.backend.device().or(device),
+            device,
             outcome,
         }
     }
