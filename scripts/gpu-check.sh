@@ -19,6 +19,8 @@
 # Environment: GPU_CHECK_OUT (log folder, default target/gpu-check),
 # PROVER_CUDA_MAX_LOG (largest bit-exact quotient size, default 24),
 # PROVER_CUDA_BIG_MAX_LOG (the production sizes 2^25 up to this, default 27),
+# PROVER_CUDA_STRESS_REPS (repetitions of the 2^26 quotient through size
+# changes and pinned-region cycles, default 10),
 # PROVER_MSM_MAX_LOG (largest MSM checked against the CPU, default 24),
 # PROVER_BENCH_MAX_LOG (largest NTT bench size, default 26),
 # PROVER_BENCH_MSM_MAX_LOG (largest G1 MSM bench size, default 26),
@@ -89,7 +91,7 @@ echo "== NVRTC compile test"
 echo "== GPU tests (bit-exact up to 2^${PROVER_CUDA_MAX_LOG:-24})"
 # TEST_REQUIRE=gpu: a GPU test that finds no device fails instead of skipping.
 TEST_REQUIRE=gpu PROVER_CUDA_MAX_LOG=${PROVER_CUDA_MAX_LOG:-24} PROVER_MSM_MAX_LOG=${PROVER_MSM_MAX_LOG:-24} \
-    PROVER_CUDA_BIG_MAX_LOG=${PROVER_CUDA_BIG_MAX_LOG:-27} \
+    PROVER_CUDA_BIG_MAX_LOG=${PROVER_CUDA_BIG_MAX_LOG:-27} PROVER_CUDA_STRESS_REPS=${PROVER_CUDA_STRESS_REPS:-10} \
     "$it_bin" cuda:: proofs::cuda_ --test-threads=1 --nocapture 2>&1 |
     tee "$out/cuda_tests.txt" || status=1
 if grep -q "GPU tests skipped" "$out/cuda_tests.txt"; then

@@ -10,6 +10,13 @@ use serde::{Deserialize, Serialize};
 /// Bumped when a field changes meaning.
 pub const PROBE_VERSION: u32 = 1;
 
+/// XIDs that mean the GPU or its memory can no longer be trusted
+/// (48 double-bit ECC, 63/64 row-remap events, 74 NVLink, 79 fell off the bus,
+/// 92 high single-bit rate, 94/95 contained/uncontained ECC): the health
+/// policy's default FAIL list, and what takes a GPU out of the daemon's
+/// rotation.
+pub const CRITICAL_XIDS: [u64; 8] = [48, 63, 64, 74, 79, 92, 94, 95];
+
 /// The whole probe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Probe {

@@ -54,6 +54,9 @@ pub const DEVICE_IN_ROTATION: &str = "prover_device_in_rotation";
 /// Counter: partitions finished per device (failed ones included), label
 /// `device`: how the scheduler spread the work.
 pub const DEVICE_PARTITIONS: &str = "prover_device_partitions";
+/// Counter: XIDs NVML reported per device while the daemon watched, labels
+/// `device` (CUDA ordinal) and `xid` (`unknown` when NVML could not name it).
+pub const DEVICE_XIDS: &str = "prover_device_xids";
 
 /// Label of the per-device series.
 pub const DEVICE_LABEL: &str = "device";
@@ -62,7 +65,7 @@ pub const DEVICE_LABEL: &str = "device";
 pub const PHASE_LABEL: &str = "phase";
 
 /// Every metric name, for exporters that want to check coverage.
-pub const ALL: [&str; 20] = [
+pub const ALL: [&str; 21] = [
     PHASE_DURATION_SECONDS,
     JOB_DURATION_SECONDS,
     QUEUE_DEPTH,
@@ -83,6 +86,7 @@ pub const ALL: [&str; 20] = [
     GPU_UTILIZATION_PERCENT,
     DEVICE_IN_ROTATION,
     DEVICE_PARTITIONS,
+    DEVICE_XIDS,
 ];
 
 /// Upper bounds (seconds) of the [`PHASE_DURATION_SECONDS`] buckets: 100 µs

@@ -5,13 +5,8 @@
 //! Every finding names the GPU, the reading and the threshold it crossed.
 
 use crate::inventory::Host;
-use fleet_wire::health::{Gpu, Probe};
+use fleet_wire::health::{Gpu, Probe, CRITICAL_XIDS};
 use serde::{Deserialize, Serialize};
-
-/// XIDs that mean the GPU or its memory can no longer be trusted
-/// (48 double-bit ECC, 63/64 row-remap events, 74 NVLink, 79 fell off the bus,
-/// 92 high single-bit rate, 94/95 contained/uncontained ECC).
-pub const CRITICAL_XIDS: [u64; 8] = [48, 63, 64, 74, 79, 92, 94, 95];
 
 /// Thresholds; every field can be overridden per group or host under `health:`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -24,6 +24,7 @@ use crate::daemon::config::{AllocatorChoice, BudgetSize, Config, Devices};
 use crate::daemon::engine::{Device, Engine, EngineParts};
 use crate::daemon::metrics::Metrics;
 use crate::daemon::pidfile::{PidFile, PidFileError};
+use crate::daemon::xid_watch::{XidEvent, XidWatch};
 use crate::memory_plan::{MemoryPlan, PlanError};
 use crate::params::ParamsError;
 use crate::params::{ParamStore, TestParams};
@@ -31,6 +32,7 @@ use crate::pool::{
     HeapAllocator, HostAllocator, MlockAllocator, PinnedPool, PoolError, PoolLimits,
 };
 use crate::synthesis::pool_bytes;
+use crate::sys::pci::PciAddress;
 use crate::timing::TimingLog;
 use fleet_wire::api::DeviceState;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -187,6 +189,7 @@ struct Running {
     timing: Arc<TimingLog>,
     shrinker: tokio::task::JoinHandle<()>,
     growing: Option<Background>,
+    xid_watch: Option<XidWatch>,
 }
 
 /// The preallocation still being pinned after `ready`. Dropped (a start-up
@@ -225,6 +228,10 @@ impl Running {
         self.shrinker.abort();
         if let Some(growing) = self.growing {
             growing.stop().await;
+        }
+        if let Some(w) = self.xid_watch {
+            // Returns within one NVML wait (a fraction of a second).
+            let _ = tokio::task::spawn_blocking(move || w.stop()).await;
         }
         if clean {
             let engine = self.engine.clone();
@@ -316,7 +323,11 @@ async fn start(
     state.readiness.starting("initialising devices");
     let workers = config.gpu.workers_per_device;
     let devices_cfg = config.gpu.devices.clone();
-    let (devices, unavailable) = blocking(move || open_devices(&devices_cfg, workers)).await??;
+    let Opened {
+        devices,
+        unavailable,
+        pci,
+    } = blocking(move || open_devices(&devices_cfg, workers)).await??;
     let cuda_ordinal = devices.iter().find_map(|d| d.backend.device());
 
     let test_params = match config.test_params {
@@ -407,7 +418,7 @@ async fn start(
         devices,
         unavailable,
         timing: timing.clone(),
-        metrics,
+        metrics: metrics.clone(),
         concurrency: config.synthesis.concurrency,
         lookahead: config.synthesis.lookahead,
         max_jobs: config.queue.max_jobs,
@@ -417,6 +428,10 @@ async fn start(
     .map_err(step("starting engine threads"))?;
     let engine = Arc::new(engine);
     let _ = state.engine.set(engine.clone());
+    let xid_watch = match pci.is_empty() {
+        true => None,
+        false => watch_xids(pci, engine.clone(), metrics).await,
+    };
 
     let shrinker = {
         let pool = pool.clone();
@@ -441,7 +456,45 @@ async fn start(
         timing,
         shrinker,
         growing,
+        xid_watch,
     })
+}
+
+/// Starts the XID watch over the opened GPUs: a critical XID takes its GPU
+/// out of rotation. Without NVML (or permission to register) the daemon
+/// proves on unwatched, and says so.
+async fn watch_xids(
+    pci: Vec<(u32, PciAddress)>,
+    engine: Arc<Engine>,
+    metrics: Arc<Metrics>,
+) -> Option<XidWatch> {
+    let critical = fleet_wire::health::CRITICAL_XIDS.to_vec();
+    let report = move |ev: XidEvent| {
+        metrics.device_xid(ev.ordinal, ev.xid);
+        let xid = ev.xid.map_or_else(|| "unknown".into(), |x| x.to_string());
+        if !ev.critical {
+            tracing::warn!(device = ev.ordinal, xid = %xid, "NVML reported an XID (not one that takes the GPU out)");
+            return;
+        }
+        let why = format!("critical XID {xid} reported by NVML");
+        if engine.take_out(ev.ordinal, &why) {
+            tracing::error!(device = ev.ordinal, xid = %xid, "critical XID: device taken out of rotation");
+        }
+    };
+    match blocking(move || XidWatch::start(pci, critical, report)).await {
+        Ok(Ok(w)) => {
+            tracing::info!(devices = ?w.watching, "watching NVML for critical XIDs");
+            Some(w)
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "XID watch off: {e}");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "XID watch off: {e}");
+            None
+        }
+    }
 }
 
 async fn blocking<T: Send + 'static>(
@@ -472,14 +525,14 @@ fn preload_shapes(config: &Config, params: &ParamStore) -> Result<Vec<CircuitSha
 /// fails to initialise is left out of rotation (logged, listed in `/status`
 /// with its error) while the others prove; start-up fails only when none
 /// opens.
-fn open_devices(
-    devices: &Devices,
-    workers: u32,
-) -> Result<(Vec<Device>, Vec<DeviceState>), DaemonError> {
+fn open_devices(devices: &Devices, workers: u32) -> Result<Opened, DaemonError> {
     let cpu = || {
         tracing::info!(workers, "using the CPU backend");
         let d = Device::new(Arc::new(CpuBackend::new()), workers, Some("cpu".into()));
-        (vec![d], Vec::new())
+        Opened {
+            devices: vec![d],
+            ..Default::default()
+        }
     };
     let ordinals: Vec<u32> = match devices {
         Devices::List(l) if l.is_empty() => return Ok(cpu()),
@@ -487,13 +540,21 @@ fn open_devices(
         Devices::All if cuda::cuda_available() => (0..cuda::device_count()).collect(),
         Devices::All => return Ok(cpu()),
     };
-    let (mut opened, mut failed, mut first_error) = (Vec::new(), Vec::new(), None);
+    let (mut opened, mut first_error) = (Opened::default(), None);
     for ordinal in ordinals {
         match CudaBackend::new(ordinal) {
             Ok(b) => {
                 let name = b.name().to_string();
-                tracing::info!(device = ordinal, name = %name, workers, "device opened");
-                opened.push(Device::new(
+                match b.pci_address() {
+                    Ok(a) => {
+                        tracing::info!(device = ordinal, name = %name, pci = %a, workers, "device opened");
+                        opened.pci.push((ordinal, a));
+                    }
+                    Err(e) => {
+                        tracing::warn!(device = ordinal, name = %name, workers, error = %e, "device opened; its PCI address is unknown, so its XIDs go unwatched");
+                    }
+                }
+                opened.devices.push(Device::new(
                     Arc::new(b) as Arc<dyn Backend>,
                     workers,
                     Some(name),
@@ -501,7 +562,7 @@ fn open_devices(
             }
             Err(source) => {
                 tracing::error!(device = ordinal, error = %source, "device taken out of rotation: it failed to initialise");
-                failed.push(DeviceState {
+                opened.unavailable.push(DeviceState {
                     backend: "cuda".into(),
                     ordinal: Some(ordinal),
                     name: None,
@@ -515,10 +576,20 @@ fn open_devices(
             }
         }
     }
-    match (opened.is_empty(), first_error) {
+    match (opened.devices.is_empty(), first_error) {
         (true, Some(e)) => Err(e),
-        _ => Ok((opened, failed)),
+        _ => Ok(opened),
     }
+}
+
+/// What [`open_devices`] opened.
+#[derive(Default)]
+struct Opened {
+    devices: Vec<Device>,
+    /// Named in the config, failed to initialise.
+    unavailable: Vec<DeviceState>,
+    /// CUDA ordinal and PCI address of each opened GPU, for the XID watch.
+    pci: Vec<(u32, PciAddress)>,
 }
 
 /// Builds the pool with the configured allocator (falling back to pageable

@@ -53,6 +53,7 @@ pub struct Metrics {
     gpu_utilization: Family<Labels, Gauge>,
     in_rotation: Family<Labels, Gauge>,
     device_partitions: Family<Labels, Counter>,
+    device_xids: Family<Labels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -170,6 +171,12 @@ impl Metrics {
             "Partitions finished per device",
             device_partitions.clone(),
         );
+        let device_xids = Family::<Labels, Counter>::default();
+        registry.register(
+            names::DEVICE_XIDS,
+            "XIDs NVML reported per device while the daemon watched",
+            device_xids.clone(),
+        );
         let info = Family::<Labels, Gauge>::default();
         info.get_or_create(&vec![
             ("version", version.to_string()),
@@ -202,6 +209,7 @@ impl Metrics {
             gpu_utilization,
             in_rotation,
             device_partitions,
+            device_xids,
         }
     }
 
@@ -228,6 +236,17 @@ impl Metrics {
     /// `device` was taken out of rotation.
     pub fn device_failed(&self, device: u32) {
         self.device_in_rotation(device, false);
+    }
+
+    /// NVML reported an XID on `device` (`None`: one it could not name).
+    pub fn device_xid(&self, device: u32, xid: Option<u64>) {
+        let xid = xid.map_or_else(|| "unknown".to_string(), |x| x.to_string());
+        self.device_xids
+            .get_or_create(&vec![
+                (names::DEVICE_LABEL, device.to_string()),
+                ("xid", xid),
+            ])
+            .inc();
     }
 
     /// A partition ended on `device` (`None`: before reaching one).
@@ -310,6 +329,8 @@ mod tests {
         m.device_failed(1);
         m.device_partition(Some(1));
         m.device_partition(None);
+        m.device_xid(1, Some(79));
+        m.device_xid(1, None);
         let text = m.render(&Sample {
             queue_depth: 3,
             ready: true,
@@ -347,6 +368,14 @@ mod tests {
         );
         assert!(
             text.contains("prover_device_partitions_total{device=\"1\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("prover_device_xids_total{device=\"1\",xid=\"79\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("prover_device_xids_total{device=\"1\",xid=\"unknown\"} 1"),
             "{text}"
         );
         // Without NVML the next scrape has no samples: the series goes away.

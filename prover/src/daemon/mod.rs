@@ -9,6 +9,7 @@
 //! - [`metrics`]: Prometheus registry behind `/metrics`.
 //! - [`pidfile`]: exclusive pid file with stale detection.
 //! - [`client`]: blocking API client used by `prover client` and `prover health`.
+//! - [`xid_watch`]: NVML's critical XIDs, which take a GPU out of rotation.
 //!
 //! The `daemon`, `client` and `health` subcommands (signals, logging, exit
 //! codes) belong to the binary's `cli::daemon`, which binds the listener and
@@ -21,3 +22,4 @@ pub mod http;
 pub mod lifecycle;
 pub mod metrics;
 pub mod pidfile;
+pub mod xid_watch;

@@ -1,12 +1,13 @@
 //! What the prover reads from the operating system, each in one place:
 //! [`meminfo`] (`/proc/meminfo` and `/proc/<pid>/status`), [`cgroup`] (the
-//! memory limit of the process's cgroup), [`hostname`] and the wall clock
-//! ([`clock`]). The budget, the pool, the probe and the timing records all
+//! memory limit of the process's cgroup), [`hostname`], the wall clock
+//! ([`clock`]) and a GPU's PCI address ([`pci`]). The budget, the pool, the probe and the timing records all
 //! read through here, so a timing record and the probe name a host alike.
 
 pub mod cgroup;
 pub mod clock;
 pub mod meminfo;
+pub mod pci;
 
 /// This host's name as the kernel knows it (`gethostname`, the UTS
 /// nodename); `unknown` if it cannot be read. Timing records and the health

@@ -1009,6 +1009,78 @@ fn quotient_is_bit_exact_at_the_production_sizes() {
     }
 }
 
+/// Repetitions of [`repeated_quotients_through_size_changes_and_pinned_cycles_agree`]
+/// (`scripts/gpu-check.sh` sets more).
+fn stress_reps() -> u32 {
+    std::env::var("PROVER_CUDA_STRESS_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+        .clamp(1, 1000)
+}
+
+/// One unexplained mismatch at 2^26 was seen once, right after a 2^25
+/// call. This repeats what surrounded it, each time into freshly allocated
+/// host vectors (which may land where freed pinned regions were): a
+/// workspace resize both ways and a pinned region registered and released,
+/// checking every 2^26 result against our CPU backend's.
+#[test]
+fn repeated_quotients_through_size_changes_and_pinned_cycles_agree() {
+    let Some(gpu) = gpu() else { return };
+    let log_n = big_max_log().min(26);
+    let n = 1usize << log_n;
+    let (a, b, c) = (
+        bench::random_scalars(n, 526),
+        bench::random_scalars(n, 527),
+        bench::random_scalars(n, 528),
+    );
+    let want = {
+        let (mut x, mut y, mut z) = (a.clone(), b.clone(), c.clone());
+        CpuBackend::new()
+            .quotient(&mut x, &mut y, &mut z, false, &mut BackendTimes::default())
+            .expect("cpu");
+        x
+    };
+    let small = 1usize << (log_n - 1);
+    let (sa, sb, sc) = (
+        bench::random_scalars(small, 1),
+        bench::random_scalars(small, 2),
+        bench::random_scalars(small, 3),
+    );
+    let alloc = CudaHostAllocator::new(gpu.device_ordinal()).expect("allocator");
+    let mut small_want = None;
+    for rep in 0..stress_reps() {
+        let (mut x, mut y, mut z) = (sa.clone(), sb.clone(), sc.clone());
+        gpu.quotient(&mut x, &mut y, &mut z, false, &mut BackendTimes::default())
+            .unwrap_or_else(|e| panic!("rep {rep}, 2^{}: {e}", log_n - 1));
+        match &small_want {
+            None => small_want = Some(x),
+            Some(w) => assert_eq!(
+                first_difference(&x, w),
+                None,
+                "rep {rep}: 2^{} differs from its first run",
+                log_n - 1
+            ),
+        }
+        drop((y, z));
+        let region = alloc.alloc(256 << 20).expect("pinned region");
+        // SAFETY: from `alloc.alloc`, never read or written here.
+        unsafe { alloc.free(region) };
+        let (mut x, mut y, mut z) = (a.clone(), b.clone(), c.clone());
+        gpu.quotient(&mut x, &mut y, &mut z, false, &mut BackendTimes::default())
+            .unwrap_or_else(|e| panic!("rep {rep}, 2^{log_n}: {e}"));
+        let diff: Vec<usize> = (0..n).filter(|&i| x[i] != want[i]).collect();
+        assert!(
+            diff.is_empty(),
+            "rep {rep}: 2^{log_n}: {} of {n} elements differ from the CPU, first {:?}, last {:?}",
+            diff.len(),
+            diff.first(),
+            diff.last()
+        );
+    }
+    eprintln!("2^{log_n}: {} repetitions identical", stress_reps());
+}
+
 /// The a, b, c evaluations of one quotient.
 type Abc = (Vec<Scalar>, Vec<Scalar>, Vec<Scalar>);
 
@@ -1302,4 +1374,37 @@ fn diagnose_quotient_at_one_size() {
     report("gpu", &gpu_host, "cpu", &cpu);
     report("cpu", &cpu, "bellperson", &bp);
     report("gpu", &gpu_host, "bellperson", &bp);
+}
+
+/// The XID watch joins CUDA's ordinal to NVML's device by PCI address on a
+/// real host, registers for the GPU's critical XIDs and stops promptly.
+#[test]
+fn the_xid_watch_finds_the_gpu_by_its_pci_address_and_stops_promptly() {
+    use prover::daemon::xid_watch::XidWatch;
+    let Some(gpu) = gpu() else { return };
+    let address = gpu.pci_address().expect("PCI address");
+    let ordinal = gpu.device_ordinal();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let watch = XidWatch::start(
+        vec![(ordinal, address)],
+        fleet_wire::health::CRITICAL_XIDS.to_vec(),
+        move |ev| sink.lock().expect("lock").push(ev),
+    )
+    .unwrap_or_else(|e| panic!("watch on device {ordinal} at {address}: {e}"));
+    assert_eq!(watch.watching, vec![ordinal]);
+    let t = std::time::Instant::now();
+    watch.stop();
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(2),
+        "stop took {:?}",
+        t.elapsed()
+    );
+    // A healthy GPU under test raises no critical XID.
+    assert!(
+        seen.lock().expect("lock").iter().all(|e| !e.critical),
+        "{:?}",
+        seen.lock()
+    );
+    eprintln!("xid watch: device {ordinal} at {address}");
 }

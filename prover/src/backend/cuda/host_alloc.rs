@@ -269,8 +269,18 @@ impl HostAllocator for CudaHostAllocator {
             // it is our plain mapping again.
             #[cfg(unix)]
             unsafe {
-                let _ = sys::cuMemHostUnregister(region.as_ptr().cast()).result();
-                crate::pool::mmap::unmap(region);
+                match sys::cuMemHostUnregister(region.as_ptr().cast()).result() {
+                    Ok(()) => crate::pool::mmap::unmap(region),
+                    // Unmapping a range the driver still counts as pinned
+                    // would let a later mapping at the same address be
+                    // copied from the old pages: leak it instead.
+                    Err(e) => tracing::error!(
+                        device = self.device,
+                        bytes = region.len(),
+                        error = ?e,
+                        "cuMemHostUnregister failed; the region stays mapped until exit"
+                    ),
+                }
             }
         } else {
             // SAFETY: the caller guarantees the region came from `alloc`.

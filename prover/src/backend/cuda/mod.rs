@@ -279,6 +279,28 @@ impl CudaBackend {
         self.ordinal
     }
 
+    /// Where the device sits on the PCI bus (to match it with NVML's view).
+    pub fn pci_address(&self) -> Result<crate::sys::pci::PciAddress, BackendError> {
+        use sys::CUdevice_attribute as A;
+        let get = |a: A| -> Result<u32, BackendError> {
+            let v = check!(self.ordinal, "cuDeviceGetAttribute", self.ctx.attribute(a))?;
+            u32::try_from(v).map_err(|_| {
+                check::device_error(
+                    self.ordinal,
+                    "cuDeviceGetAttribute",
+                    file!(),
+                    line!(),
+                    &format!("negative PCI attribute {a:?}: {v}"),
+                )
+            })
+        };
+        Ok(crate::sys::pci::PciAddress {
+            domain: get(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+            bus: get(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+            device: get(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?,
+        })
+    }
+
     /// `sm_XY` the kernels were compiled for.
     pub fn arch(&self) -> &str {
         &self.arch

@@ -356,6 +356,22 @@ impl Engine {
         self.shared.device_states()
     }
 
+    /// Takes the device with CUDA ordinal `ordinal` out of rotation from
+    /// outside the workers (a critical XID): it finishes the partition it
+    /// holds, if any, and takes no other. False when no device in rotation
+    /// has that ordinal.
+    pub fn take_out(&self, ordinal: u32, why: &str) -> bool {
+        let found = self
+            .shared
+            .devices
+            .iter()
+            .position(|dev| dev.backend.device() == Some(ordinal) && dev.failure().is_none());
+        if let Some(d) = found {
+            self.shared.take_out(d, why);
+        }
+        found.is_some()
+    }
+
     pub fn backend_name(&self) -> &'static str {
         self.shared.stages.backend.as_str()
     }

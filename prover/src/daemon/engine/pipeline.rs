@@ -148,7 +148,7 @@ impl Shared {
 
     /// A device's driver failed: out of rotation it goes, with a log line
     /// and a metric; work nobody can take any more fails.
-    fn take_out(&self, d: usize, why: &str) {
+    pub(super) fn take_out(&self, d: usize, why: &str) {
         let dev = &self.devices[d];
         if dev.fail(why.to_string()) {
             let ordinal = dev.ordinal(d);

@@ -414,3 +414,41 @@ fn two_workers_two_devices_or_no_pipeline_give_the_same_bytes() {
     let unpipelined = rig_proofs(vec![Faulty::device(0, Fault::None, 2)], 0, 4);
     assert_eq!(one, unpipelined);
 }
+
+#[test]
+fn a_device_taken_out_from_outside_finishes_nothing_more_and_the_other_proves() {
+    let rig = rig(
+        vec![
+            Faulty::device(4, Fault::None, 1),
+            Faulty::device(6, Fault::None, 1),
+        ],
+        2,
+    );
+    assert!(!rig.engine.take_out(5, "no such device"));
+    assert!(rig.engine.take_out(4, "critical XID 79 reported by NVML"));
+    assert!(
+        !rig.engine.take_out(4, "again"),
+        "a device already out is not taken out twice"
+    );
+    let s = finished(&rig.engine, &submit(&rig.engine, 3));
+    assert_eq!(s.state, JobState::Done, "{:?}", s.error);
+    let r = s.result.as_ref().expect("result");
+    assert!(
+        r.proofs.iter().all(|p| p.device == Some(6)),
+        "{:?}",
+        r.proofs
+    );
+    let devices = rig.engine.devices();
+    assert!(!devices[0].in_rotation);
+    assert_eq!(
+        devices[0].error.as_deref(),
+        Some("critical XID 79 reported by NVML")
+    );
+    assert_eq!(devices[0].partitions_done, 0);
+    let text = rig.metrics.render(&Default::default());
+    assert!(
+        text.contains("prover_device_in_rotation{device=\"4\"} 0"),
+        "{text}"
+    );
+    stop(&rig.engine);
+}
