@@ -1408,3 +1408,71 @@ fn the_xid_watch_finds_the_gpu_by_its_pci_address_and_stops_promptly() {
     );
     eprintln!("xid watch: device {ordinal} at {address}");
 }
+
+/// Which step before a 2^PROVER_DIAG_LOG quotient (default 26) changes its
+/// result: each line names the steps since the previous check and whether
+/// h still equals the first result. Prints; asserts nothing but the calls.
+#[test]
+#[ignore = "diagnostic; run by hand on a GPU host"]
+fn diagnose_quotient_after_other_calls() {
+    let Some(gpu) = gpu() else { return };
+    let log_n: u32 = std::env::var("PROVER_DIAG_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(26);
+    let n = 1usize << log_n;
+    let abc = [
+        bench::random_scalars(n, 526),
+        bench::random_scalars(n, 527),
+        bench::random_scalars(n, 528),
+    ];
+    let h = || {
+        let [mut x, mut y, mut z] = abc.clone();
+        gpu.quotient(&mut x, &mut y, &mut z, false, &mut BackendTimes::default())
+            .expect("quotient");
+        x
+    };
+    let small = |seed: u64| {
+        let m = n / 2;
+        let (mut x, mut y, mut z) = (
+            bench::random_scalars(m, seed),
+            bench::random_scalars(m, seed + 1),
+            bench::random_scalars(m, seed + 2),
+        );
+        gpu.quotient(&mut x, &mut y, &mut z, false, &mut BackendTimes::default())
+            .expect("small quotient");
+    };
+    let reference = h();
+    let check = |what: &str| {
+        let x = h();
+        let diff = (0..n).filter(|&i| x[i] != reference[i]).count();
+        eprintln!("DIAG after {what}: {diff} of {n} differ");
+        // The plain copy path: a up and straight back.
+        gpu.upload_abc(&abc[0], &abc[1], &abc[2]).expect("upload");
+        let mut back = vec![Scalar::ZERO; n];
+        gpu.download_h(&mut back).expect("download");
+        let bad = (0..n).filter(|&i| back[i] != abc[0][i]).count();
+        if bad > 0 {
+            eprintln!("DIAG   and a's round trip through the device: {bad} differ");
+        }
+    };
+    check("the same call again");
+    small(1);
+    check("a call at half the size");
+    let alloc = CudaHostAllocator::new(gpu.device_ordinal()).expect("allocator");
+    check("a new CudaHostAllocator");
+    let region = alloc.alloc(256 << 20).expect("region");
+    check("a registered region, kept");
+    // SAFETY: from `alloc.alloc`, unused.
+    unsafe { alloc.free(region) };
+    check("its release");
+    let region = alloc.alloc(256 << 20).expect("region");
+    // SAFETY: as above.
+    unsafe { alloc.free(region) };
+    small(1);
+    check("a region cycle, then half the size");
+    drop(alloc);
+    check("the allocator dropped");
+    small(4);
+    check("half the size again");
+}

@@ -8,13 +8,11 @@
 //! bottleneck. Cost: 3n elements of device memory per cached size.
 
 use super::check::check;
-use super::memory::DeviceBuffer;
+use super::memory::{upload_ordered, DeviceBuffer};
 use crate::backend::cpu::fft::Domain;
 use crate::backend::BackendError;
 use blstrs::Scalar;
-use cudarc::driver::{
-    result, sys, CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use ff::Field;
 use std::sync::Arc;
 
@@ -123,11 +121,8 @@ impl DomainTables {
             });
         }
         let small = DeviceBuffer::alloc(ctx, device, host.len() * elem)?;
-        // SAFETY: Scalar is 32 plain bytes (blst_fr); the buffer holds
-        // exactly host.len() of them; the copy is synchronous.
-        check!(device, "cuMemcpyHtoD", unsafe {
-            result::memcpy_htod_sync(small.ptr(), scalar_bytes(&host))
-        })?;
+        // The expand kernels below read it on `stream`.
+        upload_ordered(device, stream, small.ptr(), scalar_bytes(&host))?;
         let at = |i: usize| small.ptr() + (offs[i] * elem) as u64;
         let full = DeviceBuffer::alloc(ctx, device, table_bytes(log_n))?;
         let full_at = |i: usize| full.ptr() + (i * n * elem) as u64;

@@ -4,8 +4,29 @@
 
 use super::check::check;
 use crate::backend::BackendError;
-use cudarc::driver::{result, sys, CudaContext};
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use std::sync::Arc;
+
+/// Copies `src` to `dst` in `stream`'s order and returns once it is on the
+/// device. Every upload that kernels read goes through here: a plain
+/// synchronous `cuMemcpyHtoD` from pageable memory returns once the bytes
+/// are staged, before the DMA lands, and runs on the legacy stream, which
+/// does not order the non-blocking streams the kernels run on, so a kernel
+/// launched right after it could read the old contents (seen: a domain's
+/// tables built from a half-copied upload, every h value of that size wrong).
+pub fn upload_ordered(
+    device: u32,
+    stream: &CudaStream,
+    dst: sys::CUdeviceptr,
+    src: &[u8],
+) -> Result<(), BackendError> {
+    // SAFETY: the caller's `dst` has room for `src`; `src` outlives the
+    // copy because the stream is synchronised before returning.
+    check!(device, "cuMemcpyHtoDAsync", unsafe {
+        result::memcpy_htod_async(dst, src, stream.cu_stream())
+    })?;
+    check!(device, "cuStreamSynchronize", stream.synchronize())
+}
 
 /// `bytes` of device memory on one context.
 #[derive(Debug)]

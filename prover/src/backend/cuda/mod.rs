@@ -459,12 +459,16 @@ impl CudaBackend {
         let log_n = self.log_n(a, b, c)?;
         let mut st = self.state.lock();
         self.prepare(&mut st, log_n)?;
+        let compute = st.compute.clone();
         let ws = st.workspace()?;
         for (v, host) in [a, b, c].into_iter().enumerate() {
-            // SAFETY: the buffer holds 2^log_n scalars; the copy is synchronous.
-            check!(self.ordinal, "cuMemcpyHtoD", unsafe {
-                result::memcpy_htod_sync(ws.ptr(v), domain::scalar_bytes(host))
-            })?;
+            // The buffer holds 2^log_n scalars; the NTT reads it on `compute`.
+            memory::upload_ordered(
+                self.ordinal,
+                &compute,
+                ws.ptr(v),
+                domain::scalar_bytes(host),
+            )?;
         }
         Ok(())
     }
@@ -598,10 +602,8 @@ impl CudaBackend {
                     st.transient_bases = Some(DeviceBuffer::alloc(&self.ctx, self.ordinal, bytes)?);
                 }
                 let buf = st.transient_bases.as_ref().map_or(0, |b| b.ptr());
-                // SAFETY: `buf` holds at least `bytes`; synchronous copy.
-                check!(self.ordinal, "cuMemcpyHtoD", unsafe {
-                    result::memcpy_htod_sync(buf, points)
-                })?;
+                // `buf` holds at least `bytes`; the MSM reads it on `stream`.
+                memory::upload_ordered(self.ordinal, &stream, buf, points)?;
                 let c = match window {
                     Window::Fixed(c) => c,
                     Window::Auto => msm::window_bits(n),
@@ -626,6 +628,7 @@ impl CudaBackend {
         let r = st.bases.get_or_upload(
             &self.ctx,
             self.ordinal,
+            run.stream,
             resident::Query {
                 set,
                 which,

@@ -9,11 +9,10 @@
 //! bases as uploaded, the device fills the others), which lets its MSMs
 //! use wider windows.
 
-use super::check::check;
-use super::memory::DeviceBuffer;
+use super::memory::{upload_ordered, DeviceBuffer};
 use super::msm::TablePlan;
 use crate::backend::{BackendError, BaseQuery};
-use cudarc::driver::{result, sys, CudaContext};
+use cudarc::driver::{sys, CudaContext, CudaStream};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -82,6 +81,7 @@ impl ResidentBases {
         &mut self,
         ctx: &Arc<CudaContext>,
         device: u32,
+        stream: &CudaStream,
         q: Query<'_>,
     ) -> Result<Option<Resident>, BackendError> {
         let Query {
@@ -132,11 +132,9 @@ impl ResidentBases {
         }
         let t = Instant::now();
         let buf = DeviceBuffer::alloc(ctx, device, bytes as usize)?;
-        // SAFETY: `buf` holds the query's bytes `table.rows` times; row 0
-        // is written here, synchronously.
-        check!(device, "cuMemcpyHtoD", unsafe {
-            result::memcpy_htod_sync(buf.ptr(), query)
-        })?;
+        // `buf` holds the query's bytes `table.rows` times; row 0 is
+        // written here, before the table kernels read it on `stream`.
+        upload_ordered(device, stream, buf.ptr(), query)?;
         tracing::info!(
             device,
             set,

@@ -5,7 +5,7 @@
 use super::check::{self, check};
 use super::kernels;
 use super::kernels::KernelUnit;
-use super::memory::DeviceBuffer;
+use super::memory::{upload_ordered, DeviceBuffer};
 use super::msm::{affine_bytes, xyzz_to_projective, DeviceGroup, G2};
 use super::CudaBackend;
 use crate::backend::BackendError;
@@ -51,13 +51,11 @@ impl CudaBackend {
         let a = DeviceBuffer::alloc(ctx, dev, inputs[0].len().max(16))?;
         let b = DeviceBuffer::alloc(ctx, dev, inputs[1].len().max(16))?;
         let out = DeviceBuffer::alloc(ctx, dev, out_bytes.max(16))?;
-        for (buf, host) in [(&a, inputs[0]), (&b, inputs[1])] {
-            // SAFETY: the buffer holds the input's bytes; synchronous copy.
-            check!(dev, "cuMemcpyHtoD", unsafe {
-                result::memcpy_htod_sync(buf.ptr(), host)
-            })?;
-        }
         let stream = check!(dev, "cuStreamCreate", ctx.new_stream())?;
+        for (buf, host) in [(&a, inputs[0]), (&b, inputs[1])] {
+            // The buffer holds the input's bytes; the kernel reads it on `stream`.
+            upload_ordered(dev, &stream, buf.ptr(), host)?;
+        }
         let (pa, pb, po) = (a.ptr(), b.ptr(), out.ptr());
         let mut launch = stream.launch_builder(&func);
         launch.arg(&pa).arg(&pb).arg(&po).arg(&n);
