@@ -187,13 +187,24 @@ mod tests {
 
     #[test]
     fn a_spawned_child_is_signalled_while_it_runs_and_killed_when_dropped() {
-        let mut running = spawn_within(
-            Command::new("sh").args([
-                "-c",
-                "trap 'echo got INT; exit 7' INT; while :; do sleep 0.01; done",
-            ]),
-            Duration::from_secs(30),
-        );
+        let mut sh = Command::new("sh");
+        sh.args([
+            "-c",
+            "trap 'echo got INT; exit 7' INT; while :; do sleep 0.01; done",
+        ]);
+        // A shell cannot trap a signal that was ignored when it started, and
+        // a test run launched in the background of a non-interactive shell
+        // (`… &`) inherits SIGINT ignored: give the child the default so the
+        // test checks the deadline helper, not how the suite was launched.
+        // SAFETY: signal(2) is async-signal-safe; nothing else runs between
+        // fork and exec here.
+        unsafe {
+            sh.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let mut running = spawn_within(&mut sh, Duration::from_secs(30));
         assert!(!running.has_exited());
         // The trap is set before the loop runs its first `sleep`: signal
         // once the shell has a child.
