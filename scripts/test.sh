@@ -113,7 +113,7 @@ read -r passed failed ignored < <(awk '/^test result:/ {
         }
     } END { print p + 0, f + 0, g + 0 }' target/test-output.log)
 skipped=$(wc -l <"$TEST_SKIP_LOG")
-echo "test.sh: $passed passed ($skipped of them skipped a check the host cannot run), $failed failed, $ignored ignored (long benchmarks, run by hand)"
+echo "test.sh: $passed passed ($skipped of them skipped a check the host cannot run), $failed failed, $ignored ignored (GPU benchmarks and diagnostics, run by hand)"
 if [ "$skipped" -gt 0 ]; then
     echo "test.sh: skipped, by what the host lacks:"
     cut -f2 "$TEST_SKIP_LOG" | sort | uniq -c | while read -r count need; do
