@@ -88,6 +88,7 @@ fn write_host_log(path: &Path, host: &str, records: u64) -> std::io::Result<(u64
                 device: Some(part % 2),
                 pinned: true,
                 h2d_bytes: 100_663_296,
+                h2d_ms: None,
                 h2d_gbps: Some(50.0),
                 phases_ms: phases,
                 device_busy_ms: Some(420.0),

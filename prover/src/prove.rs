@@ -21,6 +21,10 @@
 //! little-endian bytes), from which `r` then `s` are drawn with
 //! `Scalar::random` (ff's rejection sampling). Re-proving a partition with the
 //! same seed therefore gives byte-identical proofs on every backend.
+//!
+//! Without a seed ([`Blinding::Os`]) every partition draws r and s straight
+//! from the operating system's CSPRNG: the blinding of a production proof is
+//! then as strong as the field, not as a 64-bit seed.
 
 use crate::backend::{Backend, BackendError, BackendTimes, BaseQuery, Bases};
 use crate::circuit::CircuitShape;
@@ -142,6 +146,33 @@ pub fn shape_of_key(key: &dyn ProvingKey) -> CircuitShape {
         num_inputs,
         num_aux: key.l().len(),
         num_constraints: m.saturating_sub(num_inputs),
+    }
+}
+
+/// Where a partition's blinding factors r, s come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blinding {
+    /// Derived from a seed ([`partition_randomness`]): reproducible proofs.
+    Seeded(u64),
+    /// Drawn from the OS's CSPRNG for each partition (and each retry).
+    Os,
+}
+
+impl Blinding {
+    /// A seed when one was given, else the OS.
+    pub fn from_seed(seed: Option<u64>) -> Self {
+        seed.map_or(Blinding::Os, Blinding::Seeded)
+    }
+
+    /// The (r, s) of partition `partition`.
+    pub fn for_partition(self, partition: u32) -> (Scalar, Scalar) {
+        match self {
+            Blinding::Seeded(seed) => partition_randomness(seed, partition),
+            Blinding::Os => {
+                let mut os = rand::rngs::OsRng;
+                (Scalar::random(&mut os), Scalar::random(&mut os))
+            }
+        }
     }
 }
 
@@ -377,6 +408,7 @@ pub fn prove_synthesized(
     }
     times.device_ms += g2_times.device_ms;
     times.h2d_bytes += g2_times.h2d_bytes;
+    times.h2d_ms += g2_times.h2d_ms;
     times.add(Phase::Msm, ms_since(msm_start));
     drop((
         scratch_a,
@@ -499,6 +531,20 @@ mod tests {
                 "seed {seed}, partition {partition}"
             );
         }
+    }
+
+    #[test]
+    fn os_blinding_differs_every_draw_and_seeded_blinding_is_the_derivation() {
+        let (r0, s0) = Blinding::Os.for_partition(0);
+        let (r1, s1) = Blinding::Os.for_partition(0);
+        assert_ne!(r0, r1);
+        assert_ne!(s0, s1);
+        assert_ne!(r0, s0);
+        assert_eq!(
+            Blinding::from_seed(Some(7)).for_partition(3),
+            partition_randomness(7, 3)
+        );
+        assert_eq!(Blinding::from_seed(None), Blinding::Os);
     }
 
     #[test]

@@ -9,8 +9,8 @@
 use crate::backend::{BackendKind, BackendTimes};
 use crate::sys::clock;
 use fleet_wire::timing::{
-    JobTag, PartitionRecord, Phase, ProofRecord, TimelineEvent, TimelineKind, TimingLine,
-    TIMING_SCHEMA_VERSION,
+    DevicesRecord, JobTag, PartitionRecord, Phase, ProofRecord, TimelineEvent, TimelineKind,
+    TimingLine, TIMING_SCHEMA_VERSION,
 };
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -47,6 +47,8 @@ struct LogFile {
     size: u64,
     max_bytes: u64,
     keep: usize,
+    /// Written first into every file rotated to (the devices record).
+    header: Option<String>,
 }
 
 fn open_append(path: &Path) -> Result<(BufWriter<File>, u64), TimingError> {
@@ -114,9 +116,15 @@ impl LogFile {
             }
         }
         std::fs::rename(&self.path, rotated(&self.path, 1)).map_err(self.err("rotating"))?;
-        let (w, size) = open_append(&self.path)?;
-        self.writer = Some(w);
+        let (mut w, size) = open_append(&self.path)?;
         self.size = size;
+        if let Some(h) = &self.header {
+            w.write_all(h.as_bytes())
+                .and_then(|()| w.write_all(b"\n"))
+                .map_err(self.err("writing the header"))?;
+            self.size += h.len() as u64 + 1;
+        }
+        self.writer = Some(w);
         Ok(())
     }
 
@@ -160,6 +168,7 @@ impl TimingLog {
                 size,
                 max_bytes: max_bytes.max(1),
                 keep,
+                header: None,
             }),
         })
     }
@@ -183,6 +192,15 @@ impl TimingLog {
     pub fn proof(&self, rec: &ProofRecord) -> Result<(), TimingError> {
         tracing::info!("{rec}");
         self.write(&TimingLine::Proof(rec.clone()))
+    }
+
+    /// Appends the devices record and keeps it as the first line of every
+    /// file the log rotates to, so each file says which devices it covers.
+    pub fn devices(&self, rec: &DevicesRecord) -> Result<(), TimingError> {
+        let line = TimingLine::Devices(rec.clone()).to_line();
+        let mut f = self.inner.lock();
+        f.header = Some(line.clone());
+        f.append(&line)
     }
 
     /// Appends one TIMELINE event.
@@ -242,7 +260,7 @@ pub struct PartitionTimer {
     submitted: Instant,
     phases: BTreeMap<Phase, f64>,
     h2d_bytes: u64,
-    h2d_gbps: Option<f64>,
+    h2d_ms: f64,
     device_busy_ms: f64,
     /// Whether a backend call was merged: a partition that failed before
     /// reaching a device has no device time, not a zero one.
@@ -270,7 +288,7 @@ impl PartitionTimer {
             submitted,
             phases: BTreeMap::new(),
             h2d_bytes: 0,
-            h2d_gbps: None,
+            h2d_ms: 0.0,
             device_busy_ms: 0.0,
             on_device: false,
         }
@@ -305,9 +323,7 @@ impl PartitionTimer {
             self.add(*p, *v);
         }
         self.h2d_bytes += times.h2d_bytes;
-        if times.h2d_gbps.is_some() {
-            self.h2d_gbps = times.h2d_gbps;
-        }
+        self.h2d_ms += times.h2d_ms;
         self.device_busy_ms += times.device_ms;
         self.on_device = true;
     }
@@ -356,7 +372,8 @@ impl PartitionTimer {
             device,
             pinned,
             h2d_bytes: self.h2d_bytes,
-            h2d_gbps: self.h2d_gbps,
+            h2d_ms: (self.h2d_bytes > 0 && self.h2d_ms > 0.0).then_some(self.h2d_ms),
+            h2d_gbps: fleet_wire::timing::gbps(self.h2d_bytes, self.h2d_ms / 1e3),
             phases_ms: self.phases,
             device_busy_ms: self
                 .on_device
@@ -445,6 +462,42 @@ mod tests {
     }
 
     #[test]
+    fn every_rotated_file_starts_with_the_devices_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("timing.jsonl");
+        let timer = PartitionTimer::new(tag(), 0, 1, Instant::now());
+        let one = TimingLine::Timeline(timer.event(TimelineKind::GpuStart, Some(0)))
+            .to_line()
+            .len() as u64
+            + 1;
+        let log = TimingLog::open(&path, 3 * one, 3).unwrap();
+        let devices = DevicesRecord {
+            v: TIMING_SCHEMA_VERSION,
+            ts_ms: 1,
+            host: "h".into(),
+            build: "b".into(),
+            backend: "cuda".into(),
+            devices: vec![0, 3],
+        };
+        log.devices(&devices).unwrap();
+        for i in 0..5u64 {
+            let mut e = timer.event(TimelineKind::GpuStart, Some(0));
+            e.ts_us = i;
+            log.event(&e).unwrap();
+        }
+        drop(log);
+        for p in [path.clone(), rotated(&path, 1), rotated(&path, 2)] {
+            let got = lines(&p);
+            assert_eq!(
+                got.first(),
+                Some(&TimingLine::Devices(devices.clone())),
+                "{}",
+                p.display()
+            );
+        }
+    }
+
+    #[test]
     fn timer_adds_phases_backend_times_and_total() {
         // Started 50 ms ago: the total is wall time since then, not a sum of phases.
         let started = Instant::now()
@@ -456,7 +509,13 @@ mod tests {
         let mut bt = BackendTimes::default();
         bt.add(Phase::MsmH, 4.0);
         bt.h2d_bytes = 96;
+        bt.h2d_ms = 0.5;
         t.merge_backend(&bt);
+        t.merge_backend(&BackendTimes {
+            h2d_bytes: 32,
+            h2d_ms: 0.5,
+            ..BackendTimes::default()
+        });
         let v = t.measure(Phase::Assembly, || {
             std::thread::sleep(std::time::Duration::from_millis(5));
             5
@@ -472,7 +531,10 @@ mod tests {
         );
         let total = rec.phases_ms[&Phase::Total];
         assert!((55.0..60_000.0).contains(&total), "total {total} ms");
-        assert_eq!(rec.h2d_bytes, 96);
+        // Bytes and time of the same copies, and their rate: 128 B in 1 ms.
+        assert_eq!(rec.h2d_bytes, 128);
+        assert_eq!(rec.h2d_ms, Some(1.0));
+        assert_eq!(rec.h2d_gbps, Some(128e-6));
         assert_eq!(rec.partition, 1);
         assert!(rec.to_string().starts_with("GPU_TIMING job=j"));
         // The CPU backend has no device: not measured, not zero.

@@ -57,6 +57,9 @@ pub const DEVICE_PARTITIONS: &str = "prover_device_partitions";
 /// Counter: XIDs NVML reported per device while the daemon watched, labels
 /// `device` (CUDA ordinal) and `xid` (`unknown` when NVML could not name it).
 pub const DEVICE_XIDS: &str = "prover_device_xids";
+/// Counter: recoverable device errors (out of device memory) after which the
+/// device freed what it held and stayed in rotation, label `device`.
+pub const DEVICE_RECOVERED_ERRORS: &str = "prover_device_recovered_errors";
 
 /// Label of the per-device series.
 pub const DEVICE_LABEL: &str = "device";
@@ -65,7 +68,7 @@ pub const DEVICE_LABEL: &str = "device";
 pub const PHASE_LABEL: &str = "phase";
 
 /// Every metric name, for exporters that want to check coverage.
-pub const ALL: [&str; 21] = [
+pub const ALL: [&str; 22] = [
     PHASE_DURATION_SECONDS,
     JOB_DURATION_SECONDS,
     QUEUE_DEPTH,
@@ -87,6 +90,7 @@ pub const ALL: [&str; 21] = [
     DEVICE_IN_ROTATION,
     DEVICE_PARTITIONS,
     DEVICE_XIDS,
+    DEVICE_RECOVERED_ERRORS,
 ];
 
 /// Upper bounds (seconds) of the [`PHASE_DURATION_SECONDS`] buckets: 100 µs

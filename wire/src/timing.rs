@@ -1,9 +1,11 @@
 //! The timing log: one JSON object per line, appended by the prover, collected
 //! and analysed by `fleetctl timing`.
 //!
-//! A line is one of three kinds (the `kind` tag): a [`PartitionRecord`] when a
-//! partition finishes, a [`ProofRecord`] when a whole proof finishes, and a
-//! [`TimelineEvent`] at each hand-over in the pipeline, from which a reader
+//! A line is one of four kinds (the `kind` tag): a [`DevicesRecord`] when the
+//! daemon starts proving and at the head of every file the log rotates to, a
+//! [`PartitionRecord`] when a partition finishes, a [`ProofRecord`] when a
+//! whole proof finishes, and a [`TimelineEvent`] at each hand-over in the
+//! pipeline, from which a reader
 //! computes how much of the time each device worker was occupied
 //! ([`busy_fraction`]). How much of it the device actually computed is the
 //! records' `device_busy_ms` over the same window, not the timeline.
@@ -19,15 +21,61 @@ pub const TIMING_SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TimingLine {
+    Devices(DevicesRecord),
     Partition(PartitionRecord),
     Proof(ProofRecord),
     Timeline(TimelineEvent),
+}
+
+/// The devices a daemon opened to prove on. A device that never gets work
+/// writes no other line; this one lets a reader show it at 0% instead of not
+/// at all.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DevicesRecord {
+    pub v: u32,
+    pub ts_ms: u64,
+    pub host: String,
+    pub build: String,
+    /// `cpu` or `cuda`.
+    pub backend: String,
+    /// CUDA ordinals opened and in rotation at start (empty on the CPU backend).
+    pub devices: Vec<u32>,
 }
 
 impl TimingLine {
     /// Parses one line of a timing log.
     pub fn parse(line: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(line)
+    }
+
+    /// The line's schema version.
+    pub fn v(&self) -> u32 {
+        match self {
+            TimingLine::Devices(d) => d.v,
+            TimingLine::Partition(p) => p.v,
+            TimingLine::Proof(p) => p.v,
+            TimingLine::Timeline(e) => e.v,
+        }
+    }
+
+    /// The build of the prover that wrote it.
+    pub fn build(&self) -> &str {
+        match self {
+            TimingLine::Devices(d) => &d.build,
+            TimingLine::Partition(p) => &p.tag.build,
+            TimingLine::Proof(p) => &p.tag.build,
+            TimingLine::Timeline(e) => &e.build,
+        }
+    }
+
+    /// When it was written, Unix milliseconds.
+    pub fn ts_ms(&self) -> u64 {
+        match self {
+            TimingLine::Devices(d) => d.ts_ms,
+            TimingLine::Partition(p) => p.ts_ms,
+            TimingLine::Proof(p) => p.ts_ms,
+            TimingLine::Timeline(e) => e.ts_us / 1000,
+        }
     }
 
     /// Serialises to one line (no trailing newline).
@@ -187,10 +235,18 @@ pub struct PartitionRecord {
     pub device: Option<u32>,
     /// Whether a, b, c were in page-locked memory when they were uploaded/used.
     pub pinned: bool,
-    /// Bytes copied host-to-device (0 on the CPU backend).
+    /// Bytes of every host-to-device copy of the partition: a, b, c and the
+    /// MSM scalars (0 on the CPU backend).
     #[serde(default)]
     pub h2d_bytes: u64,
-    /// Achieved host-to-device rate, GB/s (10^9 bytes per second).
+    /// The device's milliseconds (CUDA events) for those same copies. Absent
+    /// in records written before it existed, whose `h2d_bytes` counted the
+    /// MSM scalars while the `h2d` phase and `h2d_gbps` covered only a, b, c:
+    /// read both through [`PartitionRecord::h2d_copies`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h2d_ms: Option<f64>,
+    /// `h2d_bytes` over `h2d_ms`, GB/s (10^9 bytes per second); in older
+    /// records, the a, b, c copy's own rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub h2d_gbps: Option<f64>,
     /// Milliseconds per phase; phases that did not run are absent.
@@ -206,6 +262,36 @@ pub struct PartitionRecord {
     /// Set when the partition failed; phases then hold what ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// A rate in GB/s (10^9 bytes per second): the one definition writers and
+/// readers share. None when nothing was copied or no time was measured.
+pub fn gbps(bytes: u64, seconds: f64) -> Option<f64> {
+    (bytes > 0 && seconds.is_finite() && seconds > 0.0).then(|| bytes as f64 / seconds / 1e9)
+}
+
+impl PartitionRecord {
+    /// The bytes and seconds of the same host-to-device copies, so that
+    /// summing both over records and dividing gives a rate the link can
+    /// carry. Records with `h2d_ms` give their whole upload; older ones only
+    /// their a, b, c copy (its rate times the `h2d` phase: the MSM scalars
+    /// they counted in `h2d_bytes` had no time recorded).
+    pub fn h2d_copies(&self) -> Option<(u64, f64)> {
+        if self.h2d_bytes == 0 {
+            return None;
+        }
+        if let Some(ms) = self.h2d_ms.filter(|ms| ms.is_finite() && *ms > 0.0) {
+            return Some((self.h2d_bytes, ms / 1e3));
+        }
+        let ms = self
+            .phases_ms
+            .get(&Phase::H2d)
+            .copied()
+            .filter(|ms| ms.is_finite() && *ms > 0.0)?;
+        let rate = self.h2d_gbps.filter(|g| g.is_finite() && *g > 0.0)?;
+        let bytes = (rate * 1e6 * ms).round().min(self.h2d_bytes as f64) as u64;
+        Some((bytes, ms / 1e3))
+    }
 }
 
 /// Emitted once per finished proof (all partitions assembled).
@@ -280,6 +366,9 @@ impl fmt::Display for PartitionRecord {
         }
         if self.h2d_bytes > 0 {
             write!(f, " h2d_bytes={}", self.h2d_bytes)?;
+        }
+        if let Some(ms) = self.h2d_ms {
+            write!(f, " h2d_ms={ms:.3}")?;
         }
         if let Some(g) = self.h2d_gbps {
             write!(f, " h2d_gbps={g:.2}")?;
@@ -396,6 +485,7 @@ mod tests {
             device: None,
             pinned: true,
             h2d_bytes: 0,
+            h2d_ms: None,
             h2d_gbps: None,
             phases_ms: phases,
             device_busy_ms: Some(0.75),
@@ -459,6 +549,7 @@ mod tests {
             device: Some(0),
             pinned: true,
             h2d_bytes: 96,
+            h2d_ms: None,
             h2d_gbps: Some(51.234),
             phases_ms: phases,
             device_busy_ms: Some(1.5),
@@ -473,6 +564,46 @@ mod tests {
         assert!(s.contains("h2d_gbps=51.23"));
         assert!(s.contains("device=0"));
         assert!(s.contains("device_busy=1.500ms"));
+    }
+
+    #[test]
+    fn h2d_copies_pair_bytes_with_the_time_of_the_same_copies() {
+        // A partition of chain 2^22 as the prover wrote it before `h2d_ms`
+        // existed (figures of the H200 daemon run): h2d_bytes counted a, b, c
+        // and the MSM scalars, the h2d phase and h2d_gbps only a, b, c.
+        // Bytes over the phase's time read 147 GB/s on a 55 GB/s link.
+        let old = r#"{"kind":"partition","v":1,"ts_ms":1,"host":"h","build":"b","job_id":"j","circuit":"chain","size":4194304,"partition":0,"partitions":1,"domain":4194304,"backend":"cuda","device":0,"pinned":true,"h2d_bytes":1073741536,"h2d_gbps":55.08,"phases_ms":{"h2d":7.3}}"#;
+        let TimingLine::Partition(old) = TimingLine::parse(old).unwrap() else {
+            panic!("a partition record")
+        };
+        let naive = old.h2d_bytes as f64 / 0.0073 / 1e9;
+        assert!((naive - 147.09).abs() < 0.01, "{naive}");
+        let (bytes, seconds) = old.h2d_copies().unwrap();
+        // By hand: 55.08e9 B/s x 7.3e-3 s = 402,084,000 B of a, b, c.
+        assert_eq!(bytes, 402_084_000);
+        assert_eq!(seconds, 0.0073);
+        let rate = gbps(bytes, seconds).unwrap();
+        assert!((rate - 55.08).abs() < 1e-9, "{rate}");
+
+        // A record with the device time of all its copies: 1,073,741,536 B
+        // in 19.5 ms is 55.06 GB/s.
+        let mut new = old.clone();
+        new.h2d_ms = Some(19.5);
+        new.h2d_gbps = gbps(new.h2d_bytes, 19.5e-3);
+        assert_eq!(new.h2d_copies(), Some((1_073_741_536, 0.0195)));
+        let rate = new.h2d_gbps.unwrap();
+        assert!((rate - 55.063_668_5).abs() < 1e-6, "{rate}");
+        assert!(new.to_string().contains(" h2d_ms=19.500 h2d_gbps=55.06"));
+
+        // Nothing copied, or no time for it: no rate at all, never infinity.
+        let mut none = old.clone();
+        none.h2d_bytes = 0;
+        assert_eq!(none.h2d_copies(), None);
+        let mut untimed = old;
+        untimed.h2d_gbps = None;
+        assert_eq!(untimed.h2d_copies(), None);
+        assert_eq!(gbps(10, 0.0), None);
+        assert_eq!(gbps(0, 1.0), None);
     }
 
     fn ev(p: u32, kind: TimelineKind, ts: u64) -> TimelineEvent {

@@ -122,7 +122,7 @@ pub fn host_records(lines: impl IntoIterator<Item = TimingLine>) -> HostRecords 
         match line {
             TimingLine::Partition(p) => out.parts.push(p),
             TimingLine::Proof(p) => out.proofs.push(p),
-            TimingLine::Timeline(_) => {}
+            TimingLine::Timeline(_) | TimingLine::Devices(_) => {}
         }
     }
     out
@@ -204,6 +204,7 @@ mod tests {
             device: None,
             pinned: false,
             h2d_bytes: 0,
+            h2d_ms: None,
             h2d_gbps: None,
             phases_ms: [(Phase::Total, total)].into_iter().collect(),
             device_busy_ms: None,

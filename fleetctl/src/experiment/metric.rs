@@ -243,6 +243,7 @@ mod tests {
             device: Some(0),
             pinned: true,
             h2d_bytes: 100,
+            h2d_ms: None,
             h2d_gbps: Some(20.0),
             phases_ms: phases,
             device_busy_ms: Some(4.0),
@@ -254,6 +255,7 @@ mod tests {
         };
         let cpu = PartitionRecord {
             h2d_bytes: 0,
+            h2d_ms: None,
             h2d_gbps: None,
             device_busy_ms: None,
             ..ok.clone()

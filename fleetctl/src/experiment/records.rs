@@ -58,11 +58,7 @@ pub fn read(
                 unreadable += 1;
                 continue;
             };
-            let ts_ms = match &rec {
-                TimingLine::Partition(p) => p.ts_ms,
-                TimingLine::Proof(p) => p.ts_ms,
-                TimingLine::Timeline(t) => t.ts_us / 1000,
-            };
+            let ts_ms = rec.ts_ms();
             if (window.start_ms..=window.end_ms).contains(&ts_ms) {
                 lines.push(rec);
             }

@@ -193,17 +193,23 @@ fn label(d: Option<u32>) -> String {
 
 fn devices(acc: &Acc) -> Vec<DeviceBusy> {
     let kernel = acc.kernel_busy();
+    let idle = acc.idle_devices();
     let mut keys: Vec<Option<u32>> = acc.intervals.keys().copied().collect();
     keys.extend(acc.kernel.keys().copied());
+    keys.extend(idle.iter().map(|d| Some(*d)));
     keys.sort_unstable();
     keys.dedup();
     keys.into_iter()
         .map(|d| {
             let iv = acc.intervals.get(&d).map(Vec::as_slice).unwrap_or(&[]);
             let k = acc.kernel.get(&d).cloned().unwrap_or_default();
+            let never_used = d.is_some_and(|d| idle.contains(&d));
             DeviceBusy {
                 device: label(d),
-                occupied_fraction: merged_busy_fraction(iv),
+                occupied_fraction: match never_used {
+                    true => Some(0.0),
+                    false => merged_busy_fraction(iv),
+                },
                 kernel_busy_fraction: kernel.get(&d).copied().flatten(),
                 window_ms: window_us(iv).map(us_to_ms),
                 kernel_busy_ms: k.busy_ms,
@@ -374,6 +380,10 @@ fn flags_for(s: &Section, t: &Thresholds, out: &mut Vec<Flag>) {
                 ),
                 _ => String::new(),
             };
+            let why = match d.occupied_fraction == Some(0.0) && d.measured_partitions == 0 {
+                true => "; the daemon opened it but gave it no partition".to_string(),
+                false => why,
+            };
             flag(format!(
                 "gpu {}: kernel busy {} is under {}{why}",
                 d.device,
@@ -538,6 +548,7 @@ mod tests {
             device: Some(0),
             pinned,
             h2d_bytes: bytes,
+            h2d_ms: Some(h2d_ms),
             h2d_gbps: None,
             phases_ms: phases,
             device_busy_ms: None,
@@ -706,6 +717,7 @@ mod tests {
                 device: Some(*dev),
                 pinned: true,
                 h2d_bytes: 0,
+                h2d_ms: None,
                 h2d_gbps: None,
                 phases_ms: phases,
                 device_busy_ms: *busy,
@@ -877,6 +889,64 @@ mod tests {
             .filter(|f| f.reason.contains("kernel busy"))
             .count();
         assert_eq!(n, 2, "{:?}", r.flags);
+    }
+
+    #[test]
+    fn a_gpu_the_daemon_opened_but_never_used_shows_at_zero_and_is_flagged() {
+        // Devices 0 and 1 prove, 2 never gets a partition: before the
+        // devices record it was left out and the mean read as if the host
+        // had two GPUs.
+        let mut parts = Vec::new();
+        for i in 0..8u64 {
+            let dev = (i % 2) as u32;
+            let start = 5_000 + (i / 2) * 310_000;
+            parts.push((dev, start, start + 300_000, Some(280.0)));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h01.jsonl");
+        cuda_log(&path, &parts);
+        let opened = TimingLine::Devices(fleet_wire::timing::DevicesRecord {
+            v: TIMING_SCHEMA_VERSION,
+            ts_ms: 1,
+            host: "machine".into(),
+            build: "b1".into(),
+            backend: "cuda".into(),
+            devices: vec![0, 1, 2],
+        });
+        let log = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, format!("{}\n{log}", opened.to_line())).unwrap();
+        let s = scan(&[Source {
+            host: "h01".into(),
+            path,
+        }])
+        .unwrap();
+        let r = build(&s, &Thresholds::default(), None);
+        let sec = &r.sections[0];
+        assert_eq!(sec.devices.len(), 3, "{:?}", sec.devices);
+        let idle = sec.devices.iter().find(|d| d.device == "2").unwrap();
+        assert_eq!(idle.kernel_busy_fraction, Some(0.0));
+        assert_eq!(idle.occupied_fraction, Some(0.0));
+        assert_eq!(idle.measured_partitions, 0);
+        let busy: Vec<f64> = (0..2u32).map(|d| expected_kernel_busy(&parts, d)).collect();
+        let mean = (busy[0] + busy[1] + 0.0) / 3.0;
+        assert!((sec.kernel_busy_fraction.unwrap() - mean).abs() < 1e-12);
+        let flag = r
+            .flags
+            .iter()
+            .find(|f| f.reason.starts_with("gpu 2: kernel busy 0"))
+            .unwrap_or_else(|| panic!("{:?}", r.flags));
+        assert!(
+            flag.reason.contains("gave it no partition"),
+            "{}",
+            flag.reason
+        );
+        assert!(
+            !r.flags
+                .iter()
+                .any(|f| f.reason.starts_with("gpu 0") || f.reason.starts_with("gpu 1")),
+            "{:?}",
+            r.flags
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use fleet_wire::timing::{Phase, TimelineKind, TimingLine};
 use hdrhistogram::Histogram;
 use rayon::prelude::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -66,6 +66,9 @@ pub struct Acc {
     /// Occupied interval and the device time measured inside it, per device,
     /// for drawing kernel busy next to occupancy.
     pub kernel_marks: BTreeMap<Option<u32>, Vec<KernelMark>>,
+    /// CUDA ordinals the daemon's devices records say it opened: a device
+    /// here with no partition proved nothing, and shows at 0%.
+    pub opened: BTreeSet<u32>,
 }
 
 /// Device time of one device's partition records.
@@ -109,6 +112,7 @@ impl Default for Acc {
             kernel: BTreeMap::new(),
             closed: HashMap::new(),
             kernel_marks: BTreeMap::new(),
+            opened: BTreeSet::new(),
         }
     }
 }
@@ -169,15 +173,14 @@ impl Acc {
                 }
                 if p.h2d_bytes > 0 {
                     self.h2d_partitions += 1;
-                    self.h2d_bytes += p.h2d_bytes;
                     if p.pinned {
                         self.h2d_pinned_partitions += 1;
                     }
-                    if let Some(ms) = p.phases_ms.get(&Phase::H2d) {
-                        self.h2d_seconds += ms / 1000.0;
-                    } else if let Some(gbps) = p.h2d_gbps.filter(|g| *g > 0.0) {
-                        self.h2d_seconds += p.h2d_bytes as f64 / (gbps * 1e9);
-                    }
+                }
+                // Bytes and seconds of the same copies, or neither.
+                if let Some((bytes, seconds)) = p.h2d_copies() {
+                    self.h2d_bytes += bytes;
+                    self.h2d_seconds += seconds;
                 }
                 self.synthesis_ms += p.phases_ms.get(&Phase::Synthesis).copied().unwrap_or(0.0);
                 self.device_ms += device_ms(&p.phases_ms);
@@ -200,6 +203,11 @@ impl Acc {
                         }
                         None => k.unmeasured += 1,
                     }
+                }
+            }
+            TimingLine::Devices(d) => {
+                if d.backend == "cuda" {
+                    self.opened.extend(d.devices);
                 }
             }
             TimingLine::Proof(p) => {
@@ -270,6 +278,22 @@ impl Acc {
         // An interval whose record sits in the other file (rotation between
         // gpu_end and the record) only loses its chart mark, not its sum.
         self.closed.extend(other.closed);
+        self.opened.extend(other.opened);
+    }
+
+    /// Opened devices that proved nothing while another device of the same
+    /// daemon did: idle for the whole window, so 0% busy, not unknown.
+    pub fn idle_devices(&self) -> Vec<u32> {
+        if self.intervals.values().all(Vec::is_empty) {
+            return Vec::new();
+        }
+        self.opened
+            .iter()
+            .copied()
+            .filter(|d| {
+                !self.kernel.contains_key(&Some(*d)) && !self.intervals.contains_key(&Some(*d))
+            })
+            .collect()
     }
 
     /// Kernel busy per device: the records' summed device time over the
@@ -277,7 +301,8 @@ impl Acc {
     /// device with no window, no measured record, or any unmeasured record
     /// (an unknown share of its time would make the fraction an undercount).
     pub fn kernel_busy(&self) -> BTreeMap<Option<u32>, Option<f64>> {
-        self.kernel
+        let mut busy: BTreeMap<Option<u32>, Option<f64>> = self
+            .kernel
             .iter()
             .map(|(dev, k)| {
                 let window_us = self.intervals.get(dev).and_then(|iv| window_us(iv));
@@ -286,7 +311,13 @@ impl Acc {
                     .map(|w| k.busy_ms * 1000.0 / w as f64);
                 (*dev, f)
             })
-            .collect()
+            .collect();
+        busy.extend(
+            self.idle_devices()
+                .into_iter()
+                .map(|d| (Some(d), Some(0.0))),
+        );
+        busy
     }
 
     /// Kernel busy averaged over the devices that have one.
@@ -317,6 +348,8 @@ impl Acc {
                 fractions.push(f);
             }
         }
+        // An opened device never occupied counts, at zero.
+        fractions.extend(self.idle_devices().iter().map(|_| 0.0));
         if fractions.is_empty() {
             None
         } else {
@@ -417,22 +450,6 @@ pub struct ScanError {
     pub source: io::Error,
 }
 
-fn schema_version(line: &TimingLine) -> u32 {
-    match line {
-        TimingLine::Partition(p) => p.v,
-        TimingLine::Proof(p) => p.v,
-        TimingLine::Timeline(e) => e.v,
-    }
-}
-
-fn build_of(line: &TimingLine) -> &str {
-    match line {
-        TimingLine::Partition(p) => &p.tag.build,
-        TimingLine::Proof(p) => &p.tag.build,
-        TimingLine::Timeline(e) => &e.build,
-    }
-}
-
 fn scan_file(src: &Source) -> Result<Scan, ScanError> {
     let err = |source| ScanError {
         path: src.path.clone(),
@@ -471,10 +488,10 @@ fn scan_file(src: &Source) -> Result<Scan, ScanError> {
                 continue;
             }
         };
-        if schema_version(&line) > fleet_wire::timing::TIMING_SCHEMA_VERSION {
+        if line.v() > fleet_wire::timing::TIMING_SCHEMA_VERSION {
             scan.newer_schema += 1;
         }
-        let build = build_of(&line);
+        let build = line.build();
         // Consecutive lines almost always share a build: keep its accumulator at hand.
         if current.as_ref().map(|(b, _)| b.as_str()) != Some(build) {
             if let Some((b, acc)) = current.take() {

@@ -56,8 +56,11 @@ pub enum BackendError {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BackendTimes {
     pub phases_ms: BTreeMap<Phase, f64>,
+    /// Bytes of every host-to-device copy of the call (a, b, c and the MSM
+    /// scalars), and the device's milliseconds for those same copies, so
+    /// that their quotient is a rate ([`fleet_wire::timing::gbps`]).
     pub h2d_bytes: u64,
-    pub h2d_gbps: Option<f64>,
+    pub h2d_ms: f64,
     /// Time the device spent on this call's copies and kernels, from CUDA
     /// events on its streams (zero on the CPU backend).
     pub device_ms: f64,
@@ -202,4 +205,35 @@ pub trait Backend: Send + Sync {
         scalars: &[Scalar],
         times: &mut BackendTimes,
     ) -> Result<G2Projective, BackendError>;
+
+    /// Frees what the device keeps between calls (workspaces, domain
+    /// tables, resident bases), so that a call that ran out of device memory
+    /// can be tried again; what it needs is made again on demand. Returns
+    /// the bytes freed.
+    fn release_cached(&self) -> u64 {
+        0
+    }
 }
+
+/// Whether a device error leaves the device usable. A sticky error (an
+/// illegal address, an ECC error, a lost device, a launch failure) corrupts
+/// the CUDA context for good: the device leaves the rotation. Running out of
+/// device memory or launch resources does not: the caller frees what the
+/// device holds and tries again. Anything not known to be recoverable is
+/// taken as sticky.
+pub fn is_recoverable(e: &BackendError) -> bool {
+    match e {
+        BackendError::DeviceMemory { .. } => true,
+        BackendError::Device { reason, .. } => RECOVERABLE_DRIVER_ERRORS
+            .iter()
+            .any(|code| reason.contains(code)),
+        _ => false,
+    }
+}
+
+/// CUDA driver results after which the context stays usable.
+const RECOVERABLE_DRIVER_ERRORS: [&str; 3] = [
+    "CUDA_ERROR_OUT_OF_MEMORY",
+    "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+    "CUDA_ERROR_NOT_READY",
+];

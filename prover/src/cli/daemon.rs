@@ -168,7 +168,9 @@ pub fn run_daemon(args: DaemonArgs) -> Result<u8> {
         .thread_name("prover-rt")
         .build()
         .context("starting the async runtime")?;
-    prover::daemon::pidfile::check_free(&config.paths.pid_file)?;
+    // The pid file's lock before the port: of two racing starts, the loser
+    // names the daemon that won instead of failing with `Address already in use`.
+    let pid_file = prover::daemon::pidfile::PidFile::acquire(&config.paths.pid_file)?;
     let result = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
@@ -191,7 +193,7 @@ pub fn run_daemon(args: DaemonArgs) -> Result<u8> {
                 }
             }
         });
-        Ok::<_, anyhow::Error>(lifecycle::run(config, listener, rx).await)
+        Ok::<_, anyhow::Error>(lifecycle::run(config, pid_file, listener, rx).await)
     });
     // Blocking start-up work (parameter generation) may still run after an
     // early stop; do not wait for it.

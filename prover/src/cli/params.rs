@@ -100,8 +100,21 @@ pub fn run(args: ParamsCmdArgs) -> Result<u8> {
         ParamsCommand::List(dir) => {
             let store = open(&dir)?;
             let entries = store.list()?;
-            if entries.is_empty() {
+            let temps = store.temp_files()?;
+            if entries.is_empty() && temps.is_empty() {
                 println!("no parameter files in {}", dir.params_dir.display());
+            }
+            for t in &temps {
+                println!(
+                    "{}\t{} bytes\tunfinished write by pid {} ({})",
+                    t.path.display(),
+                    t.bytes,
+                    t.writer,
+                    match t.writer_alive {
+                        true => "still running",
+                        false => "gone; removed at the next start",
+                    }
+                );
             }
             for e in &entries {
                 match (&e.meta, &e.problem) {

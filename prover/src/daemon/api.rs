@@ -19,12 +19,12 @@ use fleet_wire::api::{
     self as wire, BudgetStats, DaemonState, ErrorBody, Health, PoolStats, Ready, Status,
     SubmitRequest, SubmitResponse,
 };
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use tower_http::timeout::RequestBodyTimeoutLayer;
 
 /// Longest a `/wait` request may hold the connection.
 pub const MAX_WAIT: Duration = Duration::from_secs(600);
@@ -235,10 +235,10 @@ pub fn router(state: Shared) -> Router {
         .merge(protected)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(RequestBodyTimeoutLayer::new(limits.body_read_timeout.0))
         .layer(DefaultBodyLimit::max(
             usize::try_from(limits.max_body_bytes.0).unwrap_or(usize::MAX),
         ))
+        .layer(middleware::from_fn_with_state(state.clone(), whole_body))
         .layer(middleware::from_fn_with_state(state.clone(), head_limits))
         .layer(middleware::map_response(json_errors))
         .with_state(state)
@@ -276,6 +276,60 @@ async fn head_limits(State(state): State<Shared>, req: Request, next: Next) -> R
         .into_response();
     }
     next.run(req).await
+}
+
+/// Reads the whole request body before any handler runs, under one deadline
+/// (`http.body_read_timeout`, from the end of the head, however the body
+/// trickles in) and the size limit. A declared `Content-Length` over the
+/// limit is refused before a byte of the body is read.
+async fn whole_body(State(state): State<Shared>, req: Request, next: Next) -> Response {
+    let limit = state.http.max_body_bytes.0;
+    let too_large = |what: String| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("{what}; at most {limit} bytes (http.max_body_bytes)"),
+        )
+        .into_response()
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(len) = declared.filter(|&len| len > limit) {
+        return too_large(format!("the body declares {len} bytes"));
+    }
+    let deadline = state.http.body_read_timeout.0;
+    let (parts, body) = req.into_parts();
+    let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
+    let bytes = match tokio::time::timeout(deadline, limited.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            return too_large("the body is longer".into());
+        }
+        Ok(Err(e)) => {
+            return ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("reading the request body: {e}"),
+            )
+            .into_response();
+        }
+        Err(_) => {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                format!(
+                    "the request body did not arrive within {} (http.body_read_timeout)",
+                    humantime::format_duration(deadline)
+                ),
+            )
+            .into_response();
+        }
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 /// The stable `error` code of a status the handlers do not produce themselves.

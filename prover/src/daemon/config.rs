@@ -622,10 +622,20 @@ pub struct HttpLimits {
     /// it opens or after its previous response; otherwise it is closed. This
     /// is also the idle timeout of keep-alive connections.
     pub header_read_timeout: HumanDuration,
-    /// A request body must arrive completely within this (answered 408).
+    /// A request body must arrive completely within this, counted from the
+    /// end of its head, however it trickles in (answered 408).
     pub body_read_timeout: HumanDuration,
-    /// Connections open at once; further ones wait in the listen backlog.
+    /// Connections served at once with the whole API. Past it, and past
+    /// `max_connections_per_peer` for one address, a connection is served by
+    /// the probe reserve or closed.
     pub max_connections: u32,
+    /// Connections one peer address may hold with the whole API at once.
+    pub max_connections_per_peer: u32,
+    /// Connections beyond the caps that still get `/healthz` and `/readyz`
+    /// answered (every other route: 503 `too_many_connections`), one request
+    /// each, with a short head timeout; beyond these a connection is closed
+    /// at once.
+    pub probe_connections: u32,
     /// Largest request body (answered 413).
     pub max_body_bytes: ByteSize,
     /// Longest request target, path and query (answered 414).
@@ -640,6 +650,8 @@ impl Default for HttpLimits {
             header_read_timeout: HumanDuration(Duration::from_secs(10)),
             body_read_timeout: HumanDuration(Duration::from_secs(30)),
             max_connections: 1024,
+            max_connections_per_peer: 256,
+            probe_connections: 64,
             max_body_bytes: ByteSize(64 << 10),
             max_uri_bytes: ByteSize(8 << 10),
             max_header_bytes: ByteSize(16 << 10),
@@ -659,6 +671,24 @@ impl HttpLimits {
         }
         if self.max_connections == 0 {
             return Err(("http.max_connections", "must be at least 1".into()));
+        }
+        if self.max_connections_per_peer == 0 {
+            return Err(("http.max_connections_per_peer", "must be at least 1".into()));
+        }
+        for (key, v) in [
+            ("http.max_connections", self.max_connections),
+            (
+                "http.max_connections_per_peer",
+                self.max_connections_per_peer,
+            ),
+            ("http.probe_connections", self.probe_connections),
+        ] {
+            if v > MAX_CONNECTIONS {
+                return Err((
+                    key,
+                    format!("{v} is out of range: at most {MAX_CONNECTIONS}"),
+                ));
+            }
         }
         // Our own limits must stay inside hyper's read buffer (see `serve`),
         // so that they, not hyper's parser, answer oversized requests.
@@ -692,6 +722,8 @@ impl HttpLimits {
     }
 }
 
+/// Most connections any one `[http]` cap may allow (a file descriptor each).
+const MAX_CONNECTIONS: u32 = 1 << 16;
 /// Largest `max_uri_bytes` / `max_header_bytes` accepted.
 const MAX_HEAD_LIMIT: u64 = 1 << 20;
 /// Largest `max_body_bytes` accepted (job bodies are a few hundred bytes).

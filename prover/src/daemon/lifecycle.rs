@@ -99,9 +99,12 @@ fn step<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
 }
 
 /// Runs the daemon on `listener` until the `shutdown` channel says stop (or
-/// closes). Relative paths in `config` resolve against the working directory.
+/// closes), holding `pid_file` (taken by the caller before it bound
+/// `listener`). Relative paths in `config` resolve against the working
+/// directory.
 pub async fn run(
     config: Config,
+    pid_file: PidFile,
     listener: TcpListener,
     mut shutdown: mpsc::UnboundedReceiver<()>,
 ) -> Result<(), DaemonError> {
@@ -115,7 +118,6 @@ pub async fn run(
         "starting"
     );
     tracing::info!(effective = %config.effective(), "configuration loaded");
-    let pid_file = PidFile::acquire(&config.paths.pid_file)?;
     // A client of a daemon told to listen on port 0 reads the port from here.
     pid_file.record_listen(listen)?;
 
@@ -427,10 +429,11 @@ async fn start(
     })
     .map_err(step("starting engine threads"))?;
     let engine = Arc::new(engine);
+    write_devices_record(&timing, &engine);
     let _ = state.engine.set(engine.clone());
     let xid_watch = match pci.is_empty() {
         true => None,
-        false => watch_xids(pci, engine.clone(), metrics).await,
+        false => watch_xids(pci, engine.clone()).await,
     };
 
     let shrinker = {
@@ -463,24 +466,9 @@ async fn start(
 /// Starts the XID watch over the opened GPUs: a critical XID takes its GPU
 /// out of rotation. Without NVML (or permission to register) the daemon
 /// proves on unwatched, and says so.
-async fn watch_xids(
-    pci: Vec<(u32, PciAddress)>,
-    engine: Arc<Engine>,
-    metrics: Arc<Metrics>,
-) -> Option<XidWatch> {
+async fn watch_xids(pci: Vec<(u32, PciAddress)>, engine: Arc<Engine>) -> Option<XidWatch> {
     let critical = fleet_wire::health::CRITICAL_XIDS.to_vec();
-    let report = move |ev: XidEvent| {
-        metrics.device_xid(ev.ordinal, ev.xid);
-        let xid = ev.xid.map_or_else(|| "unknown".into(), |x| x.to_string());
-        if !ev.critical {
-            tracing::warn!(device = ev.ordinal, xid = %xid, "NVML reported an XID (not one that takes the GPU out)");
-            return;
-        }
-        let why = format!("critical XID {xid} reported by NVML");
-        if engine.take_out(ev.ordinal, &why) {
-            tracing::error!(device = ev.ordinal, xid = %xid, "critical XID: device taken out of rotation");
-        }
-    };
+    let report = move |ev: XidEvent| engine.on_xid(&ev);
     match blocking(move || XidWatch::start(pci, critical, report)).await {
         Ok(Ok(w)) => {
             tracing::info!(devices = ?w.watching, "watching NVML for critical XIDs");
@@ -519,6 +507,27 @@ fn preload_shapes(config: &Config, params: &ParamStore) -> Result<Vec<CircuitSha
                 })
         })
         .collect()
+}
+
+/// Tells the timing log which devices this daemon proves on, so a report
+/// shows one that never gets work instead of leaving it out.
+fn write_devices_record(timing: &TimingLog, engine: &Engine) {
+    let rec = fleet_wire::timing::DevicesRecord {
+        v: fleet_wire::timing::TIMING_SCHEMA_VERSION,
+        ts_ms: crate::sys::clock::unix_millis(),
+        host: crate::sys::hostname(),
+        build: crate::BUILD_HASH.to_string(),
+        backend: engine.backend_name().to_string(),
+        devices: engine
+            .devices()
+            .iter()
+            .filter(|d| d.in_rotation)
+            .filter_map(|d| d.ordinal)
+            .collect(),
+    };
+    if let Err(e) = timing.devices(&rec) {
+        tracing::warn!("{e}");
+    }
 }
 
 /// The devices `gpu.devices` names, each opened and initialised. One that

@@ -54,6 +54,7 @@ pub struct Metrics {
     in_rotation: Family<Labels, Gauge>,
     device_partitions: Family<Labels, Counter>,
     device_xids: Family<Labels, Counter>,
+    device_recovered: Family<Labels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -177,6 +178,12 @@ impl Metrics {
             "XIDs NVML reported per device while the daemon watched",
             device_xids.clone(),
         );
+        let device_recovered = Family::<Labels, Counter>::default();
+        registry.register(
+            names::DEVICE_RECOVERED_ERRORS,
+            "Recoverable device errors after which the device freed what it held and stayed in rotation",
+            device_recovered.clone(),
+        );
         let info = Family::<Labels, Gauge>::default();
         info.get_or_create(&vec![
             ("version", version.to_string()),
@@ -210,6 +217,7 @@ impl Metrics {
             in_rotation,
             device_partitions,
             device_xids,
+            device_recovered,
         }
     }
 
@@ -236,6 +244,13 @@ impl Metrics {
     /// `device` was taken out of rotation.
     pub fn device_failed(&self, device: u32) {
         self.device_in_rotation(device, false);
+    }
+
+    /// `device` hit a recoverable error and stays in rotation.
+    pub fn device_recovered(&self, device: u32) {
+        self.device_recovered
+            .get_or_create(&vec![(names::DEVICE_LABEL, device.to_string())])
+            .inc();
     }
 
     /// NVML reported an XID on `device` (`None`: one it could not name).

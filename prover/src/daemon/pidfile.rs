@@ -1,13 +1,22 @@
-//! The pid file: created exclusively at start, removed on exit, and checked
-//! against `/proc/<pid>` so a stale file left by a crash never blocks a start
-//! while a live daemon always does. Beside it, the address the daemon bound
-//! (`<pid file>.addr`), so a client of a daemon told to listen on port 0
-//! finds the port the kernel chose.
+//! The pid file: taken at start under an advisory lock, removed on exit, and
+//! checked against `/proc/<pid>` so a stale file left by a crash never blocks
+//! a start while a live daemon always does. Beside it, the address the daemon
+//! bound (`<pid file>.addr`), so a client of a daemon told to listen on port
+//! 0 finds the port the kernel chose.
+//!
+//! The lock (`flock` on `<pid file>.lock`, held for the daemon's life and
+//! released by the kernel however the process ends) is what makes a start
+//! exclusive: two starters that both find a stale file cannot both replace
+//! it, and the binary takes it before binding its port, so the loser of a
+//! race names the winner instead of failing with `Address already in use`.
+//! The lock file is never removed: unlinking it would let a third starter
+//! lock a new file while the second still holds the old one.
 
 use std::ffi::OsString;
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +27,11 @@ pub enum PidFileError {
         exe: String,
         file: PathBuf,
     },
+    #[error(
+        "another prover daemon is starting on pid file {file} (it holds {}; its pid is not written yet); stop it first",
+        lock_path(file).display()
+    )]
+    HeldByStartingDaemon { file: PathBuf },
     #[error("pid file {file}: {action}: {source}")]
     Io {
         file: PathBuf,
@@ -32,6 +46,16 @@ pub enum PidFileError {
 pub struct PidFile {
     path: PathBuf,
     removed: bool,
+    /// The locked `<pid file>.lock`; the lock goes with the descriptor,
+    /// after the files are removed (fields drop after [`Drop::drop`]).
+    _lock: File,
+}
+
+/// `<pid file>.lock`: the file whose `flock` makes a start exclusive.
+pub fn lock_path(pid_file: &Path) -> PathBuf {
+    let mut name = OsString::from(pid_file.as_os_str());
+    name.push(".lock");
+    PathBuf::from(name)
 }
 
 /// `<pid file>.addr`: where a running daemon records the address it bound.
@@ -101,26 +125,11 @@ pub fn read_pid(path: &Path) -> Result<u32, String> {
         .map_err(|_| format!("does not hold a pid: {:?}", text.trim()))
 }
 
-/// Fails when `path` names a live prover: lets the caller refuse a second
-/// daemon before binding its port (which would fail less clearly).
-pub fn check_free(path: &Path) -> Result<(), PidFileError> {
-    match read_pid(path) {
-        Ok(pid) if pid != std::process::id() => match owner(pid) {
-            PidOwner::Prover(exe) => Err(PidFileError::HeldByLiveDaemon {
-                pid,
-                exe,
-                file: path.to_path_buf(),
-            }),
-            _ => Ok(()),
-        },
-        _ => Ok(()),
-    }
-}
-
 impl PidFile {
-    /// Creates `path` holding this process's pid. An existing file naming a
-    /// live prover refuses the start; a stale one (dead pid, zombie, pid reused
-    /// by another program, garbage) is replaced.
+    /// Takes the lock, then writes `path` holding this process's pid. A lock
+    /// held by another process, or an existing file naming a live prover (one
+    /// of a build from before the lock), refuses the start; a stale file (dead
+    /// pid, zombie, pid reused by another program, garbage) is replaced.
     pub fn acquire(path: &Path) -> Result<Self, PidFileError> {
         let io = |action: &'static str| {
             move |source| PidFileError::Io {
@@ -132,54 +141,45 @@ impl PidFile {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io("create its directory"))?;
         }
-        // The file appears with its pid already in it (written to a private
-        // name, then hard-linked into place, which fails if the name exists):
-        // a second start never sees an empty file, takes it for garbage and
-        // replaces it while the first start goes on too.
-        let staged = staged_path(path);
-        write_synced(&staged, &format!("{}\n", std::process::id())).map_err(io("write"))?;
-        let outcome = Self::link_staged(&staged, path, &io);
-        let _ = std::fs::remove_file(&staged);
-        outcome
-    }
-
-    fn link_staged<F, E>(staged: &Path, path: &Path, io: &F) -> Result<Self, PidFileError>
-    where
-        F: Fn(&'static str) -> E,
-        E: FnOnce(std::io::Error) -> PidFileError,
-    {
-        for _ in 0..3 {
-            match std::fs::hard_link(staged, path) {
-                Ok(()) => {
-                    return Ok(Self {
-                        path: path.to_path_buf(),
-                        removed: false,
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let holder = read_pid(path).ok();
-                    if let Some(pid) = holder.filter(|p| *p != std::process::id()) {
-                        if let PidOwner::Prover(exe) = owner(pid) {
-                            return Err(PidFileError::HeldByLiveDaemon {
-                                pid,
-                                exe,
-                                file: path.to_path_buf(),
-                            });
-                        }
-                    }
-                    tracing::warn!(file = %path.display(), stale_pid = ?holder, "removing stale pid file");
-                    match std::fs::remove_file(path) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(io("remove stale file")(e)),
-                    }
-                }
-                Err(e) => return Err(io("create")(e)),
-            }
+        let lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(lock_path(path))
+            .map_err(io("open its lock file"))?;
+        // SAFETY: flock on a descriptor this function owns; no memory is shared.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::EWOULDBLOCK) => held_by_locker(path),
+                _ => io("lock")(e),
+            });
         }
-        Err(io("create")(std::io::Error::other(
-            "another process keeps recreating it",
-        )))
+        if let Some(pid) = read_pid(path).ok().filter(|p| *p != std::process::id()) {
+            if let PidOwner::Prover(exe) = owner(pid) {
+                return Err(PidFileError::HeldByLiveDaemon {
+                    pid,
+                    exe,
+                    file: path.to_path_buf(),
+                });
+            }
+            tracing::warn!(file = %path.display(), stale_pid = pid, "replacing stale pid file");
+        }
+        // The file appears with its pid already in it (written to a private
+        // name, then renamed into place): a reader never sees it empty.
+        let staged = staged_path(path);
+        let written = write_synced(&staged, &format!("{}\n", std::process::id()))
+            .map_err(io("write"))
+            .and_then(|()| std::fs::rename(&staged, path).map_err(io("rename into place")));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&staged);
+        }
+        written.map(|()| Self {
+            path: path.to_path_buf(),
+            removed: false,
+            _lock: lock,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -230,6 +230,28 @@ impl PidFile {
             action: "remove",
             source,
         })
+    }
+}
+
+/// The refusal when another process holds the lock: it names that process
+/// once its pid is in the file (it writes it right after locking; bounded).
+fn held_by_locker(path: &Path) -> PidFileError {
+    for _ in 0..40 {
+        // Until the holder renames its file into place, the file is absent
+        // or still names the dead process it replaces.
+        if let Some(pid) = read_pid(path).ok().filter(|p| *p != std::process::id()) {
+            if let PidOwner::Prover(exe) | PidOwner::Other(exe) = owner(pid) {
+                return PidFileError::HeldByLiveDaemon {
+                    pid,
+                    exe,
+                    file: path.to_path_buf(),
+                };
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    PidFileError::HeldByStartingDaemon {
+        file: path.to_path_buf(),
     }
 }
 
@@ -305,8 +327,12 @@ mod tests {
             assert_eq!(read_pid(&path).unwrap(), std::process::id(), "{garbage:?}");
             pf.remove().unwrap();
         }
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-        assert!(leftovers.is_empty(), "{leftovers:?}");
+        // Only the lock file stays (it is never removed; see the module docs).
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers, vec![std::ffi::OsString::from("p.pid.lock")]);
     }
 
     #[test]
@@ -386,7 +412,6 @@ mod tests {
             }
             other => panic!("a live deleted prover must hold the file: {other:?}"),
         }
-        assert!(check_free(&path).is_err());
     }
 
     const RACE_VAR: &str = "PIDFILE_RACE_PATH";
@@ -406,7 +431,12 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.pid");
-        for _round in 0..5 {
+        for round in 0..6 {
+            // Half the rounds start from a stale file, which every racer
+            // reads as stale: only one may replace it.
+            if round % 2 == 1 {
+                std::fs::write(&path, "0\n").unwrap();
+            }
             let children: Vec<_> = (0..6)
                 .map(|_| {
                     Command::new(std::env::current_exe().unwrap())

@@ -64,6 +64,85 @@ pub fn file_sha256(path: &Path) -> Result<String, ParamsError> {
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// The prefix of a temporary file's name beside `name`; the writer's pid
+/// follows it, so a later start can tell a dead writer's leftovers from a
+/// live writer's file.
+fn tmp_prefix(name: &str) -> String {
+    format!(".{name}.tmp.")
+}
+
+/// A file written completely and synced under a temporary name beside its
+/// destination, not yet in place: [`Staged::commit`] renames it there;
+/// dropping it uncommitted removes it. Lets two files (parameters and their
+/// sidecar) be written in full before either replaces anything.
+#[must_use = "a staged file is removed unless committed"]
+pub(crate) struct Staged {
+    tmp: std::path::PathBuf,
+    path: std::path::PathBuf,
+    pub sha256: String,
+    pub bytes: u64,
+    committed: bool,
+}
+
+impl Staged {
+    /// Renames the file into place and makes the rename durable.
+    pub(crate) fn commit(mut self) -> Result<(), ParamsError> {
+        fs::rename(&self.tmp, &self.path).map_err(io_err(&self.path, "renaming into place"))?;
+        self.committed = true;
+        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Writes what `write` produces to a synced temporary file beside `path`.
+pub(crate) fn stage<T>(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<T>,
+) -> Result<(T, Staged), ParamsError> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        "{}{}.{}",
+        tmp_prefix(&name),
+        std::process::id(),
+        TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut staged = Staged {
+        tmp,
+        path: path.to_path_buf(),
+        sha256: String::new(),
+        bytes: 0,
+        committed: false,
+    };
+    let tmp = staged.tmp.clone();
+    let file = File::create(&tmp).map_err(io_err(&tmp, "creating"))?;
+    let mut writer = Hashing::new(BufWriter::with_capacity(1 << 20, file));
+    let value = write(&mut writer).map_err(io_err(&tmp, "writing"))?;
+    writer.flush().map_err(io_err(&tmp, "writing"))?;
+    let (buffered, sha256, bytes) = writer.finish();
+    let file = buffered
+        .into_inner()
+        .map_err(|e| io_err(&tmp, "writing")(e.into_error()))?;
+    file.sync_all().map_err(io_err(&tmp, "syncing"))?;
+    staged.sha256 = sha256;
+    staged.bytes = bytes;
+    Ok((value, staged))
+}
+
 /// Writes `path` through a temporary file in the same directory that is
 /// synced and renamed into place, so readers see the old file or the complete
 /// new one. Returns what `write` returned plus the SHA-256 and length written.
@@ -71,35 +150,118 @@ pub(crate) fn write_atomic<T>(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> io::Result<T>,
 ) -> Result<(T, String, u64), ParamsError> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.tmp.{}.{}",
-        std::process::id(),
-        TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let file = File::create(&tmp).map_err(io_err(&tmp, "creating"))?;
-        let mut writer = Hashing::new(BufWriter::with_capacity(1 << 20, file));
-        let value = write(&mut writer).map_err(io_err(&tmp, "writing"))?;
-        writer.flush().map_err(io_err(&tmp, "writing"))?;
-        let (buffered, sha256, bytes) = writer.finish();
-        let file = buffered
-            .into_inner()
-            .map_err(|e| io_err(&tmp, "writing")(e.into_error()))?;
-        file.sync_all().map_err(io_err(&tmp, "syncing"))?;
-        fs::rename(&tmp, path).map_err(io_err(path, "renaming into place"))?;
-        // Make the rename itself durable.
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok((value, sha256, bytes))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    let (value, staged) = stage(path, write)?;
+    let (sha256, bytes) = (staged.sha256.clone(), staged.bytes);
+    staged.commit()?;
+    Ok((value, sha256, bytes))
+}
+
+/// A temporary file of an unfinished write found in a directory.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TempFile {
+    pub path: std::path::PathBuf,
+    pub bytes: u64,
+    /// The pid of the process that wrote it, from its name.
+    pub writer: u32,
+    /// Whether that process still runs (then the write may be under way).
+    pub writer_alive: bool,
+}
+
+/// The temporary files of writes in `dir` (ours: `.<name>.tmp.<pid>.<n>`).
+pub fn temp_files(dir: &Path) -> Result<Vec<TempFile>, ParamsError> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_err(dir, "listing"))? {
+        let entry = entry.map_err(io_err(dir, "listing"))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(writer) = tmp_writer(name) else {
+            continue;
+        };
+        let bytes = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        out.push(TempFile {
+            path: entry.path(),
+            bytes,
+            writer,
+            writer_alive: crate::sys::process_alive(writer),
+        });
     }
-    result
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// The writer's pid in a temporary file's name.
+fn tmp_writer(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('.')?;
+    let (_, tail) = rest.split_once(".tmp.")?;
+    let (pid, counter) = tail.split_once('.')?;
+    counter.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
+/// Removes the temporary files in `dir` whose writer is gone (a write killed
+/// half-way); a live writer's are left alone. Returns what was removed.
+pub fn remove_dead_temp_files(dir: &Path) -> Result<Vec<TempFile>, ParamsError> {
+    let mut removed = Vec::new();
+    for t in temp_files(dir)? {
+        if t.writer_alive || t.writer == std::process::id() {
+            continue;
+        }
+        match fs::remove_file(&t.path) {
+            Ok(()) => removed.push(t),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&t.path, "removing a dead write's temporary file")(e)),
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_names_carry_the_writer() {
+        assert_eq!(tmp_writer(".chain-1024.params.tmp.4242.7"), Some(4242));
+        assert_eq!(tmp_writer(".chain-1024.json.tmp.1.0"), Some(1));
+        assert_eq!(tmp_writer("chain-1024.params"), None);
+        assert_eq!(tmp_writer(".chain-1024.params.tmp.x.7"), None);
+        assert_eq!(tmp_writer(".chain-1024.params.tmp.12"), None);
+    }
+
+    #[test]
+    fn dead_writers_temp_files_go_and_live_ones_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        // A child that has exited and was reaped: its pid names no process.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let dead_tmp = dir.path().join(format!(".chain-1024.params.tmp.{dead}.0"));
+        let live_tmp = dir
+            .path()
+            .join(format!(".chain-1024.params.tmp.{}.0", std::process::id()));
+        let other = dir.path().join("chain-1024.params");
+        for p in [&dead_tmp, &live_tmp, &other] {
+            fs::write(p, b"partial").unwrap();
+        }
+        let listed = temp_files(dir.path()).unwrap();
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        let removed = remove_dead_temp_files(dir.path()).unwrap();
+        assert_eq!(removed.len(), 1);
+        assert_eq!(removed[0].path, dead_tmp);
+        assert!(!dead_tmp.exists() && live_tmp.exists() && other.exists());
+    }
+
+    #[test]
+    fn a_staged_file_dropped_uncommitted_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.params");
+        let ((), staged) = stage(&path, |w| w.write_all(b"abc")).unwrap();
+        assert_eq!(staged.bytes, 3);
+        drop(staged);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+        let ((), staged) = stage(&path, |w| w.write_all(b"abc")).unwrap();
+        staged.commit().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"abc");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 }

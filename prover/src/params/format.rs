@@ -11,7 +11,7 @@ use blstrs::Bls12;
 
 use crate::circuit::{CircuitKind, CircuitShape};
 use crate::params::error::{io_err, ParamsError};
-use crate::params::file::{write_atomic, Hashing};
+use crate::params::file::{stage, write_atomic, Hashing, Staged};
 
 /// Groth16 parameters over BLS12-381.
 pub type Params = Parameters<Bls12>;
@@ -244,4 +244,10 @@ pub fn read_mapped(
 pub fn write_params(path: &Path, params: &Params) -> Result<(String, u64), ParamsError> {
     let ((), sha256, bytes) = write_atomic(path, |w| params.write(w))?;
     Ok((sha256, bytes))
+}
+
+/// Writes `params` in full beside `path` without replacing anything yet
+/// (see [`Staged`]).
+pub(crate) fn stage_params(path: &Path, params: &Params) -> Result<Staged, ParamsError> {
+    stage(path, |w| params.write(w)).map(|((), staged)| staged)
 }

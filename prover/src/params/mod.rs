@@ -19,11 +19,11 @@ pub mod format;
 pub mod store;
 
 pub use error::ParamsError;
-pub use file::file_sha256;
+pub use file::{file_sha256, TempFile};
 pub use format::{
     read_mapped, read_params, write_params, MappedParams, Params, ParamsLayout, G1_BYTES, G2_BYTES,
 };
 pub use store::{
-    memory_bytes, ListedEntry, ParamStore, ParamsMeta, ParamsOrigin, TestParams, DEFAULT_SEED,
-    META_FORMAT,
+    generation_bytes, memory_bytes, ListedEntry, ParamStore, ParamsMeta, ParamsOrigin, TestParams,
+    DEFAULT_SEED, META_FORMAT,
 };

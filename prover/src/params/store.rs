@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::budget::{MemoryBudget, Reservation};
+use crate::budget::{BudgetError, MemoryBudget, Reservation};
 use crate::circuit::{self, CircuitKind, CircuitShape, ShapeCache};
 use crate::params::error::{io_err, ParamsError};
-use crate::params::file::{file_sha256, write_atomic};
+use crate::params::file::{self, file_sha256, stage, Staged, TempFile};
 use crate::params::format::{
-    read_mapped, read_params, write_params, MappedParams, Params, ParamsLayout,
+    read_mapped, read_params, stage_params, MappedParams, Params, ParamsLayout,
 };
 use crate::setup::{self, TEST_ONLY_WARNING};
 
@@ -87,7 +87,9 @@ pub struct ListedEntry {
 struct Loaded {
     params: Arc<Params>,
     /// Held while the parameters stay in memory, so the budget counts them.
-    _reservation: Option<Reservation>,
+    reservation: Option<Reservation>,
+    /// When it was last asked for (the store's own counter), for eviction.
+    last_used: u64,
 }
 
 /// Parameters cached on disk per circuit kind and size, and in memory once loaded.
@@ -98,6 +100,8 @@ struct Loaded {
 pub struct ParamStore {
     root: PathBuf,
     loaded: Mutex<HashMap<(CircuitKind, usize), Loaded>>,
+    /// Ticks on every lookup, so eviction can take the least recently used.
+    uses: std::sync::atomic::AtomicU64,
     /// Counted circuit shapes, shared with whoever else needs them.
     shapes: Arc<ShapeCache>,
     /// Serialises generation and adoption so two callers asking for the same
@@ -145,9 +149,20 @@ impl ParamStore {
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, ParamsError> {
         let root = root.into();
         fs::create_dir_all(&root).map_err(io_err(&root, "creating parameter directory"))?;
+        // A write killed half-way (kill -9, a full disk) leaves its temporary
+        // file; one whose writer is gone can never be finished.
+        match file::remove_dead_temp_files(&root) {
+            Ok(removed) => {
+                for t in removed {
+                    tracing::warn!(path = %t.path.display(), bytes = t.bytes, writer = t.writer, "removed the temporary file of a parameter write that never finished");
+                }
+            }
+            Err(e) => tracing::warn!("looking for unfinished parameter writes: {e}"),
+        }
         Ok(ParamStore {
             root,
             loaded: Mutex::new(HashMap::new()),
+            uses: std::sync::atomic::AtomicU64::new(0),
             shapes: Arc::new(ShapeCache::new()),
             generating: Mutex::new(()),
             test_params: TestParams::Refuse,
@@ -322,27 +337,101 @@ impl ParamStore {
         })
     }
 
+    fn tick(&self) -> u64 {
+        self.uses.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Drops loaded parameter sets that nothing else holds (no partition in
+    /// flight uses them), least recently used first, until `want` bytes are
+    /// available in `budget` or no such set is left. Returns the bytes
+    /// freed. A set evicted is loaded again from its file when next asked for.
+    pub fn evict_unused(&self, budget: &MemoryBudget, want: u64) -> u64 {
+        let mut loaded = self.loaded.lock();
+        let mut idle: Vec<((CircuitKind, usize), u64)> = loaded
+            .iter()
+            .filter(|(_, l)| Arc::strong_count(&l.params) == 1)
+            .map(|(k, l)| (*k, l.last_used))
+            .collect();
+        idle.sort_by_key(|(_, used)| *used);
+        let mut freed = 0;
+        for (key, _) in idle {
+            if budget.available() >= want {
+                break;
+            }
+            if let Some(l) = loaded.remove(&key) {
+                let bytes = l.reservation.as_ref().map_or(0, Reservation::bytes);
+                freed += bytes;
+                tracing::info!(circuit = %key.0, size = key.1, bytes, "evicted an unused parameter set: memory is short");
+            }
+        }
+        freed
+    }
+
+    /// Reserves `bytes` in `budget` for `who`: at once when there is room,
+    /// else after evicting unused parameter sets, else waiting like any
+    /// other reservation.
+    pub fn reserve_evicting(
+        &self,
+        budget: &Arc<MemoryBudget>,
+        who: &str,
+        bytes: u64,
+    ) -> Result<Reservation, BudgetError> {
+        match budget.try_reserve(who, bytes) {
+            Err(BudgetError::WouldBlock { .. }) => {}
+            other => return other,
+        }
+        if self.evict_unused(budget, bytes) > 0 {
+            if let Ok(r) = budget.try_reserve(who, bytes) {
+                return Ok(r);
+            }
+        }
+        budget.reserve(who, bytes)
+    }
+
     /// Keeps `params` in memory for `kind`/`size`, reserving their memory in
-    /// the budget first (waiting for it like a partition would).
+    /// the budget first (waiting for it like a partition would), out of
+    /// `held` where the caller already reserved for them (generation).
     fn keep_loaded(
         &self,
         kind: CircuitKind,
         size: usize,
         params: Params,
     ) -> Result<Arc<Params>, ParamsError> {
+        self.keep_loaded_from(kind, size, params, None)
+    }
+
+    fn keep_loaded_from(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+        params: Params,
+        held: Option<Reservation>,
+    ) -> Result<Arc<Params>, ParamsError> {
+        let budget_err = |source| ParamsError::Budget {
+            path: self.params_path(kind, size),
+            source,
+        };
         let reservation = match &self.budget {
             None => None,
             Some(budget) => {
                 let bytes = memory_bytes(&layout_of(&params));
                 let who = format!("parameters {kind}/{size}");
-                Some(
-                    budget
-                        .reserve(&who, bytes)
-                        .map_err(|source| ParamsError::Budget {
-                            path: self.params_path(kind, size),
-                            source,
-                        })?,
-                )
+                Some(match held {
+                    Some(mut r) if r.bytes() >= bytes => {
+                        r.release_partial(r.bytes() - bytes).map_err(budget_err)?;
+                        r
+                    }
+                    Some(mut r) => {
+                        let more = self
+                            .reserve_evicting(budget, &who, bytes - r.bytes())
+                            .map_err(budget_err)?;
+                        r.merge(more);
+                        r
+                    }
+                    None => self
+                        .reserve_evicting(budget, &who, bytes)
+                        .map_err(budget_err)?,
+                })
             }
         };
         let params = Arc::new(params);
@@ -356,7 +445,8 @@ impl ParamStore {
             (kind, size),
             Loaded {
                 params: params.clone(),
-                _reservation: reservation,
+                reservation,
+                last_used: self.tick(),
             },
         );
         Ok(params)
@@ -373,7 +463,8 @@ impl ParamStore {
     /// proves the file is the one validated when its sidecar was written.
     /// A file without a sidecar is adopted first ([`ParamStore::adopt`]).
     pub fn load(&self, kind: CircuitKind, size: usize) -> Result<Arc<Params>, ParamsError> {
-        if let Some(l) = self.loaded.lock().get(&(kind, size)) {
+        if let Some(l) = self.loaded.lock().get_mut(&(kind, size)) {
+            l.last_used = self.tick();
             return Ok(l.params.clone());
         }
         if self.params_path(kind, size).is_file() && !self.meta_path(kind, size).is_file() {
@@ -464,6 +555,21 @@ impl ParamStore {
         sha256: String,
         origin: ParamsOrigin,
     ) -> Result<ParamsMeta, ParamsError> {
+        let (meta, staged) = self.stage_meta(kind, size, shape, layout, sha256, origin)?;
+        staged.commit()?;
+        Ok(meta)
+    }
+
+    /// The sidecar for a file, written in full beside its place.
+    fn stage_meta(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+        shape: CircuitShape,
+        layout: ParamsLayout,
+        sha256: String,
+        origin: ParamsOrigin,
+    ) -> Result<(ParamsMeta, Staged), ParamsError> {
         let meta = ParamsMeta {
             format: META_FORMAT,
             circuit: kind,
@@ -480,8 +586,23 @@ impl ParamStore {
             path: meta_path.clone(),
             reason: e.to_string(),
         })?;
-        write_atomic(&meta_path, |w| w.write_all(&json))?;
-        Ok(meta)
+        let ((), staged) = stage(&meta_path, |w| w.write_all(&json))?;
+        Ok((meta, staged))
+    }
+
+    /// Puts a file and its sidecar in place as one: both are already written
+    /// in full; the sidecar goes first, so a crash between the renames leaves
+    /// a sidecar without its file (the entry is missing, and made again), never
+    /// a file without its sidecar (which would be adopted as `imported`).
+    fn commit_entry(file: Staged, meta: Staged) -> Result<(), ParamsError> {
+        meta.commit()?;
+        file.commit()
+    }
+
+    /// Temporary files of unfinished writes in the directory (a live
+    /// writer's are under way; a dead one's are removed at the next open).
+    pub fn temp_files(&self) -> Result<Vec<TempFile>, ParamsError> {
+        file::temp_files(&self.root)
     }
 
     /// Refuses to go on when the entry's file is one the store must not
@@ -503,7 +624,19 @@ impl ParamStore {
         };
         match self.meta(kind, size) {
             Ok(meta) => match meta.origin {
-                ParamsOrigin::TestSetup { .. } | ParamsOrigin::Inserted => Ok(()),
+                // A sidecar is only believed about the file it describes: a
+                // copied or stale one must not make a foreign file replaceable.
+                ParamsOrigin::TestSetup { .. } | ParamsOrigin::Inserted => {
+                    let actual = file_sha256(&path)?;
+                    if actual != meta.sha256 {
+                        return Err(protected(format!(
+                            "its sidecar {} records sha256 {} but the file's is {actual}: the sidecar is not this file's, so nothing says the store wrote it",
+                            self.meta_path(kind, size).display(),
+                            meta.sha256
+                        )));
+                    }
+                    Ok(())
+                }
                 _ if replace_imported => Ok(()),
                 origin => Err(protected(format!("its sidecar records origin {origin:?}"))),
             },
@@ -529,14 +662,17 @@ impl ParamStore {
         layout.check_fits(&path, kind, size, &shape)?;
         self.check_replaceable(kind, size, false)?;
         self.loaded.lock().remove(&(kind, size));
-        let (sha256, file_len) = write_params(&path, params)?;
-        if file_len != layout.file_len {
+        let staged = stage_params(&path, params)?;
+        if staged.bytes != layout.file_len {
             return Err(ParamsError::Malformed {
                 path,
-                reason: format!("wrote {file_len} bytes, expected {}", layout.file_len),
+                reason: format!("wrote {} bytes, expected {}", staged.bytes, layout.file_len),
             });
         }
-        self.write_meta(kind, size, shape, layout, sha256, origin)
+        let sha256 = staged.sha256.clone();
+        let (meta, staged_meta) = self.stage_meta(kind, size, shape, layout, sha256, origin)?;
+        Self::commit_entry(staged, staged_meta)?;
+        Ok(meta)
     }
 
     /// Copies a parameter file made elsewhere (a ceremony, bellperson's
@@ -568,14 +704,14 @@ impl ParamStore {
         self.check_replaceable(kind, size, replace)?;
         self.loaded.lock().remove(&(kind, size));
         let mut source = File::open(from).map_err(io_err(from, "opening"))?;
-        let (_, copied, bytes) = write_atomic(&dest, |w| io::copy(&mut source, w).map(drop))?;
-        if copied != sha256 || bytes != layout.file_len {
+        let ((), staged) = stage(&dest, |w| io::copy(&mut source, w).map(drop))?;
+        if staged.sha256 != sha256 || staged.bytes != layout.file_len {
             return Err(ParamsError::Malformed {
                 path: from.to_path_buf(),
                 reason: "the file changed while it was being imported".into(),
             });
         }
-        self.write_meta(
+        let (meta, staged_meta) = self.stage_meta(
             kind,
             size,
             shape,
@@ -584,7 +720,9 @@ impl ParamStore {
             ParamsOrigin::Imported {
                 from: from.display().to_string(),
             },
-        )
+        )?;
+        Self::commit_entry(staged, staged_meta)?;
+        Ok(meta)
     }
 
     /// Generates TEST-ONLY parameters for `kind`/`size` from `seed` and stores
@@ -633,8 +771,24 @@ impl ParamStore {
             Err(ParamsError::Missing { .. }) if !self.params_path(kind, size).exists() => {}
             other => return other,
         }
+        // Generation holds the set and its working vectors in memory for a
+        // while: it is admitted by the budget like any other use.
+        let held = match &self.budget {
+            None => None,
+            Some(budget) => {
+                let bytes = generation_bytes(&self.shape(kind, size)?);
+                let who = format!("generating parameters {kind}/{size}");
+                Some(
+                    self.reserve_evicting(budget, &who, bytes)
+                        .map_err(|source| ParamsError::Budget {
+                            path: self.params_path(kind, size),
+                            source,
+                        })?,
+                )
+            }
+        };
         let (_, params) = self.generate_test(kind, size, seed)?;
-        self.keep_loaded(kind, size, params)
+        self.keep_loaded_from(kind, size, params, held)
     }
 
     /// Every `<kind>-<size>.params` file in the directory, sorted, with its
@@ -666,6 +820,26 @@ impl ParamStore {
         entries.sort_by_key(|e| (e.circuit, e.size));
         Ok(entries)
     }
+}
+
+/// An upper bound of the memory generating a set for `shape` holds: the
+/// decoded set at its largest (every variable in the A and B queries) and
+/// the generator's vectors of scalars (the QAP polynomials at tau per
+/// variable, the powers of tau over the domain).
+pub fn generation_bytes(shape: &CircuitShape) -> u64 {
+    let variables = (shape.num_inputs + shape.num_aux) as u64;
+    let domain = shape.domain_size() as u64;
+    let largest = ParamsLayout {
+        ic: shape.num_inputs as u64,
+        h: domain.saturating_sub(1),
+        l: shape.num_aux as u64,
+        a: variables,
+        b_g1: variables,
+        b_g2: variables,
+        file_len: 0,
+    };
+    let scalar = std::mem::size_of::<blstrs::Scalar>() as u64;
+    memory_bytes(&largest) + scalar * (3 * variables + 2 * domain)
 }
 
 /// `chain-1024.params` -> (chain, 1024).

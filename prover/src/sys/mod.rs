@@ -9,6 +9,19 @@ pub mod clock;
 pub mod meminfo;
 pub mod pci;
 
+/// Whether `pid` names a live process (not a zombie) right now.
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state letter follows the `(comm)` field, which may itself hold
+        // spaces and parentheses.
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].trim_start().chars().next())
+            .is_some_and(|state| state != 'Z'),
+        Err(_) => false,
+    }
+}
+
 /// This host's name as the kernel knows it (`gethostname`, the UTS
 /// nodename); `unknown` if it cannot be read. Timing records and the health
 /// probe both carry it, and fleet reports join the two on it.

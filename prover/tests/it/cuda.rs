@@ -114,7 +114,7 @@ fn quotient_is_bit_exact_with_bellperson_at_every_size() {
         );
         assert_eq!(times.h2d_bytes, 3 * 32 * n as u64);
         assert!(
-            times.h2d_gbps.is_some_and(|g| g > 0.0),
+            fleet_wire::timing::gbps(times.h2d_bytes, times.h2d_ms / 1e3).is_some_and(|g| g > 0.0),
             "2^{log_n}: {times:?}"
         );
         eprintln!("2^{log_n}: bit-exact ({times:?})");
@@ -314,6 +314,48 @@ fn cuda_proofs_are_byte_identical_to_cpu_and_bellperson() {
             size.trailing_zeros()
         );
     }
+}
+
+#[test]
+fn a_cuda_sha256_proof_runs_its_msms_on_the_device_and_is_byte_identical() {
+    // The chain cases above are small enough that some of their MSMs run on
+    // the CPU fallback; one sha256 block (about 2^15 constraints, tens of
+    // thousands of aux variables) puts every query's MSM on the device.
+    let Some(gpu) = gpu() else { return };
+    let size = circuit::shape(CircuitKind::Sha256, 1 << 15)
+        .expect("shape")
+        .padded_constraints();
+    let params = params_for(CircuitKind::Sha256, size, 21);
+    let (c, inputs) = circuit::bundled(CircuitKind::Sha256, size, 22).expect("circuit");
+    let (r, s) = partition_randomness(21, 0);
+    let pool = synthesis::heap_pool(1 << 30);
+    let shape = prove::shape_of_key(&params);
+    assert!(
+        shape.num_aux >= prover::backend::cuda::MIN_DEVICE_MSM,
+        "{shape:?} would not reach the device"
+    );
+    let syn = synthesis::synthesize(c.clone(), &shape, &pool).expect("synthesis");
+    let mut times = prover::backend::BackendTimes::default();
+    let ours = prove::prove_synthesized(gpu, &params, syn, r, s, &mut times).expect("cuda proof");
+    // a, b, c went up, and the aux scalars of at least the l and A MSMs.
+    let abc = 3 * 32 * shape.domain_size() as u64;
+    assert!(
+        times.h2d_bytes >= abc + 2 * 32 * shape.num_aux as u64,
+        "the MSMs did not run on the device: {times:?}"
+    );
+    assert!(times.device_ms > 0.0, "{times:?}");
+    let theirs = groth16::create_proof(c, &params, r, s).expect("bellperson proof");
+    assert_eq!(
+        proof_bytes(&ours),
+        proof_bytes(&theirs),
+        "cuda != bellperson"
+    );
+    let pvk = groth16::prepare_verifying_key(&params.vk);
+    assert!(groth16::verify_proof(&pvk, &ours, &inputs).expect("verify"));
+    eprintln!(
+        "sha256 {size}: cuda proof byte-identical to bellperson, {} bytes up, {:.1} ms on the device",
+        times.h2d_bytes, times.device_ms
+    );
 }
 
 fn msm_max_log() -> u32 {
@@ -962,7 +1004,7 @@ fn quotient_table(gpu: &CudaBackend) {
         println!(
             "| {} | {:.1} | {:.1} | {:.1} | {:.1} |",
             if pinned { "pinned" } else { "pageable" },
-            t.h2d_gbps.unwrap_or(0.0),
+            fleet_wire::timing::gbps(t.h2d_bytes, t.h2d_ms / 1e3).unwrap_or(0.0),
             phase(fleet_wire::timing::Phase::H2d),
             phase(fleet_wire::timing::Phase::NttKernels),
             wall

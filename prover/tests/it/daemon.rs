@@ -1063,6 +1063,26 @@ fn prove_takes_the_power_syntax_prints_public_inputs_and_verify_exits_3_on_a_bad
     };
     let (code, _, err) = verify(&proof);
     assert_eq!(code, Some(0), "the proof just made must verify:\n{err}");
+    // Well formed (three valid points) but of another statement: the same
+    // proof against the public inputs of seed 5 must fail verification and
+    // exit 3, not only proofs that cannot be decoded.
+    let (code, out, err) = prover_cli(&[
+        "verify",
+        "--size",
+        "2^10",
+        "--seed",
+        "5",
+        "--params-dir",
+        params,
+        "--proof",
+        &proof,
+    ]);
+    assert_eq!(
+        code,
+        Some(3),
+        "a valid-looking proof of another statement must exit 3:\n{err}"
+    );
+    assert!(out.contains("partition 0: INVALID"), "{out}");
     // A flipped bit in the first point's x coordinate: not a curve point,
     // so the proof cannot be decoded, which is a proof that did not verify.
     let mut bytes = hex::decode(&proof).expect("hex");
@@ -1084,4 +1104,44 @@ fn a_bad_command_line_exits_2_naming_the_problem() {
     assert_eq!(code, Some(2), "{err}");
     let (code, _, err) = prover_cli(&["client", "ready"]);
     assert_eq!(code, Some(2), "--config is required: {err}");
+}
+
+#[test]
+fn a_parameter_file_truncated_or_replaced_under_the_daemon_does_not_take_it_down() {
+    // The daemon reads a parameter set whole into memory (it never maps the
+    // file), so truncating the file in place, which would SIGBUS a reader
+    // of a mapping, or renaming another over it, changes nothing for the
+    // loaded set.
+    let d = Daemon::start("");
+    let params = d.path("params/chain-1024.params");
+    let len = std::fs::metadata(&params).expect("params file").len();
+    let pid = d.status().pid;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&params)
+        .expect("open")
+        .set_len(len / 3)
+        .expect("truncate in place");
+    let job = d.wait_job(&d.submit_ok(json!({"circuit": "chain", "size": SIZE, "seed": 3})));
+    assert_eq!(job.state, JobState::Done, "{job:?}\n{}", d.log());
+    assert!(job.result.is_some_and(|r| r.verified));
+    let replacement = d.path("params/replacement");
+    std::fs::write(&replacement, b"not parameters").expect("write");
+    std::fs::rename(&replacement, &params).expect("replace by rename");
+    let job = d.wait_job(&d.submit_ok(json!({"circuit": "chain", "size": SIZE, "seed": 4})));
+    assert_eq!(job.state, JobState::Done, "{job:?}\n{}", d.log());
+    let st = d.status();
+    assert_eq!(st.pid, pid, "the daemon restarted");
+    assert_eq!(st.state, fleet_wire::api::DaemonState::Ready);
+    // The timing log says which devices this daemon proves on.
+    let devices = d
+        .timing_lines()
+        .into_iter()
+        .find_map(|l| match l {
+            TimingLine::Devices(r) => Some(r),
+            _ => None,
+        })
+        .expect("a devices record");
+    assert_eq!(devices.backend, "cpu");
+    assert!(devices.devices.is_empty());
 }

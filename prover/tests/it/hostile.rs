@@ -398,6 +398,9 @@ async fn stalled_connections_are_closed_within_the_header_timeout_while_healthz_
     let timeout = Duration::from_millis(1500);
     let limits = HttpLimits {
         header_read_timeout: HumanDuration(timeout),
+        // All 300 come from one address: this test is about the head
+        // timeout, not the per-peer cap.
+        max_connections_per_peer: 1024,
         ..HttpLimits::default()
     };
     let app = router(state(
@@ -475,6 +478,129 @@ async fn stalled_connections_are_closed_within_the_header_timeout_while_healthz_
     assert_eq!(job.state, JobState::Done, "{job:?}");
     assert!(job.result.is_some_and(|r| r.verified));
     assert_eq!(http_get(addr, "/healthz", false).await.0, 200);
+    let _ = stop_tx.send(());
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("server stops")
+        .expect("server task");
+}
+
+/// Reads one HTTP/1 answer on `s` until the server closes it (bounded).
+async fn read_answer(s: &mut TcpStream, within: Duration) -> Option<(u16, String)> {
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(within, s.read_to_end(&mut out)).await;
+    if read.is_err() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    Some((status, text))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickled_bodies_meet_one_deadline_oversized_ones_are_refused_at_once_and_probes_stay_answered(
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let deadline = Duration::from_millis(1500);
+    let limits = HttpLimits {
+        body_read_timeout: HumanDuration(deadline),
+        max_connections: 16,
+        max_connections_per_peer: 6,
+        probe_connections: 4,
+        ..HttpLimits::default()
+    };
+    let app = router(state(
+        dir.path(),
+        TestParams::Generate { seed: 0 },
+        limits.clone(),
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        serve(listener, app, &limits, async move {
+            let _ = stop_rx.await;
+        })
+        .await
+    });
+
+    // Six bodies (this peer's whole cap) that trickle a byte every 200 ms,
+    // well inside any per-chunk timeout: each must still end at the deadline.
+    let opened = Instant::now();
+    let mut tricklers = Vec::new();
+    for _ in 0..6 {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        s.write_all(
+            format!(
+                "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .expect("write head");
+        tricklers.push(tokio::spawn(async move {
+            for _ in 0..100 {
+                if s.write_all(b" ").await.is_err() {
+                    break;
+                }
+                let mut peek = [0u8; 1];
+                match tokio::time::timeout(Duration::from_millis(200), s.peek(&mut peek)).await {
+                    Ok(Ok(n)) if n > 0 => break,
+                    Ok(Ok(_)) | Ok(Err(_)) => break,
+                    Err(_) => {}
+                }
+            }
+            read_answer(&mut s, Duration::from_secs(10)).await
+        }));
+    }
+    // Let the six take their slots.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The same peer, past its cap: probes are answered on the reserve, the
+    // rest of the API is refused with a JSON 503, both at once.
+    let t = Instant::now();
+    assert_eq!(http_get(addr, "/healthz", false).await.0, 200);
+    let (status, body) = http_get(addr, "/readyz", true).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = http_get(addr, "/status", true).await;
+    assert_eq!(status, 503, "{body}");
+    let err: ErrorBody = serde_json::from_str(&body).expect("JSON error");
+    assert_eq!(err.error, "too_many_connections");
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+
+    for t in tricklers {
+        let (status, text) = t.await.expect("trickler").expect("answered within 10 s");
+        assert_eq!(status, 408, "{text}");
+        assert!(text.contains("http.body_read_timeout"), "{text}");
+    }
+    let took = opened.elapsed();
+    assert!(
+        took >= deadline && took < deadline + Duration::from_secs(3),
+        "bodies ended after {took:?}, deadline {deadline:?}"
+    );
+
+    // A declared length over the limit is answered before any body is sent.
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(
+        format!(
+            "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: 100000000\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .expect("write head");
+    let (status, text) = read_answer(&mut s, Duration::from_secs(1))
+        .await
+        .expect("413 without waiting for the body");
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains("body_too_large"), "{text}");
+
+    // With the slots back, the whole API answers this peer again.
+    assert_eq!(http_get(addr, "/status", true).await.0, 200);
     let _ = stop_tx.send(());
     tokio::time::timeout(Duration::from_secs(10), server)
         .await

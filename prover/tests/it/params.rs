@@ -346,6 +346,14 @@ fn corrupt_cache_entries_are_detected() {
         .expect_err("truncated file loaded");
     assert!(matches!(err, ParamsError::Truncated { .. }), "{err}");
 
+    // The truncated file no longer matches its sidecar, so nothing says the
+    // store wrote it: it is not replaced until the operator removes it.
+    let err = store
+        .insert(CircuitKind::Chain, SIZE, &params, ParamsOrigin::Inserted)
+        .expect_err("replaced a file its sidecar does not describe");
+    assert!(matches!(err, ParamsError::Protected { .. }), "{err}");
+    fs::remove_file(&path).expect("remove");
+
     // A sidecar that is not JSON.
     store
         .insert(CircuitKind::Chain, SIZE, &params, ParamsOrigin::Inserted)
@@ -620,4 +628,169 @@ fn loaded_parameters_hold_a_budget_reservation() {
     assert_eq!(budget.stats().reserved, want);
     drop(store);
     assert_eq!(budget.stats().reserved, 0, "released with the store");
+}
+
+#[test]
+fn a_sidecar_that_cannot_be_put_in_place_leaves_no_file_to_be_adopted_as_imported() {
+    // The parameters fit on disk, their sidecar does not land (here its
+    // place is taken by a directory; a full disk fails the same step):
+    // before, the file stayed without a sidecar and the next load adopted
+    // our TEST-ONLY parameters as `imported`, protected from `setup --force`.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParamStore::open(dir.path())
+        .expect("store")
+        .with_test_params(TestParams::Generate { seed: 0 });
+    let meta_path = store.meta_path(CircuitKind::Chain, SIZE);
+    fs::create_dir(&meta_path).expect("block the sidecar");
+    let err = store
+        .get_or_generate(CircuitKind::Chain, SIZE)
+        .map(drop)
+        .expect_err("the sidecar cannot be written");
+    assert!(err.to_string().contains("renaming into place"), "{err}");
+    assert!(
+        !store.params_path(CircuitKind::Chain, SIZE).exists(),
+        "a parameter file without its sidecar was left in place"
+    );
+    assert!(
+        store.temp_files().expect("list").is_empty(),
+        "temporary files left"
+    );
+    // Once the sidecar can land, the entry is made again, labelled TEST-ONLY.
+    fs::remove_dir(&meta_path).expect("unblock");
+    store
+        .get_or_generate(CircuitKind::Chain, SIZE)
+        .expect("generated");
+    let meta = store.meta(CircuitKind::Chain, SIZE).expect("sidecar");
+    assert!(
+        matches!(meta.origin, ParamsOrigin::TestSetup { .. }),
+        "{:?}",
+        meta.origin
+    );
+}
+
+#[test]
+fn a_test_setup_sidecar_beside_a_foreign_file_does_not_make_it_replaceable() {
+    // An operator copies bellperson parameters over ours and leaves our
+    // sidecar: it claims `test_setup` but records another file's sha256.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParamStore::open(dir.path()).expect("store");
+    store
+        .generate_test(CircuitKind::Chain, SIZE, 1)
+        .expect("ours");
+    let path = store.params_path(CircuitKind::Chain, SIZE);
+    let theirs = write_foreign(&path, &foreign_params(9));
+    let recorded = store
+        .meta(CircuitKind::Chain, SIZE)
+        .expect("sidecar")
+        .sha256;
+    let actual = hex::encode(Sha256::digest(&theirs));
+    let args = SetupOptions {
+        circuit: CircuitKind::Chain,
+        size: Some(SIZE),
+        params_dir: dir.path().to_path_buf(),
+        seed: 0,
+        force: true,
+        bench: false,
+        bench_sizes: vec![],
+    };
+    let err = setup::run(args).expect_err("setup --force replaced a foreign file");
+    let text = format!("{err:#}");
+    assert!(text.contains(&recorded) && text.contains(&actual), "{text}");
+    assert_eq!(
+        fs::read(&path).expect("read"),
+        theirs,
+        "the file was replaced"
+    );
+    // Loading it is refused as well, naming the mismatch.
+    let err = store
+        .load(CircuitKind::Chain, SIZE)
+        .map(drop)
+        .expect_err("trusted");
+    assert!(matches!(err, ParamsError::ChecksumMismatch { .. }), "{err}");
+}
+
+#[test]
+fn a_dead_writers_temporary_file_is_removed_at_open_and_a_live_ones_is_listed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = std::process::Command::new("true").spawn().expect("spawn");
+    let dead = child.id();
+    child.wait().expect("reap");
+    let dead_tmp = dir.path().join(format!(".chain-1024.params.tmp.{dead}.3"));
+    let live_tmp = dir
+        .path()
+        .join(format!(".chain-2048.params.tmp.{}.0", std::process::id()));
+    fs::write(&dead_tmp, vec![0u8; 4096]).expect("write");
+    fs::write(&live_tmp, vec![0u8; 100]).expect("write");
+    let store = ParamStore::open(dir.path()).expect("store");
+    assert!(!dead_tmp.exists(), "a killed write's file stayed");
+    let listed = store.temp_files().expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].path, live_tmp);
+    assert_eq!(listed[0].bytes, 100);
+    assert!(listed[0].writer_alive);
+}
+
+#[test]
+fn generation_is_admitted_by_the_budget_and_unused_sets_are_evicted_under_pressure() {
+    use prover::budget::MemoryBudget;
+    use prover::params::generation_bytes;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let small = ParamStore::open(dir.path().join("small"))
+        .expect("store")
+        .with_test_params(TestParams::Generate { seed: 0 })
+        .with_budget(MemoryBudget::new(256 << 10));
+    // Generating chain/1024 holds several MB: refused before any work, not
+    // done outside the budget.
+    let err = small
+        .get_or_generate(CircuitKind::Chain, SIZE)
+        .map(drop)
+        .expect_err("generated outside the budget");
+    assert!(matches!(err, ParamsError::Budget { .. }), "{err}");
+    assert!(!small.params_path(CircuitKind::Chain, SIZE).exists());
+
+    let shape = |size| circuit::shape(CircuitKind::Chain, size).expect("shape");
+    let one = memory_bytes(&layout_of_generated(SIZE));
+    let budget = MemoryBudget::new(generation_bytes(&shape(2 * SIZE)) + one - 1);
+    let store = ParamStore::open(dir.path().join("big"))
+        .expect("store")
+        .with_test_params(TestParams::Generate { seed: 0 })
+        .with_budget(budget.clone());
+    let first = store
+        .get_or_generate(CircuitKind::Chain, SIZE)
+        .expect("first set");
+    assert_eq!(
+        budget.stats().reserved,
+        one,
+        "a loaded set holds exactly its size"
+    );
+    // While a partition holds the set it is never evicted.
+    assert_eq!(store.evict_unused(&budget, u64::MAX), 0);
+    assert!(store.is_loaded(CircuitKind::Chain, SIZE));
+    drop(first);
+    // No room for a second generation beside it: the unused first set goes.
+    store
+        .get_or_generate(CircuitKind::Chain, 2 * SIZE)
+        .expect("second set, after evicting the first");
+    assert!(
+        !store.is_loaded(CircuitKind::Chain, SIZE),
+        "the unused set stayed"
+    );
+    assert!(store.is_loaded(CircuitKind::Chain, 2 * SIZE));
+    assert_eq!(
+        budget.stats().reserved,
+        memory_bytes(&layout_of_generated(2 * SIZE))
+    );
+    // The evicted set comes back from its file when asked for again.
+    drop(store.load(CircuitKind::Chain, 2 * SIZE).expect("loaded"));
+    store
+        .get_or_generate(CircuitKind::Chain, SIZE)
+        .expect("reloaded");
+}
+
+/// The layout of the set the store generates for chain/`size`.
+fn layout_of_generated(size: usize) -> ParamsLayout {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("p.params");
+    write_params(&path, &generated(CircuitKind::Chain, size, 0)).expect("write");
+    ParamsLayout::read(&path).expect("layout")
 }

@@ -385,12 +385,9 @@ impl CudaBackend {
         let dt = tl.read()?;
         dt.add_to(times);
         times.device_ms += dt.h2d_ms + dt.ntt_total_ms();
-        let bytes = 3 * std::mem::size_of_val(a) as u64;
-        times.h2d_bytes += bytes;
+        times.h2d_bytes += 3 * std::mem::size_of_val(a) as u64;
+        times.h2d_ms += dt.h2d_ms;
         times.add(Phase::H2d, dt.h2d_ms);
-        if dt.h2d_ms > 0.0 {
-            times.h2d_gbps = Some(bytes as f64 / (dt.h2d_ms * 1e6));
-        }
         Ok(())
     }
 
@@ -687,7 +684,30 @@ impl CudaBackend {
         let (sum, dt) = self.msm_on_device::<G>(bases, scalars, Window::Auto)?;
         times.device_ms += dt.h2d_ms + dt.kernels_ms;
         times.h2d_bytes += std::mem::size_of_val(scalars) as u64;
+        times.h2d_ms += dt.h2d_ms;
         Ok(sum)
+    }
+
+    /// Drops everything the device state keeps between calls; the streams
+    /// stay. Returns the device bytes that held.
+    fn drop_cached(&self) -> u64 {
+        // Buffers free through the context current on this thread.
+        if let Err(e) = self.ctx.bind_to_thread() {
+            tracing::warn!(
+                device = self.ordinal,
+                "cuCtxSetCurrent before freeing: {e:?}"
+            );
+            return 0;
+        }
+        let mut st = self.state.lock();
+        let before = st.bases.bytes() + st.msm.bytes() as u64;
+        let budget = st.bases.budget();
+        st.workspace = None;
+        st.tables.clear();
+        st.msm = MsmWorkspace::default();
+        st.bases = ResidentBases::new(budget);
+        st.transient_bases = None;
+        before
     }
 
     /// Bytes of parameter bases resident on the device, and the budget.
@@ -718,6 +738,10 @@ impl DeviceH {
 impl Backend for CudaBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Cuda
+    }
+
+    fn release_cached(&self) -> u64 {
+        self.drop_cached()
     }
 
     fn device(&self) -> Option<u32> {

@@ -70,10 +70,11 @@ impl Device {
 }
 
 /// Whether an error means the device itself can no longer be trusted: a
-/// failed driver call leaves a CUDA context unusable (errors are sticky),
-/// while bad input or a lack of memory says nothing about the device.
+/// sticky driver error leaves a CUDA context unusable, while bad input or a
+/// lack of memory ([`crate::backend::is_recoverable`]) says nothing about
+/// the device.
 pub fn is_device_fault(e: &BackendError) -> bool {
-    matches!(e, BackendError::Device { .. })
+    matches!(e, BackendError::Device { .. }) && !crate::backend::is_recoverable(e)
 }
 
 #[cfg(test)]
@@ -114,5 +115,23 @@ mod tests {
             bases: 1,
             scalars: 2
         }));
+        // Out of memory from the driver: recoverable, the device stays.
+        let oom = BackendError::Device {
+            device: 0,
+            call: "cuMemAlloc".into(),
+            file: "memory.rs",
+            line: 1,
+            reason: "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")".into(),
+        };
+        assert!(!is_device_fault(&oom));
+        assert!(crate::backend::is_recoverable(&oom));
+        let sticky = BackendError::Device {
+            device: 0,
+            call: "cuStreamSynchronize".into(),
+            file: "msm.rs",
+            line: 1,
+            reason: "DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access was encountered\")".into(),
+        };
+        assert!(is_device_fault(&sticky));
     }
 }

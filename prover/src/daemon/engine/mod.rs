@@ -261,7 +261,7 @@ impl Engine {
             (false, None) => ParamsNeed::Unknown,
         };
         room.check_shape(kind, req.size, &shape, need)?;
-        let rs_seed = req.rs_seed.unwrap_or_else(rand::random);
+        let blinding = crate::prove::Blinding::from_seed(req.rs_seed);
         let mut jobs = shared.jobs.lock();
         let depth = jobs.unfinished();
         if depth >= u64::from(shared.max_jobs) {
@@ -289,7 +289,7 @@ impl Engine {
                 kind,
                 size,
                 witness_seed: seed,
-                rs_seed,
+                blinding,
                 submitted,
                 cancelled: cancelled.clone(),
                 attempt: 0,
@@ -354,6 +354,22 @@ impl Engine {
 
     pub fn devices(&self) -> Vec<DeviceState> {
         self.shared.device_states()
+    }
+
+    /// What the daemon does with each XID the NVML watch reports (the
+    /// watch's callback, driven by tests with made-up events): count it,
+    /// and take the GPU of a critical one out of rotation.
+    pub fn on_xid(&self, ev: &crate::daemon::xid_watch::XidEvent) {
+        self.shared.metrics.device_xid(ev.ordinal, ev.xid);
+        let xid = ev.xid.map_or_else(|| "unknown".into(), |x| x.to_string());
+        if !ev.critical {
+            tracing::warn!(device = ev.ordinal, xid = %xid, "NVML reported an XID (not one that takes the GPU out)");
+            return;
+        }
+        let why = format!("critical XID {xid} reported by NVML");
+        if self.take_out(ev.ordinal, &why) {
+            tracing::error!(device = ev.ordinal, xid = %xid, "critical XID: device taken out of rotation");
+        }
     }
 
     /// Takes the device with CUDA ordinal `ordinal` out of rotation from

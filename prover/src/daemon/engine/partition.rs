@@ -10,9 +10,7 @@ use crate::daemon::engine::admission::working_bytes;
 use crate::daemon::engine::devices::{is_device_fault, Device};
 use crate::params::{ParamStore, Params, ParamsError};
 use crate::pool::PinnedPool;
-use crate::prove::{
-    partition_randomness, prove_synthesized, IdentifiedKey, ProveError, ProvingKey,
-};
+use crate::prove::{prove_synthesized, Blinding, IdentifiedKey, ProveError, ProvingKey};
 use crate::synthesis::{synthesize, SynthesisError, Synthesized};
 use crate::timing::{PartitionTimer, TimingLog};
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey, Proof};
@@ -52,6 +50,8 @@ pub enum PartitionError {
     },
     #[error("the daemon is shutting down")]
     ShuttingDown,
+    #[error("cancelled")]
+    Cancelled,
     #[error("no device is left in rotation (every device failed; see the daemon's log)")]
     NoDevice,
 }
@@ -67,6 +67,12 @@ impl PartitionError {
             }
             _ => None,
         }
+    }
+
+    /// A device error the device recovers from once it frees what it holds
+    /// (out of device memory): worth another try, the device stays.
+    pub fn recoverable_on_device(&self) -> bool {
+        matches!(self, PartitionError::Prove(ProveError::Backend { source, .. }) if crate::backend::is_recoverable(source))
     }
 }
 
@@ -93,7 +99,8 @@ pub struct Task {
     pub kind: CircuitKind,
     pub size: u64,
     pub witness_seed: u64,
-    pub rs_seed: u64,
+    /// Where r, s come from: the job's `rs_seed`, or the OS per partition.
+    pub blinding: Blinding,
     pub submitted: Instant,
     pub cancelled: Arc<AtomicBool>,
     /// Earlier tries that ended with their device failing.
@@ -231,10 +238,20 @@ impl Stages {
                 .params
                 .get_or_generate(task.kind, size)
                 .map_err(PartitionError::Params)?;
+            // Loading or generating parameters can take a minute: a job
+            // cancelled meanwhile is not synthesised and proved after all.
+            if task.is_cancelled() {
+                return Err(PartitionError::Cancelled);
+            }
             let shape = self.shapes().get(task.kind, size)?;
             let t = Instant::now();
-            let reservation = self.budget.reserve(&who, working_bytes(&shape))?;
+            let reservation =
+                self.params
+                    .reserve_evicting(&self.budget, &who, working_bytes(&shape))?;
             timer.since(Phase::BudgetWait, t);
+            if task.is_cancelled() {
+                return Err(PartitionError::Cancelled);
+            }
             let (circuit, inputs) = circuit::bundled(task.kind, size, task.witness_seed)?;
             self.event(&timer, TimelineKind::SynthesisStart, device);
             let t = Instant::now();
@@ -287,9 +304,14 @@ impl Stages {
         timer.since(Phase::GpuLockWait, queued);
         dev.begin();
         self.event(&timer, TimelineKind::GpuStart, device);
-        let (r, s) = partition_randomness(task.rs_seed, task.partition);
+        let (r, s) = task.blinding.for_partition(task.partition);
         let mut times = crate::backend::BackendTimes::default();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
+            // Cancelled while it waited for the device: the device is free
+            // for the next one at once.
+            if task.is_cancelled() {
+                return Err(PartitionError::Cancelled);
+            }
             let key: &dyn ProvingKey = params.as_ref();
             match &params_sha256 {
                 Some(sha256) => {
@@ -298,6 +320,7 @@ impl Stages {
                 }
                 None => prove_synthesized(dev.backend.as_ref(), key, syn, r, s, &mut times),
             }
+            .map_err(PartitionError::from)
         }));
         self.event(&timer, TimelineKind::GpuEnd, device);
         dev.end();
@@ -305,7 +328,7 @@ impl Stages {
         timer.merge_backend(&times);
         let outcome = match outcome {
             Err(p) => Err(panic_message(p)),
-            Ok(r) => r.map_err(PartitionError::from),
+            Ok(r) => r,
         };
         Proved {
             task,

@@ -175,9 +175,24 @@ impl Shared {
     /// under it) out of rotation with the device and the partition tried
     /// again elsewhere.
     fn proved(&self, d: usize, proved: Proved) {
-        let fault = proved.outcome.as_ref().err().and_then(|e| e.device_fault());
-        if let Some(why) = fault {
-            self.take_out(d, &why);
+        let error = proved.outcome.as_ref().err();
+        let fault = error.and_then(|e| e.device_fault());
+        let recoverable = error.is_some_and(|e| e.recoverable_on_device());
+        if fault.is_some() || recoverable {
+            match &fault {
+                Some(why) => self.take_out(d, why),
+                None => {
+                    let dev = &self.devices[d];
+                    let freed = dev.backend.release_cached();
+                    tracing::warn!(
+                        device = dev.ordinal(d),
+                        freed_bytes = freed,
+                        error = %error.map(|e| e.to_string()).unwrap_or_default(),
+                        "recoverable device error: freed what the device held; the device stays in rotation"
+                    );
+                    self.metrics.device_recovered(dev.ordinal(d));
+                }
+            }
             let mut task = proved.task.clone();
             let retry = task.attempt + 1 < MAX_ATTEMPTS && self.queue.healthy_devices() > 0;
             if retry {

@@ -45,6 +45,10 @@ enum Fault {
     Driver,
     /// As `Driver`, once the test opens the gate.
     DriverAfter(Arc<Gate>),
+    /// The first call fails as a device out of memory does.
+    OutOfMemoryOnce,
+    /// Every call waits for the gate, then works.
+    Hold(Arc<Gate>),
 }
 
 struct Faulty {
@@ -52,26 +56,45 @@ struct Faulty {
     fault: Fault,
     ordinal: u32,
     calls: AtomicU32,
+    released: Arc<AtomicU32>,
 }
 
 impl Faulty {
     fn device(ordinal: u32, fault: Fault, workers: u32) -> Device {
+        Self::device_counting(ordinal, fault, workers, Arc::default())
+    }
+
+    /// As [`Faulty::device`], counting `release_cached` calls in `released`.
+    fn device_counting(
+        ordinal: u32,
+        fault: Fault,
+        workers: u32,
+        released: Arc<AtomicU32>,
+    ) -> Device {
         let b = Faulty {
             inner: CpuBackend::with_threads(1).expect("cpu"),
             fault,
             ordinal,
             calls: AtomicU32::new(0),
+            released,
         };
         Device::new(Arc::new(b), workers, Some(format!("test-{ordinal}")))
     }
 
     fn check(&self) -> Result<(), BackendError> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
-        if let Fault::DriverAfter(gate) = &self.fault {
+        if let Fault::DriverAfter(gate) | Fault::Hold(gate) = &self.fault {
             gate.wait();
         }
         match self.fault {
             Fault::PanicOnce if n == 0 => panic!("injected fault in the kernel"),
+            Fault::OutOfMemoryOnce if n == 0 => Err(BackendError::Device {
+                device: self.ordinal,
+                call: "cuMemAlloc".into(),
+                file: file!(),
+                line: line!(),
+                reason: "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")".into(),
+            }),
             Fault::Driver | Fault::DriverAfter(_) => Err(BackendError::Device {
                 device: self.ordinal,
                 call: "cuLaunchKernel".into(),
@@ -121,6 +144,11 @@ impl Backend for Faulty {
         times: &mut BackendTimes,
     ) -> Result<G2Projective, BackendError> {
         self.inner.msm_g2(bases, scalars, times)
+    }
+
+    fn release_cached(&self) -> u64 {
+        self.released.fetch_add(1, Ordering::SeqCst);
+        4096
     }
 }
 
@@ -449,6 +477,160 @@ fn a_device_taken_out_from_outside_finishes_nothing_more_and_the_other_proves() 
     assert!(
         text.contains("prover_device_in_rotation{device=\"4\"} 0"),
         "{text}"
+    );
+    stop(&rig.engine);
+}
+
+#[test]
+fn without_an_rs_seed_two_proofs_of_one_witness_differ_and_both_verify() {
+    let rig = rig(vec![Faulty::device(0, Fault::None, 1)], 1);
+    let unseeded = || {
+        let id = rig
+            .engine
+            .submit(SubmitRequest {
+                circuit: "chain".into(),
+                size: SIZE,
+                partitions: 1,
+                seed: 7,
+                rs_seed: None,
+            })
+            .expect("accepted");
+        let s = finished(&rig.engine, &id);
+        assert_eq!(s.state, JobState::Done, "{:?}", s.error);
+        assert!(s.result.as_ref().is_some_and(|r| r.verified));
+        proofs(&s)
+    };
+    let (a, b) = (unseeded(), unseeded());
+    assert_ne!(a, b, "r, s from the OS must differ between proofs");
+    stop(&rig.engine);
+}
+
+#[test]
+fn an_out_of_memory_error_frees_the_device_and_retries_without_taking_it_out() {
+    let released = Arc::new(AtomicU32::new(0));
+    let rig = rig(
+        vec![Faulty::device_counting(
+            0,
+            Fault::OutOfMemoryOnce,
+            1,
+            released.clone(),
+        )],
+        1,
+    );
+    let s = finished(&rig.engine, &submit(&rig.engine, 1));
+    assert_eq!(s.state, JobState::Done, "{:?}", s.error);
+    assert!(s.result.as_ref().is_some_and(|r| r.verified));
+    assert_eq!(
+        released.load(Ordering::SeqCst),
+        1,
+        "the device freed its caches once"
+    );
+    let dev = &rig.engine.devices()[0];
+    assert!(
+        dev.in_rotation,
+        "a recoverable error took the device out: {dev:?}"
+    );
+    assert_eq!(dev.error, None);
+    let text = rig.metrics.render(&Default::default());
+    assert!(
+        text.contains("prover_device_recovered_errors_total{device=\"0\"} 1"),
+        "{text}"
+    );
+    // The same bytes as a device that never failed.
+    assert_eq!(
+        proofs(&s),
+        rig_proofs(vec![Faulty::device(0, Fault::None, 1)], 1, 1)
+    );
+    stop(&rig.engine);
+}
+
+#[test]
+fn a_critical_xid_through_the_watch_seam_takes_the_gpu_out_while_its_partition_finishes() {
+    let gate = Arc::new(Gate::default());
+    let rig = rig(vec![Faulty::device(4, Fault::Hold(gate.clone()), 1)], 1);
+    let id = submit(&rig.engine, 1);
+    let mut waited = 0;
+    while rig.engine.devices()[0].busy == 0 {
+        waited += 1;
+        assert!(waited < 6000, "the partition never reached the device");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let report = |ev| rig.engine.on_xid(&ev);
+    // A non-critical XID is counted and changes nothing.
+    report(crate::daemon::xid_watch::XidEvent {
+        ordinal: 4,
+        xid: Some(13),
+        critical: false,
+    });
+    assert!(rig.engine.devices()[0].in_rotation);
+    report(crate::daemon::xid_watch::XidEvent {
+        ordinal: 4,
+        xid: Some(79),
+        critical: true,
+    });
+    let dev = rig.engine.devices()[0].clone();
+    assert!(!dev.in_rotation);
+    assert_eq!(
+        dev.error.as_deref(),
+        Some("critical XID 79 reported by NVML")
+    );
+    // The partition on the device when the XID came still finishes.
+    gate.open();
+    let s = finished(&rig.engine, &id);
+    assert_eq!(s.state, JobState::Done, "{:?}", s.error);
+    assert!(s.result.as_ref().is_some_and(|r| r.verified));
+    let text = rig.metrics.render(&Default::default());
+    for series in [
+        "prover_device_xids_total{device=\"4\",xid=\"79\"} 1",
+        "prover_device_xids_total{device=\"4\",xid=\"13\"} 1",
+        "prover_device_in_rotation{device=\"4\"} 0",
+    ] {
+        assert!(text.contains(series), "{series} missing:\n{text}");
+    }
+    let refused = rig.engine.submit(SubmitRequest {
+        circuit: "chain".into(),
+        size: SIZE,
+        partitions: 1,
+        seed: 0,
+        rs_seed: None,
+    });
+    assert!(matches!(refused, Err(SubmitError::NoDevice)), "{refused:?}");
+    stop(&rig.engine);
+}
+
+#[test]
+fn a_job_cancelled_while_its_parameters_are_generated_is_never_proved() {
+    // chain 2^14 has no parameters yet: generating them takes the synthesis
+    // worker a while, during which the job is cancelled.
+    let rig = rig(vec![Faulty::device(0, Fault::None, 1)], 1);
+    let id = rig
+        .engine
+        .submit(SubmitRequest {
+            circuit: "chain".into(),
+            size: 1 << 14,
+            partitions: 1,
+            seed: 1,
+            rs_seed: Some(1),
+        })
+        .expect("accepted");
+    let mut waited = 0;
+    while rig.engine.queue_stats().partitions_in_flight == 0 {
+        waited += 1;
+        assert!(waited < 6000, "the partition was never picked up");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let s = rig.engine.cancel(&id).expect("known job");
+    assert_eq!(s.state, JobState::Cancelled, "{s:?}");
+    let mut waited = 0;
+    while rig.engine.queue_stats().partitions_in_flight > 0 {
+        waited += 1;
+        assert!(waited < 12000, "the cancelled partition never ended");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        rig.engine.devices()[0].partitions_done,
+        0,
+        "a cancelled partition was proved"
     );
     stop(&rig.engine);
 }
