@@ -4,7 +4,7 @@
 
 use crate::budget::MemoryBudget;
 use crate::daemon::engine::{Engine, SubmitError};
-use crate::daemon::http::HttpLimits;
+use crate::daemon::config::HttpLimits;
 use crate::daemon::metrics::{Metrics, Sample};
 use crate::pool::PinnedPool;
 use axum::body::Bytes;
