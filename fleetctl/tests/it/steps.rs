@@ -1659,3 +1659,67 @@ fn remote_failures_are_classified_in_one_line_without_the_script() {
         t.close().await.unwrap();
     });
 }
+
+/// Issue 30, 6: three `fleetctl timing collect` runs at once into one store
+/// (cron, an operator, an experiment's collect stage) store every record of
+/// the host once; they tripled the report's counts.
+#[test]
+fn concurrent_timing_collects_store_every_record_once() {
+    let Some((lab, _host)) = lab(None) else {
+        return;
+    };
+    let lines = 4000;
+    let out = lab
+        .exec(
+            0,
+            &[
+                "sh",
+                "-c",
+                &format!(
+                    "mkdir -p /data/prover/logs && seq 1 {lines} | sed 's/.*/{{\"kind\":\"proof\",\"n\":&}}/' > /data/prover/logs/timing.jsonl"
+                ),
+            ],
+        )
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let work = tempfile::tempdir().unwrap();
+    let store = work.path().join("store");
+    let inv = lab.inventory_path();
+    let runs: Vec<_> = (0..3)
+        .map(|_| {
+            let (inv, store) = (inv.clone(), store.clone());
+            std::thread::spawn(move || {
+                fleetctl_cmd(&[
+                    "timing",
+                    "collect",
+                    "-i",
+                    inv.to_str().unwrap(),
+                    "--store",
+                    store.to_str().unwrap(),
+                    "--chunk-bytes",
+                    "4096",
+                ])
+            })
+        })
+        .collect();
+    for r in runs {
+        let (code, out, err) = r.join().unwrap();
+        assert_eq!(code, Some(0), "{out}\n{err}");
+    }
+    let mut stored = Vec::new();
+    for e in std::fs::read_dir(store.join("h01")).unwrap() {
+        let e = e.unwrap();
+        if !e.file_name().to_string_lossy().starts_with('.') {
+            stored.extend(
+                std::fs::read_to_string(e.path())
+                    .unwrap()
+                    .lines()
+                    .map(str::to_owned),
+            );
+        }
+    }
+    assert_eq!(stored.len(), lines, "each record once");
+    stored.sort();
+    stored.dedup();
+    assert_eq!(stored.len(), lines);
+}
