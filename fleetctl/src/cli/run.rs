@@ -73,11 +73,7 @@ pub fn resume_args(mut args: RunArgs, st: &RunState) -> Result<RunArgs, StateErr
         Some(given) => {
             let given = Some(given.display().to_string());
             if given != o.inventory {
-                return Err(conflict(
-                    "inventory",
-                    shown(&o.inventory),
-                    shown(&given),
-                ));
+                return Err(conflict("inventory", shown(&o.inventory), shown(&given)));
             }
         }
     }
@@ -270,7 +266,10 @@ mod tests {
             "{e}"
         );
         // The command that resumes it as started, no "leave -p out".
-        assert!(e.contains("resume it with `fleetctl rollout --resume r1`"), "{e}");
+        assert!(
+            e.contains("resume it with `fleetctl rollout --resume r1`"),
+            "{e}"
+        );
 
         let mut local = started();
         local.origin.inventory = None;

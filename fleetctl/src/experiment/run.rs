@@ -742,7 +742,8 @@ impl Exp {
                 Ok(Err(e)) => e,
                 Err(failed) => failed.reason,
             };
-            self.log.host(Stage::Measure, &host.name, format!("daemon gone: {why}"));
+            self.log
+                .host(Stage::Measure, &host.name, format!("daemon gone: {why}"));
             down.push(format!("{} ({why})", host.name));
         }
         down
@@ -1022,7 +1023,10 @@ pub fn keep_hint(origin: &Origin, canary: &[String], state_dir: &std::path::Path
     }
     cmd.push_str(&format!(" --limit {}", qt(&canary.join(","))));
     if state_dir != std::path::Path::new(".fleetctl") {
-        cmd.push_str(&format!(" --state-dir {}", qt(&state_dir.display().to_string())));
+        cmd.push_str(&format!(
+            " --state-dir {}",
+            qt(&state_dir.display().to_string())
+        ));
     }
     cmd
 }

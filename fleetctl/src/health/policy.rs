@@ -378,7 +378,12 @@ fn devices_asked(e: &Evaluation<'_>, d: &fleet_wire::health::Daemon) -> Option<u
 /// `gpu.devices = "all"` a CUDA failure at start, e.g. a broken NVRTC, does
 /// that) answers ready and proves, orders of magnitude slower.
 fn daemon_on_cpu(e: &Evaluation<'_>, out: &mut Vec<Finding>) {
-    let Some(d) = e.probe.daemon.as_ref().filter(|d| d.alive && !d.devices.is_empty()) else {
+    let Some(d) = e
+        .probe
+        .daemon
+        .as_ref()
+        .filter(|d| d.alive && !d.devices.is_empty())
+    else {
         return;
     };
     if cuda_devices(d).is_some() {
@@ -401,7 +406,12 @@ fn daemon_on_cpu(e: &Evaluation<'_>, out: &mut Vec<Finding>) {
 /// A daemon running fewer CUDA devices than its config asks for (a device
 /// it could not open counts: it is listed out of rotation).
 fn daemon_devices(e: &Evaluation<'_>, out: &mut Vec<Finding>) {
-    let Some(d) = e.probe.daemon.as_ref().filter(|d| d.alive && !d.devices.is_empty()) else {
+    let Some(d) = e
+        .probe
+        .daemon
+        .as_ref()
+        .filter(|d| d.alive && !d.devices.is_empty())
+    else {
         return;
     };
     let (Some(runs), Some(asked)) = (cuda_devices(d), devices_asked(e, d)) else {
@@ -708,7 +718,10 @@ mod tests {
             }
         };
         let f = only_finding(with(Some(GpuDevices::All), vec![dev("cpu", None)]), None);
-        assert_eq!((f.severity, f.rule.as_str()), (Severity::Fail, "daemon_on_cpu"));
+        assert_eq!(
+            (f.severity, f.rule.as_str()),
+            (Severity::Fail, "daemon_on_cpu")
+        );
         assert!(f.message.contains("8 GPU(s)"), "{}", f.message);
         // An older prober that does not say what was asked: still caught.
         let f = only_finding(with(None, vec![dev("cpu", None)]), None);
@@ -723,19 +736,31 @@ mod tests {
         // Asked for exactly those 6: fine; asked for the CPU: fine on a GPU host.
         let mut p = probe();
         with(Some(GpuDevices::List((0..6).collect())), six)(&mut p);
-        assert_eq!(evaluate(&host(8), &p, None, &Policy::default()).severity, Severity::Ok);
+        assert_eq!(
+            evaluate(&host(8), &p, None, &Policy::default()).severity,
+            Severity::Ok
+        );
         let mut p = probe();
         with(Some(GpuDevices::List(vec![])), vec![dev("cpu", None)])(&mut p);
-        assert_eq!(evaluate(&host(8), &p, None, &Policy::default()).severity, Severity::Ok);
+        assert_eq!(
+            evaluate(&host(8), &p, None, &Policy::default()).severity,
+            Severity::Ok
+        );
         // A CPU host (no NVML GPUs, gpus: 0) on the CPU backend is fine.
         let mut p = probe();
         p.gpus.devices.clear();
         with(Some(GpuDevices::All), vec![dev("cpu", None)])(&mut p);
-        assert_eq!(evaluate(&host(0), &p, None, &Policy::default()).severity, Severity::Ok);
+        assert_eq!(
+            evaluate(&host(0), &p, None, &Policy::default()).severity,
+            Severity::Ok
+        );
         // Before /status answered nothing is claimed.
         let mut p = probe();
         with(Some(GpuDevices::All), vec![])(&mut p);
-        assert_eq!(evaluate(&host(8), &p, None, &Policy::default()).severity, Severity::Ok);
+        assert_eq!(
+            evaluate(&host(8), &p, None, &Policy::default()).severity,
+            Severity::Ok
+        );
     }
 
     #[test]
@@ -746,12 +771,19 @@ mod tests {
         d.pid = None;
         d.pid_file = "run/prover.pid".into();
         // Nothing says a daemon should be there: no finding.
-        assert_eq!(evaluate(&host(8), &p, None, &Policy::default()).severity, Severity::Ok);
+        assert_eq!(
+            evaluate(&host(8), &p, None, &Policy::default()).severity,
+            Severity::Ok
+        );
         let v = evaluate_expecting_daemon(&host(8), &p, None, &Policy::default());
         assert_eq!(v.severity, Severity::Fail);
         assert_eq!(v.findings[0].rule, "daemon_down");
         assert_eq!(v.findings[0].reading, "no pid file (run/prover.pid)");
-        assert!(v.findings[0].message.contains("state/daemon = running"), "{}", v.findings[0].message);
+        assert!(
+            v.findings[0].message.contains("state/daemon = running"),
+            "{}",
+            v.findings[0].message
+        );
         let required = Policy {
             require_daemon: true,
             ..Policy::default()
@@ -761,7 +793,10 @@ mod tests {
         assert!(v.findings[0].message.contains("require_daemon"));
         // Running: no finding either way.
         p.daemon.as_mut().unwrap().alive = true;
-        assert_eq!(evaluate_expecting_daemon(&host(8), &p, None, &required).severity, Severity::Ok);
+        assert_eq!(
+            evaluate_expecting_daemon(&host(8), &p, None, &required).severity,
+            Severity::Ok
+        );
     }
 
     #[test]

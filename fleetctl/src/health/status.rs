@@ -250,7 +250,9 @@ mod tests {
         assert_eq!(p.release, None, "no link, no release");
         let p = parse(
             "h",
-            &format!("@@fleetctl-release@@ releases/{sha}\n@@fleetctl-intent@@ running\nnot a probe\n"),
+            &format!(
+                "@@fleetctl-release@@ releases/{sha}\n@@fleetctl-intent@@ running\nnot a probe\n"
+            ),
         );
         assert_eq!(p.daemon_intent.as_deref(), Some("running"));
         assert!(p.error.unwrap().contains("no valid probe"));

@@ -562,7 +562,10 @@ fn build(
     };
     if let Some((v, _)) = merged.get("shared_machine") {
         if !v.is_boolean() && !v.is_null() {
-            return Err(bad("shared_machine", format!("must be true or false, not {v}")));
+            return Err(bad(
+                "shared_machine",
+                format!("must be true or false, not {v}"),
+            ));
         }
     }
     if let Some((v, _)) = merged.get("health") {
@@ -767,7 +770,10 @@ hosts:
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("`a` and `c` are the same machine (10.0.0.5:22)"), "{e}");
+        assert!(
+            e.contains("`a` and `c` are the same machine (10.0.0.5:22)"),
+            "{e}"
+        );
         assert!(e.contains("shared_machine: true"), "{e}");
         // Another port or jump host is another machine (NAT, bastions).
         inv(
@@ -776,7 +782,11 @@ hosts:
         )
         .unwrap();
         // Case of a DNS name does not make another machine.
-        assert!(inv("hosts:\n  a: { address: Gpu1 }\n  b: { address: gpu1, install_dir: /x }\n", &[]).is_err());
+        assert!(inv(
+            "hosts:\n  a: { address: Gpu1 }\n  b: { address: gpu1, install_dir: /x }\n",
+            &[]
+        )
+        .is_err());
         // Opt-in on one side only is not enough; on both, with two install_dirs, it is.
         assert!(inv("vars: { address: 10.0.0.5 }\nhosts:\n  a: { shared_machine: true }\n  b: { install_dir: /srv/p2 }\n", &[]).is_err());
         let ok = inv(

@@ -205,9 +205,20 @@ hosts:
     #[test]
     fn exclusions_and_intersections_as_ansible_writes_them() {
         assert_eq!(names(Some("gpu,!gpu-02")), vec!["gpu-01", "gpu-03"]);
-        assert_eq!(names(Some("!gpu-02, gpu")), vec!["gpu-01", "gpu-03"], "order does not matter");
-        assert_eq!(names(Some("!gpu")), vec!["gpu-10", "cpu-01"], "only exclusions: from all");
-        assert_eq!(names(Some("all,!tag:canary,!cpu")), vec!["gpu-02", "gpu-03", "gpu-10"]);
+        assert_eq!(
+            names(Some("!gpu-02, gpu")),
+            vec!["gpu-01", "gpu-03"],
+            "order does not matter"
+        );
+        assert_eq!(
+            names(Some("!gpu")),
+            vec!["gpu-10", "cpu-01"],
+            "only exclusions: from all"
+        );
+        assert_eq!(
+            names(Some("all,!tag:canary,!cpu")),
+            vec!["gpu-02", "gpu-03", "gpu-10"]
+        );
         assert_eq!(names(Some("gpu-0*,&gpu,!canary")), vec!["gpu-01", "gpu-02"]);
         assert_eq!(names(Some("gpu-*,&tag:canary")), vec!["gpu-01"]);
         let inv = inv();

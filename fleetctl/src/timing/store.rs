@@ -201,7 +201,10 @@ mod tests {
         drop(held);
         assert!(store.try_lock_host("h1").unwrap().is_some(), "released");
         assert_eq!(store.hosts().unwrap(), vec!["h1", "h2"]);
-        assert!(store.files("h1").unwrap().is_empty(), "the lock is no timing file");
+        assert!(
+            store.files("h1").unwrap().is_empty(),
+            "the lock is no timing file"
+        );
     }
 
     #[test]

@@ -140,7 +140,11 @@ fn telling_line(stderr: &str) -> String {
         "not permitted",
         "not found",
     ];
-    let lines: Vec<&str> = stderr.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     let line = lines
         .iter()
         .find(|l| {
@@ -361,7 +365,8 @@ impl Transport {
             Transport::Ssh(t) => t.exec_with_stdin(&line, &script, file, timeout).await?,
             Transport::Local(t) => t.exec_with_stdin(&line, &script, file, timeout).await?,
         };
-        self.check_deadline(&script, &out, timeout).map_err(logged)?;
+        self.check_deadline(&script, &out, timeout)
+            .map_err(logged)?;
         if !out.success() {
             return Err(logged(TransportError::Failed {
                 host: self.host().to_owned(),
@@ -501,7 +506,10 @@ mod tests {
     fn failed(status: i32, stderr: &str) -> String {
         TransportError::Failed {
             host: "h1".into(),
-            command: format!("printf '%s' {} > /data/prover/state/lock/owner", "ab".repeat(16)),
+            command: format!(
+                "printf '%s' {} > /data/prover/state/lock/owner",
+                "ab".repeat(16)
+            ),
             status: Some(status),
             stderr: stderr.into(),
         }
@@ -511,19 +519,45 @@ mod tests {
     #[test]
     fn every_remote_failure_is_classified_in_one_line_without_the_script() {
         for (status, stderr, class) in [
-            (1, "mkdir: cannot create directory '/data/prover/state/lock': Read-only file system", "read-only filesystem"),
-            (1, "cat: write error: No space left on device", "no space left"),
-            (1, "mkdir: cannot create directory '/opt/prover': Permission denied", "permission denied"),
-            (2, "/data/prover/releases/x/prover: 1: Syntax error: \")\" unexpected", "exec format error"),
-            (126, "sh: 1: /x/prover: cannot execute binary file: Exec format error", "exec format error"),
+            (
+                1,
+                "mkdir: cannot create directory '/data/prover/state/lock': Read-only file system",
+                "read-only filesystem",
+            ),
+            (
+                1,
+                "cat: write error: No space left on device",
+                "no space left",
+            ),
+            (
+                1,
+                "mkdir: cannot create directory '/opt/prover': Permission denied",
+                "permission denied",
+            ),
+            (
+                2,
+                "/data/prover/releases/x/prover: 1: Syntax error: \")\" unexpected",
+                "exec format error",
+            ),
+            (
+                126,
+                "sh: 1: /x/prover: cannot execute binary file: Exec format error",
+                "exec format error",
+            ),
             (127, "sh: 1: sha256sum: not found", "command not found"),
             (3, "something odd\nthe last word", "remote command failed"),
         ] {
             let msg = failed(status, stderr);
             assert!(msg.starts_with(&format!("h1: {class}: ")), "{msg}");
             assert!(!msg.contains('\n'), "one line: {msg}");
-            assert!(!msg.contains("printf") && !msg.contains(&"ab".repeat(16)), "no script: {msg}");
-            assert!(msg.contains(&format!("exit {status}")) && msg.contains("; fix: "), "{msg}");
+            assert!(
+                !msg.contains("printf") && !msg.contains(&"ab".repeat(16)),
+                "no script: {msg}"
+            );
+            assert!(
+                msg.contains(&format!("exit {status}")) && msg.contains("; fix: "),
+                "{msg}"
+            );
         }
         assert!(failed(3, "something odd\nthe last word").contains(": the last word (exit 3)"));
         let t = TransportError::Timeout {
@@ -539,7 +573,10 @@ mod tests {
     fn redaction_hides_lock_tokens_and_keeps_release_ids() {
         let token = "0123456789abcdef".repeat(2);
         let sha = "ab".repeat(32);
-        let r = redact(&format!("printf '%s' '{token}\nrun=x' > lock/owner; ls releases/{sha} .p.{}.tmp", "c".repeat(16)));
+        let r = redact(&format!(
+            "printf '%s' '{token}\nrun=x' > lock/owner; ls releases/{sha} .p.{}.tmp",
+            "c".repeat(16)
+        ));
         assert!(!r.contains(&token) && r.contains("<secret>"), "{r}");
         assert!(r.contains(&sha) && r.contains(&"c".repeat(16)), "{r}");
     }

@@ -184,7 +184,13 @@ fn a_check_rollout_shows_hosts_unchanged_on_the_release_they_run() {
     let binary = std::env::current_exe().unwrap();
     let o = fleetctl(
         dir.path(),
-        &["rollout", "--check", "--plain", "--binary", binary.to_str().unwrap()],
+        &[
+            "rollout",
+            "--check",
+            "--plain",
+            "--binary",
+            binary.to_str().unwrap(),
+        ],
     );
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
@@ -193,12 +199,11 @@ fn a_check_rollout_shows_hosts_unchanged_on_the_release_they_run() {
         .find(|l| l.starts_with("│ local"))
         .unwrap_or_else(|| panic!("no row for local: {out}"));
     assert!(row.contains("checked, unchanged"), "{row}");
-    let cells: Vec<&str> = row
-        .trim_matches('│')
-        .split('┆')
-        .map(str::trim)
-        .collect();
-    assert_eq!(cells[2], "-", "the new release shown for a host not changed: {row}");
+    let cells: Vec<&str> = row.trim_matches('│').split('┆').map(str::trim).collect();
+    assert_eq!(
+        cells[2], "-",
+        "the new release shown for a host not changed: {row}"
+    );
     assert!(!dir.path().join(".deploy").exists(), "check mode installed");
 }
 
@@ -553,8 +558,12 @@ fn a_usage_error_has_its_own_exit_code_not_that_of_a_failed_host() {
 /// The command between the last pair of backticks of a message, as words
 /// (none of ours has a quoted argument with a space).
 fn printed_command(msg: &str) -> Vec<String> {
-    let end = msg.rfind('`').unwrap_or_else(|| panic!("no command in: {msg}"));
-    let start = msg[..end].rfind('`').unwrap_or_else(|| panic!("no command in: {msg}"));
+    let end = msg
+        .rfind('`')
+        .unwrap_or_else(|| panic!("no command in: {msg}"));
+    let start = msg[..end]
+        .rfind('`')
+        .unwrap_or_else(|| panic!("no command in: {msg}"));
     msg[start + 1..end]
         .split_whitespace()
         .map(str::to_owned)
@@ -574,7 +583,11 @@ fn the_command_a_refused_resume_prints_resumes_the_run() {
         "origin": {"playbook": "stop", "inventory": null, "limit": null,
                    "extra_vars": [], "binary": null, "sha256": null},
     });
-    std::fs::write(dir.path().join(".fleetctl/state/r2.json"), state.to_string()).unwrap();
+    std::fs::write(
+        dir.path().join(".fleetctl/state/r2.json"),
+        state.to_string(),
+    )
+    .unwrap();
     for wrong in [
         &["run", "-p", "restart", "--resume", "r2"][..],
         &["rollout", "--resume", "r2"][..],
@@ -586,12 +599,20 @@ fn the_command_a_refused_resume_prints_resumes_the_run() {
         let cmd = printed_command(&err);
         assert_eq!(cmd[..3], ["fleetctl", "run", "-p"], "{err}");
         assert_eq!(cmd[3], "stop", "{err}");
-        let args: Vec<&str> = cmd[1..].iter().map(String::as_str).chain(["--plain"]).collect();
+        let args: Vec<&str> = cmd[1..]
+            .iter()
+            .map(String::as_str)
+            .chain(["--plain"])
+            .collect();
         let o = fleetctl(dir.path(), &args);
         let (out, err) = text(&o);
         assert_eq!(o.status.code(), Some(0), "{cmd:?}: {out}\n{err}");
         assert!(out.contains("run r2 (stop)"), "it resumed that run: {out}");
         // Resumed to the end: the next try has nothing left, and says so the same way.
-        std::fs::write(dir.path().join(".fleetctl/state/r2.json"), state.to_string()).unwrap();
+        std::fs::write(
+            dir.path().join(".fleetctl/state/r2.json"),
+            state.to_string(),
+        )
+        .unwrap();
     }
 }

@@ -409,11 +409,21 @@ fn upload_never_prunes_the_last_verified_release_and_sweeps_killed_uploads() {
 
         // What a SIGKILLed upload leaves: a partial binary under its temporary name.
         let stale = [
-            format!("/data/prover/releases/{}/.prover.00000000deadbeef.tmp", bad[0].sha256),
-            format!("/data/prover/releases/{}/.prover.toml.00000000deadbeef.tmp", good.sha256),
+            format!(
+                "/data/prover/releases/{}/.prover.00000000deadbeef.tmp",
+                bad[0].sha256
+            ),
+            format!(
+                "/data/prover/releases/{}/.prover.toml.00000000deadbeef.tmp",
+                good.sha256
+            ),
         ];
         for f in &stale {
-            sh(&t, &format!("mkdir -p \"$(dirname {f})\" && head -c 65536 /dev/zero > {f}")).await;
+            sh(
+                &t,
+                &format!("mkdir -p \"$(dirname {f})\" && head -c 65536 /dev/zero > {f}"),
+            )
+            .await;
         }
         let mut ctx = StepCtx::new(&host, &t, &bad[0]);
         let out = ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
@@ -1495,7 +1505,13 @@ fn a_rollback_whose_restored_daemon_fails_verify_ends_rollback_failed() {
 /// `fleetctl health` on the lab host, as a user runs it: (exit code, stdout, stderr).
 fn fleetctl_health(lab: &Lab) -> (Option<i32>, String, String) {
     let inv = lab.inventory_path();
-    fleetctl_cmd(&["health", "-i", inv.to_str().unwrap(), "--history", "history"])
+    fleetctl_cmd(&[
+        "health",
+        "-i",
+        inv.to_str().unwrap(),
+        "--history",
+        "history",
+    ])
 }
 
 /// The fleetctl binary in a fresh folder (its state, history and SSH
@@ -1550,7 +1566,9 @@ fn health_fails_a_host_whose_daemon_should_run_and_a_gpu_host_proving_on_the_cpu
         let address = lab.hosts()[0].address;
         std::fs::write(
             &dup,
-            format!("{generated}  h01-again: {{ address: {address}, install_dir: /data/prover2 }}\n"),
+            format!(
+                "{generated}  h01-again: {{ address: {address}, install_dir: /data/prover2 }}\n"
+            ),
         )
         .unwrap();
         let (code, _, err) = fleetctl_cmd(&["run", "-p", "stop", "-i", dup.to_str().unwrap()]);
@@ -1560,12 +1578,19 @@ fn health_fails_a_host_whose_daemon_should_run_and_a_gpu_host_proving_on_the_cpu
             "{err}"
         );
         assert_eq!(sh(&t, "cat /data/prover/state/daemon").await, "running");
-        assert_eq!(sh(&t, "ls /data/prover/state").await.contains("lock"), false);
+        assert_eq!(
+            sh(&t, "ls /data/prover/state").await.contains("lock"),
+            false
+        );
 
         // The daemon crashes: nothing restarts it.
         sh(&t, "kill -9 $(cat /data/prover/run/prover.pid)").await;
         let (code, out, err) = fleetctl_health(&lab);
-        assert_eq!(code, Some(2), "a stopped daemon that should run: {out}{err}");
+        assert_eq!(
+            code,
+            Some(2),
+            "a stopped daemon that should run: {out}{err}"
+        );
         assert!(out.contains("FAIL") && out.contains("daemon_down"), "{out}");
 
         // Stopped on purpose, as the stop playbook does: not a failure.
@@ -1623,38 +1648,72 @@ fn remote_failures_are_classified_in_one_line_without_the_script() {
         let mut ctx = StepCtx::new(&host, &t, &foreign);
         let msg = fails(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
         assert!(
-            msg.contains("exec format error") && msg.contains("built for aarch64 and the host runs x86_64"),
+            msg.contains("exec format error")
+                && msg.contains("built for aarch64 and the host runs x86_64"),
             "{msg}"
         );
         assert!(!msg.contains('\n'), "one line: {msg}");
-        assert_eq!(sh(&t, "ls /data/prover/releases").await, a.sha256, "nothing sent");
-        assert_eq!(sh(&t, &format!("kill -0 {pid} && echo alive")).await, "alive");
+        assert_eq!(
+            sh(&t, "ls /data/prover/releases").await,
+            a.sha256,
+            "nothing sent"
+        );
+        assert_eq!(
+            sh(&t, &format!("kill -0 {pid} && echo alive")).await,
+            "alive"
+        );
 
         // A filesystem with a file open for writing (the daemon's log)
         // cannot go read-only: stop the daemon first.
-        ok(StepSpec::Drain(DrainParams::default()), &mut StepCtx::new(&host, &t, &a)).await;
+        ok(
+            StepSpec::Drain(DrainParams::default()),
+            &mut StepCtx::new(&host, &t, &a),
+        )
+        .await;
         let remount = |mode: &str| {
-            let out = lab.exec(0, &["mount", "-o", &format!("remount,{mode}"), "/data"]).unwrap();
-            assert!(out.status.success(), "remount {mode}: {}", String::from_utf8_lossy(&out.stderr));
+            let out = lab
+                .exec(0, &["mount", "-o", &format!("remount,{mode}"), "/data"])
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "remount {mode}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         };
         remount("ro");
         let inv = lab.inventory_path();
-        let (code, out, err) = fleetctl_cmd(&["-vv", "run", "-p", "stop", "-i", inv.to_str().unwrap(), "--plain"]);
+        let (code, out, err) = fleetctl_cmd(&[
+            "-vv",
+            "run",
+            "-p",
+            "stop",
+            "-i",
+            inv.to_str().unwrap(),
+            "--plain",
+        ]);
         remount("rw");
         assert_eq!(code, Some(2), "{out}\n{err}");
         let line = out
             .lines()
             .find(|l| l.starts_with("h01: "))
             .unwrap_or_else(|| panic!("no error line for h01: {out}"));
-        assert!(line.starts_with("h01: FAILED: lock: h01: read-only filesystem: "), "{line}");
+        assert!(
+            line.starts_with("h01: FAILED: lock: h01: read-only filesystem: "),
+            "{line}"
+        );
         assert!(line.contains("Read-only file system"), "{line}");
         for script in ["printf", "mkdir -p", "age=", "sed -n"] {
             assert!(!out.contains(script), "the script is shown: {out}");
         }
         // -vv logs the command for whoever debugs it, never the lock's token.
-        assert!(err.contains("remote command failed") && err.contains("mkdir"), "{err}");
+        assert!(
+            err.contains("remote command failed") && err.contains("mkdir"),
+            "{err}"
+        );
         assert!(err.contains("<secret>"), "{err}");
-        let tokenish = err.split(|c: char| !c.is_ascii_hexdigit()).any(|w| w.len() == 32);
+        let tokenish = err
+            .split(|c: char| !c.is_ascii_hexdigit())
+            .any(|w| w.len() == 32);
         assert!(!tokenish, "a 128-bit token in the log: {err}");
         t.close().await.unwrap();
     });
@@ -1681,7 +1740,11 @@ fn concurrent_timing_collects_store_every_record_once() {
             ],
         )
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let work = tempfile::tempdir().unwrap();
     let store = work.path().join("store");
     let inv = lab.inventory_path();
