@@ -71,31 +71,49 @@ pub enum ResolveError {
         origin: Origin,
         problem: String,
     },
-    #[error(
-        "{file}: hosts `{first}` and `{second}` are the same machine ({machine}); \
-         two entries would take two locks and start two daemons there. Remove one, \
-         or, for two daemons on purpose (their own install_dir and port), set \
-         `shared_machine: true` on both"
-    )]
-    SameMachine {
-        file: String,
-        first: String,
-        second: String,
-        machine: String,
-    },
-    #[error(
-        "{file}: hosts `{first}` and `{second}` are the same machine ({machine}) with the same \
-         install_dir {install_dir}: one installation cannot be two hosts, even with `shared_machine`"
-    )]
-    SameInstall {
-        file: String,
-        first: String,
-        second: String,
-        machine: String,
-        install_dir: String,
-    },
+    #[error("{0}")]
+    SameMachine(Box<SameMachine>),
     #[error("-e {arg}: expected KEY=VALUE")]
     ExtraVar { arg: String },
+}
+
+/// Two inventory entries that reach one machine.
+#[derive(Debug)]
+pub struct SameMachine {
+    pub file: String,
+    pub first: String,
+    pub second: String,
+    /// `address:port`, with the jump host when there is one.
+    pub machine: String,
+    /// Set when both also have the same install_dir (never allowed).
+    pub install_dir: Option<String>,
+}
+
+impl fmt::Display for SameMachine {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let SameMachine {
+            file,
+            first,
+            second,
+            machine,
+            install_dir,
+        } = self;
+        write!(
+            f,
+            "{file}: hosts `{first}` and `{second}` are the same machine ({machine})"
+        )?;
+        match install_dir {
+            Some(dir) => write!(
+                f,
+                " with the same install_dir {dir}: one installation cannot be two hosts, even with `shared_machine`"
+            ),
+            None => f.write_str(
+                "; two entries would take two locks and start two daemons there. Remove one, \
+                 or, for two daemons on purpose (their own install_dir and port), set \
+                 `shared_machine: true` on both",
+            ),
+        }
+    }
 }
 
 /// One host with the origin of each of its variables.
@@ -365,21 +383,22 @@ fn check_machines(hosts: &[Resolved], file: &str) -> Result<(), ResolveError> {
             }
             let install = |h: &Host| h.install_dir.trim_end_matches('/').to_string();
             if install(ha) == install(hb) {
-                return Err(ResolveError::SameInstall {
+                return Err(ResolveError::SameMachine(Box::new(SameMachine {
                     file: file.to_string(),
                     first: ha.name.clone(),
                     second: hb.name.clone(),
                     machine: machine(ha),
-                    install_dir: ha.install_dir.clone(),
-                });
+                    install_dir: Some(ha.install_dir.clone()),
+                })));
             }
             if ha.transport == TransportKind::Ssh && !(shared(a) && shared(b)) {
-                return Err(ResolveError::SameMachine {
+                return Err(ResolveError::SameMachine(Box::new(SameMachine {
                     file: file.to_string(),
                     first: ha.name.clone(),
                     second: hb.name.clone(),
                     machine: machine(ha),
-                });
+                    install_dir: None,
+                })));
             }
         }
     }
