@@ -172,8 +172,8 @@ type GpuRule = fn(&GpuCheck<'_>, &mut Vec<Finding>);
 /// Host-level rules, in the order their findings are listed.
 const HOST_RULES: &[HostRule] = &[
     gpu_presence,
-    daemon_down,
     daemon_ready,
+    daemon_down,
     device_rotation,
     daemon_on_cpu,
     daemon_devices,
