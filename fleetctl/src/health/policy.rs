@@ -350,7 +350,7 @@ fn daemon_down(e: &Evaluation<'_>, out: &mut Vec<Finding>) {
         reading,
         "a running daemon".into(),
         format!(
-            "no prover daemon runs on this host, but {why}: see its log, then `fleetctl run -p restart` (or `-p stop` to record it stopped on purpose)"
+            "no prover daemon runs on this host, but {why}: see its log, then start it again with the `restart` playbook, or record a stop on purpose with the `stop` playbook"
         ),
     ));
 }

@@ -616,3 +616,43 @@ fn the_command_a_refused_resume_prints_resumes_the_run() {
         .unwrap();
     }
 }
+
+/// The experiment's `keep` hint, run as printed: it acts on the
+/// experiment's own inventory and hosts (it once had no `-i`, so it ran
+/// against the built-in local inventory, where the canaries do not exist).
+#[test]
+fn the_keep_hint_of_an_experiment_runs_on_its_inventory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fleet.yaml"),
+        "hosts:\n  c1: { transport: local, install_dir: c1 }\n  c2: { transport: local, install_dir: c2 }\n  b1: { transport: local, install_dir: b1 }\n",
+    )
+    .unwrap();
+    let origin = fleetctl::experiment::state::Origin {
+        definition: "exp.yaml".into(),
+        inventory: Some("fleet.yaml".into()),
+        limit: None,
+        extra_vars: vec!["gpus=0".into()],
+        binary: "prover".into(),
+        sha256: "aa".into(),
+        store: ".fleetctl/timing".into(),
+    };
+    let hint = fleetctl::experiment::run::keep_hint(
+        &origin,
+        &["c1".into(), "c2".into()],
+        Path::new(".fleetctl"),
+    );
+    let words: Vec<&str> = hint.split_whitespace().collect();
+    assert_eq!(words[0], "fleetctl");
+    let o = fleetctl(dir.path(), &[&words[1..], &["--plain"]].concat());
+    let (out, err) = text(&o);
+    // Nothing was ever installed there, so the rollback itself fails (2),
+    // on exactly the canaries of that inventory.
+    assert_eq!(o.status.code(), Some(2), "{hint}: {out}\n{err}");
+    assert!(out.contains("│ c1") && out.contains("│ c2"), "{out}");
+    assert!(!out.contains("│ b1") && !out.contains("│ local"), "{out}");
+    assert!(
+        out.contains("no previous release that passed verify"),
+        "{out}"
+    );
+}
