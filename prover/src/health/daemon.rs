@@ -153,5 +153,13 @@ mod tests {
             "{:?}",
             d.errors
         );
+        // What the daemon was asked to prove on, for fleetctl to hold
+        // against what it runs (issue 29).
+        assert_eq!(d.gpu_devices, Some(GpuDevices::All));
+        config.gpu.devices = Devices::List(vec![0, 2]);
+        let d = probe(Path::new("prover.toml"), &config);
+        assert_eq!(d.gpu_devices, Some(GpuDevices::List(vec![0, 2])));
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["gpu_devices"], serde_json::json!({"list": [0, 2]}));
     }
 }
