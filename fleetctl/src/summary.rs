@@ -57,6 +57,8 @@ struct SummaryData {
     halted: Option<String>,
     /// The command that resumes this run, without `--resume RUN_ID`.
     resume_with: Option<String>,
+    /// A `--check` run: nothing was changed, so no host is "ok" on a build.
+    check: bool,
 }
 
 impl Summary {
@@ -101,9 +103,13 @@ impl Summary {
             let Some(row) = d.rows.get(host) else {
                 continue;
             };
+            let result = match row.status {
+                Some(HostStatus::Ok) if d.check => "checked, unchanged",
+                other => other.map_or("?", HostStatus::label),
+            };
             let mut cells = vec![
                 Cell::new(&row.host),
-                Cell::new(row.status.map_or("?", HostStatus::label)),
+                Cell::new(result),
                 Cell::new(row.build.as_deref().unwrap_or("-")),
             ];
             for c in &d.columns {
@@ -159,8 +165,12 @@ impl Reporter for Summary {
         let mut d = self.lock();
         match &e.kind {
             EventKind::RunStarted {
-                playbook, hosts, ..
+                playbook,
+                hosts,
+                check,
+                ..
             } => {
+                d.check = *check;
                 d.run_id = e.run_id.clone();
                 d.playbook = playbook.clone();
                 d.hosts = hosts.clone();

@@ -82,12 +82,26 @@ pub struct Daemon {
     /// in rotation and why not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<crate::api::DeviceState>,
+    /// The config's `gpu.devices`: what the daemon was asked to prove on,
+    /// to hold against the `devices` it runs (a CUDA failure at start falls
+    /// back to the CPU backend under `"all"`). Absent from older probers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_devices: Option<GpuDevices>,
     /// From `/readyz`.
     pub ready: Option<bool>,
     pub ready_reason: Option<String>,
     /// What went wrong while probing (pid file unreadable, API not answering, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+}
+
+/// A config's `gpu.devices` as the probe reports it: `"all"`, or
+/// `{"list": [0, 1]}` (`[]` is the CPU backend).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuDevices {
+    All,
+    List(Vec<u32>),
 }
 
 /// The GPU section.

@@ -20,6 +20,10 @@ pub const EXIT_HALTED: u8 = 3;
 /// `experiment`: the verdict was not a pass (fail, marginal, NODATA, or the
 /// candidate never deployed); the verdict's action itself succeeded.
 pub const EXIT_NOT_PASSED: u8 = 4;
+/// The command line itself was wrong (unknown flag, missing argument, bad
+/// value): nothing was read or run. Distinct from [`EXIT_HOSTS_FAILED`] so a
+/// script that retries failed hosts does not retry typos (sysexits' EX_USAGE).
+pub const EXIT_USAGE: u8 = 64;
 /// Stopped by Ctrl-C before every host was done. `--resume` continues it.
 pub const EXIT_INTERRUPTED: u8 = 130;
 

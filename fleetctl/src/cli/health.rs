@@ -5,7 +5,9 @@ use anyhow::Context;
 use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use fleet_wire::health::Probe;
-use fleetctl::health::policy::{evaluate, Finding, Policy, Severity, Verdict};
+use fleetctl::health::policy::{
+    evaluate, evaluate_expecting_daemon, Finding, Policy, Severity, Verdict,
+};
 use fleetctl::health::status::{read_all, HostReading};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -224,7 +226,11 @@ pub fn verdicts(
         let previous = std::fs::read_to_string(&path)
             .ok()
             .and_then(|t| Probe::parse(&t).ok());
-        out.push(evaluate(h, probe, previous.as_ref(), &policy));
+        out.push(if r.daemon_intent.as_deref() == Some("running") {
+            evaluate_expecting_daemon(h, probe, previous.as_ref(), &policy)
+        } else {
+            evaluate(h, probe, previous.as_ref(), &policy)
+        });
         if std::fs::create_dir_all(history).is_ok() {
             let _ = std::fs::write(&path, serde_json::to_vec(probe)?);
         }
@@ -309,6 +315,7 @@ mod tests {
                 reachable: true,
                 installed: true,
                 release: None,
+                daemon_intent: None,
                 probe: None,
                 status: None,
                 error: None,
@@ -382,6 +389,7 @@ mod tests {
             reachable: true,
             installed: true,
             release: Some("ab".repeat(32)),
+            daemon_intent: None,
             probe: Some(
                 Probe::parse(
                     r#"{"probe_version":1,"host":"h1","ts_ms":0,"prober_version":"0.1.0","prober_build":"g1t5ha",

@@ -66,7 +66,8 @@ pub struct TargetArgs {
     /// Inventory file (YAML). Without it, the built-in local inventory.
     #[arg(short, long, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
-    /// Hosts to act on: names, groups, `tag:NAME` or globs, comma-separated.
+    /// Hosts to act on: names, groups, `tag:NAME` or globs, comma-separated;
+    /// `!PATTERN` leaves hosts out (`lab,!h3`), `&PATTERN` intersects.
     #[arg(short, long, value_name = "PATTERN")]
     pub limit: Option<String>,
     /// Extra variable with the highest precedence, `key=value` (repeatable).

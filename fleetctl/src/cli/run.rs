@@ -39,17 +39,27 @@ pub fn resume_args(mut args: RunArgs, st: &RunState) -> Result<RunArgs, StateErr
         );
         return Ok(args);
     }
-    let conflict = |what, flag, was: String, now: String| StateError::Conflict {
+    // The one command that resumes this run: its own playbook (`run -p`
+    // is required, `rollout` is `run -p rollout`), this state dir, nothing
+    // else: the rest comes from the state file.
+    let resume = format!(
+        "{} --resume {}",
+        resume_command(&RunArgs {
+            playbook: o.playbook.clone().unwrap_or_default(),
+            ..args.clone()
+        }),
+        st.run_id
+    );
+    let conflict = |what, was: String, now: String| StateError::Conflict {
         run_id: st.run_id.clone(),
         what,
-        flag,
         was,
         now,
+        resume: resume.clone(),
     };
     if o.playbook.as_deref() != Some(args.playbook.as_str()) {
         return Err(conflict(
             "playbook",
-            "-p",
             o.playbook.clone().unwrap_or_default(),
             args.playbook.clone(),
         ));
@@ -63,12 +73,7 @@ pub fn resume_args(mut args: RunArgs, st: &RunState) -> Result<RunArgs, StateErr
         Some(given) => {
             let given = Some(given.display().to_string());
             if given != o.inventory {
-                return Err(conflict(
-                    "inventory",
-                    "-i",
-                    shown(&o.inventory),
-                    shown(&given),
-                ));
+                return Err(conflict("inventory", shown(&o.inventory), shown(&given)));
             }
         }
     }
@@ -76,7 +81,6 @@ pub fn resume_args(mut args: RunArgs, st: &RunState) -> Result<RunArgs, StateErr
         None => args.target.limit = o.limit.clone(),
         Some(given) if Some(given) != o.limit.as_ref() => {
             return Err(conflict(
-                "--limit",
                 "--limit",
                 o.limit.clone().unwrap_or_else(|| "no limit".to_owned()),
                 given.clone(),
@@ -89,7 +93,6 @@ pub fn resume_args(mut args: RunArgs, st: &RunState) -> Result<RunArgs, StateErr
     } else if args.target.extra_vars != o.extra_vars {
         return Err(conflict(
             "variables",
-            "-e",
             o.extra_vars.join(" "),
             args.target.extra_vars.join(" "),
         ));
@@ -259,7 +262,12 @@ mod tests {
         other.target.inventory = Some("lab.yaml".into());
         let e = resume_args(other, &started()).unwrap_err().to_string();
         assert!(
-            e.contains("`fleet.yaml`") && e.contains("`lab.yaml`") && e.contains("-i"),
+            e.contains("`fleet.yaml`") && e.contains("`lab.yaml`"),
+            "{e}"
+        );
+        // The command that resumes it as started, no "leave -p out".
+        assert!(
+            e.contains("resume it with `fleetctl rollout --resume r1`"),
             "{e}"
         );
 

@@ -203,10 +203,16 @@ async fn with_transport(
             Err(e) => {
                 let msg = e.cause.to_string();
                 t.failed(msg.clone(), e.kept.clone());
-                let status = if matches!(e.cause, steps::Cause::Check(_)) {
-                    HostStatus::Locked
-                } else {
-                    HostStatus::Unreachable
+                // Only a lost connection is UNREACHABLE: a read-only or full
+                // filesystem is a host that answered and failed.
+                let status = match &e.cause {
+                    steps::Cause::Check(_) => HostStatus::Locked,
+                    steps::Cause::Transport(t)
+                        if t.failure() == crate::transport::Failure::Unreachable =>
+                    {
+                        HostStatus::Unreachable
+                    }
+                    _ => HostStatus::Failed,
                 };
                 return HostEnd {
                     status,
@@ -226,7 +232,9 @@ async fn with_transport(
 
     let mut end = run_steps(job, emit, stop, &mut ctx).await;
 
-    if !job.check {
+    // What the host runs now: after a check, the release it ran before (a
+    // check changed nothing), never the one the run would ship.
+    {
         end.build = remote::current_release(&ctx)
             .await
             .ok()

@@ -87,13 +87,14 @@ pub enum StateError {
         #[source]
         source: std::io::Error,
     },
-    #[error("--resume {run_id}: the run was started with {what} `{was}`, this command gives `{now}`; leave {flag} out (a resume takes it from the run's state file) or start a new run")]
+    #[error("--resume {run_id}: the run was started with {what} `{was}`, this command gives `{now}`; a resume takes the playbook, inventory, --limit and -e from the run's state file, so resume it with `{resume}`, or start a new run")]
     Conflict {
         run_id: String,
         what: &'static str,
-        flag: &'static str,
         was: String,
         now: String,
+        /// The command that resumes the run as it was started.
+        resume: String,
     },
     #[error("--resume {run_id}: the binary {binary} has sha256 {now}, but the run shipped {was}; resuming would leave a mixed fleet: put that build back at {binary}, pass it with --binary, or start a new run")]
     OtherBuild {

@@ -7,6 +7,7 @@
 
 use super::definition::AnalysisSpec;
 use super::judge::{self, Judgement, Verdict};
+use super::metric::Metric;
 use fleet_wire::timing::{PartitionRecord, ProofRecord, TimingLine};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,6 +23,25 @@ pub struct HostWindow {
     pub build: Option<String>,
     /// For a driven workload: the job ids submitted there.
     pub jobs: Option<BTreeSet<String>>,
+    /// Jobs that failed before the daemon gave them an id (the submission
+    /// itself failed: a daemon that died, a refused connection). They leave
+    /// no timing record and count as failures.
+    #[serde(default)]
+    pub unsubmitted_failures: u32,
+}
+
+impl HostWindow {
+    /// Failed jobs that left no timing record: those never accepted, and
+    /// accepted ones without a proof record (a daemon that died writes
+    /// none). The `failures` metric counts each as a failure.
+    pub fn unrecorded_failures(&self, proofs: &[&ProofRecord]) -> usize {
+        let missing = self.jobs.as_ref().map_or(0, |jobs| {
+            jobs.iter()
+                .filter(|id| !proofs.iter().any(|p| &p.tag.job_id == *id))
+                .count()
+        });
+        self.unsubmitted_failures as usize + missing
+    }
 }
 
 impl HostWindow {
@@ -62,6 +82,9 @@ pub struct Counts {
     pub outside_window: usize,
     pub other_build: usize,
     pub other_job: usize,
+    /// Failed jobs with no timing record (see [`HostWindow::unrecorded_failures`]).
+    #[serde(default)]
+    pub unrecorded_failures: usize,
 }
 
 /// One group's hosts and what they contributed.
@@ -145,7 +168,11 @@ pub fn analyse(
             let (parts, proofs) = admitted(w, recs, &mut counts);
             for (m, out) in spec.metrics.iter().zip(samples.iter_mut()) {
                 m.metric.samples(&parts, &proofs, out);
+                if m.metric == Metric::Failures {
+                    out.extend(std::iter::repeat_n(1.0, w.unrecorded_failures(&proofs)));
+                }
             }
+            counts.unrecorded_failures += w.unrecorded_failures(&proofs);
         }
         let summary = GroupSummary {
             hosts: windows.iter().map(|w| w.host.clone()).collect(),
@@ -183,7 +210,6 @@ pub fn analyse(
 mod tests {
     use super::*;
     use crate::experiment::definition::MetricSpec;
-    use crate::experiment::metric::Metric;
     use fleet_wire::timing::{JobTag, Phase};
 
     fn part(host: &str, build: &str, job: &str, ts_ms: u64, total: f64) -> PartitionRecord {
@@ -219,6 +245,7 @@ mod tests {
             end_ms: 2_000,
             build: Some("b1".into()),
             jobs: jobs.map(|j| j.iter().map(|s| s.to_string()).collect()),
+            unsubmitted_failures: 0,
         }
     }
 
@@ -283,6 +310,66 @@ mod tests {
         // Observing (no job filter), the foreign job counts too.
         let a = analyse(&spec(), &[window("c1", None)], &[window("b1", None)], &recs);
         assert_eq!(a.canary.counts.partitions, 21);
+    }
+
+    /// Issue 30: a canary whose daemon died mid-measurement wrote records
+    /// for 7 of its 20 jobs; the other 13 failed with no record at all. They
+    /// are failures (the metric read 0.0000 and passed).
+    #[test]
+    fn failed_jobs_without_records_count_as_failures() {
+        let proof = |host: &str, job: &str| ProofRecord {
+            v: 1,
+            ts_ms: 1_500,
+            tag: JobTag {
+                host: host.into(),
+                build: "b1".into(),
+                job_id: job.into(),
+                circuit: "chain".into(),
+                size: 1024,
+            },
+            partitions: 1,
+            backend: "cpu".into(),
+            verified: Some(true),
+            total_ms: 10.0,
+            error: None,
+        };
+        let ids = jobs();
+        let recs: BTreeMap<String, HostRecords> = [
+            (
+                "c1".to_string(),
+                HostRecords {
+                    parts: Vec::new(),
+                    proofs: ids[..7].iter().map(|j| proof("c1", j)).collect(),
+                },
+            ),
+            (
+                "b1".to_string(),
+                HostRecords {
+                    parts: Vec::new(),
+                    proofs: ids.iter().map(|j| proof("b1", j)).collect(),
+                },
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let failures = AnalysisSpec {
+            metrics: vec![MetricSpec {
+                metric: Metric::Failures,
+                max_regression: 0.05,
+                tolerance: 0.02,
+                must_improve: false,
+                critical: true,
+            }],
+            ..spec()
+        };
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        // 3 accepted jobs without a record, 10 never accepted.
+        let mut canary = window("c1", Some(&refs[..10]));
+        canary.unsubmitted_failures = 10;
+        let a = analyse(&failures, &[canary], &[window("b1", Some(&refs))], &recs);
+        assert_eq!(a.samples["failures"].0.len(), 7 + 3 + 10);
+        assert_eq!(a.canary.counts.unrecorded_failures, 13);
+        assert_eq!(a.verdict, Verdict::Fail, "{a:#?}");
     }
 
     #[test]

@@ -91,6 +91,7 @@ mod tests {
             end_ms: 20,
             build: None,
             jobs: None,
+            unsubmitted_failures: 0,
         };
         let long_ago = SystemTime::now() - Duration::from_secs(3600);
         let (recs, bad) = read(&store, &window, long_ago).unwrap();

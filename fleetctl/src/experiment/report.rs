@@ -444,6 +444,7 @@ mod tests {
             end_ms: 1000,
             build: None,
             jobs: None,
+            unsubmitted_failures: 0,
         };
         let recs: BTreeMap<String, HostRecords> = [
             ("h01".to_string(), proofs("h01", 200.0)),

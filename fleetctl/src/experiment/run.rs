@@ -28,7 +28,7 @@ use crate::playbook::{self, BatchSize, Playbook, PlaybookError, Strategy};
 use crate::steps::{self, remote, Release, StepCtx};
 use crate::timing::collect::{collect_all, CHUNK};
 use crate::timing::store::Store;
-use crate::transport::Transport;
+use crate::transport::{quote::quote, Transport};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -408,13 +408,27 @@ impl Exp {
                 }
                 Progress::Measured => {
                     self.collect().await;
-                    let a = self.analyse()?;
-                    let action = match a.verdict {
+                    let mut a = self.analyse()?;
+                    let mut action = match a.verdict {
                         Verdict::Pass => self.def.actions.pass,
                         Verdict::Marginal => self.def.actions.marginal,
                         Verdict::Fail => self.def.actions.fail,
                         Verdict::Nodata => self.def.actions.nodata,
                     };
+                    // A canary whose daemon is gone serves nothing, whatever
+                    // its records say (a dead daemon writes none): the
+                    // candidate fails and the canaries go back.
+                    let down = self.canaries_down().await;
+                    if !down.is_empty() {
+                        a.reason = format!(
+                            "the daemon of canary {} is gone at the end of the measurement; the statistics ({}: {}) do not count",
+                            down.join("; "),
+                            a.verdict.label(),
+                            a.reason
+                        );
+                        a.verdict = Verdict::Fail;
+                        action = Action::Restore;
+                    }
                     self.log.finished(
                         Stage::Analyse,
                         format!(
@@ -704,6 +718,37 @@ impl Exp {
         self.log.finished(Stage::Collect, "");
     }
 
+    /// Canaries whose daemon does not answer now, each with why.
+    async fn canaries_down(&self) -> Vec<String> {
+        let results = fanout::for_each_host(
+            &self.groups.canary,
+            |h| h.name.as_str(),
+            self.groups.canary.len(),
+            |host| async move {
+                let t = Transport::connect(&host).await.map_err(|e| e.to_string())?;
+                let r = workload::daemon_status(&t, &host)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string());
+                let _ = t.close().await;
+                r
+            },
+        )
+        .await;
+        let mut down = Vec::new();
+        for (host, r) in self.groups.canary.iter().zip(results) {
+            let why = match r {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => e,
+                Err(failed) => failed.reason,
+            };
+            self.log
+                .host(Stage::Measure, &host.name, format!("daemon gone: {why}"));
+            down.push(format!("{} ({why})", host.name));
+        }
+        down
+    }
+
     fn analyse(&self) -> Result<Analysis, ExperimentError> {
         let store = Store::new(&self.opts.store);
         // Files fetched before the experiment began cannot hold its records
@@ -809,8 +854,8 @@ impl Exp {
         match action {
             Action::Keep => {
                 let msg = format!(
-                    "the canaries stay on the candidate; to put them back: fleetctl run -p rollback --limit {}",
-                    self.st.canary.join(",")
+                    "the canaries stay on the candidate; to put them back: {}",
+                    keep_hint(&self.st.origin, &self.st.canary, &self.opts.state_dir)
                 );
                 self.log.finished(Stage::Keep, &msg);
                 self.st.action_result = Some(msg);
@@ -964,6 +1009,28 @@ async fn preflight(host: &Host) -> Result<(String, String), String> {
     r
 }
 
+/// The command that puts kept canaries back: the experiment's own
+/// inventory and variables (without `-i` it would act on the built-in local
+/// inventory), the canaries by name.
+pub fn keep_hint(origin: &Origin, canary: &[String], state_dir: &std::path::Path) -> String {
+    let qt = |s: &str| quote(s).unwrap_or_else(|_| format!("{s:?}"));
+    let mut cmd = "fleetctl run -p rollback".to_owned();
+    if let Some(inv) = &origin.inventory {
+        cmd.push_str(&format!(" -i {}", qt(inv)));
+    }
+    for e in &origin.extra_vars {
+        cmd.push_str(&format!(" -e {}", qt(e)));
+    }
+    cmd.push_str(&format!(" --limit {}", qt(&canary.join(","))));
+    if state_dir != std::path::Path::new(".fleetctl") {
+        cmd.push_str(&format!(
+            " --state-dir {}",
+            qt(&state_dir.display().to_string())
+        ));
+    }
+    cmd
+}
+
 fn workload_text(w: &Workload) -> String {
     match w {
         Workload::Observe { duration } => {
@@ -987,6 +1054,33 @@ fn workload_text(w: &Workload) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_keep_hint_names_the_experiments_inventory_and_variables() {
+        let o = Origin {
+            definition: "d.yaml".into(),
+            inventory: Some("lab fleet.yaml".into()),
+            limit: Some("lab".into()),
+            extra_vars: vec!["config_file=p.toml".into()],
+            binary: "prover".into(),
+            sha256: "aa".into(),
+            store: ".fleetctl/timing".into(),
+        };
+        let canary = ["h1".to_string(), "h2".to_string()];
+        assert_eq!(
+            keep_hint(&o, &canary, std::path::Path::new(".fleetctl")),
+            "fleetctl run -p rollback -i 'lab fleet.yaml' -e config_file=p.toml --limit h1,h2"
+        );
+        let local = Origin {
+            inventory: None,
+            extra_vars: vec![],
+            ..o
+        };
+        assert_eq!(
+            keep_hint(&local, &canary[..1], std::path::Path::new("/var/fleet")),
+            "fleetctl run -p rollback --limit h1 --state-dir /var/fleet"
+        );
+    }
 
     fn started(dir: &std::path::Path) -> ExperimentState {
         let st = ExperimentState {

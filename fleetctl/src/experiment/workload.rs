@@ -239,6 +239,7 @@ pub async fn drive(
             end_ms: start_ms,
             build,
             jobs: None,
+            unsubmitted_failures: 0,
         },
         ok: 0,
         failed: 0,
@@ -248,17 +249,22 @@ pub async fn drive(
     while let Some(r) = workers.join_next().await {
         let Ok((done, interrupted)) = r else {
             load.failed += 1;
+            load.window.unsubmitted_failures += 1;
             continue;
         };
         load.interrupted |= interrupted;
         for (id, result) in done {
-            if let Some(id) = id {
-                jobs.insert(id);
+            if let Some(id) = &id {
+                jobs.insert(id.clone());
             }
+            let accepted = id.is_some();
             match result {
                 Ok(()) => load.ok += 1,
                 Err(e) => {
                     load.failed += 1;
+                    if !accepted {
+                        load.window.unsubmitted_failures += 1;
+                    }
                     if load.errors.len() < ERRORS_KEPT {
                         load.errors.push(e);
                     }
@@ -292,6 +298,7 @@ pub async fn observe(
             end_ms,
             build,
             jobs: None,
+            unsubmitted_failures: 0,
         },
         ok: 0,
         failed: 0,

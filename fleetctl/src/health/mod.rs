@@ -10,3 +10,9 @@
 
 pub mod policy;
 pub mod status;
+
+/// The file under `<install_dir>/state/` that says whether the daemon should
+/// be up: `running` (written by every start) or `stopped` (written by a
+/// drain with `stop: true`, the `stop` playbook). `fleetctl health` fails a
+/// host whose daemon should run and does not.
+pub const INTENT_FILE: &str = "daemon";

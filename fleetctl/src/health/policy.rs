@@ -32,6 +32,9 @@ pub struct Policy {
     pub warn_corrected_ecc: u64,
     /// FAIL when the daemon is configured but not ready.
     pub require_daemon_ready: bool,
+    /// FAIL when no daemon runs, whatever the host's record says (without
+    /// it, only a host whose last start left `state/daemon` = `running`).
+    pub require_daemon: bool,
 }
 
 impl Default for Policy {
@@ -47,12 +50,13 @@ impl Default for Policy {
             warn_on_throttle: true,
             warn_corrected_ecc: 100,
             require_daemon_ready: false,
+            require_daemon: false,
         }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("host {host}: invalid `health` policy override: {source} (known keys: max_uncorrected_ecc, fail_on_remap, fail_on_pcie_degraded, critical_xids, warn_gpu_temp_c, warn_memory_temp_c, warn_pcie_replays, warn_on_throttle, warn_corrected_ecc, require_daemon_ready)")]
+#[error("host {host}: invalid `health` policy override: {source} (known keys: max_uncorrected_ecc, fail_on_remap, fail_on_pcie_degraded, critical_xids, warn_gpu_temp_c, warn_memory_temp_c, warn_pcie_replays, warn_on_throttle, warn_corrected_ecc, require_daemon_ready, require_daemon)")]
 pub struct PolicyError {
     pub host: String,
     pub source: serde_json::Error,
@@ -118,6 +122,25 @@ pub fn evaluate(host: &Host, probe: &Probe, previous: Option<&Probe>, policy: &P
         probe,
         previous,
         policy,
+        daemon_expected: false,
+    }
+    .verdict()
+}
+
+/// [`evaluate`] for a host whose record says a daemon should run there
+/// (`state/daemon` = `running`): one that does not is a FAIL.
+pub fn evaluate_expecting_daemon(
+    host: &Host,
+    probe: &Probe,
+    previous: Option<&Probe>,
+    policy: &Policy,
+) -> Verdict {
+    Evaluation {
+        host,
+        probe,
+        previous,
+        policy,
+        daemon_expected: true,
     }
     .verdict()
 }
@@ -130,6 +153,8 @@ pub struct Evaluation<'a> {
     /// The host's previous probe, for the "rising" rules.
     pub previous: Option<&'a Probe>,
     pub policy: &'a Policy,
+    /// The host's last start said the daemon should run (`state/daemon`).
+    pub daemon_expected: bool,
 }
 
 /// One GPU as the per-GPU rules see it.
@@ -145,7 +170,14 @@ type HostRule = fn(&Evaluation<'_>, &mut Vec<Finding>);
 type GpuRule = fn(&GpuCheck<'_>, &mut Vec<Finding>);
 
 /// Host-level rules, in the order their findings are listed.
-const HOST_RULES: &[HostRule] = &[gpu_presence, daemon_ready, device_rotation];
+const HOST_RULES: &[HostRule] = &[
+    gpu_presence,
+    daemon_ready,
+    daemon_down,
+    device_rotation,
+    daemon_on_cpu,
+    daemon_devices,
+];
 /// Per-GPU rules, in the order their findings are listed.
 const GPU_RULES: &[GpuRule] = &[
     ecc_uncorrected,
@@ -289,6 +321,112 @@ fn daemon_ready(e: &Evaluation<'_>, out: &mut Vec<Finding>) {
             ));
         }
     }
+}
+
+/// A host that should run a daemon (the inventory's `require_daemon`, or the
+/// last start's record) and runs none proves nothing.
+fn daemon_down(e: &Evaluation<'_>, out: &mut Vec<Finding>) {
+    if !(e.policy.require_daemon || e.daemon_expected) {
+        return;
+    }
+    let d = e.probe.daemon.as_ref();
+    if d.is_some_and(|d| d.alive) {
+        return;
+    }
+    let why = if e.policy.require_daemon {
+        "the policy requires one (require_daemon)"
+    } else {
+        "the last start left state/daemon = running and no stop since"
+    };
+    let reading = match d {
+        Some(d) => match (d.pid, d.state.as_deref()) {
+            (Some(pid), Some(state)) => format!("pid {pid} {state}"),
+            (Some(pid), None) => format!("pid {pid} gone"),
+            (None, _) => format!("no pid file ({})", d.pid_file),
+        },
+        None => "no daemon section in the probe".into(),
+    };
+    out.push(Finding::new(Fail, None, "daemon_down").saw(
+        reading,
+        "a running daemon".into(),
+        format!(
+            "no prover daemon runs on this host, but {why}: see its log, then start it again with the `restart` playbook, or record a stop on purpose with the `stop` playbook"
+        ),
+    ));
+}
+
+/// The daemon's CUDA devices as it runs them (in rotation or not), or `None`
+/// when it proves on the CPU backend only; `None` too before `/status`
+/// answered (no devices listed).
+fn cuda_devices(d: &fleet_wire::health::Daemon) -> Option<usize> {
+    let cuda = d.devices.iter().filter(|x| x.backend == "cuda").count();
+    (cuda > 0 || d.devices.is_empty()).then_some(cuda)
+}
+
+/// GPUs the daemon was asked to prove on: the config's list, or under
+/// `"all"` the GPUs NVML sees (at least the inventory's `gpus`). `None` when
+/// the probe does not say (an older prober).
+fn devices_asked(e: &Evaluation<'_>, d: &fleet_wire::health::Daemon) -> Option<usize> {
+    use fleet_wire::health::GpuDevices;
+    match d.gpu_devices.as_ref()? {
+        GpuDevices::List(l) => Some(l.len()),
+        GpuDevices::All => Some(e.probe.gpus.devices.len().max(e.host.gpus as usize)),
+    }
+}
+
+/// A daemon that fell back to the CPU backend on a GPU host (under
+/// `gpu.devices = "all"` a CUDA failure at start, e.g. a broken NVRTC, does
+/// that) answers ready and proves, orders of magnitude slower.
+fn daemon_on_cpu(e: &Evaluation<'_>, out: &mut Vec<Finding>) {
+    let Some(d) = e
+        .probe
+        .daemon
+        .as_ref()
+        .filter(|d| d.alive && !d.devices.is_empty())
+    else {
+        return;
+    };
+    if cuda_devices(d).is_some() {
+        return;
+    }
+    let gpus = e.probe.gpus.devices.len().max(e.host.gpus as usize);
+    let asked = devices_asked(e, d);
+    if gpus == 0 || asked == Some(0) {
+        return;
+    }
+    out.push(Finding::new(Fail, None, "daemon_on_cpu").saw(
+        "backend cpu".into(),
+        format!("cuda on {} GPU(s)", asked.unwrap_or(gpus)),
+        format!(
+            "the daemon proves on the CPU backend although this host has {gpus} GPU(s): CUDA did not initialise at start (driver, NVRTC); see the daemon's log, then restart it"
+        ),
+    ));
+}
+
+/// A daemon running fewer CUDA devices than its config asks for (a device
+/// it could not open counts: it is listed out of rotation).
+fn daemon_devices(e: &Evaluation<'_>, out: &mut Vec<Finding>) {
+    let Some(d) = e
+        .probe
+        .daemon
+        .as_ref()
+        .filter(|d| d.alive && !d.devices.is_empty())
+    else {
+        return;
+    };
+    let (Some(runs), Some(asked)) = (cuda_devices(d), devices_asked(e, d)) else {
+        return;
+    };
+    if runs == 0 || runs >= asked {
+        return;
+    }
+    out.push(Finding::new(Fail, None, "daemon_devices").saw(
+        format!("{runs} CUDA device(s)"),
+        format!(">= {asked}"),
+        format!(
+            "the daemon runs {runs} of the {asked} GPU(s) its config asks for (gpu.devices): a GPU was hidden from it at start (CUDA_VISIBLE_DEVICES, driver); restart it once all are visible"
+        ),
+    ));
 }
 
 /// A device the daemon took out of rotation (its driver failed, or it did
@@ -550,6 +688,115 @@ mod tests {
             )
         );
         assert!(f.message.contains("GPU 3 out of rotation"), "{}", f.message);
+    }
+
+    fn dev(backend: &str, ordinal: Option<u32>) -> fleet_wire::api::DeviceState {
+        fleet_wire::api::DeviceState {
+            backend: backend.into(),
+            ordinal,
+            name: None,
+            workers: 1,
+            busy: 0,
+            partitions_done: 0,
+            in_rotation: true,
+            error: None,
+        }
+    }
+
+    /// Issue 29: under `gpu.devices = "all"` a broken NVRTC makes the daemon
+    /// fall back to the CPU; it answers ready and passed every rule.
+    #[test]
+    fn a_gpu_host_proving_on_the_cpu_or_on_fewer_gpus_than_asked_fails_by_name() {
+        use fleet_wire::health::GpuDevices;
+        let with = |asked: Option<GpuDevices>, devices: Vec<fleet_wire::api::DeviceState>| {
+            move |p: &mut Probe| {
+                let d = p.daemon.get_or_insert_with(Default::default);
+                d.alive = true;
+                d.ready = Some(true);
+                d.gpu_devices = asked;
+                d.devices = devices;
+            }
+        };
+        let f = only_finding(with(Some(GpuDevices::All), vec![dev("cpu", None)]), None);
+        assert_eq!(
+            (f.severity, f.rule.as_str()),
+            (Severity::Fail, "daemon_on_cpu")
+        );
+        assert!(f.message.contains("8 GPU(s)"), "{}", f.message);
+        // An older prober that does not say what was asked: still caught.
+        let f = only_finding(with(None, vec![dev("cpu", None)]), None);
+        assert_eq!(f.rule, "daemon_on_cpu");
+        // Asked for 8 ("all"), runs 6.
+        let six: Vec<_> = (0..6).map(|o| dev("cuda", Some(o))).collect();
+        let f = only_finding(with(Some(GpuDevices::All), six.clone()), None);
+        assert_eq!(
+            (f.rule.as_str(), f.reading.as_str(), f.threshold.as_str()),
+            ("daemon_devices", "6 CUDA device(s)", ">= 8")
+        );
+        // Asked for exactly those 6: fine; asked for the CPU: fine on a GPU host.
+        let mut p = probe();
+        with(Some(GpuDevices::List((0..6).collect())), six)(&mut p);
+        assert_eq!(
+            evaluate(&host(8), &p, None, &Policy::default()).severity,
+            Severity::Ok
+        );
+        let mut p = probe();
+        with(Some(GpuDevices::List(vec![])), vec![dev("cpu", None)])(&mut p);
+        assert_eq!(
+            evaluate(&host(8), &p, None, &Policy::default()).severity,
+            Severity::Ok
+        );
+        // A CPU host (no NVML GPUs, gpus: 0) on the CPU backend is fine.
+        let mut p = probe();
+        p.gpus.devices.clear();
+        with(Some(GpuDevices::All), vec![dev("cpu", None)])(&mut p);
+        assert_eq!(
+            evaluate(&host(0), &p, None, &Policy::default()).severity,
+            Severity::Ok
+        );
+        // Before /status answered nothing is claimed.
+        let mut p = probe();
+        with(Some(GpuDevices::All), vec![])(&mut p);
+        assert_eq!(
+            evaluate(&host(8), &p, None, &Policy::default()).severity,
+            Severity::Ok
+        );
+    }
+
+    #[test]
+    fn a_host_that_should_run_a_daemon_and_does_not_fails_daemon_down() {
+        let mut p = probe();
+        let d = p.daemon.get_or_insert_with(Default::default);
+        d.alive = false;
+        d.pid = None;
+        d.pid_file = "run/prover.pid".into();
+        // Nothing says a daemon should be there: no finding.
+        assert_eq!(
+            evaluate(&host(8), &p, None, &Policy::default()).severity,
+            Severity::Ok
+        );
+        let v = evaluate_expecting_daemon(&host(8), &p, None, &Policy::default());
+        assert_eq!(v.severity, Severity::Fail);
+        assert_eq!(v.findings[0].rule, "daemon_down");
+        assert_eq!(v.findings[0].reading, "no pid file (run/prover.pid)");
+        assert!(
+            v.findings[0].message.contains("state/daemon = running"),
+            "{}",
+            v.findings[0].message
+        );
+        let required = Policy {
+            require_daemon: true,
+            ..Policy::default()
+        };
+        let v = evaluate(&host(8), &p, None, &required);
+        assert_eq!(v.findings[0].rule, "daemon_down");
+        assert!(v.findings[0].message.contains("require_daemon"));
+        // Running: no finding either way.
+        p.daemon.as_mut().unwrap().alive = true;
+        assert_eq!(
+            evaluate_expecting_daemon(&host(8), &p, None, &required).severity,
+            Severity::Ok
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 const STATUS_MARK: &str = "@@fleetctl-status@@";
 const NO_RELEASE: &str = "@@fleetctl-no-release@@";
 const RELEASE_MARK: &str = "@@fleetctl-release@@";
+const INTENT_MARK: &str = "@@fleetctl-intent@@";
 
 /// What one host answered.
 #[derive(Debug, Clone, Serialize)]
@@ -27,6 +28,10 @@ pub struct HostReading {
     /// the id the rollout table shows (not the git build the daemon reports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
+    /// `state/daemon` on the host: `running` after a start, `stopped` after
+    /// the `stop` playbook; `None` when never written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon_intent: Option<String>,
     pub probe: Option<Probe>,
     /// The daemon's `/status`, when it answered.
     pub status: Option<Status>,
@@ -42,8 +47,10 @@ fn script(host: &Host) -> Result<String, String> {
         "cd {install} 2>/dev/null || {{ echo {NO_RELEASE}; exit 0; }}; \
          [ -x current/prover ] || {{ echo {NO_RELEASE}; exit 0; }}; \
          echo {RELEASE_MARK} \"$(readlink current)\"; \
+         echo {INTENT_MARK} \"$(cat state/{intent} 2>/dev/null)\"; \
          current/prover health --config {cfg}; echo; echo {STATUS_MARK}; \
-         current/prover client status --config {cfg} 2>/dev/null; exit 0"
+         current/prover client status --config {cfg} 2>/dev/null; exit 0",
+        intent = super::INTENT_FILE,
     ))
 }
 
@@ -52,6 +59,7 @@ fn script(host: &Host) -> Result<String, String> {
 struct Parsed {
     installed: bool,
     release: Option<String>,
+    daemon_intent: Option<String>,
     probe: Option<Probe>,
     status: Option<Status>,
     error: Option<String>,
@@ -76,6 +84,13 @@ fn parse(host: &str, text: &str) -> Parsed {
         }
         _ => (None, text),
     };
+    let (daemon_intent, text) = match text.split_once('\n') {
+        Some((first, rest)) if first.starts_with(INTENT_MARK) => {
+            let intent = first[INTENT_MARK.len()..].trim();
+            ((!intent.is_empty()).then(|| intent.to_owned()), rest)
+        }
+        _ => (None, text),
+    };
     let (probe_text, status_text) = text.split_once(STATUS_MARK).unwrap_or((text, ""));
     let (probe, error) = match Probe::parse(probe_text.trim()) {
         Ok(p) => (Some(p), None),
@@ -90,6 +105,7 @@ fn parse(host: &str, text: &str) -> Parsed {
     Parsed {
         installed: true,
         release,
+        daemon_intent,
         probe,
         status,
         error,
@@ -145,6 +161,7 @@ pub async fn read_host(host: &Host, deadline: Duration) -> HostReading {
                 reachable: true,
                 installed: p.installed,
                 release: p.release,
+                daemon_intent: p.daemon_intent,
                 probe: p.probe,
                 status: p.status,
                 error: p.error,
@@ -156,6 +173,7 @@ pub async fn read_host(host: &Host, deadline: Duration) -> HostReading {
             reachable: false,
             installed: false,
             release: None,
+            daemon_intent: None,
             probe: None,
             status: None,
             error: Some(e),
@@ -186,6 +204,7 @@ where
                 reachable: false,
                 installed: false,
                 release: None,
+                daemon_intent: None,
                 probe: None,
                 status: None,
                 error: Some(e.to_string()),
@@ -229,6 +248,16 @@ mod tests {
         );
         let p = parse("h", "@@fleetctl-release@@ \nx\n");
         assert_eq!(p.release, None, "no link, no release");
+        let p = parse(
+            "h",
+            &format!(
+                "@@fleetctl-release@@ releases/{sha}\n@@fleetctl-intent@@ running\nnot a probe\n"
+            ),
+        );
+        assert_eq!(p.daemon_intent.as_deref(), Some("running"));
+        assert!(p.error.unwrap().contains("no valid probe"));
+        let p = parse("h", "@@fleetctl-release@@ x\n@@fleetctl-intent@@ \nx\n");
+        assert_eq!(p.daemon_intent, None, "never written");
     }
 
     /// A reading whose host `Shmem` is mostly tmpfs (5 GiB) while the
@@ -267,6 +296,7 @@ mod tests {
             reachable: true,
             installed: true,
             release: None,
+            daemon_intent: None,
             probe: Some(probe),
             status: with_status.then_some(status),
             error: None,

@@ -43,6 +43,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "gpus",
     "tags",
     "health",
+    "shared_machine",
 ];
 
 /// A whole inventory file as written.
@@ -88,6 +89,7 @@ pub struct RawHost {
     pub gpus: Option<u32>,
     pub tags: Option<Vec<String>>,
     pub health: Option<Map<String, Value>>,
+    pub shared_machine: Option<bool>,
     pub vars: Option<RawVars>,
 }
 
@@ -119,6 +121,7 @@ impl RawHost {
         put("gpus", self.gpus.map(Value::from));
         put("tags", self.tags.map(Value::from));
         put("health", self.health.map(Value::Object));
+        put("shared_machine", self.shared_machine.map(Value::from));
         out
     }
 }

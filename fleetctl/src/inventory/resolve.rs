@@ -71,8 +71,49 @@ pub enum ResolveError {
         origin: Origin,
         problem: String,
     },
+    #[error("{0}")]
+    SameMachine(Box<SameMachine>),
     #[error("-e {arg}: expected KEY=VALUE")]
     ExtraVar { arg: String },
+}
+
+/// Two inventory entries that reach one machine.
+#[derive(Debug)]
+pub struct SameMachine {
+    pub file: String,
+    pub first: String,
+    pub second: String,
+    /// `address:port`, with the jump host when there is one.
+    pub machine: String,
+    /// Set when both also have the same install_dir (never allowed).
+    pub install_dir: Option<String>,
+}
+
+impl fmt::Display for SameMachine {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let SameMachine {
+            file,
+            first,
+            second,
+            machine,
+            install_dir,
+        } = self;
+        write!(
+            f,
+            "{file}: hosts `{first}` and `{second}` are the same machine ({machine})"
+        )?;
+        match install_dir {
+            Some(dir) => write!(
+                f,
+                " with the same install_dir {dir}: one installation cannot be two hosts, even with `shared_machine`"
+            ),
+            None => f.write_str(
+                "; two entries would take two locks and start two daemons there. Remove one, \
+                 or, for two daemons on purpose (their own install_dir and port), set \
+                 `shared_machine: true` on both",
+            ),
+        }
+    }
 }
 
 /// One host with the origin of each of its variables.
@@ -300,11 +341,68 @@ pub fn resolve(
         )?;
         hosts.push(Resolved { host, origins });
     }
+    check_machines(&hosts, file)?;
     Ok(ResolvedInventory {
         file: file.to_string(),
         hosts,
         groups: group_members,
     })
+}
+
+/// The machine an entry reaches: for SSH the address (case folded), port and
+/// jump host; every local entry is this machine.
+fn machine(h: &Host) -> String {
+    match h.transport {
+        TransportKind::Local => "this machine, transport local".to_string(),
+        TransportKind::Ssh => {
+            let mut m = format!("{}:{}", h.address.to_ascii_lowercase(), h.port);
+            if let Some(j) = &h.jump_host {
+                m.push_str(&format!(" via {j}"));
+            }
+            m
+        }
+    }
+}
+
+/// Two entries on one machine are refused unless both opt in with
+/// `shared_machine: true`, and never with one install_dir (one lock, one pid
+/// file, one daemon). Local entries are one machine by nature (tests and
+/// experiments run several in their own folders), so only their install_dir
+/// must differ.
+fn check_machines(hosts: &[Resolved], file: &str) -> Result<(), ResolveError> {
+    let shared = |r: &Resolved| {
+        r.origins
+            .get("shared_machine")
+            .is_some_and(|(v, _)| v.as_bool() == Some(true))
+    };
+    for (i, a) in hosts.iter().enumerate() {
+        for b in &hosts[..i] {
+            let (ha, hb) = (&b.host, &a.host);
+            if machine(ha) != machine(hb) {
+                continue;
+            }
+            let install = |h: &Host| h.install_dir.trim_end_matches('/').to_string();
+            if install(ha) == install(hb) {
+                return Err(ResolveError::SameMachine(Box::new(SameMachine {
+                    file: file.to_string(),
+                    first: ha.name.clone(),
+                    second: hb.name.clone(),
+                    machine: machine(ha),
+                    install_dir: Some(ha.install_dir.clone()),
+                })));
+            }
+            if ha.transport == TransportKind::Ssh && !(shared(a) && shared(b)) {
+                return Err(ResolveError::SameMachine(Box::new(SameMachine {
+                    file: file.to_string(),
+                    first: ha.name.clone(),
+                    second: hb.name.clone(),
+                    machine: machine(ha),
+                    install_dir: None,
+                })));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The login user when no layer sets one: whoever runs fleetctl, as ssh
@@ -481,6 +579,14 @@ fn build(
             ))
         }
     };
+    if let Some((v, _)) = merged.get("shared_machine") {
+        if !v.is_boolean() && !v.is_null() {
+            return Err(bad(
+                "shared_machine",
+                format!("must be true or false, not {v}"),
+            ));
+        }
+    }
     if let Some((v, _)) = merged.get("health") {
         if !v.is_object() && !v.is_null() {
             return Err(bad("health", format!("must be a mapping, not {v}")));
@@ -673,6 +779,53 @@ hosts:
         let names: Vec<&str> = inv.hosts.iter().map(|h| h.host.name.as_str()).collect();
         assert_eq!(names, vec!["y", "x"]);
         assert_eq!(host(&inv, "x").host.tags, vec!["fleet", "g"]);
+    }
+
+    #[test]
+    fn two_entries_on_one_machine_are_refused_naming_both_unless_both_opt_in() {
+        let e = inv(
+            "hosts:\n  a: { address: 10.0.0.5 }\n  b: { address: 10.0.0.6 }\n  c: { address: 10.0.0.5, install_dir: /srv/p2 }\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`a` and `c` are the same machine (10.0.0.5:22)"),
+            "{e}"
+        );
+        assert!(e.contains("shared_machine: true"), "{e}");
+        // Another port or jump host is another machine (NAT, bastions).
+        inv(
+            "hosts:\n  a: { address: 10.0.0.5 }\n  b: { address: 10.0.0.5, port: 2222 }\n  c: { address: 10.0.0.5, jump_host: j2 }\n",
+            &[],
+        )
+        .unwrap();
+        // Case of a DNS name does not make another machine.
+        assert!(inv(
+            "hosts:\n  a: { address: Gpu1 }\n  b: { address: gpu1, install_dir: /x }\n",
+            &[]
+        )
+        .is_err());
+        // Opt-in on one side only is not enough; on both, with two install_dirs, it is.
+        assert!(inv("vars: { address: 10.0.0.5 }\nhosts:\n  a: { shared_machine: true }\n  b: { install_dir: /srv/p2 }\n", &[]).is_err());
+        let ok = inv(
+            "vars: { address: 10.0.0.5, shared_machine: true }\nhosts:\n  a: {}\n  b: { install_dir: /srv/p2 }\n",
+            &[],
+        )
+        .unwrap();
+        assert!(!ok.hosts[0].host.vars.contains_key("shared_machine"));
+        // One install_dir is never two hosts, opt-in or not, local or ssh.
+        let e = inv(
+            "vars: { address: 10.0.0.5, shared_machine: true }\nhosts:\n  a: {}\n  b: {}\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("same install_dir /opt/prover"), "{e}");
+        assert!(inv("hosts:\n  a: { transport: local, install_dir: /x/ }\n  b: { transport: local, install_dir: /x }\n", &[]).is_err());
+        inv("hosts:\n  a: { transport: local, install_dir: /x }\n  b: { transport: local, install_dir: /y }\n", &[]).unwrap();
+        // -e address= on every host makes them one machine.
+        assert!(inv("hosts:\n  a: {}\n  b: {}\n", &["address=10.1.1.1"]).is_err());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `--limit`: pick hosts by name, group, `tag:NAME` or glob, comma-separated.
+//! `--limit`: pick hosts by name, group, `tag:NAME` or glob, comma-separated;
+//! `!PATTERN` leaves hosts out and `&PATTERN` keeps only those it matches.
 
 use super::resolve::ResolvedInventory;
 
@@ -38,9 +39,22 @@ pub fn select(inv: &ResolvedInventory, limit: Option<&str>) -> Result<Vec<usize>
     let Some(limit) = limit else {
         return Ok((0..inv.hosts.len()).collect());
     };
-    let mut picked = vec![false; inv.hosts.len()];
+    // As Ansible reads it: the union of the plain patterns (every host when
+    // there are only `!` ones), narrowed by each `&PATTERN`, less each `!PATTERN`.
+    let n = inv.hosts.len();
+    let (mut union, mut any_plain) = (vec![false; n], false);
+    let (mut within, mut without) = (vec![true; n], vec![false; n]);
     for pattern in limit.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let hits = matches(inv, pattern)?;
+        let (kind, bare) = match pattern.as_bytes()[0] {
+            b'!' => ('!', pattern[1..].trim()),
+            b'&' => ('&', pattern[1..].trim()),
+            _ => (' ', pattern),
+        };
+        let hits = if bare.is_empty() {
+            Vec::new()
+        } else {
+            matches(inv, bare)?
+        };
         if hits.is_empty() {
             return Err(no_match(
                 inv,
@@ -48,11 +62,22 @@ pub fn select(inv: &ResolvedInventory, limit: Option<&str>) -> Result<Vec<usize>
                 &format!("`{pattern}` matches no host, group or tag"),
             ));
         }
-        for i in hits {
-            picked[i] = true;
+        match kind {
+            '!' => hits.iter().for_each(|&i| without[i] = true),
+            '&' => {
+                let mut keep = vec![false; n];
+                hits.iter().for_each(|&i| keep[i] = true);
+                (0..n).for_each(|i| within[i] &= keep[i]);
+            }
+            _ => {
+                any_plain = true;
+                hits.iter().for_each(|&i| union[i] = true);
+            }
         }
     }
-    let out: Vec<usize> = (0..picked.len()).filter(|i| picked[*i]).collect();
+    let out: Vec<usize> = (0..n)
+        .filter(|&i| (union[i] || !any_plain) && within[i] && !without[i])
+        .collect();
     if out.is_empty() {
         return Err(no_match(inv, limit, "selects no host"));
     }
@@ -61,6 +86,9 @@ pub fn select(inv: &ResolvedInventory, limit: Option<&str>) -> Result<Vec<usize>
 
 fn matches(inv: &ResolvedInventory, pattern: &str) -> Result<Vec<usize>, SelectError> {
     let hosts = &inv.hosts;
+    if pattern == "all" && !inv.groups.iter().any(|(g, _)| g == "all") {
+        return Ok((0..hosts.len()).collect());
+    }
     if let Some(tag) = pattern.strip_prefix("tag:") {
         return Ok((0..hosts.len())
             .filter(|&i| hosts[i].host.tags.iter().any(|t| t == tag))
@@ -172,6 +200,33 @@ hosts:
         assert_eq!(names(Some("gpu-0*")), vec!["gpu-01", "gpu-02", "gpu-03"]);
         assert_eq!(names(Some("cpu-01, gpu-1?")), vec!["gpu-10", "cpu-01"]);
         assert_eq!(names(Some("canary,gpu-03")), vec!["gpu-03"]);
+    }
+
+    #[test]
+    fn exclusions_and_intersections_as_ansible_writes_them() {
+        assert_eq!(names(Some("gpu,!gpu-02")), vec!["gpu-01", "gpu-03"]);
+        assert_eq!(
+            names(Some("!gpu-02, gpu")),
+            vec!["gpu-01", "gpu-03"],
+            "order does not matter"
+        );
+        assert_eq!(
+            names(Some("!gpu")),
+            vec!["gpu-10", "cpu-01"],
+            "only exclusions: from all"
+        );
+        assert_eq!(
+            names(Some("all,!tag:canary,!cpu")),
+            vec!["gpu-02", "gpu-03", "gpu-10"]
+        );
+        assert_eq!(names(Some("gpu-0*,&gpu,!canary")), vec!["gpu-01", "gpu-02"]);
+        assert_eq!(names(Some("gpu-*,&tag:canary")), vec!["gpu-01"]);
+        let inv = inv();
+        let e = select(&inv, Some("gpu,!gpu-99")).unwrap_err().to_string();
+        assert!(e.contains("`!gpu-99` matches no host"), "{e}");
+        let e = select(&inv, Some("gpu,!gpu")).unwrap_err().to_string();
+        assert!(e.contains("selects no host"), "{e}");
+        assert!(select(&inv, Some("gpu,!")).is_err(), "a bare ! is a typo");
     }
 
     #[test]

@@ -19,6 +19,11 @@ pub struct DrainParams {
     /// Interval between checks of /proc.
     #[serde(with = "duration")]
     pub poll: Duration,
+    /// The daemon is stopped on purpose (the `stop` playbook): once it is
+    /// gone, `state/daemon` says `stopped` and `fleetctl health` no longer
+    /// expects a daemon on the host. Without it a drain is the first half of
+    /// a restart, and a host left without its daemon fails health.
+    pub stop: bool,
 }
 
 impl Default for DrainParams {
@@ -27,6 +32,7 @@ impl Default for DrainParams {
             timeout: Duration::from_secs(30),
             kill_wait: Duration::from_secs(10),
             poll: Duration::from_millis(200),
+            stop: false,
         }
     }
 }
@@ -42,6 +48,14 @@ pub fn describe(p: &DrainParams, ctx: &StepCtx<'_>) -> String {
 const KEPT: &str = "releases and `current`; the daemon may still be running";
 
 pub(super) async fn run(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
+    let outcome = drain(p, ctx).await?;
+    if p.stop {
+        kept(remote::record_intent(ctx, "stopped").await, KEPT)?;
+    }
+    Ok(outcome)
+}
+
+async fn drain(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
     let (pid, info) = match kept(remote::daemon_state(ctx).await, KEPT)? {
         DaemonState::NotRunning(reason) => return Ok(StepOutcome::skipped(reason)),
         DaemonState::Running { pid, info } => (pid, info),

@@ -60,8 +60,12 @@ pub async fn acquire_lock(
     );
     let build = || -> Result<String, Cause> {
         Ok(format!(
-            "mkdir -p {state} && if mkdir {lock} 2>/dev/null; then printf '%s' {owner} > {lock}/owner && echo acquired; \
-             else echo held; sed -n 2p {lock}/owner 2>/dev/null; echo; echo \"age=$(( $(date +%s) - $(stat -c %Y {lock}) ))\"; fi",
+            // Only an existing lock is "held": any other reason mkdir fails
+            // (a read-only or full filesystem, no permission) is that
+            // failure, with mkdir's own words on stderr.
+            "mkdir -p {state} || exit 1; if e=$(mkdir {lock} 2>&1); then printf '%s' {owner} > {lock}/owner && echo acquired; \
+             elif [ -d {lock} ]; then echo held; sed -n 2p {lock}/owner 2>/dev/null; echo; echo \"age=$(( $(date +%s) - $(stat -c %Y {lock} 2>/dev/null || date +%s) ))\"; \
+             else printf '%s\\n' \"$e\" >&2; exit 1; fi",
             state = q(&layout.state())?,
             lock = q(&path)?,
             owner = q(&owner)?,

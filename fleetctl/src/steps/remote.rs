@@ -57,6 +57,12 @@ impl Layout {
     pub fn previous_file(&self) -> String {
         format!("{}/state/previous", self.install)
     }
+    /// `running` or `stopped`: whether the daemon should be up, as the last
+    /// `start` (running) or a `stop: true` drain (stopped) left it; `fleetctl
+    /// health` fails a host whose daemon should run and does not.
+    pub fn intent_file(&self) -> String {
+        format!("{}/state/{INTENT_FILE}", self.install)
+    }
     /// Releases that passed `verify` on this host, oldest first: what a
     /// rollback may go back to.
     pub fn verified_file(&self) -> String {
@@ -323,6 +329,22 @@ pub async fn probe(ctx: &StepCtx<'_>, timeout: Duration) -> Result<Probe, Cause>
     let out = ctx.transport.run_script_ok(&script, timeout).await?;
     Probe::parse(&String::from_utf8_lossy(&out.stdout))
         .map_err(|e| Cause::Check(format!("`prover health` output: {e}")))
+}
+
+pub use crate::health::INTENT_FILE;
+
+/// Records that the daemon should (`running`) or should not (`stopped`) be up.
+pub async fn record_intent(ctx: &StepCtx<'_>, intent: &str) -> Result<(), Cause> {
+    let layout = ctx.layout();
+    // A host with nothing installed is left so: a stop creates no tree.
+    let script = format!(
+        "[ -d {} ] || exit 0; mkdir -p {} && echo {intent} > {}",
+        q(&layout.install)?,
+        q(&layout.state())?,
+        q(&layout.intent_file())?
+    );
+    ctx.transport.run_script_ok(&script, QUICK).await?;
+    Ok(())
 }
 
 /// How many verified releases a host remembers.

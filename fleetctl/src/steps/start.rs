@@ -168,11 +168,12 @@ fn switch_script(
 fn launch_script(install: &str) -> Result<String, Cause> {
     let i = install.trim_end_matches('/');
     Ok(format!(
-        "cd {qi} && mkdir -p logs run && {{ setsid {bin} daemon --config {cfg} >> {log} 2>&1 < /dev/null & echo $!; }}",
+        "cd {qi} && mkdir -p logs run state && echo running > state/{intent} && {{ setsid {bin} daemon --config {cfg} >> {log} 2>&1 < /dev/null & echo $!; }}",
         qi = q(i)?,
         bin = q(&format!("{i}/current/prover"))?,
         cfg = q(&format!("{i}/current/prover.toml"))?,
         log = q(&format!("{i}/logs/prover.log"))?,
+        intent = super::remote::INTENT_FILE,
     ))
 }
 

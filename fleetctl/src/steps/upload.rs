@@ -10,7 +10,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UploadParams {
-    /// Releases kept on the host (the current and previous ones always are).
+    /// Releases kept on the host (the current, previous, and last verified
+    /// ones always are).
     pub keep_releases: usize,
     /// Deadline for each file transfer.
     #[serde(with = "duration")]
@@ -52,6 +53,13 @@ pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepO
         None => None,
     };
 
+    // Under the host's rollout lock no other upload runs here: every
+    // temporary file is what an upload killed mid-transfer left.
+    let swept = if ctx.check {
+        String::new()
+    } else {
+        kept(sweep_temporaries(ctx).await, KEPT)?
+    };
     if kept(present(ctx, &dir, &sha, config_sha.as_deref()).await, KEPT)? {
         if ctx.check {
             return Ok(StepOutcome::skipped(format!(
@@ -64,9 +72,10 @@ pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepO
                 .await,
             KEPT,
         )?;
+        kept(runs_here(ctx, &dir).await, KEPT)?;
         let pruned = kept(prune(ctx, p.keep_releases).await, KEPT)?;
         return Ok(StepOutcome::skipped(format!(
-            "release {short} already present and verified{pruned}"
+            "release {short} already present and verified{swept}{pruned}"
         )));
     }
     if ctx.check {
@@ -76,6 +85,7 @@ pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepO
         )));
     }
 
+    kept(same_architecture(ctx).await, KEPT)?;
     let qdir = kept(q(&dir), KEPT)?;
     let mkdirs = format!(
         "mkdir -p {0} && cd {0} && mkdir -p releases run logs state params && if [ -d {qdir} ]; then echo existed; else mkdir {qdir}; fi",
@@ -138,11 +148,106 @@ pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepO
         }
         return Err((disk_full_hint(cause), kept_cleaned));
     }
+    kept(runs_here(ctx, &dir).await, KEPT)?;
     let pruned = kept(prune(ctx, p.keep_releases).await, KEPT)?;
     Ok(StepOutcome::done(format!(
-        "uploaded release {short} ({}){pruned}",
+        "uploaded release {short} ({}){swept}{pruned}",
         super::params::ByteSize(file_len(ctx))
     )))
+}
+
+/// The machine an ELF binary is built for, in `uname -m` words; `None`
+/// for a file that is not ELF or a machine not listed (then only
+/// `prover --version` on the host decides).
+fn elf_machine(path: &std::path::Path) -> Option<&'static [&'static str]> {
+    use std::io::Read;
+    let mut head = [0u8; 20];
+    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
+    if &head[..4] != b"\x7fELF" {
+        return None;
+    }
+    let machine = match head[5] {
+        1 => u16::from_le_bytes([head[18], head[19]]),
+        _ => u16::from_be_bytes([head[18], head[19]]),
+    };
+    Some(match machine {
+        0x3e => &["x86_64", "amd64"],
+        0xb7 => &["aarch64", "arm64"],
+        0x03 => &["i386", "i486", "i586", "i686"],
+        0x28 => &["armv7l", "armv6l", "armv8l", "arm"],
+        0xf3 => &["riscv64"],
+        0x15 => &["ppc64le", "ppc64"],
+        0x16 => &["s390x"],
+        _ => return None,
+    })
+}
+
+/// A build for another architecture is refused before anything is sent:
+/// the host would only say so through its shell reading the ELF as a
+/// script (`Syntax error: ")" unexpected`), and after a drain.
+async fn same_architecture(ctx: &StepCtx<'_>) -> Result<(), Cause> {
+    let Some(built_for) = elf_machine(&ctx.release.binary) else {
+        return Ok(());
+    };
+    let host = ctx.transport.run(&["uname", "-m"], QUICK).await?;
+    let arch = host.stdout_text();
+    if !host.success() || arch.is_empty() || built_for.contains(&arch.as_str()) {
+        return Ok(());
+    }
+    Err(Cause::Check(format!(
+        "{}: exec format error: {} is built for {} and the host runs {arch} (`uname -m`); nothing was uploaded; fix: {}",
+        ctx.host.name,
+        ctx.release.binary.display(),
+        built_for[0],
+        crate::transport::Failure::ExecFormat.fix()
+    )))
+}
+
+/// The release's binary (an ELF of a known machine) starts on this host
+/// (`prover --version`), checked here, before any later step drains the running daemon: a build for
+/// another architecture fails now, as an exec format error, with the old
+/// daemon still serving.
+async fn runs_here(ctx: &StepCtx<'_>, dir: &str) -> Result<(), Cause> {
+    if elf_machine(&ctx.release.binary).is_none() {
+        // Not a native executable we know (a test's stand-in text, a
+        // script): what it does with `--version` proves nothing.
+        return Ok(());
+    }
+    let bin = q(&format!("{dir}/prover"))?;
+    match ctx
+        .transport
+        .run_script_ok(&format!("{bin} --version"), QUICK)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let arch = ctx
+                .transport
+                .run(&["uname", "-m"], QUICK)
+                .await
+                .map(|o| o.stdout_text())
+                .unwrap_or_default();
+            Err(Cause::Check(format!(
+                "the uploaded binary does not start on this host ({arch}): `prover --version` failed: {e}"
+            )))
+        }
+    }
+}
+
+/// Removes the temporary files of interrupted uploads from every release
+/// folder (a killed upload of another build leaves them in that build's).
+async fn sweep_temporaries(ctx: &StepCtx<'_>) -> Result<String, Cause> {
+    let releases = q(&ctx.layout().releases())?;
+    let script = format!(
+        "cd {releases} 2>/dev/null || exit 0; for f in */.prover.*.tmp; do if [ -f \"$f\" ]; then rm -f -- \"$f\" && echo \"$f\"; fi; done; exit 0"
+    );
+    let out = ctx.transport.run_script_ok(&script, QUICK).await?;
+    let n = out.stdout_text().lines().filter(|l| !l.is_empty()).count();
+    Ok(if n == 0 {
+        String::new()
+    } else {
+        format!("; removed {n} temporary file(s) of an interrupted upload")
+    })
 }
 
 fn file_len(ctx: &StepCtx<'_>) -> u64 {
@@ -220,7 +325,8 @@ fn disk_full_hint(cause: Cause) -> Cause {
 }
 
 /// Deletes the oldest releases beyond `keep`, never `current`, the
-/// recorded previous release, or the one just uploaded.
+/// recorded previous release, the one just uploaded, or the last ones that
+/// passed verify (see below).
 async fn prune(ctx: &StepCtx<'_>, keep: usize) -> Result<String, Cause> {
     let layout = ctx.layout();
     let listing = ctx
@@ -236,7 +342,36 @@ async fn prune(ctx: &StepCtx<'_>, keep: usize) -> Result<String, Cause> {
         )
         .await?
         .stdout_text();
-    let protected = [Some(ctx.release.sha256.clone()), current, Some(prev)];
+    // The rollback target (the newest release that passed verify other than
+    // the new one and `current`) and the newest verified one are kept
+    // whatever `keep` says: after failed builds they may be the oldest here,
+    // and the only ones known to work.
+    let verified = ctx
+        .transport
+        .run_script_ok(
+            &format!("cat {} 2>/dev/null || true", q(&layout.verified_file())?),
+            QUICK,
+        )
+        .await?
+        .stdout_text();
+    let verified: Vec<&str> = verified
+        .lines()
+        .map(str::trim)
+        .filter(|l| is_release_id(l))
+        .collect();
+    let last_good = verified.last().map(|s| s.to_string());
+    let target = verified
+        .iter()
+        .rev()
+        .find(|v| **v != ctx.release.sha256 && Some(**v) != current.as_deref())
+        .map(|s| s.to_string());
+    let protected = [
+        Some(ctx.release.sha256.clone()),
+        current,
+        Some(prev),
+        last_good,
+        target,
+    ];
     let mut doomed = Vec::new();
     for (i, name) in listing
         .stdout_text()

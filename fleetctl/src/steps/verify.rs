@@ -116,11 +116,13 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
             }
         }
         if start.elapsed() >= p.timeout {
+            // It may have died during the last probe: then that is the news.
+            kept(check_alive(ctx, pid, log_offset).await, KEPT)?;
             return Err((
                 Cause::Check(format!(
                     "pid {pid} not ready within {}: {last_probe}; last log lines:\n{}",
                     show(p.timeout),
-                    tail(&log, 10)
+                    last_lines(ctx, log_offset).await
                 )),
                 KEPT.to_owned(),
             ));
@@ -183,14 +185,33 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
 /// The log from `offset` on; nothing yet when the file does not exist.
 async fn new_log(ctx: &StepCtx<'_>, offset: u64) -> Result<String, Cause> {
     let log = ctx.layout().log();
-    if remote::file_size(ctx, &log).await? == 0 {
+    let size = remote::file_size(ctx, &log).await?;
+    if size == 0 {
         return Ok(String::new());
     }
+    // A log shorter than where the start left it was truncated or replaced
+    // (a build that opens it with O_TRUNC, a logrotate copytruncate): all of
+    // it is new. Reading from the old offset would show nothing.
+    let offset = if size < offset { 0 } else { offset };
     let bytes = ctx
         .transport
         .read_range(&log, offset, LOG_WINDOW, QUICK)
         .await?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The last lines the daemon wrote since the start, read now (a copy read
+/// earlier can miss its last words), or a line that says there are none,
+/// never an empty string under "last log lines:".
+async fn last_lines(ctx: &StepCtx<'_>, offset: u64) -> String {
+    match new_log(ctx, offset).await {
+        Ok(log) if log.trim().is_empty() => format!(
+            "(nothing written to {} since the start, at byte {offset})",
+            ctx.layout().log()
+        ),
+        Ok(log) => tail(&log, 10),
+        Err(e) => format!("(log unreadable: {e})"),
+    }
 }
 
 /// Shows each offending line with the one after it: a Rust panic puts
@@ -250,10 +271,7 @@ async fn check_alive(ctx: &StepCtx<'_>, pid: u32, log_offset: u64) -> Result<(),
     }
     // Read the log again now that the process is gone: a copy read before
     // it died can miss its last words (the reason it exited).
-    let log = match new_log(ctx, log_offset).await {
-        Ok(log) => tail(&log, 10),
-        Err(e) => format!("(log unreadable: {e})"),
-    };
+    let log = last_lines(ctx, log_offset).await;
     Err(Cause::Check(format!(
         "daemon pid {pid} has exited; last log lines:\n{log}"
     )))

@@ -9,7 +9,7 @@
 //! fetched; the state is saved after every chunk, so an interrupted collect
 //! resumes where it stopped. Nothing on the host is changed.
 
-use super::store::{FileState, HostState, Store, StoreError};
+use super::store::{FileState, HostLock, HostState, Store, StoreError};
 use crate::fanout;
 use crate::inventory::Host;
 use crate::transport::{quote::quote, Transport, TransportError};
@@ -97,6 +97,22 @@ fn parse_listing(text: &str) -> Vec<Remote> {
         .collect()
 }
 
+/// Waits for the host's folder of the store; polls, since a `flock` wait
+/// would block a runtime thread. Every caller runs under a deadline.
+async fn hold_host(store: &Store, host: &str) -> Result<HostLock, StoreError> {
+    let mut said = false;
+    loop {
+        if let Some(held) = store.try_lock_host(host)? {
+            return Ok(held);
+        }
+        if !said {
+            tracing::info!(host, store = %store.root().display(), "another collect of this host is running; waiting for it");
+            said = true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Collects one host: list, then fetch every file's new whole lines.
 pub async fn collect_host(
     t: &Transport,
@@ -134,6 +150,9 @@ pub async fn collect_host(
         .await
         .map_err(tr)?;
     let remotes = parse_listing(&out.stdout_text());
+    // Held until the state is saved: another collect of this host waits (its
+    // own deadline bounds the wait) and then fetches only what is new.
+    let _held = hold_host(store, &host.name).await.map_err(st)?;
     let mut state: HostState = store.load_state(&host.name).map_err(st)?;
     let host_dir = store.host_dir(&host.name);
     std::fs::create_dir_all(&host_dir).map_err(|e| CollectError::Local {
@@ -341,6 +360,34 @@ mod tests {
             collect_host(&t, &host, &store, 4096).await.unwrap().1,
             "{\"kind\":\"proof\"}\n".len() as u64
         );
+    }
+
+    /// Three collects of one host at once (three fleetctl processes, or an
+    /// experiment's collect beside a cron one) store every line once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_collects_of_one_host_store_every_line_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let text: String = (0..2000)
+            .map(|i| format!("{{\"kind\":\"proof\",\"n\":{i}}}\n"))
+            .collect();
+        std::fs::write(logs.join("timing.jsonl"), &text).unwrap();
+        let host = local_host(dir.path());
+        let store = Store::new(dir.path().join("store"));
+        let one = || async {
+            let t = Transport::connect(&host).await.unwrap();
+            collect_host(&t, &host, &store, 4096).await.unwrap().1
+        };
+        let (a, b, c) = tokio::join!(one(), one(), one());
+        assert_eq!(a + b + c, text.len() as u64, "{a} + {b} + {c}");
+        let fetched: String = store
+            .files("local")
+            .unwrap()
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .collect();
+        assert_eq!(fetched, text);
     }
 
     #[test]

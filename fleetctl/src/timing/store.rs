@@ -53,6 +53,14 @@ pub struct HostState {
     pub files: BTreeMap<String, FileState>,
 }
 
+/// An exclusive hold on one host's folder of the store (an advisory `flock`
+/// on `<store>/<host>/.lock`), released when dropped or when the process
+/// dies, so a killed collect never blocks the next one.
+#[derive(Debug)]
+pub struct HostLock {
+    _file: fs::File,
+}
+
 /// A store rooted at a folder.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -110,6 +118,27 @@ impl Store {
         Ok(out)
     }
 
+    /// Takes the host's folder for this process alone, or `None` while
+    /// another collect (another fleetctl, or another task of this one) holds
+    /// it. Two collects of one host at once would each append what the other
+    /// fetched: every record stored twice.
+    pub fn try_lock_host(&self, host: &str) -> Result<Option<HostLock>, StoreError> {
+        let dir = self.host_dir(host);
+        fs::create_dir_all(&dir).map_err(io_err(&dir, "create"))?;
+        let path = dir.join(".lock");
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_err(&path, "open"))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(HostLock { _file: file })),
+            Err(fs::TryLockError::WouldBlock) => Ok(None),
+            Err(fs::TryLockError::Error(e)) => Err(io_err(&path, "lock")(e)),
+        }
+    }
+
     pub fn load_state(&self, host: &str) -> Result<HostState, StoreError> {
         let path = self.host_dir(host).join(".collect.json");
         match fs::read(&path) {
@@ -159,6 +188,22 @@ mod tests {
         assert!(
             store.files("h01").unwrap().is_empty(),
             "state file is not a timing file"
+        );
+    }
+
+    #[test]
+    fn a_host_folder_is_held_by_one_collect_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let held = store.try_lock_host("h1").unwrap().expect("free");
+        assert!(store.try_lock_host("h1").unwrap().is_none(), "held");
+        assert!(store.try_lock_host("h2").unwrap().is_some(), "other host");
+        drop(held);
+        assert!(store.try_lock_host("h1").unwrap().is_some(), "released");
+        assert_eq!(store.hosts().unwrap(), vec!["h1", "h2"]);
+        assert!(
+            store.files("h1").unwrap().is_empty(),
+            "the lock is no timing file"
         );
     }
 

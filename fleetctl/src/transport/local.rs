@@ -137,7 +137,10 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, TransportError::Timeout { .. }), "{err}");
         assert!(start.elapsed() < Duration::from_secs(5));
-        assert!(err.to_string().contains("sleep 30"), "{err}");
+        // The message says what happened; the command is for -vv only.
+        assert!(err.to_string().starts_with("here: timeout: "), "{err}");
+        assert!(!err.to_string().contains("sleep 30"), "{err}");
+        assert_eq!(err.command().as_deref(), Some("sleep 30"));
     }
 
     #[tokio::test]
@@ -160,15 +163,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn failed_script_names_the_command() {
+    async fn a_failed_script_says_why_in_one_line_and_keeps_the_command_for_debugging() {
         let err = local()
             .run_script_ok("echo oops >&2; exit 3", Duration::from_secs(5))
             .await
             .unwrap_err();
         let msg = err.to_string();
         assert!(
-            msg.contains("status 3") && msg.contains("oops") && msg.contains("here"),
+            msg.starts_with("here: remote command failed: oops (exit 3)"),
             "{msg}"
         );
+        assert!(!msg.contains("echo"), "{msg}");
+        assert_eq!(err.command().as_deref(), Some("echo oops >&2; exit 3"));
     }
 }

@@ -51,10 +51,152 @@ impl Output {
     }
 }
 
-/// Errors of the transport, each naming the host and, where one ran, the command.
+/// What kind of remote failure an error is, in one word the operator can
+/// act on; the first word of every transport error's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The host could not be reached, or the connection was lost.
+    Unreachable,
+    /// Permission denied / operation not permitted.
+    Permission,
+    /// The filesystem is mounted read-only.
+    ReadOnly,
+    /// No space left (or quota exceeded).
+    NoSpace,
+    /// A binary that does not run here: another architecture, not an
+    /// executable (the shell then reads it as a script and trips over it).
+    ExecFormat,
+    /// The command ran past its deadline and was killed.
+    Timeout,
+    /// A program the command needs is not on the host.
+    MissingCommand,
+    /// Anything else: the command failed; its own message follows.
+    Failed,
+}
+
+impl Failure {
+    pub fn label(self) -> &'static str {
+        match self {
+            Failure::Unreachable => "unreachable",
+            Failure::Permission => "permission denied",
+            Failure::ReadOnly => "read-only filesystem",
+            Failure::NoSpace => "no space left",
+            Failure::ExecFormat => "exec format error",
+            Failure::Timeout => "timeout",
+            Failure::MissingCommand => "command not found",
+            Failure::Failed => "remote command failed",
+        }
+    }
+
+    /// What to do about it, for the message.
+    pub fn fix(self) -> &'static str {
+        match self {
+            Failure::Unreachable => "check the host and the network, then run again",
+            Failure::Permission => "the SSH user needs write access to install_dir (or run as its owner)",
+            Failure::ReadOnly => "remount the filesystem read-write, or set install_dir to a writable one",
+            Failure::NoSpace => "free space under install_dir (old releases, logs) and run again",
+            Failure::ExecFormat => "the binary is not built for this host (check `uname -m` there against the build's target)",
+            Failure::Timeout => "the host is overloaded or the command hangs; raise the step's timeout if it is only slow",
+            Failure::MissingCommand => "install the missing tool (coreutils) or fix PATH for the SSH user",
+            Failure::Failed => "see the message; -vv logs the remote command",
+        }
+    }
+
+    /// The class of a command that exited with `status` and said `stderr`.
+    pub fn of(status: Option<i32>, stderr: &str) -> Failure {
+        let e = stderr.to_ascii_lowercase();
+        let has = |p: &str| e.contains(p);
+        if has("read-only file system") {
+            Failure::ReadOnly
+        } else if has("no space left on device") || has("disk quota exceeded") {
+            Failure::NoSpace
+        } else if has("exec format error")
+            || has("cannot execute binary file")
+            || (has("syntax error") && has("unexpected"))
+        {
+            Failure::ExecFormat
+        } else if has("permission denied") || has("operation not permitted") || status == Some(126)
+        {
+            Failure::Permission
+        } else if status == Some(127) || has("command not found") || has(": not found") {
+            Failure::MissingCommand
+        } else {
+            Failure::Failed
+        }
+    }
+}
+
+/// The line of `stderr` that tells the cause (the one the class was read
+/// from, else the last), bounded, on one line.
+fn telling_line(stderr: &str) -> String {
+    const PATTERNS: [&str; 9] = [
+        "read-only file system",
+        "no space left",
+        "quota exceeded",
+        "exec format",
+        "cannot execute binary",
+        "syntax error",
+        "permission denied",
+        "not permitted",
+        "not found",
+    ];
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let line = lines
+        .iter()
+        .find(|l| {
+            let l = l.to_ascii_lowercase();
+            PATTERNS.iter().any(|p| l.contains(p))
+        })
+        .or(lines.last())
+        .copied()
+        .unwrap_or("(nothing on stderr)");
+    let line = redact(line);
+    match line.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line,
+    }
+}
+
+/// Hides the secrets a command line may carry (a lock's 128-bit token is
+/// 32 hex digits; release ids, 64, and temporary tags, 16, stay), for the
+/// `-vv` log of remote commands.
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        if run.len() == 32 {
+            out.push_str("<secret>");
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_hexdigit() {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
+fn exit_text(status: &Option<i32>) -> String {
+    status.map_or("killed by a signal".to_owned(), |c| format!("exit {c}"))
+}
+
+/// Errors of the transport, each naming the host and the kind of failure
+/// ([`Failure`]) in one line. The remote command itself is kept for the
+/// `-vv` log (secrets redacted), never put in the message.
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
-    #[error("{host} ({address}): cannot connect: {cause} after {attempts} attempt(s): {detail}; fix: {}", cause.fix())]
+    #[error("{host} ({address}): unreachable: cannot connect: {cause} after {attempts} attempt(s): {detail}; fix: {}", cause.fix())]
     Connect {
         host: String,
         address: String,
@@ -62,27 +204,27 @@ pub enum TransportError {
         attempts: u32,
         detail: String,
     },
-    #[error("{host}: `{command}` did not finish within {}; it was killed", humantime::format_duration(*after))]
+    #[error("{host}: timeout: a remote command did not finish within {} and was killed; fix: {}", humantime::format_duration(*after), Failure::Timeout.fix())]
     Timeout {
         host: String,
         command: String,
         after: Duration,
     },
-    #[error("{host}: `{command}` exited with {}: {stderr}", status.map_or("a signal".to_owned(), |c| format!("status {c}")))]
+    #[error("{host}: {}: {} ({}); fix: {}", Failure::of(*status, stderr).label(), telling_line(stderr), exit_text(status), Failure::of(*status, stderr).fix())]
     Failed {
         host: String,
         command: String,
         status: Option<i32>,
         stderr: String,
     },
-    #[error("{host}: connection lost while running `{command}`: {source}")]
+    #[error("{host}: unreachable: the connection was lost during a remote command: {source}")]
     Session {
         host: String,
         command: String,
         #[source]
         source: openssh::Error,
     },
-    #[error("{host}: cannot run `{command}`: {source}")]
+    #[error("{host}: unreachable: cannot run a remote command: {source}")]
     Io {
         host: String,
         command: String,
@@ -109,6 +251,31 @@ pub enum TransportError {
 pub enum Transport {
     Ssh(SshTransport),
     Local(LocalTransport),
+}
+
+impl TransportError {
+    /// The kind of failure (the first word of the message).
+    pub fn failure(&self) -> Failure {
+        match self {
+            TransportError::Connect { .. }
+            | TransportError::Session { .. }
+            | TransportError::Io { .. } => Failure::Unreachable,
+            TransportError::Timeout { .. } => Failure::Timeout,
+            TransportError::Failed { status, stderr, .. } => Failure::of(*status, stderr),
+            TransportError::LocalFile { .. } | TransportError::Quote { .. } => Failure::Failed,
+        }
+    }
+
+    /// The remote command, secrets redacted (for `-vv`).
+    pub fn command(&self) -> Option<String> {
+        match self {
+            TransportError::Timeout { command, .. }
+            | TransportError::Failed { command, .. }
+            | TransportError::Session { command, .. }
+            | TransportError::Io { command, .. } => Some(redact(command)),
+            _ => None,
+        }
+    }
 }
 
 impl Transport {
@@ -159,12 +326,12 @@ impl Transport {
         if out.success() {
             Ok(out)
         } else {
-            Err(TransportError::Failed {
+            Err(logged(TransportError::Failed {
                 host: self.host().to_owned(),
                 command: script.to_owned(),
                 status: out.status,
                 stderr: out.stderr_text(),
-            })
+            }))
         }
     }
 
@@ -198,14 +365,15 @@ impl Transport {
             Transport::Ssh(t) => t.exec_with_stdin(&line, &script, file, timeout).await?,
             Transport::Local(t) => t.exec_with_stdin(&line, &script, file, timeout).await?,
         };
-        self.check_deadline(&script, &out, timeout)?;
+        self.check_deadline(&script, &out, timeout)
+            .map_err(logged)?;
         if !out.success() {
-            return Err(TransportError::Failed {
+            return Err(logged(TransportError::Failed {
                 host: self.host().to_owned(),
                 command: script,
                 status: out.status,
                 stderr: out.stderr_text(),
-            });
+            }));
         }
         Ok(())
     }
@@ -243,11 +411,13 @@ impl Transport {
         timeout: Duration,
     ) -> Result<Output, TransportError> {
         let wrapped = wrap_deadline(line, timeout);
+        tracing::trace!(host = self.host(), command = %redact(shown), "remote command");
         let out = match self {
-            Transport::Ssh(t) => t.exec(&wrapped, shown, timeout).await?,
-            Transport::Local(t) => t.exec(&wrapped, shown, timeout).await?,
-        };
-        self.check_deadline(shown, &out, timeout)?;
+            Transport::Ssh(t) => t.exec(&wrapped, shown, timeout).await,
+            Transport::Local(t) => t.exec(&wrapped, shown, timeout).await,
+        }
+        .map_err(logged)?;
+        self.check_deadline(shown, &out, timeout).map_err(logged)?;
         Ok(out)
     }
 
@@ -274,6 +444,15 @@ impl Transport {
             source,
         }
     }
+}
+
+/// Logs the remote command of a failure at debug level (`-vv`), secrets
+/// redacted: the message itself only says what kind of failure it was.
+fn logged(e: TransportError) -> TransportError {
+    if let Some(command) = e.command() {
+        tracing::debug!(failure = e.failure().label(), %command, "remote command failed");
+    }
+    e
 }
 
 /// Awaits a spawned command under the local deadline (the host-side
@@ -322,6 +501,84 @@ mod tests {
             Duration::from_secs(60),
         );
         (out.status.code(), started.elapsed())
+    }
+
+    fn failed(status: i32, stderr: &str) -> String {
+        TransportError::Failed {
+            host: "h1".into(),
+            command: format!(
+                "printf '%s' {} > /data/prover/state/lock/owner",
+                "ab".repeat(16)
+            ),
+            status: Some(status),
+            stderr: stderr.into(),
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn every_remote_failure_is_classified_in_one_line_without_the_script() {
+        for (status, stderr, class) in [
+            (
+                1,
+                "mkdir: cannot create directory '/data/prover/state/lock': Read-only file system",
+                "read-only filesystem",
+            ),
+            (
+                1,
+                "cat: write error: No space left on device",
+                "no space left",
+            ),
+            (
+                1,
+                "mkdir: cannot create directory '/opt/prover': Permission denied",
+                "permission denied",
+            ),
+            (
+                2,
+                "/data/prover/releases/x/prover: 1: Syntax error: \")\" unexpected",
+                "exec format error",
+            ),
+            (
+                126,
+                "sh: 1: /x/prover: cannot execute binary file: Exec format error",
+                "exec format error",
+            ),
+            (127, "sh: 1: sha256sum: not found", "command not found"),
+            (3, "something odd\nthe last word", "remote command failed"),
+        ] {
+            let msg = failed(status, stderr);
+            assert!(msg.starts_with(&format!("h1: {class}: ")), "{msg}");
+            assert!(!msg.contains('\n'), "one line: {msg}");
+            assert!(
+                !msg.contains("printf") && !msg.contains(&"ab".repeat(16)),
+                "no script: {msg}"
+            );
+            assert!(
+                msg.contains(&format!("exit {status}")) && msg.contains("; fix: "),
+                "{msg}"
+            );
+        }
+        assert!(failed(3, "something odd\nthe last word").contains(": the last word (exit 3)"));
+        let t = TransportError::Timeout {
+            host: "h1".into(),
+            command: "sleep 99".into(),
+            after: Duration::from_secs(1),
+        };
+        assert!(t.to_string().starts_with("h1: timeout: ") && !t.to_string().contains("sleep"));
+        assert_eq!(t.failure(), Failure::Timeout);
+    }
+
+    #[test]
+    fn redaction_hides_lock_tokens_and_keeps_release_ids() {
+        let token = "0123456789abcdef".repeat(2);
+        let sha = "ab".repeat(32);
+        let r = redact(&format!(
+            "printf '%s' '{token}\nrun=x' > lock/owner; ls releases/{sha} .p.{}.tmp",
+            "c".repeat(16)
+        ));
+        assert!(!r.contains(&token) && r.contains("<secret>"), "{r}");
+        assert!(r.contains(&sha) && r.contains(&"c".repeat(16)), "{r}");
     }
 
     #[test]

@@ -363,6 +363,17 @@ impl SshTransport {
     }
 
     fn session_error(&self, shown: &str, source: openssh::Error) -> TransportError {
+        // openssh turns a remote exit status of 127 into an error of its
+        // own (dropping the output): a command the host's shell did not
+        // find, not a lost connection.
+        if let openssh::Error::Remote(e) = &source {
+            return TransportError::Failed {
+                host: self.host.clone(),
+                command: shown.to_owned(),
+                status: Some(127),
+                stderr: format!("exit 127 (the shell found no such command): {e}"),
+            };
+        }
         TransportError::Session {
             host: self.host.clone(),
             command: shown.to_owned(),

@@ -176,6 +176,37 @@ fn check_run_on_the_builtin_local_inventory_changes_nothing_and_audits() {
     assert_eq!(audits.len(), 1);
 }
 
+/// A check changes nothing, so its table says so: no host is `ok` on the
+/// build it would ship; the release column is what the host runs (nothing).
+#[test]
+fn a_check_rollout_shows_hosts_unchanged_on_the_release_they_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = std::env::current_exe().unwrap();
+    let o = fleetctl(
+        dir.path(),
+        &[
+            "rollout",
+            "--check",
+            "--plain",
+            "--binary",
+            binary.to_str().unwrap(),
+        ],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("│ local"))
+        .unwrap_or_else(|| panic!("no row for local: {out}"));
+    assert!(row.contains("checked, unchanged"), "{row}");
+    let cells: Vec<&str> = row.trim_matches('│').split('┆').map(str::trim).collect();
+    assert_eq!(
+        cells[2], "-",
+        "the new release shown for a host not changed: {row}"
+    );
+    assert!(!dir.path().join(".deploy").exists(), "check mode installed");
+}
+
 #[test]
 fn missing_binary_and_unknown_resume_are_errors_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -263,6 +294,8 @@ fn a_near_miss_of_a_setting_is_warned_about_and_a_tab_is_named() {
         "{err}"
     );
     assert!(err.contains("did you mean `install_dir`?"), "{err}");
+    // stderr is a pipe here: plain text, no ANSI colour codes.
+    assert!(!err.contains('\u{1b}'), "ANSI escape on a pipe: {err:?}");
 
     std::fs::write(
         dir.path().join("tabbed.yaml"),
@@ -495,5 +528,131 @@ fn a_second_ctrl_c_aborts_the_running_step_and_exits_130_with_state_and_audit_ke
     assert!(
         !dir.path().join(".deploy/local/state/lock").exists(),
         "the host lock is left behind"
+    );
+}
+
+#[test]
+fn a_usage_error_has_its_own_exit_code_not_that_of_a_failed_host() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["rollout", "--limt", "h1"][..],
+        &["run"][..],
+        &["frobnicate"][..],
+        &["timing", "collect", "--parallel", "many"][..],
+    ] {
+        let o = fleetctl(dir.path(), args);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(64), "{args:?}: {err}");
+        assert!(err.starts_with("error:"), "{args:?}: {err}");
+    }
+    for args in [&["--help"][..], &["--version"][..], &["run", "--help"][..]] {
+        let o = fleetctl(dir.path(), args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}");
+        assert!(!o.stdout.is_empty(), "{args:?}");
+    }
+    // The table in the docs names the code.
+    let doc = std::fs::read_to_string(repo().join("docs/playbooks.md")).unwrap();
+    assert!(doc.contains("| 64 | usage error"), "docs/playbooks.md");
+}
+
+/// The command between the last pair of backticks of a message, as words
+/// (none of ours has a quoted argument with a space).
+fn printed_command(msg: &str) -> Vec<String> {
+    let end = msg
+        .rfind('`')
+        .unwrap_or_else(|| panic!("no command in: {msg}"));
+    let start = msg[..end]
+        .rfind('`')
+        .unwrap_or_else(|| panic!("no command in: {msg}"));
+    msg[start + 1..end]
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The command a refused resume prints is run as printed: it is accepted
+/// (no usage error, no conflict) and continues that run. A resume given
+/// another playbook once said "leave -p out", which `run` does not accept.
+#[test]
+fn the_command_a_refused_resume_prints_resumes_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".fleetctl/state")).unwrap();
+    let state = serde_json::json!({
+        "version": 1, "run_id": "r2", "playbook": "stop", "inventory": "(built-in local inventory)",
+        "hosts": {"local": "not_started"}, "updated": "2026-01-01T00:00:00Z",
+        "origin": {"playbook": "stop", "inventory": null, "limit": null,
+                   "extra_vars": [], "binary": null, "sha256": null},
+    });
+    std::fs::write(
+        dir.path().join(".fleetctl/state/r2.json"),
+        state.to_string(),
+    )
+    .unwrap();
+    for wrong in [
+        &["run", "-p", "restart", "--resume", "r2"][..],
+        &["rollout", "--resume", "r2"][..],
+        &["run", "-p", "stop", "--limit", "local,!x", "--resume", "r2"][..],
+    ] {
+        let o = fleetctl(dir.path(), wrong);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{wrong:?}: {err}");
+        let cmd = printed_command(&err);
+        assert_eq!(cmd[..3], ["fleetctl", "run", "-p"], "{err}");
+        assert_eq!(cmd[3], "stop", "{err}");
+        let args: Vec<&str> = cmd[1..]
+            .iter()
+            .map(String::as_str)
+            .chain(["--plain"])
+            .collect();
+        let o = fleetctl(dir.path(), &args);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{cmd:?}: {out}\n{err}");
+        assert!(out.contains("run r2 (stop)"), "it resumed that run: {out}");
+        // Resumed to the end: the next try has nothing left, and says so the same way.
+        std::fs::write(
+            dir.path().join(".fleetctl/state/r2.json"),
+            state.to_string(),
+        )
+        .unwrap();
+    }
+}
+
+/// The experiment's `keep` hint, run as printed: it acts on the
+/// experiment's own inventory and hosts (it once had no `-i`, so it ran
+/// against the built-in local inventory, where the canaries do not exist).
+#[test]
+fn the_keep_hint_of_an_experiment_runs_on_its_inventory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fleet.yaml"),
+        "hosts:\n  c1: { transport: local, install_dir: c1 }\n  c2: { transport: local, install_dir: c2 }\n  b1: { transport: local, install_dir: b1 }\n",
+    )
+    .unwrap();
+    let origin = fleetctl::experiment::state::Origin {
+        definition: "exp.yaml".into(),
+        inventory: Some("fleet.yaml".into()),
+        limit: None,
+        extra_vars: vec!["gpus=0".into()],
+        binary: "prover".into(),
+        sha256: "aa".into(),
+        store: ".fleetctl/timing".into(),
+    };
+    let hint = fleetctl::experiment::run::keep_hint(
+        &origin,
+        &["c1".into(), "c2".into()],
+        Path::new(".fleetctl"),
+    );
+    let words: Vec<&str> = hint.split_whitespace().collect();
+    assert_eq!(words[0], "fleetctl");
+    let o = fleetctl(dir.path(), &[&words[1..], &["--plain"]].concat());
+    let (out, err) = text(&o);
+    // Nothing was ever installed there, so the rollback itself fails (2),
+    // on exactly the canaries of that inventory.
+    assert_eq!(o.status.code(), Some(2), "{hint}: {out}\n{err}");
+    assert!(out.contains("│ c1") && out.contains("│ c2"), "{out}");
+    assert!(!out.contains("│ b1") && !out.contains("│ local"), "{out}");
+    assert!(
+        out.contains("no previous release that passed verify"),
+        "{out}"
     );
 }

@@ -9,8 +9,8 @@
 use fleetctl::inventory::{self, Host};
 use fleetctl::lab::{Lab, LabConfig};
 use fleetctl::steps::{
-    self, acquire_lock, release_lock, DrainParams, Release, StartParams, StepCtx, StepOutcome,
-    StepSpec, UploadParams, VerifyParams, WaitReleaseParams,
+    self, acquire_lock, release_lock, DrainParams, HealthParams, Release, StartParams, StepCtx,
+    StepOutcome, StepSpec, UploadParams, VerifyParams, WaitReleaseParams,
 };
 use fleetctl::transport::Transport;
 use std::path::{Path, PathBuf};
@@ -60,6 +60,12 @@ fn main() {
                 eprintln!("Error: cannot bind 127.0.0.1:1: address in use");
                 std::process::exit(1);
             }
+            if mode == "truncate_crash" {
+                // A build that opens its log with O_TRUNC, then dies.
+                let _ = std::fs::File::create("logs/prover.log");
+                eprintln!("Error: opening /dev/nvidia0: permission denied");
+                std::process::exit(1);
+            }
             if mode == "no_pid" {
                 // A build that hangs before its pid file, with a child.
                 let _child = std::process::Command::new("/proc/self/exe").arg("linger").spawn();
@@ -91,10 +97,20 @@ fn main() {
             }
             let (pid, alive) = pid_alive();
             let build = pid.filter(|_| alive).map(|p| build_of(&format!("/proc/{p}/exe"))).unwrap_or_default();
+            // `cpu_fallback`: a GPU host whose daemon, asked for "all", came up
+            // on the CPU backend (what a broken NVRTC does).
+            let (devices, gpus) = if mode == "cpu_fallback" {
+                (
+                    ",\"gpu_devices\":\"all\",\"devices\":[{\"backend\":\"cpu\",\"workers\":2,\"busy\":0,\"partitions_done\":0}]",
+                    "{\"nvml\":{\"available\":true},\"devices\":[{\"index\":0,\"name\":\"Stand-in GPU\",\"pcie\":{},\"ecc\":{},\"retired_pages\":{},\"remapped_rows\":{}}]}",
+                )
+            } else {
+                ("", "{\"nvml\":{\"available\":false,\"reason\":\"stand-in\"},\"devices\":[]}")
+            };
             println!(
                 "{{\"probe_version\":1,\"host\":\"h\",\"ts_ms\":0,\"prober_version\":\"0.1.0\",\"prober_build\":\"{me}\",\"memory\":{{}},\
                  \"daemon\":{{\"config\":\"{config}\",\"pid_file\":\"run/prover.pid\",\"listen\":\"127.0.0.1:0\",\"pid\":{},\"alive\":{alive},\
-                 \"build\":\"{build}\",\"ready\":{alive}}},\"gpus\":{{\"nvml\":{{\"available\":false,\"reason\":\"stand-in\"}},\"devices\":[]}}}}",
+                 \"build\":\"{build}\",\"ready\":{alive}{devices}}},\"gpus\":{gpus}}}",
                 pid.map_or("null".to_string(), |p| p.to_string())
             );
         }
@@ -340,6 +356,83 @@ fn upload_keeps_n_releases_but_never_current_or_previous() {
             .collect();
         want.sort();
         assert_eq!(left, want, "release 3 is the only one old and unprotected");
+        t.close().await.unwrap();
+    });
+}
+
+/// After A passed verify, three builds that never did (rollouts without
+/// rollback, each left `current`) push A past `keep_releases`: it stays, and a
+/// rollback still finds it. Temporary files a killed upload left, in the
+/// new release's folder and in another's, are gone after the next upload.
+#[test]
+fn upload_never_prunes_the_last_verified_release_and_sweeps_killed_uploads() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let good = release(dir.path(), "verified-a", "normal", 0);
+    let bad: Vec<Release> = (1..=3)
+        .map(|i| release(dir.path(), &format!("never-{i}"), "crash", 0))
+        .collect();
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &good);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+        let keep = UploadParams {
+            keep_releases: 1,
+            ..Default::default()
+        };
+        let mut before = good.sha256.clone();
+        for r in &bad {
+            let mut ctx = StepCtx::new(&host, &t, r);
+            ok(StepSpec::Upload(keep.clone()), &mut ctx).await;
+            sh(
+                &t,
+                &format!(
+                    "cd /data/prover && ln -sfn releases/{} current && echo {before} > state/previous",
+                    r.sha256
+                ),
+            )
+            .await;
+            before = r.sha256.clone();
+        }
+        let left = sh(&t, "ls -1 /data/prover/releases").await;
+        assert!(left.contains(&good.sha256), "last verified pruned: {left}");
+        let mut ctx = StepCtx::new(&host, &t, &bad[2]);
+        ok(StepSpec::Rollback(Default::default()), &mut ctx).await;
+        assert_eq!(
+            sh(&t, "readlink /data/prover/current").await,
+            format!("releases/{}", good.sha256)
+        );
+
+        // What a SIGKILLed upload leaves: a partial binary under its temporary name.
+        let stale = [
+            format!(
+                "/data/prover/releases/{}/.prover.00000000deadbeef.tmp",
+                bad[0].sha256
+            ),
+            format!(
+                "/data/prover/releases/{}/.prover.toml.00000000deadbeef.tmp",
+                good.sha256
+            ),
+        ];
+        for f in &stale {
+            sh(
+                &t,
+                &format!("mkdir -p \"$(dirname {f})\" && head -c 65536 /dev/zero > {f}"),
+            )
+            .await;
+        }
+        let mut ctx = StepCtx::new(&host, &t, &bad[0]);
+        let out = ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        assert!(
+            format!("{out:?}").contains("removed 2 temporary file(s) of an interrupted upload"),
+            "{out:?}"
+        );
+        let tmp = sh(&t, "find /data/prover/releases -name '*.tmp'").await;
+        assert_eq!(tmp, "", "temporary files left");
         t.close().await.unwrap();
     });
 }
@@ -810,6 +903,18 @@ fn verify_catches_a_build_that_crashes_at_start_and_one_that_panics() {
             "old log lines must not count: {msg}"
         );
         ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+
+        // The log is shorter than where the start left it: its last words
+        // are still shown, not an empty "last log lines:".
+        let trunc = release(dir.path(), "trunc", "truncate_crash", 0);
+        sh(&t, "yes 'INFO an old line of an earlier daemon' | head -c 200000 >> /data/prover/logs/prover.log").await;
+        let mut ctx = StepCtx::new(&host, &t, &trunc);
+        upload_and_start(&mut ctx).await;
+        let msg = fails(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        assert!(
+            msg.contains("has exited") && msg.contains("opening /dev/nvidia0: permission denied"),
+            "{msg}"
+        );
         t.close().await.unwrap();
     });
 }
@@ -1395,4 +1500,287 @@ fn a_rollback_whose_restored_daemon_fails_verify_ends_rollback_failed() {
         );
         t.close().await.unwrap();
     });
+}
+
+/// `fleetctl health` on the lab host, as a user runs it: (exit code, stdout, stderr).
+fn fleetctl_health(lab: &Lab) -> (Option<i32>, String, String) {
+    let inv = lab.inventory_path();
+    fleetctl_cmd(&[
+        "health",
+        "-i",
+        inv.to_str().unwrap(),
+        "--history",
+        "history",
+    ])
+}
+
+/// The fleetctl binary in a fresh folder (its state, history and SSH
+/// sockets there), masters closed at the end.
+fn fleetctl_cmd(args: &[&str]) -> (Option<i32>, String, String) {
+    let cwd = tempfile::tempdir().unwrap();
+    let out = fleet_testkit::output_within(
+        std::process::Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+            .args(args)
+            .args(["-e", "ssh_persist=0"])
+            .current_dir(cwd.path())
+            .env("XDG_RUNTIME_DIR", cwd.path())
+            // -v flags decide the log level, not the test's environment.
+            .env_remove("RUST_LOG"),
+        Duration::from_secs(120),
+    );
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A daemon that dies after its rollout leaves a host that should serve
+/// and does not: `fleetctl health` fails it (`daemon_down`, exit 2). The
+/// `stop` playbook's drain (`stop: true`) records the stop as meant: OK
+/// again. Issue 29: a GPU host whose daemon came up on the CPU backend fails
+/// the rollout's health step by `daemon_on_cpu`.
+#[test]
+fn health_fails_a_host_whose_daemon_should_run_and_a_gpu_host_proving_on_the_cpu() {
+    let Some((lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "health-a", "normal", 0);
+    let cpu = release(dir.path(), "health-cpu", "cpu_fallback", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        ok(StepSpec::Health(HealthParams::default()), &mut ctx).await;
+        assert_eq!(sh(&t, "cat /data/prover/state/daemon").await, "running");
+        let (code, out, err) = fleetctl_health(&lab);
+        assert_eq!(code, Some(0), "{out}{err}");
+
+        // Issue 30, 5: the same machine twice in an inventory is refused
+        // before anything runs, naming both; the daemon is left alone.
+        let inv = tempfile::tempdir().unwrap();
+        let dup = inv.path().join("dup.yaml");
+        let generated = std::fs::read_to_string(lab.inventory_path()).unwrap();
+        let address = lab.hosts()[0].address;
+        std::fs::write(
+            &dup,
+            format!(
+                "{generated}  h01-again: {{ address: {address}, install_dir: /data/prover2 }}\n"
+            ),
+        )
+        .unwrap();
+        let (code, _, err) = fleetctl_cmd(&["run", "-p", "stop", "-i", dup.to_str().unwrap()]);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(
+            err.contains("hosts `h01` and `h01-again` are the same machine"),
+            "{err}"
+        );
+        assert_eq!(sh(&t, "cat /data/prover/state/daemon").await, "running");
+        let state = sh(&t, "ls /data/prover/state").await;
+        assert!(!state.contains("lock"), "no lock taken: {state}");
+
+        // The daemon crashes: nothing restarts it.
+        sh(&t, "kill -9 $(cat /data/prover/run/prover.pid)").await;
+        let (code, out, err) = fleetctl_health(&lab);
+        assert_eq!(
+            code,
+            Some(2),
+            "a stopped daemon that should run: {out}{err}"
+        );
+        assert!(out.contains("FAIL") && out.contains("daemon_down"), "{out}");
+
+        // Stopped on purpose, as the stop playbook does: not a failure.
+        let stop = DrainParams {
+            stop: true,
+            ..Default::default()
+        };
+        ok(StepSpec::Drain(stop), &mut ctx).await;
+        assert_eq!(sh(&t, "cat /data/prover/state/daemon").await, "stopped");
+        let (code, out, err) = fleetctl_health(&lab);
+        assert_eq!(code, Some(0), "{out}{err}");
+
+        // A build whose daemon fell back to the CPU on a host with a GPU.
+        let mut ctx = StepCtx::new(&host, &t, &cpu);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        let msg = fails(StepSpec::Health(HealthParams::default()), &mut ctx).await;
+        assert!(
+            msg.contains("daemon_on_cpu") && msg.contains("CPU backend"),
+            "{msg}"
+        );
+        let (code, out, _) = fleetctl_health(&lab);
+        assert_eq!(code, Some(2), "{out}");
+        assert!(out.contains("daemon_on_cpu"), "{out}");
+        ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+        t.close().await.unwrap();
+    });
+}
+
+/// Issue 30, 7: remote failures say what they are in one line, without our
+/// script or the lock's token. A read-only `/data` is a FAILED host whose
+/// error says read-only (it was UNREACHABLE with a shell arithmetic error);
+/// a build for another architecture fails the upload as an exec format
+/// error before anything is sent, with the running daemon untouched.
+#[test]
+fn remote_failures_are_classified_in_one_line_without_the_script() {
+    let Some((lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "classify-a", "normal", 0);
+    // The same ELF marked as built for aarch64 (e_machine 0xb7).
+    let mut foreign = std::fs::read(&a.binary).unwrap();
+    foreign[18] = 0xb7;
+    foreign[19] = 0;
+    let foreign_bin = dir.path().join("prover-aarch64");
+    std::fs::write(&foreign_bin, &foreign).unwrap();
+    let foreign = Release::from_files(&foreign_bin, a.config.as_deref()).unwrap();
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        let pid = ctx.state.started.as_ref().unwrap().pid;
+
+        let mut ctx = StepCtx::new(&host, &t, &foreign);
+        let msg = fails(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        assert!(
+            msg.contains("exec format error")
+                && msg.contains("built for aarch64 and the host runs x86_64"),
+            "{msg}"
+        );
+        assert!(!msg.contains('\n'), "one line: {msg}");
+        assert_eq!(
+            sh(&t, "ls /data/prover/releases").await,
+            a.sha256,
+            "nothing sent"
+        );
+        assert_eq!(
+            sh(&t, &format!("kill -0 {pid} && echo alive")).await,
+            "alive"
+        );
+
+        // A filesystem with a file open for writing (the daemon's log)
+        // cannot go read-only: stop the daemon first.
+        ok(
+            StepSpec::Drain(DrainParams::default()),
+            &mut StepCtx::new(&host, &t, &a),
+        )
+        .await;
+        let remount = |mode: &str| {
+            let out = lab
+                .exec(0, &["mount", "-o", &format!("remount,{mode}"), "/data"])
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "remount {mode}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        remount("ro");
+        let inv = lab.inventory_path();
+        let (code, out, err) = fleetctl_cmd(&[
+            "-vv",
+            "run",
+            "-p",
+            "stop",
+            "-i",
+            inv.to_str().unwrap(),
+            "--plain",
+        ]);
+        remount("rw");
+        assert_eq!(code, Some(2), "{out}\n{err}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("h01: "))
+            .unwrap_or_else(|| panic!("no error line for h01: {out}"));
+        assert!(
+            line.starts_with("h01: FAILED: lock: h01: read-only filesystem: "),
+            "{line}"
+        );
+        assert!(line.contains("Read-only file system"), "{line}");
+        for script in ["printf", "mkdir -p", "age=", "sed -n"] {
+            assert!(!out.contains(script), "the script is shown: {out}");
+        }
+        // -vv logs the command for whoever debugs it, never the lock's token.
+        assert!(
+            err.contains("remote command failed") && err.contains("mkdir"),
+            "{err}"
+        );
+        assert!(err.contains("<secret>"), "{err}");
+        let tokenish = err
+            .split(|c: char| !c.is_ascii_hexdigit())
+            .any(|w| w.len() == 32);
+        assert!(!tokenish, "a 128-bit token in the log: {err}");
+        t.close().await.unwrap();
+    });
+}
+
+/// Issue 30, 6: three `fleetctl timing collect` runs at once into one store
+/// (cron, an operator, an experiment's collect stage) store every record of
+/// the host once; they tripled the report's counts.
+#[test]
+fn concurrent_timing_collects_store_every_record_once() {
+    let Some((lab, _host)) = lab(None) else {
+        return;
+    };
+    let lines = 4000;
+    let out = lab
+        .exec(
+            0,
+            &[
+                "sh",
+                "-c",
+                &format!(
+                    "mkdir -p /data/prover/logs && seq 1 {lines} | sed 's/.*/{{\"kind\":\"proof\",\"n\":&}}/' > /data/prover/logs/timing.jsonl"
+                ),
+            ],
+        )
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let work = tempfile::tempdir().unwrap();
+    let store = work.path().join("store");
+    let inv = lab.inventory_path();
+    let runs: Vec<_> = (0..3)
+        .map(|_| {
+            let (inv, store) = (inv.clone(), store.clone());
+            std::thread::spawn(move || {
+                fleetctl_cmd(&[
+                    "timing",
+                    "collect",
+                    "-i",
+                    inv.to_str().unwrap(),
+                    "--store",
+                    store.to_str().unwrap(),
+                    "--chunk-bytes",
+                    "4096",
+                ])
+            })
+        })
+        .collect();
+    for r in runs {
+        let (code, out, err) = r.join().unwrap();
+        assert_eq!(code, Some(0), "{out}\n{err}");
+    }
+    let mut stored = Vec::new();
+    for e in std::fs::read_dir(store.join("h01")).unwrap() {
+        let e = e.unwrap();
+        if !e.file_name().to_string_lossy().starts_with('.') {
+            stored.extend(
+                std::fs::read_to_string(e.path())
+                    .unwrap()
+                    .lines()
+                    .map(str::to_owned),
+            );
+        }
+    }
+    assert_eq!(stored.len(), lines, "each record once");
+    stored.sort();
+    stored.dedup();
+    assert_eq!(stored.len(), lines);
 }

@@ -2,10 +2,10 @@
 //! (from `/proc`) and what its API says (`/status`, `/readyz`).
 
 use crate::daemon::client::ApiClient;
-use crate::daemon::config::Config;
+use crate::daemon::config::{Config, Devices};
 use crate::daemon::pidfile::{read_pid, stat_state};
 use crate::health::meminfo::process_memory;
-use fleet_wire::health::Daemon;
+use fleet_wire::health::{Daemon, GpuDevices};
 use std::path::Path;
 use std::time::Duration;
 
@@ -19,6 +19,10 @@ pub fn probe(config_path: &Path, config: &Config) -> Daemon {
         listen: crate::daemon::client::listen_addr(config)
             .unwrap_or(config.listen)
             .to_string(),
+        gpu_devices: Some(match &config.gpu.devices {
+            Devices::All => GpuDevices::All,
+            Devices::List(l) => GpuDevices::List(l.clone()),
+        }),
         ..Default::default()
     };
     match read_pid(&config.paths.pid_file) {
@@ -149,5 +153,13 @@ mod tests {
             "{:?}",
             d.errors
         );
+        // What the daemon was asked to prove on, for fleetctl to hold
+        // against what it runs (issue 29).
+        assert_eq!(d.gpu_devices, Some(GpuDevices::All));
+        config.gpu.devices = Devices::List(vec![0, 2]);
+        let d = probe(Path::new("prover.toml"), &config);
+        assert_eq!(d.gpu_devices, Some(GpuDevices::List(vec![0, 2])));
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["gpu_devices"], serde_json::json!({"list": [0, 2]}));
     }
 }

@@ -7,8 +7,9 @@
 //! and is restored: with two jobs in flight per host, its partitions wait
 //! for the worker (`gpu_lock_wait`), a slowdown that no load on this
 //! two-core machine can hide (fewer threads per MSM would be hidden: the
-//! cores are shared by every lab host). Last, Ctrl-C while the workload
-//! runs restores the canaries and exits 130.
+//! cores are shared by every lab host). A candidate whose canary daemon is
+//! killed mid-measurement fails and is restored, serving. Last, Ctrl-C
+//! while the workload runs restores the canaries and exits 130.
 //!
 //! Needs `target/debug/{fleetctl,prover}` (`cargo build --workspace --bins`).
 
@@ -256,7 +257,105 @@ fn experiments_on_a_lab_of_four_pass_and_promote_or_fail_and_restore() {
         );
     }
 
-    // 4. Ctrl-C while the workload runs: the canaries are restored, exit 130.
+    // 4. A canary whose daemon is killed during the measurement: its jobs
+    //    fail (and leave no records), the daemon is gone at the end. The
+    //    verdict is `fail` whatever the statistics say, and the canaries are
+    //    restored and serving (it was `marginal`, `keep`, no daemon left).
+    let t = Instant::now();
+    let e = variant(cwd, "prover-dies");
+    std::fs::write(
+        cwd.join("dies.yaml"),
+        definition(
+            "dies",
+            None,
+            "    - { metric: total, critical: true }\n    - { metric: failures, critical: true }\n",
+            "10%",
+        )
+        .replace("jobs: 12", "jobs: 20")
+        .replace(
+            "{ pass: promote, fail: restore }",
+            "{ pass: promote, fail: restore, marginal: keep }",
+        ),
+    )
+    .expect("definition");
+    let child = Command::new(binary("fleetctl"))
+        .args(
+            [
+                &[
+                    "experiment",
+                    "-f",
+                    "dies.yaml",
+                    "--plain",
+                    "--json",
+                    "dies.json",
+                    "--binary",
+                ][..],
+                &[e.to_str().expect("utf-8")],
+                &base,
+            ]
+            .concat(),
+        )
+        .current_dir(cwd)
+        .env_remove("FLEETCTL_STATE_DIR")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn fleetctl");
+    let e_sha = sha(&e);
+    let deadline = Instant::now() + std::time::Duration::from_secs(120);
+    let deployed = || {
+        std::fs::read_dir(cwd.join(".fleetctl/experiments"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .any(|t| t.contains(&e_sha) && t.contains("\"progress\": \"deployed\""))
+    };
+    while !deployed() && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let killed = lab
+        .ssh(0, "kill -9 $(cat /data/prover/run/prover.pid)")
+        .expect("ssh kill");
+    assert!(killed.status.success(), "kill the canary's daemon");
+    let r = Run::from(child.wait_with_output().expect("fleetctl ends"));
+    assert_eq!(r.code, Some(4), "a canary that crashed\n{}", r.show());
+    let j = json(&cwd.join("dies.json"));
+    assert_eq!(j["verdict"], "fail", "{}", r.show());
+    assert_eq!(j["action"], "restore", "{}", r.show());
+    assert!(
+        j["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("daemon of canary h01"),
+        "{j}"
+    );
+    assert!(
+        j["analysis"]["canary"]["counts"]["unrecorded_failures"].as_u64() >= Some(1),
+        "failed jobs without records count: {j}"
+    );
+    for i in 0..4 {
+        assert!(
+            current_release(&lab, i).ends_with(&a_sha),
+            "h0{} on the baseline release after the crashed canary",
+            i + 1
+        );
+    }
+    let serving = lab
+        .ssh(
+            0,
+            "cd /data/prover && current/prover client status --config current/prover.toml",
+        )
+        .expect("ssh status");
+    assert!(
+        serving.status.success(),
+        "h01 serves again: {}",
+        String::from_utf8_lossy(&serving.stderr)
+    );
+    eprintln!("crashed canary: {:.1}s", t.elapsed().as_secs_f64());
+
+    // 5. Ctrl-C while the workload runs: the canaries are restored, exit 130.
     let t = Instant::now();
     let d = variant(cwd, "prover-interrupted");
     std::fs::write(

@@ -371,6 +371,19 @@ fn status_health_and_timing_on_a_lab_of_eight() {
         }
     }
 
+    // The default policy fails it too: its rollout left it running, and
+    // nothing stopped it on purpose (it was OK, exit 0).
+    let r = fleetctl(cwd, &["health", "-i", inv, "--json", "--history", "hist"]);
+    assert_eq!(r.code, Some(2), "{}", r.show());
+    for v in json(&r).as_array().expect("array") {
+        if v["host"] == "h03" {
+            assert_eq!(v["severity"], "FAIL", "{v}");
+            assert_eq!(v["findings"][0]["rule"], "daemon_down", "{v}");
+        } else {
+            assert_eq!(v["severity"], "OK", "{v}");
+        }
+    }
+
     // --- a host that is down: reported unreachable within the deadline, others answer.
     lab.stop_sshd(7).expect("stop h08's sshd");
     let started = Instant::now();
