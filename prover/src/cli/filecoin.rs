@@ -7,7 +7,7 @@ use super::setup::SetupArgs;
 use super::BackendChoice;
 use anyhow::{Context, Result};
 use prover::filecoin::c1::{self, MAX_C1_BYTES};
-use prover::filecoin::cache::{CacheError, CACHE_ENV, DEFAULT_CACHE_DIR};
+use prover::filecoin::cache::{CACHE_ENV, DEFAULT_CACHE_DIR};
 use prover::filecoin::porep::{self, C2Options};
 use prover::filecoin::post::{self, PostKind, PostRequest};
 use prover::filecoin::registered::{parse_sector_size, SealProof};
@@ -97,9 +97,7 @@ fn code_of(e: &FilecoinError) -> u8 {
         | FilecoinError::NotThisSector { .. }
         | FilecoinError::VanillaInvalid { .. }
         | FilecoinError::VanillaPostInvalid { .. } => exit::C1_REFUSED,
-        FilecoinError::Cache(CacheError::Params(_)) | FilecoinError::Cache(_) => {
-            exit::PARAMS_UNUSABLE
-        }
+        FilecoinError::Cache(_) => exit::PARAMS_UNUSABLE,
         FilecoinError::ProofRejected { .. } => exit::VERIFY_FAILED,
         _ => exit::ERROR,
     }

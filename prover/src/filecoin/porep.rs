@@ -240,7 +240,7 @@ fn c2_of<Tree: 'static + MerkleTreeTrait>(
             _,
         >>::circuit(
             &public_inputs,
-            Default::default(),
+            (),
             vanilla,
             &pub_params.vanilla_params,
             Some(k),
