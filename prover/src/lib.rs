@@ -6,15 +6,17 @@
 //! Beside it: [`budget`], [`params`] and [`setup`], [`sys`] (meminfo,
 //! cgroup limits, hostname, clocks), [`daemon`]
 //! (`config`, `api`, `engine`, `lifecycle`), [`health`] (the host probe),
-//! [`bench`], [`pool_bench`]. The command line (clap types, signal handling,
-//! exit codes) belongs to the binary's `src/cli/`, which converts its
-//! arguments into the plain types these modules take.
+//! [`bench`], [`pool_bench`], [`filecoin`] (Filecoin's PoRep C2 and its
+//! parameter cache). The command line (clap types, signal handling, exit
+//! codes) belongs to the binary's `src/cli/`, which converts its arguments
+//! into the plain types these modules take.
 
 pub mod backend;
 pub mod bench;
 pub mod budget;
 pub mod circuit;
 pub mod daemon;
+pub mod filecoin;
 pub mod health;
 pub mod lc;
 pub mod memory_plan;

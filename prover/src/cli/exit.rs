@@ -16,3 +16,9 @@ pub const ABORTED: u8 = 5;
 /// `client submit --wait`: the job failed, was cancelled, did not verify,
 /// or did not finish within the timeout.
 pub const JOB_FAILED: u8 = 6;
+/// `c2`: the C1 output was refused (malformed, for another sector, altered).
+pub const C1_REFUSED: u8 = 7;
+/// `c2`, `setup --filecoin`: Filecoin parameters missing or unusable
+/// (truncated, a digest that does not match parameters.json, TEST-ONLY
+/// parameters not allowed).
+pub const PARAMS_UNUSABLE: u8 = 8;

@@ -8,6 +8,7 @@
 pub mod bench_pool;
 pub mod daemon;
 pub mod exit;
+pub mod filecoin;
 pub mod params;
 pub mod prove;
 pub mod setup;
@@ -49,6 +50,10 @@ pub enum Command {
     Setup(setup::SetupArgs),
     /// Import, list and verify the parameter directory's files.
     Params(params::ParamsCmdArgs),
+    /// Filecoin PoRep C2: prove a C1 output with Filecoin's parameters.
+    C2(filecoin::C2Args),
+    /// Filecoin Window or Winning PoSt from vanilla proofs, with Filecoin's parameters.
+    Post(filecoin::PostArgs),
 }
 
 /// `--backend`.

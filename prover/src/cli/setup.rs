@@ -18,7 +18,7 @@ pub struct SetupArgs {
     #[arg(long, default_value = "chain")]
     pub circuit: CircuitKind,
     /// Circuit size in constraints (the domain holds the circuit's constraints plus one per input): 1024 or 2^10.
-    #[arg(long, value_parser = parse_size, required_unless_present = "bench")]
+    #[arg(long, value_parser = parse_size, required_unless_present_any = ["bench", "filecoin"])]
     pub size: Option<usize>,
     /// Parameter cache directory.
     #[arg(long, default_value = "params")]
@@ -35,6 +35,15 @@ pub struct SetupArgs {
     /// Sizes for --bench (comma separated; 1024 or 2^10).
     #[arg(long, value_parser = parse_size, value_delimiter = ',', default_values = ["2^10", "2^12", "2^14", "2^16"])]
     pub bench_sizes: Vec<usize>,
+    /// Instead of a bundled circuit: a Filecoin circuit, the PoRep of a seal
+    /// proof type (StackedDrg2KiBV1_1) or a PoSt (winning-post:2KiB,
+    /// window-post:2KiB), written under Filecoin's file names into
+    /// --param-cache; existing files are never replaced.
+    #[arg(long, conflicts_with_all = ["size", "bench", "force"])]
+    pub filecoin: Option<prover::filecoin::FilCircuit>,
+    /// Filecoin parameter cache folder, for --filecoin.
+    #[arg(long, env = prover::filecoin::cache::CACHE_ENV, default_value = prover::filecoin::cache::DEFAULT_CACHE_DIR)]
+    pub param_cache: PathBuf,
 }
 
 impl From<SetupArgs> for SetupOptions {

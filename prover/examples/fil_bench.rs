@@ -1,0 +1,85 @@
+//! The other half of the PoRep C2 benchmark (docs/BENCHMARKS.md): seals a
+//! sector with `filecoin-proofs`, runs its own `seal_commit_phase2` on the
+//! same C1 output as `prover c2`, and judges proofs with its `verify_seal`.
+//!
+//! ```text
+//! fil_bench seal SEAL_PROOF WORK_DIR OUT_DIR   # OUT_DIR/c1.json, OUT_DIR/sector.json
+//! fil_bench filecoin-c2 OUT_DIR PROOF_FILE     # filecoin-proofs' own C2, timed
+//! fil_bench verify OUT_DIR PROOF_FILE          # exit 0 accepted, 3 rejected
+//! ```
+//!
+//! `FIL_PROOFS_PARAMETER_CACHE` names the parameter folder filecoin-proofs uses.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use prover::filecoin::seal::{self, Sealed};
+use prover::filecoin::SealProof;
+
+fn load(dir: &Path) -> Result<Sealed> {
+    let meta = std::fs::read(dir.join("sector.json")).context("reading sector.json")?;
+    let mut sealed: Sealed = serde_json::from_slice(&meta).context("parsing sector.json")?;
+    sealed.c1_json = std::fs::read(dir.join("c1.json")).context("reading c1.json")?;
+    Ok(sealed)
+}
+
+fn run(args: &[String]) -> Result<u8> {
+    match args {
+        [cmd, proof, work, out] if cmd == "seal" => {
+            let proof: SealProof = proof.parse()?;
+            let (work, out) = (PathBuf::from(work), PathBuf::from(out));
+            std::fs::create_dir_all(&out)?;
+            let t = Instant::now();
+            let sealed = seal::seal_random_sector(proof, 26, &work)?;
+            std::fs::write(out.join("c1.json"), &sealed.c1_json)?;
+            std::fs::write(out.join("sector.json"), serde_json::to_vec_pretty(&sealed)?)?;
+            println!(
+                "{}",
+                serde_json::json!({
+                    "sealed": proof.to_string(), "sector_id": sealed.sector_id,
+                    "prover_id": hex::encode(sealed.prover_id),
+                    "pc1_s": sealed.pc1_s, "pc2_s": sealed.pc2_s, "c1_s": sealed.c1_s,
+                    "c1_bytes": sealed.c1_json.len(), "total_s": t.elapsed().as_secs_f64(),
+                })
+            );
+            Ok(0)
+        }
+        [cmd, dir, proof_file] if cmd == "filecoin-c2" => {
+            let sealed = load(Path::new(dir))?;
+            let t = Instant::now();
+            let proof = seal::filecoin_c2(&sealed)?;
+            let secs = t.elapsed().as_secs_f64();
+            std::fs::write(proof_file, &proof)?;
+            println!(
+                "{}",
+                serde_json::json!({"seal_commit_phase2_s": secs, "bytes": proof.len()})
+            );
+            Ok(0)
+        }
+        [cmd, dir, proof_file] if cmd == "verify" => {
+            let sealed = load(Path::new(dir))?;
+            let proof = std::fs::read(proof_file).context("reading the proof")?;
+            let t = Instant::now();
+            let ok = seal::verify(&sealed, &proof)?;
+            println!(
+                "{}",
+                serde_json::json!({"verify_seal": ok, "proof": proof_file, "s": t.elapsed().as_secs_f64()})
+            );
+            Ok(if ok { 0 } else { 3 })
+        }
+        _ => bail!("usage: fil_bench seal SEAL_PROOF WORK_DIR OUT_DIR | filecoin-c2 OUT_DIR PROOF_FILE | verify OUT_DIR PROOF_FILE"),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

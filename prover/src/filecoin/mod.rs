@@ -1,0 +1,133 @@
+//! Filecoin's own proofs through this prover: PoRep C2 from a C1 output
+//! ([`porep`]), with Groth16 parameters read in place from a Filecoin
+//! parameter cache folder ([`cache`]) or, for test sector sizes,
+//! generated TEST-ONLY under Filecoin's file names ([`setup`]).
+//!
+//! The circuits are the proof crates' own (`storage-proofs-porep` 19.1,
+//! built without GPU features): this module only builds them through their
+//! public `CompoundProof` API and hands them to [`crate::synthesis`] and
+//! [`crate::prove`] like any other bellperson circuit.
+
+pub mod c1;
+pub mod cache;
+pub mod porep;
+pub mod post;
+pub mod registered;
+pub mod seal;
+pub mod setup;
+
+use std::path::PathBuf;
+
+use crate::params::ParamsError;
+use crate::prove::ProveError;
+use crate::setup::SetupError;
+pub use registered::SealProof;
+
+/// Calls `$f::<Tree>(args)` with the merkle tree shape of a sector size
+/// (the sizes of [`registered::SECTOR_SIZES`]; any other is an error).
+macro_rules! with_tree {
+    ($size:expr, $f:ident, $($arg:expr),* $(,)?) => {{
+        use filecoin_proofs::constants as fc;
+        match $size {
+            fc::SECTOR_SIZE_2_KIB => $f::<fc::SectorShape2KiB>($($arg),*),
+            fc::SECTOR_SIZE_8_MIB => $f::<fc::SectorShape8MiB>($($arg),*),
+            fc::SECTOR_SIZE_512_MIB => $f::<fc::SectorShape512MiB>($($arg),*),
+            fc::SECTOR_SIZE_32_GIB => $f::<fc::SectorShape32GiB>($($arg),*),
+            fc::SECTOR_SIZE_64_GIB => $f::<fc::SectorShape64GiB>($($arg),*),
+            other => Err($crate::filecoin::FilecoinError::SectorSize(other)),
+        }
+    }};
+}
+pub(crate) use with_tree;
+
+/// A Filecoin circuit whose parameters `prover setup --filecoin` makes:
+/// a seal proof type (`StackedDrg2KiBV1_1`) or a PoSt of a sector size
+/// (`winning-post:2KiB`, `window-post:2KiB`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilCircuit {
+    PoRep(SealProof),
+    Post(post::PostKind, u64),
+}
+
+impl std::str::FromStr for FilCircuit {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Some((kind, size)) = s.split_once(':') {
+            let kind = match kind {
+                "winning-post" => post::PostKind::Winning,
+                "window-post" => post::PostKind::Window,
+                other => {
+                    return Err(format!(
+                        "unknown PoSt `{}`: winning-post or window-post",
+                        other.escape_debug()
+                    ))
+                }
+            };
+            let size = registered::parse_sector_size(size).map_err(|e| e.to_string())?;
+            return Ok(FilCircuit::Post(kind, size));
+        }
+        s.parse::<SealProof>()
+            .map(FilCircuit::PoRep)
+            .map_err(|e| format!("{e}; or a PoSt as winning-post:SIZE / window-post:SIZE"))
+    }
+}
+
+/// Writes `bytes` to `path` whole or not at all (a synced temporary file
+/// renamed into place): a proof or report is never left half-written.
+pub fn write_output(path: &std::path::Path, bytes: &[u8]) -> Result<(), ParamsError> {
+    crate::params::file::write_atomic(path, |w| w.write_all(bytes)).map(|_| ())
+}
+
+/// Why a Filecoin proof could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum FilecoinError {
+    #[error("sector size {0} has no Filecoin PoRep (valid: 2KiB, 8MiB, 512MiB, 32GiB, 64GiB)")]
+    SectorSize(u64),
+    #[error(transparent)]
+    C1(#[from] c1::C1Error),
+    #[error("the C1 output is not a {seal_proof} SealCommitPhase1Output: {reason}")]
+    C1Shape {
+        seal_proof: SealProof,
+        reason: String,
+    },
+    #[error("the C1 output's {field}: {reason}")]
+    C1Field { field: &'static str, reason: String },
+    #[error(
+        "the C1 output is not for sector {sector_id} of prover {prover_id} ({seal_proof}): its replica id differs from the one those, its ticket and its CommD give (another sector's C1, or a wrong --sector-id / --prover-id / --registered-proof)"
+    )]
+    NotThisSector {
+        sector_id: u64,
+        prover_id: String,
+        seal_proof: SealProof,
+    },
+    #[error(
+        "the C1 output's vanilla proofs do not verify for {seal_proof} (the C1 output is altered or damaged)"
+    )]
+    VanillaInvalid { seal_proof: SealProof },
+    #[error("the vanilla PoSt proofs are refused: {reason}")]
+    VanillaPostInvalid { reason: String },
+    #[error("{context}: {reason}")]
+    ProofCrates {
+        context: &'static str,
+        reason: String,
+    },
+    #[error(transparent)]
+    Cache(#[from] cache::CacheError),
+    #[error(transparent)]
+    Params(#[from] ParamsError),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    #[error("{path} exists: the parameter cache is never written over")]
+    Exists { path: PathBuf },
+    #[error("proving partition {partition}: {source}")]
+    Prove {
+        partition: usize,
+        #[source]
+        source: ProveError,
+    },
+    #[error(
+        "partition {partition}'s proof does not verify against the parameters' verifying key; nothing was written"
+    )]
+    ProofRejected { partition: usize },
+}

@@ -1,0 +1,417 @@
+//! Window and Winning PoSt from vanilla proofs, as `filecoin-proofs`'
+//! `generate_winning_post_with_vanilla` and
+//! `generate_single_window_post_with_vanilla` build them, proven by this
+//! crate's prover one partition at a time.
+//!
+//! Input: the vanilla proofs as a JSON array of `FallbackPoStSectorProof`
+//! (one per sector: WinningPoSt one sector, a WindowPoSt partition up to
+//! the partition's sector count), the challenge randomness and the prover
+//! id. The vanilla proofs are verified before proving and every proof
+//! after, against the parameters' verifying key. Output: the Groth16
+//! proof bytes, as those functions return them.
+
+use std::path::Path;
+use std::time::Instant;
+
+use bellperson::groth16::{prepare_verifying_key, verify_proof};
+use blstrs::Scalar;
+use ff::Field;
+use filecoin_hashers::Hasher;
+use filecoin_proofs::constants::{
+    WINDOW_POST_CHALLENGE_COUNT, WINDOW_POST_SECTOR_COUNT, WINNING_POST_CHALLENGE_COUNT,
+    WINNING_POST_SECTOR_COUNT,
+};
+use filecoin_proofs::{
+    as_safe_commitment, partition_vanilla_proofs, single_partition_vanilla_proofs,
+    FallbackPoStSectorProof, PoStConfig, PoStType,
+};
+use storage_proofs_core::api_version::ApiVersion;
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::proof::ProofScheme;
+use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCompound, PublicSector};
+
+use crate::backend::{Backend, BackendTimes};
+use crate::filecoin::cache::{self, CacheEntry, Provenance};
+use crate::filecoin::porep::{PartitionReport, PROOF_BYTES};
+use crate::filecoin::FilecoinError;
+use crate::pool::PinnedPool;
+use crate::prove::{self, partition_randomness, IdentifiedKey};
+use crate::synthesis;
+
+/// Which PoSt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PostKind {
+    Winning,
+    Window,
+}
+
+impl PostKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PostKind::Winning => "winning-post",
+            PostKind::Window => "window-post",
+        }
+    }
+}
+
+/// A PoSt to prove.
+#[derive(Clone, Debug)]
+pub struct PostRequest {
+    pub kind: PostKind,
+    pub sector_size: u64,
+    /// The vanilla proofs: a JSON array of `FallbackPoStSectorProof`.
+    pub vanilla_json: Vec<u8>,
+    pub randomness: [u8; 32],
+    pub prover_id: [u8; 32],
+    /// The WindowPoSt partition these sectors are (0 for WinningPoSt).
+    pub partition: usize,
+}
+
+/// The PoSt proof and how it was made.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PostOutput {
+    #[serde(skip)]
+    pub proof: Vec<u8>,
+    pub kind: PostKind,
+    pub sector_size: u64,
+    pub sectors: usize,
+    pub params_file: String,
+    pub params: Provenance,
+    pub backend: &'static str,
+    pub partitions: Vec<PartitionReport>,
+    pub total_ms: f64,
+}
+
+/// Filecoin's PoSt configuration of `kind` at `sector_size` (the current,
+/// V1_1 API: WinningPoSt on API 1.0, WindowPoSt on 1.2, as the chain uses them).
+pub fn post_config(kind: PostKind, sector_size: u64) -> Result<PoStConfig, FilecoinError> {
+    crate::filecoin::registered::size_name(sector_size)
+        .ok_or(FilecoinError::SectorSize(sector_size))?;
+    Ok(match kind {
+        PostKind::Winning => PoStConfig {
+            sector_size: sector_size.into(),
+            challenge_count: WINNING_POST_CHALLENGE_COUNT,
+            sector_count: WINNING_POST_SECTOR_COUNT,
+            typ: PoStType::Winning,
+            priority: false,
+            api_version: ApiVersion::V1_0_0,
+        },
+        PostKind::Window => PoStConfig {
+            sector_size: sector_size.into(),
+            challenge_count: WINDOW_POST_CHALLENGE_COUNT,
+            sector_count: *WINDOW_POST_SECTOR_COUNT
+                .read()
+                .map_err(|_| FilecoinError::ProofCrates {
+                    context: "reading the WindowPoSt sector counts",
+                    reason: "lock poisoned".into(),
+                })?
+                .get(&sector_size)
+                .ok_or(FilecoinError::SectorSize(sector_size))?,
+            typ: PoStType::Window,
+            priority: false,
+            api_version: ApiVersion::V1_2_0,
+        },
+    })
+}
+
+fn crates_err(context: &'static str) -> impl FnOnce(anyhow::Error) -> FilecoinError {
+    move |e| FilecoinError::ProofCrates {
+        context,
+        reason: format!("{e:#}"),
+    }
+}
+
+/// Filecoin's cache entry of a PoSt circuit.
+pub fn cache_entry(
+    cache_dir: &Path,
+    kind: PostKind,
+    sector_size: u64,
+) -> Result<CacheEntry, FilecoinError> {
+    crate::filecoin::with_tree!(sector_size, cache_entry_of, cache_dir, kind, sector_size)
+}
+
+fn cache_entry_of<Tree: 'static + MerkleTreeTrait>(
+    cache_dir: &Path,
+    kind: PostKind,
+    sector_size: u64,
+) -> Result<CacheEntry, FilecoinError> {
+    let id = post_config(kind, sector_size)?
+        .get_cache_identifier::<Tree>()
+        .map_err(crates_err("computing the parameters' cache identifier"))?;
+    let what = format!(
+        "{} of {} sectors",
+        kind.name(),
+        crate::filecoin::registered::size_name(sector_size).unwrap_or("?")
+    );
+    Ok(CacheEntry::new(cache_dir, id, what))
+}
+
+/// The compound public parameters of a PoSt of `config` over `sectors` sectors.
+pub(crate) fn public_params<'a, Tree: 'static + MerkleTreeTrait>(
+    config: &PoStConfig,
+    sectors: usize,
+) -> Result<compound_proof::PublicParams<'a, FallbackPoSt<'a, Tree>>, FilecoinError> {
+    // filecoin-proofs' own setup of each kind (one definition of the rules).
+    let (vanilla_params, partitions) = match config.typ {
+        PoStType::Winning => (
+            filecoin_proofs::parameters::winning_post_setup_params(config)
+                .map_err(crates_err("setting up the WinningPoSt parameters"))?,
+            None,
+        ),
+        _ => {
+            let n = sectors.div_ceil(config.sector_count.max(1));
+            (
+                filecoin_proofs::parameters::window_post_setup_params(config),
+                (n > 1).then_some(n),
+            )
+        }
+    };
+    FallbackPoStCompound::<Tree>::setup(&compound_proof::SetupParams {
+        vanilla_params,
+        partitions,
+        priority: false,
+    })
+    .map_err(crates_err("setting up the compound PoSt"))
+}
+
+/// Proves `request` with the parameters in `cache_dir` on `backend`.
+pub fn prove_post(
+    request: &PostRequest,
+    cache_dir: &Path,
+    backend: &dyn Backend,
+    pool: &PinnedPool,
+    options: &crate::filecoin::porep::C2Options,
+) -> Result<PostOutput, FilecoinError> {
+    crate::filecoin::with_tree!(
+        request.sector_size,
+        prove_of,
+        request,
+        cache_dir,
+        backend,
+        pool,
+        options
+    )
+}
+
+fn prove_of<Tree: 'static + MerkleTreeTrait>(
+    request: &PostRequest,
+    cache_dir: &Path,
+    backend: &dyn Backend,
+    pool: &PinnedPool,
+    options: &crate::filecoin::porep::C2Options,
+) -> Result<PostOutput, FilecoinError> {
+    let started = Instant::now();
+    let config = post_config(request.kind, request.sector_size)?;
+    if request.vanilla_json.len() > crate::filecoin::c1::MAX_C1_BYTES {
+        return Err(FilecoinError::C1Field {
+            field: "vanilla proofs",
+            reason: format!("{} bytes, more than accepted", request.vanilla_json.len()),
+        });
+    }
+    let vanilla: Vec<FallbackPoStSectorProof<Tree>> = serde_json::from_slice(&request.vanilla_json)
+        .map_err(|e| FilecoinError::C1Field {
+            field: "vanilla proofs",
+            reason: format!("not a JSON array of FallbackPoStSectorProof: {e}"),
+        })?;
+    if vanilla.is_empty() || vanilla.len() > config.sector_count {
+        return Err(FilecoinError::C1Field {
+            field: "vanilla proofs",
+            reason: format!(
+                "{} sectors; a {} partition proves 1 to {}",
+                vanilla.len(),
+                request.kind.name(),
+                config.sector_count
+            ),
+        });
+    }
+    if request.kind == PostKind::Winning
+        && (vanilla.len() != config.sector_count || request.partition != 0)
+    {
+        return Err(FilecoinError::C1Field {
+            field: "vanilla proofs",
+            reason: format!(
+                "WinningPoSt proves exactly {} sector(s), as partition 0",
+                config.sector_count
+            ),
+        });
+    }
+    let randomness = as_safe_commitment::<<Tree::Hasher as Hasher>::Domain, _>(
+        &request.randomness,
+        "randomness",
+    )
+    .map_err(|e| FilecoinError::C1Field {
+        field: "randomness",
+        reason: format!("{e:#}"),
+    })?;
+    let prover_id =
+        as_safe_commitment::<<Tree::Hasher as Hasher>::Domain, _>(&request.prover_id, "prover_id")
+            .map_err(|e| FilecoinError::C1Field {
+                field: "prover id",
+                reason: format!("{e:#}"),
+            })?;
+    let sectors: Vec<PublicSector<_>> = vanilla
+        .iter()
+        .map(|p| PublicSector {
+            id: p.sector_id,
+            comm_r: p.comm_r,
+        })
+        .collect();
+    let pub_params = public_params::<Tree>(&config, vanilla.len())?;
+    // Both filecoin-proofs functions verify the vanilla proofs while they
+    // partition them: a wrong one is refused here, before proving.
+    let (pub_inputs, partitioned) = match request.kind {
+        PostKind::Winning => {
+            let pub_inputs = fallback::PublicInputs {
+                randomness,
+                prover_id,
+                sectors,
+                k: None,
+            };
+            let parts = partition_vanilla_proofs(
+                &config,
+                &pub_params.vanilla_params,
+                &pub_inputs,
+                pub_params.partitions.unwrap_or(1),
+                &vanilla,
+            )
+            .map_err(|e| FilecoinError::VanillaPostInvalid {
+                reason: format!("{e:#}"),
+            })?;
+            (pub_inputs, parts)
+        }
+        PostKind::Window => {
+            let pub_inputs = fallback::PublicInputs {
+                randomness,
+                prover_id,
+                sectors,
+                k: Some(request.partition),
+            };
+            let part = single_partition_vanilla_proofs(
+                &config,
+                &pub_params.vanilla_params,
+                &pub_inputs,
+                &vanilla,
+            )
+            .map_err(|e| FilecoinError::VanillaPostInvalid {
+                reason: format!("{e:#}"),
+            })?;
+            (pub_inputs, vec![part])
+        }
+    };
+    let valid = FallbackPoSt::<Tree>::verify_all_partitions(
+        &pub_params.vanilla_params,
+        &pub_inputs,
+        &partitioned,
+    )
+    .map_err(|e| FilecoinError::VanillaPostInvalid {
+        reason: format!("{e:#}"),
+    })?;
+    if !valid {
+        return Err(FilecoinError::VanillaPostInvalid {
+            reason: "they do not verify for this randomness, prover id and sectors".into(),
+        });
+    }
+
+    // The public inputs a verifier computes: `verify_winning_post` lists
+    // the sector once per challenge slot of the circuit (its setup turns
+    // 66 challenges of 1 sector into 1 challenge of 66 "sectors"), where the
+    // prover's inputs name it once.
+    let verifier_inputs = match request.kind {
+        PostKind::Winning => fallback::PublicInputs {
+            sectors: pub_inputs
+                .sectors
+                .iter()
+                .cycle()
+                .take(pub_params.vanilla_params.sector_count * pub_inputs.sectors.len())
+                .cloned()
+                .collect(),
+            ..pub_inputs.clone()
+        },
+        PostKind::Window => pub_inputs.clone(),
+    };
+
+    let entry = cache_entry_of::<Tree>(cache_dir, request.kind, request.sector_size)?;
+    let loaded = cache::load(&entry, options.allow_test_params)?;
+    if loaded.provenance.is_test_only() {
+        tracing::warn!(file = %entry.params.display(), "{}", crate::setup::TEST_ONLY_WARNING);
+    }
+    let pvk = prepare_verifying_key(&loaded.params.vk);
+    let key = IdentifiedKey {
+        key: &loaded.params,
+        sha256: &loaded.sha256,
+    };
+    let shape = prove::shape_of_key(&key);
+    let mut proof_bytes = Vec::with_capacity(partitioned.len() * PROOF_BYTES);
+    let mut reports = Vec::new();
+    for (k, part) in partitioned.iter().enumerate() {
+        let t = Instant::now();
+        let circuit = FallbackPoStCompound::<Tree>::circuit(
+            &pub_inputs,
+            Default::default(),
+            part,
+            &pub_params.vanilla_params,
+            Some(k),
+        )
+        .map_err(crates_err("building a PoSt circuit"))?;
+        let inputs: Vec<Scalar> = FallbackPoStCompound::<Tree>::generate_public_inputs(
+            &verifier_inputs,
+            &pub_params.vanilla_params,
+            Some(k),
+        )
+        .map_err(crates_err("computing a PoSt's public inputs"))?;
+        let circuit_ms = t.elapsed().as_secs_f64() * 1e3;
+        let syn =
+            synthesis::synthesize(circuit, &shape, pool).map_err(|e| FilecoinError::Prove {
+                partition: k,
+                source: e.into(),
+            })?;
+        let (constraints, synthesis_ms) = (syn.num_constraints, syn.synthesis_ms);
+        let (r, s) = match options.seed {
+            Some(seed) => partition_randomness(seed, k as u32),
+            None => (
+                Scalar::random(rand::rngs::OsRng),
+                Scalar::random(rand::rngs::OsRng),
+            ),
+        };
+        let t = Instant::now();
+        let mut times = BackendTimes::default();
+        let proof =
+            prove::prove_synthesized(backend, &key, syn, r, s, &mut times).map_err(|source| {
+                FilecoinError::Prove {
+                    partition: k,
+                    source,
+                }
+            })?;
+        let prove_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        if !verify_proof(&pvk, &proof, &inputs).unwrap_or(false) {
+            return Err(FilecoinError::ProofRejected { partition: k });
+        }
+        let verify_ms = t.elapsed().as_secs_f64() * 1e3;
+        let _ = proof.write(&mut proof_bytes);
+        reports.push(PartitionReport {
+            partition: request.partition + k,
+            constraints,
+            domain_log2: shape.log2_domain(),
+            aux: shape.num_aux,
+            circuit_ms,
+            synthesis_ms,
+            prove_ms,
+            device_ms: times.device_ms,
+            verify_ms,
+        });
+    }
+    Ok(PostOutput {
+        proof: proof_bytes,
+        kind: request.kind,
+        sector_size: request.sector_size,
+        sectors: vanilla.len(),
+        params_file: entry.params_name(),
+        params: loaded.provenance,
+        backend: backend.kind().as_str(),
+        partitions: reports,
+        total_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}

@@ -1,0 +1,414 @@
+//! Filecoin's own PoRep through this prover, judged by `filecoin-proofs`.
+//!
+//! A test binary of its own, not a module of `it`: `filecoin-proofs` reads
+//! its parameter folder (`FIL_PROOFS_PARAMETER_CACHE`) from the environment
+//! once per process, so this process sets it before anything else runs, to a
+//! folder under the target directory. The 2 KiB PoRep parameters are
+//! generated there (TEST-ONLY, by `prover::filecoin::setup`) once and kept
+//! between runs; the 2 KiB sector is sealed once per run (PC1, PC2, C1 take
+//! well under a second).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use fleet_testkit::deadline::output_within;
+use prover::filecoin::cache::{CACHE_ENV, TEST_ONLY_SUFFIX};
+use prover::filecoin::post::{self, PostKind};
+use prover::filecoin::seal::{self, Sealed};
+use prover::filecoin::{porep, setup, SealProof};
+
+/// Parameter generation and one CPU proof of a 2 KiB PoRep on 2 cores.
+const CLI_LIMIT: Duration = Duration::from_secs(1200);
+const TEST_SEED: u64 = 26;
+
+struct Fixture {
+    root: PathBuf,
+    cache: PathBuf,
+    sealed: Sealed,
+    c1: PathBuf,
+    /// The sealing folder: replica and trees, for PoSt vanilla proofs.
+    work: PathBuf,
+}
+
+const RANDOMNESS: [u8; 32] = [7; 32];
+
+fn proof_2kib() -> SealProof {
+    "StackedDrg2KiBV1_1".parse().expect("a known seal proof")
+}
+
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin");
+        let cache = root.join("param-cache");
+        // Before filecoin-proofs first reads its settings (every test comes
+        // through here first), so its verifier loads our verifying keys.
+        std::env::set_var(CACHE_ENV, &cache);
+        let entry = porep::cache_entry(&cache, proof_2kib()).expect("cache entry");
+        if !entry.params.exists() {
+            let t = Instant::now();
+            let generated =
+                setup::generate_porep(&cache, proof_2kib(), TEST_SEED).expect("TEST-ONLY setup");
+            eprintln!(
+                "generated {} ({} bytes) in {:.1} s",
+                generated.params,
+                generated.bytes,
+                t.elapsed().as_secs_f64()
+            );
+        }
+        for kind in [PostKind::Winning, PostKind::Window] {
+            let entry = post::cache_entry(&cache, kind, 2048).expect("PoSt cache entry");
+            if !entry.params.exists() {
+                let t = Instant::now();
+                setup::generate_post(&cache, kind, 2048, TEST_SEED).expect("PoSt setup");
+                eprintln!(
+                    "generated {} parameters in {:.1} s",
+                    kind.name(),
+                    t.elapsed().as_secs_f64()
+                );
+            }
+        }
+        let work = root.join("sector");
+        let _ = fs::remove_dir_all(&work);
+        let t = Instant::now();
+        let sealed = seal::seal_random_sector(proof_2kib(), TEST_SEED, &work).expect("seal");
+        eprintln!(
+            "sealed a 2 KiB sector in {:.2} s (PC1 {:.2}, PC2 {:.2}, C1 {:.2})",
+            t.elapsed().as_secs_f64(),
+            sealed.pc1_s,
+            sealed.pc2_s,
+            sealed.c1_s
+        );
+        let c1 = root.join("c1.json");
+        fs::write(&c1, &sealed.c1_json).expect("write C1");
+        Fixture {
+            root,
+            cache,
+            sealed,
+            c1,
+            work,
+        }
+    })
+}
+
+/// SHA-256 of every file in `dir`.
+fn digests(dir: &Path) -> BTreeMap<String, String> {
+    fs::read_dir(dir)
+        .expect("read cache")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            (
+                p.file_name().expect("name").to_string_lossy().into_owned(),
+                prover::params::file_sha256(&p).expect("hash"),
+            )
+        })
+        .collect()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = fixture().root.join("scratch").join(name);
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// `prover c2` on `c1` for the fixture's sector with `extra` arguments.
+fn c2(c1: &Path, cache: &Path, out: &Path, extra: &[&str]) -> Output {
+    let f = fixture();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
+    cmd.arg("c2")
+        .arg("--c1")
+        .arg(c1)
+        .arg("--param-cache")
+        .arg(cache)
+        .arg("--out")
+        .arg(out)
+        .args(["--prover-id", &hex::encode(f.sealed.prover_id)])
+        .args(["--backend", "cpu", "--log", "warn"])
+        .args(extra)
+        .env_remove(CACHE_ENV);
+    if !extra.contains(&"--sector-id") {
+        cmd.args(["--sector-id", &f.sealed.sector_id.to_string()]);
+    }
+    if !extra.contains(&"--sector-size") {
+        cmd.args(["--sector-size", "2KiB"]);
+    }
+    output_within(&mut cmd, CLI_LIMIT)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn file_names_are_filecoin_proofs_own() {
+    let f = fixture();
+    let ours = porep::cache_entry(&f.cache, proof_2kib()).expect("entry");
+    let theirs = proof_2kib()
+        .porep_config()
+        .get_cache_params_path::<filecoin_proofs::SectorShape2KiB>()
+        .expect("filecoin-proofs' path");
+    assert_eq!(ours.params, theirs);
+    let vk = proof_2kib()
+        .porep_config()
+        .get_cache_verifying_key_path::<filecoin_proofs::SectorShape2KiB>()
+        .expect("filecoin-proofs' vk path");
+    assert_eq!(ours.vk, vk);
+}
+
+#[test]
+fn porep_c2_of_a_2kib_sector_is_accepted_by_verify_seal_and_leaves_the_cache_unchanged() {
+    let f = fixture();
+    let before = digests(&f.cache);
+    let dir = scratch("ok");
+    let (out, report) = (dir.join("proof"), dir.join("report.json"));
+    let t = Instant::now();
+    let run = c2(
+        &f.c1,
+        &f.cache,
+        &out,
+        &[
+            "--allow-test-params",
+            "--report",
+            report.to_str().expect("utf-8 path"),
+        ],
+    );
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    eprintln!("prover c2 (2 KiB, CPU) took {secs:.1} s:\n{}", stderr(&run));
+    let proof = fs::read(&out).expect("proof written");
+    assert_eq!(proof.len(), porep::PROOF_BYTES, "one partition, one proof");
+    assert!(
+        seal::verify(&f.sealed, &proof).expect("verify_seal runs"),
+        "filecoin-proofs' verify_seal rejected our proof"
+    );
+    let mut bad = proof.clone();
+    bad[10] ^= 1;
+    assert!(!seal::verify(&f.sealed, &bad).unwrap_or(false));
+    let report: serde_json::Value =
+        serde_json::from_slice(&fs::read(&report).expect("report")).expect("report JSON");
+    assert_eq!(report["seal_proof"], "StackedDrg2KiBV1_1");
+    assert_eq!(report["params"]["origin"], "test-only");
+    assert!(report["partitions"][0]["constraints"].as_u64().unwrap_or(0) > 100_000);
+    assert_eq!(digests(&f.cache), before, "the parameter cache changed");
+}
+
+#[test]
+fn hostile_c1_outputs_are_refused_with_exit_7_and_nothing_written() {
+    let f = fixture();
+    let dir = scratch("hostile-c1");
+    let out = dir.join("proof");
+    let c1: serde_json::Value = serde_json::from_slice(&f.sealed.c1_json).expect("C1 JSON");
+    let write = |name: &str, bytes: &[u8]| {
+        let p = dir.join(name);
+        fs::write(&p, bytes).expect("write");
+        p
+    };
+    let other_sector = (f.sealed.sector_id + 1).to_string();
+    let truncated = write(
+        "truncated.json",
+        &f.sealed.c1_json[..f.sealed.c1_json.len() / 2],
+    );
+    let mut altered_r = c1.clone();
+    altered_r["comm_r"][3] = serde_json::json!((c1["comm_r"][3].as_u64().unwrap_or(0) ^ 1));
+    let altered_r = write(
+        "comm_r.json",
+        &serde_json::to_vec(&altered_r).expect("json"),
+    );
+    let mut altered_d = c1.clone();
+    altered_d["comm_d"][5] = serde_json::json!((c1["comm_d"][5].as_u64().unwrap_or(0) ^ 4));
+    let altered_d = write(
+        "comm_d.json",
+        &serde_json::to_vec(&altered_d).expect("json"),
+    );
+    let mut no_proofs = c1.clone();
+    no_proofs["vanilla_proofs"] = serde_json::json!([]);
+    let no_proofs = write("empty.json", &serde_json::to_vec(&no_proofs).expect("json"));
+    let cases: [(&str, &Path, Vec<&str>, &str); 6] = [
+        (
+            "another sector",
+            &f.c1,
+            vec!["--sector-id", &other_sector],
+            "is not for sector",
+        ),
+        ("truncated", &truncated, vec![], "not valid JSON"),
+        (
+            "altered CommR",
+            &altered_r,
+            vec![],
+            "vanilla proofs do not verify",
+        ),
+        ("altered CommD", &altered_d, vec![], "is not for sector"),
+        ("no vanilla proofs", &no_proofs, vec![], "vanilla_proofs"),
+        (
+            "another sector size",
+            &f.c1,
+            vec!["--sector-size", "8MiB"],
+            "StackedDrg8MiBV1_1",
+        ),
+    ];
+    for (what, c1, extra, says) in cases {
+        let mut args = extra.clone();
+        args.push("--allow-test-params");
+        let run = c2(c1, &f.cache, &out, &args);
+        let err = stderr(&run);
+        assert_eq!(run.status.code(), Some(7), "{what}: {err}");
+        assert!(err.contains(says), "{what}: `{says}` not in: {err}");
+        assert!(!out.exists(), "{what}: a proof was written");
+    }
+}
+
+#[test]
+fn missing_truncated_foreign_and_test_only_parameters_are_refused_with_exit_8() {
+    let f = fixture();
+    let entry = porep::cache_entry(&f.cache, proof_2kib()).expect("entry");
+    let name = entry.params_name();
+    let dir = scratch("hostile-params");
+    let out = dir.join("proof");
+
+    let empty = dir.join("empty");
+    fs::create_dir_all(&empty).expect("dir");
+    let run = c2(&f.c1, &empty, &out, &["--allow-test-params"]);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(8), "{err}");
+    assert!(
+        err.contains(&name) && err.contains("prover setup --filecoin"),
+        "{err}"
+    );
+
+    // The first 64 KiB of the real file, with its sidecar: a cut download.
+    let cut = dir.join("cut");
+    fs::create_dir_all(&cut).expect("dir");
+    let head = {
+        use std::io::Read;
+        let mut buf = vec![0u8; 64 << 10];
+        fs::File::open(&entry.params)
+            .and_then(|mut file| file.read_exact(&mut buf))
+            .expect("read head");
+        buf
+    };
+    fs::write(cut.join(&name), &head).expect("write");
+    fs::copy(
+        entry.sidecar(),
+        cut.join(format!("{name}{TEST_ONLY_SUFFIX}")),
+    )
+    .expect("sidecar");
+    let run = c2(&f.c1, &cut, &out, &["--allow-test-params"]);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(8), "{err}");
+    assert!(err.contains("truncated parameter file"), "{err}");
+
+    // A whole, well-formed parameter file under the 2 KiB name that is
+    // neither Filecoin's (parameters.json lists this name) nor ours.
+    let foreign = dir.join("foreign");
+    fs::create_dir_all(&foreign).expect("dir");
+    let small =
+        prover::circuit::shape_circuit(prover::circuit::CircuitKind::Chain, 64).expect("circuit");
+    let params = prover::setup::generate(&small, 1).expect("small params");
+    prover::params::write_params(&foreign.join(&name), &params).expect("write");
+    let run = c2(&f.c1, &foreign, &out, &["--allow-test-params"]);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(8), "{err}");
+    assert!(
+        err.contains("does not match filecoin-proofs' parameters.json"),
+        "{err}"
+    );
+
+    let run = c2(&f.c1, &f.cache, &out, &[]);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(8), "{err}");
+    assert!(
+        err.contains("TEST-ONLY") && err.contains("--allow-test-params"),
+        "{err}"
+    );
+    assert!(!out.exists(), "a proof was written");
+}
+
+#[test]
+fn setup_never_writes_over_an_existing_parameter_file() {
+    let f = fixture();
+    let before = digests(&f.cache);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
+    cmd.args(["setup", "--filecoin", "StackedDrg2KiBV1_1", "--param-cache"])
+        .arg(&f.cache)
+        .args(["--log", "warn"]);
+    let run = output_within(&mut cmd, CLI_LIMIT);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(1), "{err}");
+    assert!(err.contains("is never written over"), "{err}");
+    assert_eq!(digests(&f.cache), before);
+}
+
+/// `prover post` for the fixture's sector with vanilla proofs `vanilla`.
+fn post_cli(kind: PostKind, vanilla: &Path, out: &Path, randomness: [u8; 32]) -> Output {
+    let f = fixture();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
+    cmd.args(["post", "--kind"])
+        .arg(match kind {
+            PostKind::Winning => "winning",
+            PostKind::Window => "window",
+        })
+        .arg("--vanilla")
+        .arg(vanilla)
+        .args(["--randomness", &hex::encode(randomness)])
+        .args(["--prover-id", &hex::encode(f.sealed.prover_id)])
+        .args(["--sector-size", "2KiB", "--allow-test-params"])
+        .args(["--backend", "cpu", "--log", "warn"])
+        .arg("--param-cache")
+        .arg(&f.cache)
+        .arg("--out")
+        .arg(out)
+        .env_remove(CACHE_ENV);
+    output_within(&mut cmd, CLI_LIMIT)
+}
+
+fn post_is_accepted_by_filecoin_proofs(kind: PostKind) {
+    let f = fixture();
+    let before = digests(&f.cache);
+    let dir = scratch(kind.name());
+    let vanilla = seal::post_vanilla(kind, &f.sealed, &f.work, RANDOMNESS).expect("vanilla");
+    let vanilla_path = dir.join("vanilla.json");
+    fs::write(&vanilla_path, &vanilla).expect("write vanilla");
+    let out = dir.join("proof");
+    let t = Instant::now();
+    let run = post_cli(kind, &vanilla_path, &out, RANDOMNESS);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    eprintln!(
+        "prover post {} (2 KiB, CPU) took {:.1} s:\n{}",
+        kind.name(),
+        t.elapsed().as_secs_f64(),
+        stderr(&run)
+    );
+    let proof = fs::read(&out).expect("proof");
+    assert_eq!(proof.len(), porep::PROOF_BYTES);
+    assert!(
+        seal::verify_post(kind, &f.sealed, RANDOMNESS, &proof).expect("verifier runs"),
+        "filecoin-proofs rejected our {}",
+        kind.name()
+    );
+    assert!(!seal::verify_post(kind, &f.sealed, [9; 32], &proof).unwrap_or(false));
+
+    // Vanilla proofs of other randomness: refused before proving.
+    let bad_out = dir.join("bad-proof");
+    let run = post_cli(kind, &vanilla_path, &bad_out, [9; 32]);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(7), "{err}");
+    assert!(err.contains("vanilla PoSt proofs are refused"), "{err}");
+    assert!(!bad_out.exists());
+    assert_eq!(digests(&f.cache), before, "the parameter cache changed");
+}
+
+#[test]
+fn winning_post_of_a_2kib_sector_is_accepted_by_verify_winning_post() {
+    post_is_accepted_by_filecoin_proofs(PostKind::Winning);
+}
+
+#[test]
+fn a_window_post_partition_of_a_2kib_sector_is_accepted_by_verify_window_post() {
+    post_is_accepted_by_filecoin_proofs(PostKind::Window);
+}

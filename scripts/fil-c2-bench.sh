@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# PoRep C2 on a GPU host: our prover (CUDA) next to filecoin-proofs' own
+# seal_commit_phase2 (its CPU path: this build has no GPU features) on the
+# same C1 output, both judged by verify_seal. Also checks that the CUDA and
+# CPU backends give the same proof bytes for the same r, s (2 KiB).
+#
+# Usage: scripts/fil-c2-bench.sh BIN_DIR OUT_DIR [SEAL_PROOF ...]
+#   BIN_DIR holds release builds of `prover` and the `fil_bench` example
+#   (cargo build --release -p prover --bin prover --example fil_bench).
+#   Default proof types: StackedDrg2KiBV1_1 StackedDrg8MiBV1_1.
+# Parameters are generated TEST-ONLY (prover setup --filecoin) into a
+# scratch parameter cache; every step's output and timings go to OUT_DIR.
+set -euo pipefail
+bin=$(cd "${1:?BIN_DIR}" && pwd)
+out=${2:?OUT_DIR}
+shift 2
+proofs=("$@")
+[ ${#proofs[@]} -gt 0 ] || proofs=(StackedDrg2KiBV1_1 StackedDrg8MiBV1_1)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export FIL_PROOFS_PARAMETER_CACHE="$scratch/params"
+export PROVER_KERNEL_CACHE="$scratch/kernels"
+log() { echo "== $*" | tee -a "$out/summary.txt"; }
+timed() { # NAME CMD...: runs CMD, stdout+stderr to OUT/NAME.log, wall time to the summary
+    local name=$1
+    shift
+    local t0 t1 rc=0
+    t0=$(date +%s%N)
+    "$@" >"$out/$name.log" 2>&1 || rc=$?
+    t1=$(date +%s%N)
+    printf '%-36s rc=%d %6d ms\n' "$name" "$rc" $(((t1 - t0) / 1000000)) | tee -a "$out/summary.txt"
+    return 0
+}
+log "host: $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+log "prover: $("$bin/prover" --version)"
+for p in "${proofs[@]}"; do
+    d="$out/$p"
+    mkdir -p "$d"
+    timed "$p.setup" "$bin/prover" setup --filecoin "$p" --param-cache "$FIL_PROOFS_PARAMETER_CACHE" --log warn
+    timed "$p.seal" "$bin/fil_bench" seal "$p" "$scratch/sector-$p" "$d"
+    sector=$(sed -n 's/.*"sector_id": *\([0-9]*\).*/\1/p' "$d/sector.json" | head -1)
+    prover_id=$(sed -n 's/.*"prover_id":"\([0-9a-f]*\)".*/\1/p' "$out/$p.seal.log" | head -1)
+    c2() { # NAME BACKEND [ARGS]
+        local name=$1 backend=$2
+        shift 2
+        timed "$p.$name" "$bin/prover" c2 --c1 "$d/c1.json" --registered-proof "$p" \
+            --sector-id "$sector" --prover-id "$prover_id" --allow-test-params \
+            --param-cache "$FIL_PROOFS_PARAMETER_CACHE" --backend "$backend" \
+            --out "$d/$name.proof" --report "$d/$name.report.json" --log warn "$@"
+        timed "$p.$name.verify" "$bin/fil_bench" verify "$d" "$d/$name.proof"
+    }
+    # The first CUDA run compiles the kernels (NVRTC) into the kernel cache.
+    c2 ours-cuda-cold cuda
+    c2 ours-cuda cuda
+    c2 ours-cuda-seed cuda --seed 7
+    c2 ours-cpu-seed cpu --seed 7
+    if cmp -s "$d/ours-cuda-seed.proof" "$d/ours-cpu-seed.proof"; then
+        log "$p: CUDA and CPU proofs for seed 7 are byte-identical"
+    else
+        log "$p: CUDA and CPU proofs for seed 7 DIFFER"
+    fi
+    timed "$p.filecoin-c2" "$bin/fil_bench" filecoin-c2 "$d" "$d/filecoin.proof"
+    timed "$p.filecoin-c2.verify" "$bin/fil_bench" verify "$d" "$d/filecoin.proof"
+done
+log done
