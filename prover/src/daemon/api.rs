@@ -3,8 +3,8 @@
 //! types of [`fleet_wire::api`].
 
 use crate::budget::MemoryBudget;
-use crate::daemon::engine::{Engine, SubmitError};
 use crate::daemon::config::HttpLimits;
+use crate::daemon::engine::{Engine, SubmitError};
 use crate::daemon::metrics::{Metrics, Sample};
 use crate::pool::PinnedPool;
 use axum::body::Bytes;

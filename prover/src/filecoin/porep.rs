@@ -14,7 +14,6 @@ use std::time::Instant;
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
 use blstrs::{Bls12, Scalar};
-use ff::Field;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::constants::{DefaultPieceDomain, DefaultPieceHasher};
 use filecoin_proofs::{as_safe_commitment, SealCommitPhase1Output};
@@ -29,7 +28,7 @@ use crate::filecoin::cache::{self, CacheEntry, Provenance};
 use crate::filecoin::registered::SealProof;
 use crate::filecoin::FilecoinError;
 use crate::pool::PinnedPool;
-use crate::prove::{self, partition_randomness, IdentifiedKey};
+use crate::prove::{self, IdentifiedKey};
 use crate::synthesis;
 
 /// Bytes of one Groth16 proof in Filecoin's (bellperson's compressed) encoding.
@@ -260,13 +259,7 @@ fn c2_of<Tree: 'static + MerkleTreeTrait>(
                 source: e.into(),
             })?;
         let (constraints, synthesis_ms) = (syn.num_constraints, syn.synthesis_ms);
-        let (r, s) = match options.seed {
-            Some(seed) => partition_randomness(seed, k as u32),
-            None => (
-                Scalar::random(rand::rngs::OsRng),
-                Scalar::random(rand::rngs::OsRng),
-            ),
-        };
+        let (r, s) = prove::Blinding::from_seed(options.seed).for_partition(k as u32);
         let t = Instant::now();
         let mut times = BackendTimes::default();
         let proof =

@@ -15,7 +15,6 @@ use std::time::Instant;
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof};
 use blstrs::Scalar;
-use ff::Field;
 use filecoin_hashers::Hasher;
 use filecoin_proofs::constants::{
     WINDOW_POST_CHALLENGE_COUNT, WINDOW_POST_SECTOR_COUNT, WINNING_POST_CHALLENGE_COUNT,
@@ -36,7 +35,7 @@ use crate::filecoin::cache::{self, CacheEntry, Provenance};
 use crate::filecoin::porep::{PartitionReport, PROOF_BYTES};
 use crate::filecoin::FilecoinError;
 use crate::pool::PinnedPool;
-use crate::prove::{self, partition_randomness, IdentifiedKey};
+use crate::prove::{self, IdentifiedKey};
 use crate::synthesis;
 
 /// Which PoSt.
@@ -368,13 +367,7 @@ fn prove_of<Tree: 'static + MerkleTreeTrait>(
                 source: e.into(),
             })?;
         let (constraints, synthesis_ms) = (syn.num_constraints, syn.synthesis_ms);
-        let (r, s) = match options.seed {
-            Some(seed) => partition_randomness(seed, k as u32),
-            None => (
-                Scalar::random(rand::rngs::OsRng),
-                Scalar::random(rand::rngs::OsRng),
-            ),
-        };
+        let (r, s) = prove::Blinding::from_seed(options.seed).for_partition(k as u32);
         let t = Instant::now();
         let mut times = BackendTimes::default();
         let proof =
