@@ -25,11 +25,33 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
-/// The prover to deploy: `FLEET_TESTS_PROVER`, else the workspace build.
+/// The prover to deploy: `FLEET_TESTS_PROVER`, else the workspace build
+/// without its debug info (the debug build carries hundreds of MB of it,
+/// and several releases of it would fill a lab host's `/data`).
 pub fn prover() -> PathBuf {
-    std::env::var_os("FLEET_TESTS_PROVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| binary("prover"))
+    if let Some(p) = std::env::var_os("FLEET_TESTS_PROVER") {
+        return PathBuf::from(p);
+    }
+    static STRIPPED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    STRIPPED
+        .get_or_init(|| {
+            let built = binary("prover");
+            let out = built.with_file_name("prover-stripped");
+            let staged = built.with_file_name(format!("prover-stripped.{}", std::process::id()));
+            let stripped = std::process::Command::new("strip")
+                .arg("--strip-debug")
+                .arg("-o")
+                .arg(&staged)
+                .arg(&built)
+                .status()
+                .is_ok_and(|s| s.success());
+            if stripped && std::fs::rename(&staged, &out).is_ok() {
+                return out;
+            }
+            let _ = std::fs::remove_file(&staged);
+            built
+        })
+        .clone()
 }
 
 /// One finished command with its outputs as text.
