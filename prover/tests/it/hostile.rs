@@ -392,6 +392,40 @@ async fn http_post(addr: std::net::SocketAddr, path: &str, body: &str) -> (u16, 
     )
 }
 
+/// The real server (hyper with `limits`) over a real engine, on a loopback port.
+struct Server {
+    addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start(dir: &std::path::Path, limits: HttpLimits) -> Server {
+        let app = router(state(dir, TestParams::Generate { seed: 0 }, limits.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            serve(listener, app, &limits, async move {
+                let _ = stop_rx.await;
+            })
+            .await
+        });
+        Server { addr, stop, task }
+    }
+
+    /// Stops it and waits (bounded) until it has.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("server stops")
+            .expect("server task");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_connections_are_closed_within_the_header_timeout_while_healthz_and_a_job_work() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -403,22 +437,8 @@ async fn stalled_connections_are_closed_within_the_header_timeout_while_healthz_
         max_connections_per_peer: 1024,
         ..HttpLimits::default()
     };
-    let app = router(state(
-        dir.path(),
-        TestParams::Generate { seed: 0 },
-        limits.clone(),
-    ));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        serve(listener, app, &limits, async move {
-            let _ = stop_rx.await;
-        })
-        .await
-    });
+    let server = Server::start(dir.path(), limits).await;
+    let addr = server.addr;
 
     // 300 connections that never finish a request head: silent, a partial
     // request line, slowloris headers, and keep-alive connections gone idle
@@ -478,11 +498,7 @@ async fn stalled_connections_are_closed_within_the_header_timeout_while_healthz_
     assert_eq!(job.state, JobState::Done, "{job:?}");
     assert!(job.result.is_some_and(|r| r.verified));
     assert_eq!(http_get(addr, "/healthz", false).await.0, 200);
-    let _ = stop_tx.send(());
-    tokio::time::timeout(Duration::from_secs(10), server)
-        .await
-        .expect("server stops")
-        .expect("server task");
+    server.stop().await;
 }
 
 /// Reads one HTTP/1 answer on `s` until the server closes it (bounded).
@@ -509,22 +525,8 @@ async fn trickled_bodies_meet_one_deadline_oversized_ones_are_refused_at_once_an
         probe_connections: 4,
         ..HttpLimits::default()
     };
-    let app = router(state(
-        dir.path(),
-        TestParams::Generate { seed: 0 },
-        limits.clone(),
-    ));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        serve(listener, app, &limits, async move {
-            let _ = stop_rx.await;
-        })
-        .await
-    });
+    let server = Server::start(dir.path(), limits).await;
+    let addr = server.addr;
 
     // Six bodies (this peer's whole cap) that trickle a byte every 200 ms,
     // well inside any per-chunk timeout: each must still end at the deadline.
@@ -601,9 +603,5 @@ async fn trickled_bodies_meet_one_deadline_oversized_ones_are_refused_at_once_an
 
     // With the slots back, the whole API answers this peer again.
     assert_eq!(http_get(addr, "/status", true).await.0, 200);
-    let _ = stop_tx.send(());
-    tokio::time::timeout(Duration::from_secs(10), server)
-        .await
-        .expect("server stops")
-        .expect("server task");
+    server.stop().await;
 }
