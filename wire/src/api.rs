@@ -3,6 +3,7 @@
 //!
 //! Routes (all JSON unless noted):
 //! - `POST /v1/jobs` [`SubmitRequest`] -> 202 [`SubmitResponse`]
+//! - `POST /v1/filecoin/jobs` [`FilecoinSubmitRequest`] -> 202 [`SubmitResponse`]
 //! - `GET /v1/jobs/{id}`, `GET /v1/jobs/{id}/wait?timeout=30s` -> [`JobStatus`]
 //! - `DELETE /v1/jobs/{id}` -> [`JobStatus`] (state `cancelled` unless already finished)
 //! - `GET /healthz` -> [`Health`]; `GET /readyz` -> [`Ready`] (200 or 503)
@@ -19,6 +20,8 @@ pub const API_VERSION: u32 = 1;
 
 /// Path prefix of the job routes.
 pub const JOBS_PATH: &str = "/v1/jobs";
+/// Route of Filecoin proof jobs (their bodies have their own size limit).
+pub const FILECOIN_JOBS_PATH: &str = "/v1/filecoin/jobs";
 pub const HEALTHZ_PATH: &str = "/healthz";
 pub const READYZ_PATH: &str = "/readyz";
 pub const STATUS_PATH: &str = "/status";
@@ -50,6 +53,102 @@ pub struct SubmitRequest {
 
 fn one() -> u32 {
     1
+}
+
+/// A Filecoin proof the daemon makes from the inputs a node hands over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FilecoinKind {
+    /// PoRep C2: a sector's seal proof from its C1 output.
+    PorepC2,
+    /// One WindowPoSt partition from its sectors' vanilla proofs.
+    WindowPost,
+    /// A WinningPoSt from its sector's vanilla proof.
+    WinningPost,
+}
+
+impl FilecoinKind {
+    pub const ALL: [FilecoinKind; 3] = [
+        FilecoinKind::PorepC2,
+        FilecoinKind::WindowPost,
+        FilecoinKind::WinningPost,
+    ];
+
+    /// The name jobs, records and the command line use.
+    pub fn name(self) -> &'static str {
+        match self {
+            FilecoinKind::PorepC2 => "porep-c2",
+            FilecoinKind::WindowPost => "window-post",
+            FilecoinKind::WinningPost => "winning-post",
+        }
+    }
+
+    /// A WinningPoSt is due within the epoch a block was won in: it goes
+    /// ahead of every queued partition.
+    pub fn is_urgent(self) -> bool {
+        self == FilecoinKind::WinningPost
+    }
+}
+
+impl std::fmt::Display for FilecoinKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for FilecoinKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown Filecoin proof `{}` (porep-c2, window-post, winning-post)",
+                    s.escape_debug()
+                )
+            })
+    }
+}
+
+/// A Filecoin proof job (`POST /v1/filecoin/jobs`). Which fields a kind
+/// takes: `porep-c2` takes `c1` (and `registered_proof` and `sector_id`
+/// where the C1 document lacks them); `window-post` and `winning-post` take
+/// `vanilla_proofs`, `randomness` and `sector_size`, `window-post` also
+/// `partition`. A field another kind takes is refused, never ignored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilecoinSubmitRequest {
+    pub kind: FilecoinKind,
+    /// The prover id, 32 bytes as 64 hex digits.
+    pub prover_id: String,
+    /// The C1 output in any form `prover c2 --c1` reads (filecoin-proofs'
+    /// `SealCommitPhase1Output` JSON, or the `{"SectorNum", "Phase1Out"}`
+    /// wrapper).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c1: Option<serde_json::Value>,
+    /// The seal proof type (`StackedDrg2KiBV1_1`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered_proof: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sector_id: Option<u64>,
+    /// The PoSt's vanilla proofs: a JSON array of `FallbackPoStSectorProof`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vanilla_proofs: Option<serde_json::Value>,
+    /// The PoSt's challenge randomness, 32 bytes as 64 hex digits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub randomness: Option<String>,
+    /// The PoSt's sector size in bytes (2048, 8388608, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sector_size: Option<u64>,
+    /// The WindowPoSt partition these sectors are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<u32>,
+    /// Seed of r, s (reproducible proofs, for tests); `None` draws them
+    /// from the OS, as a node must.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rs_seed: Option<u64>,
 }
 
 /// Answer to an accepted submission (HTTP 202).
@@ -89,8 +188,13 @@ impl JobState {
 pub struct JobStatus {
     pub job_id: String,
     pub state: JobState,
+    /// The bundled circuit, or the Filecoin proof kind (`porep-c2`, ...).
     pub circuit: String,
+    /// Constraints per partition (a Filecoin job: its parameters' count).
     pub size: u64,
+    /// The sector size of a Filecoin job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sector_size: Option<u64>,
     pub partitions: u32,
     /// Partitions proved so far.
     pub partitions_done: u32,
@@ -108,6 +212,10 @@ pub struct JobStatus {
 pub struct JobResult {
     /// One proof per partition, in partition order.
     pub proofs: Vec<PartitionProof>,
+    /// A Filecoin job's proof as filecoin-proofs returns it (the
+    /// partitions' proofs concatenated in order), hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<String>,
     /// Every proof passed bellperson's verifier against the parameters' key.
     pub verified: bool,
     /// `cpu` or `cuda`.
@@ -144,7 +252,9 @@ pub struct TimingSummary {
 pub struct ErrorBody {
     /// A short stable code: `bad_request`, `unknown_circuit`, `size_out_of_range`,
     /// `too_large_for_budget`, `params_missing`, `unauthorized`, `not_found`,
-    /// `method_not_allowed`, `body_too_large`, `uri_too_long`, `headers_too_large`,
+    /// `method_not_allowed`, `body_too_large`, `bad_filecoin_input` (a C1
+    /// output or vanilla proof that is malformed, for another sector, or
+    /// does not verify), `uri_too_long`, `headers_too_large`,
     /// `unsupported_media_type`, `queue_full`, `draining`, `busy`, `not_ready`,
     /// `no_device`, `internal`.
     pub error: String,

@@ -3,10 +3,11 @@
 //! signals are handled), and the mapping of outcomes to [`exit`] codes.
 
 use super::exit;
+use super::filecoin::{read_c1, C1Input, PostInput};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use fleet_wire::api::{JobState, SubmitRequest};
-use prover::daemon::client::ApiClient;
+use fleet_wire::api::{FilecoinKind, FilecoinSubmitRequest, JobState, SubmitRequest};
+use prover::daemon::client::{ApiClient, ClientError};
 use prover::daemon::config::{Config, LogFormat};
 use prover::daemon::lifecycle;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,10 @@ pub enum ClientCommand {
     Status(ConfigArg),
     /// Exit 0 if the daemon is ready (/readyz 200), 4 if it answers but is not.
     Ready(ConfigArg),
+    /// Send a Filecoin PoRep C2 (a C1 output) to the daemon, wait for it and write the proof.
+    C2(ClientC2Args),
+    /// Send a Window or Winning PoSt (vanilla proofs) to the daemon, wait for it and write the proof.
+    Post(ClientPostArgs),
     /// Print a job's status.
     Job(JobArgs),
     /// Cancel a job.
@@ -88,6 +93,151 @@ pub struct SubmitArgs {
     pub timeout: Duration,
 }
 
+/// What a Filecoin client command does once the job is described.
+#[derive(Debug, Args)]
+pub struct FilecoinSend {
+    /// The daemon's configuration (listen address and token are read from it).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Where to write the proof (raw bytes, as filecoin-proofs returns it);
+    /// written whole or not at all. Without it, hex on stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Seed of r, s (reproducible proofs; tests only). Default: the daemon's OS randomness.
+    #[arg(long)]
+    pub rs_seed: Option<u64>,
+    /// How long to wait for the proof (the upload and the daemon's checks included).
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Send a PoRep C2 to a running daemon: the C1 output (any form `prover c2` reads) goes to POST /v1/filecoin/jobs, the daemon checks it and proves its partitions in its pipeline; the proof is written as seal_commit_phase2 returns it.\n\n\
+Exit codes: 0 proof written; 1 other error; 6 the job failed; 7 the daemon refused the C1 output; 8 the daemon lacks usable parameters."
+)]
+pub struct ClientC2Args {
+    #[command(flatten)]
+    pub input: C1Input,
+    #[command(flatten)]
+    pub send: FilecoinSend,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Send a Window or Winning PoSt to a running daemon (a WinningPoSt goes ahead of every queued partition) and write its proof.\n\n\
+Exit codes: as `prover client c2`."
+)]
+pub struct ClientPostArgs {
+    #[command(flatten)]
+    pub input: PostInput,
+    #[command(flatten)]
+    pub send: FilecoinSend,
+}
+
+/// The request of `prover client c2`.
+fn c2_request(input: &C1Input, rs_seed: Option<u64>) -> Result<FilecoinSubmitRequest> {
+    let prover_id = hex::encode(input.prover.bytes()?);
+    let bytes = read_c1(&input.c1)?;
+    let c1: serde_json::Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not JSON", input.c1.display()))?;
+    Ok(FilecoinSubmitRequest {
+        kind: FilecoinKind::PorepC2,
+        prover_id,
+        c1: Some(c1),
+        registered_proof: input.seal_proof().map(|p| p.to_string()),
+        sector_id: input.sector_id,
+        vanilla_proofs: None,
+        randomness: None,
+        sector_size: None,
+        partition: None,
+        rs_seed,
+    })
+}
+
+/// The request of `prover client post`.
+fn post_request(input: &PostInput, rs_seed: Option<u64>) -> Result<FilecoinSubmitRequest> {
+    let prover_id = hex::encode(input.prover.bytes()?);
+    let bytes = read_c1(&input.vanilla)?;
+    let vanilla: serde_json::Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not JSON", input.vanilla.display()))?;
+    let kind = input.post_kind().job_kind();
+    let partition = u32::try_from(input.partition).context("--partition is too large")?;
+    Ok(FilecoinSubmitRequest {
+        kind,
+        prover_id,
+        c1: None,
+        registered_proof: None,
+        sector_id: None,
+        vanilla_proofs: Some(vanilla),
+        randomness: Some(input.randomness.clone()),
+        sector_size: Some(input.sector_size),
+        partition: (kind == FilecoinKind::WindowPost).then_some(partition),
+        rs_seed,
+    })
+}
+
+/// Sends a Filecoin job, waits for it and writes its proof.
+fn send_filecoin(send: &FilecoinSend, req: &FilecoinSubmitRequest) -> Result<u8> {
+    let config = load(&send.config)?;
+    let client = ApiClient::new(&config, send.timeout)?;
+    let started = std::time::Instant::now();
+    let resp = match client.submit_filecoin(req) {
+        Ok(r) => r,
+        Err(e @ ClientError::Api { .. }) => {
+            let code = match &e {
+                ClientError::Api { error, .. } if error == "bad_filecoin_input" => exit::C1_REFUSED,
+                ClientError::Api { error, .. } if error == "params_missing" => {
+                    exit::PARAMS_UNUSABLE
+                }
+                _ => exit::ERROR,
+            };
+            eprintln!("error: {e}");
+            return Ok(code);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let left = send.timeout.saturating_sub(started.elapsed());
+    let status = client.wait(&resp.job_id, left)?;
+    let proof = match (status.state, status.result.as_ref()) {
+        (JobState::Done, Some(r)) if r.verified => r.proof.clone(),
+        _ => None,
+    };
+    let Some(proof) = proof else {
+        let why = match status.state.is_finished() {
+            true => status
+                .error
+                .clone()
+                .unwrap_or_else(|| format!("{:?}", status.state)),
+            false => format!(
+                "not finished within {} (job {} is {:?}; `prover client job` follows it)",
+                humantime::format_duration(send.timeout),
+                status.job_id,
+                status.state
+            ),
+        };
+        eprintln!("error: {} job {}: {why}", req.kind, status.job_id);
+        return Ok(exit::JOB_FAILED);
+    };
+    match &send.out {
+        Some(path) => {
+            let bytes = hex::decode(&proof).context("the daemon's proof is not hex")?;
+            prover::filecoin::write_output(path, &bytes)
+                .with_context(|| format!("writing the proof to {}", path.display()))?;
+        }
+        None => println!("{proof}"),
+    }
+    eprintln!(
+        "{} job {}: {} partition(s) proved on the {} backend in {:.1} s",
+        status.circuit,
+        status.job_id,
+        status.partitions,
+        status.result.as_ref().map_or("?", |r| r.backend.as_str()),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(exit::OK)
+}
+
 fn load(path: &Path) -> Result<Config> {
     Config::load(path).map_err(anyhow::Error::from)
 }
@@ -130,6 +280,8 @@ pub fn run_client(args: ClientArgs) -> Result<u8> {
                 && status.result.as_ref().is_some_and(|r| r.verified);
             Ok(if ok { exit::OK } else { exit::JOB_FAILED })
         }
+        ClientCommand::C2(a) => send_filecoin(&a.send, &c2_request(&a.input, a.send.rs_seed)?),
+        ClientCommand::Post(a) => send_filecoin(&a.send, &post_request(&a.input, a.send.rs_seed)?),
         ClientCommand::Status(a) => {
             let client = ApiClient::new(&load(&a.config)?, a.timeout)?;
             print_json(&client.status()?)?;

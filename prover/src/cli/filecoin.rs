@@ -25,31 +25,11 @@ Exit codes: 0 proof written; 1 other error; 2 bad command line; 3 a partition's 
 7 the C1 output was refused (malformed, another sector's, altered); 8 the parameters are missing or unusable (truncated, wrong digest, TEST-ONLY not allowed)."
 )]
 pub struct C2Args {
-    /// The C1 output (JSON); `-` reads standard input.
-    #[arg(long)]
-    pub c1: PathBuf,
+    #[command(flatten)]
+    pub input: C1Input,
     /// Where to write the proof (raw bytes); written whole or not at all. Without it, hex on stdout.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// The sector number (required unless the C1 document carries it).
-    #[arg(long)]
-    pub sector_id: Option<u64>,
-    /// The prover id as 64 hex digits.
-    #[arg(
-        long,
-        conflicts_with = "miner_id",
-        required_unless_present = "miner_id"
-    )]
-    pub prover_id: Option<String>,
-    /// The miner's actor id (the prover id is its ID address payload, as Lotus derives it).
-    #[arg(long)]
-    pub miner_id: Option<u64>,
-    /// Seal proof type, e.g. StackedDrg32GiBV1_1 (required unless the C1 document names it or --sector-size is given).
-    #[arg(long)]
-    pub registered_proof: Option<SealProof>,
-    /// Sector size (2KiB, 8MiB, 512MiB, 32GiB, 64GiB): the V1_1 proof type of that size.
-    #[arg(long, conflicts_with = "registered_proof", value_parser = parse_sector_size)]
-    pub sector_size: Option<u64>,
     /// Filecoin parameter cache folder (read only).
     #[arg(long, env = CACHE_ENV, default_value = DEFAULT_CACHE_DIR)]
     pub param_cache: PathBuf,
@@ -69,8 +49,94 @@ pub struct C2Args {
     pub report: Option<PathBuf>,
 }
 
+/// The C1 output to prove and the sector it is for (`prover c2` and
+/// `prover client c2`).
+#[derive(Debug, clap::Args)]
+pub struct C1Input {
+    /// The C1 output (JSON); `-` reads standard input.
+    #[arg(long)]
+    pub c1: PathBuf,
+    /// The sector number (required unless the C1 document carries it).
+    #[arg(long)]
+    pub sector_id: Option<u64>,
+    #[command(flatten)]
+    pub prover: ProverIdArg,
+    /// Seal proof type, e.g. StackedDrg32GiBV1_1 (required unless the C1 document names it or --sector-size is given).
+    #[arg(long)]
+    pub registered_proof: Option<SealProof>,
+    /// Sector size (2KiB, 8MiB, 512MiB, 32GiB, 64GiB): the V1_1 proof type of that size.
+    #[arg(long, conflicts_with = "registered_proof", value_parser = parse_sector_size)]
+    pub sector_size: Option<u64>,
+}
+
+impl C1Input {
+    /// The seal proof type the command line names, if any.
+    pub fn seal_proof(&self) -> Option<SealProof> {
+        match (self.registered_proof, self.sector_size) {
+            (Some(p), _) => Some(p),
+            (None, Some(size)) => SealProof::current(size),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Whose proof: `--prover-id` or `--miner-id`.
+#[derive(Debug, clap::Args)]
+pub struct ProverIdArg {
+    /// The prover id as 64 hex digits.
+    #[arg(
+        long,
+        conflicts_with = "miner_id",
+        required_unless_present = "miner_id"
+    )]
+    pub prover_id: Option<String>,
+    /// The miner's actor id (the prover id is its ID address payload, as Lotus derives it).
+    #[arg(long)]
+    pub miner_id: Option<u64>,
+}
+
+impl ProverIdArg {
+    pub fn bytes(&self) -> Result<[u8; 32]> {
+        match (&self.prover_id, self.miner_id) {
+            (Some(hex), _) => c1::parse_prover_id(hex).map_err(anyhow::Error::msg),
+            (None, Some(id)) => Ok(c1::prover_id_of_miner(id)),
+            (None, None) => anyhow::bail!("--prover-id or --miner-id is required"),
+        }
+    }
+}
+
+/// The PoSt to prove (`prover post` and `prover client post`).
+#[derive(Debug, clap::Args)]
+pub struct PostInput {
+    #[arg(long, value_enum)]
+    pub kind: PostChoice,
+    /// The vanilla proofs (JSON); `-` reads standard input.
+    #[arg(long)]
+    pub vanilla: PathBuf,
+    /// The challenge randomness as 64 hex digits.
+    #[arg(long)]
+    pub randomness: String,
+    #[command(flatten)]
+    pub prover: ProverIdArg,
+    /// Sector size of the proven sectors (2KiB, 8MiB, 512MiB, 32GiB, 64GiB).
+    #[arg(long, value_parser = parse_sector_size)]
+    pub sector_size: u64,
+    /// The WindowPoSt partition these sectors make up.
+    #[arg(long, default_value_t = 0)]
+    pub partition: usize,
+}
+
+impl PostInput {
+    pub fn post_kind(&self) -> PostKind {
+        match self.kind {
+            PostChoice::Winning => PostKind::Winning,
+            PostChoice::Window => PostKind::Window,
+        }
+    }
+}
+
 /// Reads at most `MAX_C1_BYTES` (+1, to tell a larger input apart).
-fn read_c1(path: &Path) -> Result<Vec<u8>> {
+pub fn read_c1(path: &Path) -> Result<Vec<u8>> {
     let limit = MAX_C1_BYTES as u64 + 1;
     let mut bytes = Vec::new();
     if path == Path::new("-") {
@@ -110,14 +176,9 @@ fn fail(e: FilecoinError) -> Result<u8> {
 
 /// `prover c2`.
 pub fn run_c2(args: C2Args) -> Result<u8> {
-    let prover_id = prover_id_of(&args.prover_id, args.miner_id)?;
-    let given = match (args.registered_proof, args.sector_size) {
-        (Some(p), _) => Some(p),
-        (None, Some(size)) => SealProof::current(size),
-        (None, None) => None,
-    };
-    let bytes = read_c1(&args.c1)?;
-    let doc = match c1::parse(&bytes, given, args.sector_id) {
+    let prover_id = args.input.prover.bytes()?;
+    let bytes = read_c1(&args.input.c1)?;
+    let doc = match c1::parse(&bytes, args.input.seal_proof(), args.input.sector_id) {
         Ok(doc) => doc,
         Err(e) => return fail(e.into()),
     };
@@ -205,30 +266,8 @@ generate_winning_post_with_vanilla / generate_single_window_post_with_vanilla re
 Exit codes: as `prover c2` (7: the vanilla proofs or randomness were refused)."
 )]
 pub struct PostArgs {
-    #[arg(long, value_enum)]
-    pub kind: PostChoice,
-    /// The vanilla proofs (JSON); `-` reads standard input.
-    #[arg(long)]
-    pub vanilla: PathBuf,
-    /// The challenge randomness as 64 hex digits.
-    #[arg(long)]
-    pub randomness: String,
-    /// The prover id as 64 hex digits.
-    #[arg(
-        long,
-        conflicts_with = "miner_id",
-        required_unless_present = "miner_id"
-    )]
-    pub prover_id: Option<String>,
-    /// The miner's actor id (the prover id is its ID address payload).
-    #[arg(long)]
-    pub miner_id: Option<u64>,
-    /// Sector size of the proven sectors (2KiB, 8MiB, 512MiB, 32GiB, 64GiB).
-    #[arg(long, value_parser = parse_sector_size)]
-    pub sector_size: u64,
-    /// The WindowPoSt partition these sectors make up.
-    #[arg(long, default_value_t = 0)]
-    pub partition: usize,
+    #[command(flatten)]
+    pub input: PostInput,
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[arg(long, env = CACHE_ENV, default_value = DEFAULT_CACHE_DIR)]
@@ -245,30 +284,20 @@ pub struct PostArgs {
     pub report: Option<PathBuf>,
 }
 
-fn prover_id_of(hex: &Option<String>, miner: Option<u64>) -> Result<[u8; 32]> {
-    match (hex, miner) {
-        (Some(hex), _) => c1::parse_prover_id(hex).map_err(anyhow::Error::msg),
-        (None, Some(id)) => Ok(c1::prover_id_of_miner(id)),
-        (None, None) => anyhow::bail!("--prover-id or --miner-id is required"),
-    }
-}
-
 /// `prover post`.
 pub fn run_post(args: PostArgs) -> Result<u8> {
-    let prover_id = prover_id_of(&args.prover_id, args.miner_id)?;
+    let input = &args.input;
+    let prover_id = input.prover.bytes()?;
     let randomness =
-        c1::parse_hex32("--randomness", &args.randomness).map_err(anyhow::Error::msg)?;
-    let vanilla_json = read_c1(&args.vanilla)?;
+        c1::parse_hex32("--randomness", &input.randomness).map_err(anyhow::Error::msg)?;
+    let vanilla_json = read_c1(&input.vanilla)?;
     let request = PostRequest {
-        kind: match args.kind {
-            PostChoice::Winning => PostKind::Winning,
-            PostChoice::Window => PostKind::Window,
-        },
-        sector_size: args.sector_size,
+        kind: input.post_kind(),
+        sector_size: input.sector_size,
         vanilla_json,
         randomness,
         prover_id,
-        partition: args.partition,
+        partition: input.partition,
     };
     let backend = make_backend(args.backend, args.threads)?;
     let pool = prover::synthesis::heap_pool(u64::MAX);

@@ -3,7 +3,7 @@
 //! types of [`fleet_wire::api`].
 
 use crate::budget::MemoryBudget;
-use crate::daemon::config::HttpLimits;
+use crate::daemon::config::{Filecoin, HttpLimits};
 use crate::daemon::engine::{Engine, SubmitError};
 use crate::daemon::metrics::{Metrics, Sample};
 use crate::pool::PinnedPool;
@@ -16,8 +16,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use fleet_wire::api::{
-    self as wire, BudgetStats, DaemonState, ErrorBody, Health, PoolStats, Ready, Status,
-    SubmitRequest, SubmitResponse,
+    self as wire, BudgetStats, DaemonState, ErrorBody, FilecoinSubmitRequest, Health, PoolStats,
+    Ready, Status, SubmitRequest, SubmitResponse,
 };
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use parking_lot::Mutex;
@@ -81,6 +81,9 @@ pub struct AppState {
     pub listen: SocketAddr,
     pub started: Instant,
     pub http: HttpLimits,
+    pub filecoin: Filecoin,
+    /// Permits for Filecoin job bodies in memory at once.
+    filecoin_bodies: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -95,7 +98,20 @@ impl AppState {
             listen,
             started: Instant::now(),
             http: HttpLimits::default(),
+            filecoin: Filecoin::default(),
+            filecoin_bodies: Arc::new(tokio::sync::Semaphore::new(
+                Filecoin::default().max_concurrent_bodies as usize,
+            )),
         }
+    }
+
+    /// The size, time and concurrency limits of Filecoin job bodies.
+    pub fn with_filecoin_limits(mut self, filecoin: Filecoin) -> Self {
+        self.filecoin_bodies = Arc::new(tokio::sync::Semaphore::new(
+            filecoin.max_concurrent_bodies as usize,
+        ));
+        self.filecoin = filecoin;
+        self
     }
 
     /// The URI, header and body limits the router enforces.
@@ -212,8 +228,21 @@ impl From<SubmitError> for ApiError {
             SubmitError::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             SubmitError::ParamsMissing(_) => (StatusCode::UNPROCESSABLE_ENTITY, "params_missing"),
             SubmitError::NoDevice => (StatusCode::SERVICE_UNAVAILABLE, "no_device"),
+            SubmitError::Filecoin(f) => filecoin_status(f),
         };
         ApiError::new(status, code, e.to_string())
+    }
+}
+
+/// A Filecoin job's refusal: a parameter file missing or unusable is the
+/// host's to fix (422, as for bundled circuits); anything else is the input.
+fn filecoin_status(e: &crate::filecoin::FilecoinError) -> (StatusCode, &'static str) {
+    use crate::filecoin::FilecoinError as F;
+    match e {
+        F::Cache(_) | F::Params(_) | F::Setup(_) => {
+            (StatusCode::UNPROCESSABLE_ENTITY, "params_missing")
+        }
+        _ => (StatusCode::BAD_REQUEST, "bad_filecoin_input"),
     }
 }
 
@@ -223,6 +252,10 @@ type Shared = Arc<AppState>;
 pub fn router(state: Shared) -> Router {
     let protected = Router::new()
         .route(wire::JOBS_PATH, axum::routing::post(submit))
+        .route(
+            wire::FILECOIN_JOBS_PATH,
+            axum::routing::post(submit_filecoin),
+        )
         .route("/v1/jobs/{id}", get(job).delete(cancel))
         .route("/v1/jobs/{id}/wait", get(wait))
         .route(wire::READYZ_PATH, get(readyz))
@@ -236,7 +269,8 @@ pub fn router(state: Shared) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(
-            usize::try_from(limits.max_body_bytes.0).unwrap_or(usize::MAX),
+            usize::try_from(limits.max_body_bytes.0.max(state.filecoin.max_body_bytes.0))
+                .unwrap_or(usize::MAX),
         ))
         .layer(middleware::from_fn_with_state(state.clone(), whole_body))
         .layer(middleware::from_fn_with_state(state.clone(), head_limits))
@@ -283,12 +317,45 @@ async fn head_limits(State(state): State<Shared>, req: Request, next: Next) -> R
 /// trickles in) and the size limit. A declared `Content-Length` over the
 /// limit is refused before a byte of the body is read.
 async fn whole_body(State(state): State<Shared>, req: Request, next: Next) -> Response {
-    let limit = state.http.max_body_bytes.0;
+    // Filecoin job bodies are large (a C1 output): their own limits, and a
+    // permit each, so only a few are held in memory at once.
+    let filecoin = req.uri().path() == wire::FILECOIN_JOBS_PATH;
+    let (limit, deadline, limit_key, timeout_key) = match filecoin {
+        true => (
+            state.filecoin.max_body_bytes.0,
+            state.filecoin.body_read_timeout.0,
+            "filecoin.max_body_bytes",
+            "filecoin.body_read_timeout",
+        ),
+        false => (
+            state.http.max_body_bytes.0,
+            state.http.body_read_timeout.0,
+            "http.max_body_bytes",
+            "http.body_read_timeout",
+        ),
+    };
+    let _permit = match filecoin {
+        true => match state.filecoin_bodies.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                return ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "busy",
+                    format!(
+                        "{} Filecoin job bodies are being read already (filecoin.max_concurrent_bodies); retry later",
+                        state.filecoin.max_concurrent_bodies
+                    ),
+                )
+                .into_response();
+            }
+        },
+        false => None,
+    };
     let too_large = |what: String| {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
-            format!("{what}; at most {limit} bytes (http.max_body_bytes)"),
+            format!("{what}; at most {limit} bytes ({limit_key})"),
         )
         .into_response()
     };
@@ -300,7 +367,6 @@ async fn whole_body(State(state): State<Shared>, req: Request, next: Next) -> Re
     if let Some(len) = declared.filter(|&len| len > limit) {
         return too_large(format!("the body declares {len} bytes"));
     }
-    let deadline = state.http.body_read_timeout.0;
     let (parts, body) = req.into_parts();
     let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
     let bytes = match tokio::time::timeout(deadline, limited.collect()).await {
@@ -321,7 +387,7 @@ async fn whole_body(State(state): State<Shared>, req: Request, next: Next) -> Re
                 StatusCode::REQUEST_TIMEOUT,
                 "timeout",
                 format!(
-                    "the request body did not arrive within {} (http.body_read_timeout)",
+                    "the request body did not arrive within {} ({timeout_key})",
                     humantime::format_duration(deadline)
                 ),
             )
@@ -441,6 +507,29 @@ async fn submit(State(state): State<Shared>, body: Bytes) -> Result<Response, Ap
     let engine = engine(&state)?.clone();
     // Sizing a circuit counts its constraints: keep it off the async threads.
     let id = tokio::task::spawn_blocking(move || engine.submit(req))
+        .await
+        .map_err(|e| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        })??;
+    Ok((StatusCode::ACCEPTED, Json(SubmitResponse { job_id: id })).into_response())
+}
+
+async fn submit_filecoin(State(state): State<Shared>, body: Bytes) -> Result<Response, ApiError> {
+    let req: FilecoinSubmitRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("invalid Filecoin job JSON: {e}"),
+        )
+    })?;
+    drop(body);
+    if state.readiness.get().0 == DaemonState::Draining {
+        return Err(SubmitError::Draining.into());
+    }
+    let engine = engine(&state)?.clone();
+    // Checking a C1 output verifies its vanilla proofs, and the first job of
+    // a circuit reads its parameter file: seconds of CPU and disk.
+    let id = tokio::task::spawn_blocking(move || engine.submit_filecoin(&req))
         .await
         .map_err(|e| {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())

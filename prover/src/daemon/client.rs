@@ -7,8 +7,8 @@
 use crate::daemon::config::Config;
 use crate::daemon::pidfile;
 use fleet_wire::api::{
-    ErrorBody, JobStatus, Ready, Status, SubmitRequest, SubmitResponse, JOBS_PATH, READYZ_PATH,
-    STATUS_PATH,
+    ErrorBody, FilecoinSubmitRequest, JobStatus, Ready, Status, SubmitRequest, SubmitResponse,
+    FILECOIN_JOBS_PATH, JOBS_PATH, READYZ_PATH, STATUS_PATH,
 };
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use reqwest::StatusCode;
@@ -143,6 +143,16 @@ impl ApiClient {
 
     pub fn submit(&self, req: &SubmitRequest) -> Result<SubmitResponse, ClientError> {
         let url = format!("{}{JOBS_PATH}", self.base);
+        let resp = self.send(&url, self.http.post(&url).json(req))?;
+        Self::decode(&url, resp)
+    }
+
+    /// Sends a Filecoin job (its body may be tens of MB: a C1 output).
+    pub fn submit_filecoin(
+        &self,
+        req: &FilecoinSubmitRequest,
+    ) -> Result<SubmitResponse, ClientError> {
+        let url = format!("{}{FILECOIN_JOBS_PATH}", self.base);
         let resp = self.send(&url, self.http.post(&url).json(req))?;
         Self::decode(&url, resp)
     }

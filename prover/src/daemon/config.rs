@@ -64,6 +64,7 @@ pub struct Config {
     /// setup) for a circuit and size `params_dir` has no file for.
     pub test_params: bool,
     pub http: HttpLimits,
+    pub filecoin: Filecoin,
 }
 
 impl Default for Config {
@@ -82,6 +83,7 @@ impl Default for Config {
             preload: Vec::new(),
             test_params: false,
             http: Default::default(),
+            filecoin: Filecoin::default(),
         }
     }
 }
@@ -354,6 +356,9 @@ impl Config {
         if let Err((key, reason)) = self.http.check() {
             return Err(bad(key, reason));
         }
+        if let Err((key, reason)) = self.filecoin.check() {
+            return Err(bad(key, reason));
+        }
         for (i, p) in self.preload.iter().enumerate() {
             let range = MIN_SIZE as u64..=MAX_SIZE as u64;
             if !range.contains(&p.size) {
@@ -611,6 +616,68 @@ impl Serialize for Devices {
             Devices::All => s.serialize_str("all"),
             Devices::List(l) => l.serialize(s),
         }
+    }
+}
+
+/// `[filecoin]` in the daemon's config: Filecoin proof jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Filecoin {
+    /// Filecoin's parameter cache folder (`FIL_PROOFS_PARAMETER_CACHE`'s
+    /// layout), read in place and never written.
+    pub param_cache: PathBuf,
+    /// Accept TEST-ONLY parameter files (`prover setup --filecoin`) for test
+    /// sector sizes; a production cache never needs it.
+    pub allow_test_params: bool,
+    /// Largest body of `POST /v1/filecoin/jobs` (a 32 GiB sector's C1
+    /// output is tens of MB of JSON); other routes keep `http.max_body_bytes`.
+    pub max_body_bytes: ByteSize,
+    /// How long such a body may take to arrive, from the end of its head.
+    pub body_read_timeout: HumanDuration,
+    /// Filecoin job bodies read (and checked) at once; another is answered
+    /// 503 `busy` at once, so large bodies cannot pile up in memory.
+    pub max_concurrent_bodies: u32,
+}
+
+/// The most a Filecoin job body may be configured to: the C1 reader's own cap
+/// plus room for the request's other fields.
+pub const MAX_FILECOIN_BODY: u64 = crate::filecoin::c1::MAX_C1_BYTES as u64 + (1 << 20);
+
+impl Default for Filecoin {
+    fn default() -> Self {
+        Self {
+            param_cache: crate::filecoin::cache::DEFAULT_CACHE_DIR.into(),
+            allow_test_params: false,
+            max_body_bytes: ByteSize(MAX_FILECOIN_BODY),
+            body_read_timeout: HumanDuration(Duration::from_secs(300)),
+            max_concurrent_bodies: 2,
+        }
+    }
+}
+
+impl Filecoin {
+    /// The key (under `filecoin.`) and reason of the first unusable value.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let body = self.max_body_bytes.0;
+        if !(1..=MAX_FILECOIN_BODY).contains(&body) {
+            return Err((
+                "filecoin.max_body_bytes",
+                format!("{body} bytes is out of range: must be between 1 and {MAX_FILECOIN_BODY}"),
+            ));
+        }
+        if self.body_read_timeout.0.is_zero() {
+            return Err(("filecoin.body_read_timeout", "must be more than 0s".into()));
+        }
+        if !(1..=64).contains(&self.max_concurrent_bodies) {
+            return Err((
+                "filecoin.max_concurrent_bodies",
+                format!(
+                    "{} is out of range: must be between 1 and 64",
+                    self.max_concurrent_bodies
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

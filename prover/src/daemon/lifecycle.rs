@@ -124,7 +124,8 @@ pub async fn run(
     let metrics = Arc::new(Metrics::new(crate::VERSION, crate::BUILD_HASH));
     let state = Arc::new(
         AppState::new(metrics.clone(), config.api_token.clone(), listen)
-            .with_http_limits(config.http.clone()),
+            .with_http_limits(config.http.clone())
+            .with_filecoin_limits(config.filecoin.clone()),
     );
     let stop_http = Arc::new(Notify::new());
     let server = {
@@ -421,6 +422,10 @@ async fn start(
         unavailable,
         timing: timing.clone(),
         metrics: metrics.clone(),
+        filecoin: crate::daemon::engine::filecoin::FilecoinKeys::new(
+            config.filecoin.param_cache.clone(),
+            config.filecoin.allow_test_params,
+        ),
         concurrency: config.synthesis.concurrency,
         lookahead: config.synthesis.lookahead,
         max_jobs: config.queue.max_jobs,

@@ -90,7 +90,16 @@ pub fn parse(
             max: MAX_C1_BYTES,
         });
     }
-    let mut value: Value = serde_json::from_slice(bytes).map_err(C1Error::Json)?;
+    let value: Value = serde_json::from_slice(bytes).map_err(C1Error::Json)?;
+    from_value(value, seal_proof, sector_id)
+}
+
+/// [`parse`] of a document already read as JSON (a daemon job's `c1`).
+pub fn from_value(
+    mut value: Value,
+    seal_proof: Option<SealProof>,
+    sector_id: Option<u64>,
+) -> Result<C1Document, C1Error> {
     let mut sector_in_file = None;
     if let Some(obj) = value.as_object_mut() {
         if obj.contains_key("Phase1Out") {

@@ -15,6 +15,7 @@ pub mod post;
 pub mod registered;
 pub mod seal;
 pub mod setup;
+pub mod statement;
 
 use std::path::PathBuf;
 
@@ -70,6 +71,15 @@ impl std::str::FromStr for FilCircuit {
         s.parse::<SealProof>()
             .map(FilCircuit::PoRep)
             .map_err(|e| format!("{e}; or a PoSt as winning-post:SIZE / window-post:SIZE"))
+    }
+}
+
+/// A Filecoin proof's name in jobs and timing records: its kind and sector
+/// size (`porep-c2:2KiB`, `winning-post:32GiB`).
+pub fn job_label(kind: fleet_wire::api::FilecoinKind, sector_size: u64) -> String {
+    match registered::size_name(sector_size) {
+        Some(size) => format!("{kind}:{size}"),
+        None => format!("{kind}:{sector_size}B"),
     }
 }
 

@@ -12,27 +12,27 @@
 use std::path::Path;
 use std::time::Instant;
 
-use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
-use blstrs::{Bls12, Scalar};
+use blstrs::Scalar;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::constants::{DefaultPieceDomain, DefaultPieceHasher};
-use filecoin_proofs::{as_safe_commitment, SealCommitPhase1Output};
+use filecoin_proofs::{as_safe_commitment, SealCommitPhase1Output, VanillaSealProof};
+use fleet_wire::api::FilecoinKind;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCompound, StackedDrg};
 
-use crate::backend::{Backend, BackendTimes};
+use crate::backend::Backend;
+use crate::circuit::CircuitShape;
 use crate::filecoin::c1::C1Document;
 use crate::filecoin::cache::{self, CacheEntry, Provenance};
 use crate::filecoin::registered::SealProof;
+use crate::filecoin::statement::{self, ms, Partition, PartitionReport, Statement};
 use crate::filecoin::FilecoinError;
 use crate::pool::PinnedPool;
-use crate::prove::{self, IdentifiedKey};
 use crate::synthesis;
 
-/// Bytes of one Groth16 proof in Filecoin's (bellperson's compressed) encoding.
-pub const PROOF_BYTES: usize = 192;
+pub use crate::filecoin::statement::PROOF_BYTES;
 
 /// How a C2 is to be run.
 #[derive(Clone, Debug)]
@@ -42,20 +42,6 @@ pub struct C2Options {
     /// Draw each partition's r, s from this seed (reproducible proofs, for
     /// tests); `None` draws them from the OS, as a node must.
     pub seed: Option<u64>,
-}
-
-/// What one partition took.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct PartitionReport {
-    pub partition: usize,
-    pub constraints: usize,
-    pub domain_log2: u32,
-    pub aux: usize,
-    pub circuit_ms: f64,
-    pub synthesis_ms: f64,
-    pub prove_ms: f64,
-    pub device_ms: f64,
-    pub verify_ms: f64,
 }
 
 /// The seal proof and how it was made.
@@ -73,10 +59,6 @@ pub struct C2Output {
     pub load_params_ms: f64,
     pub partitions: Vec<PartitionReport>,
     pub total_ms: f64,
-}
-
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
 }
 
 fn proof_err(context: &'static str) -> impl FnOnce(anyhow::Error) -> FilecoinError {
@@ -107,6 +89,17 @@ fn cache_entry_of<Tree: 'static + MerkleTreeTrait>(
     Ok(CacheEntry::new(cache_dir, id, seal_proof.to_string()))
 }
 
+/// Checks `doc` against the sector it is said to be for (`prover_id`'s
+/// sector `doc.sector_id`: its replica id is recomputed from those, its
+/// ticket, CommD and PoRep id) and verifies its vanilla proofs: what is
+/// left is proving its partitions.
+pub fn prepare_c2(
+    doc: &C1Document,
+    prover_id: [u8; 32],
+) -> Result<Box<dyn Statement>, FilecoinError> {
+    crate::filecoin::with_tree!(doc.seal_proof.sector_size, prepare_of, doc, prover_id)
+}
+
 /// Runs C2 for `doc` (of `prover_id`'s sector `doc.sector_id`) with the
 /// parameters in `cache_dir`, on `backend`, synthesising into `pool`.
 pub fn seal_commit_phase2(
@@ -117,27 +110,109 @@ pub fn seal_commit_phase2(
     pool: &PinnedPool,
     options: &C2Options,
 ) -> Result<C2Output, FilecoinError> {
-    crate::filecoin::with_tree!(
-        doc.seal_proof.sector_size,
-        c2_of,
-        doc,
-        prover_id,
-        cache_dir,
-        backend,
-        pool,
-        options
-    )
+    let started = Instant::now();
+    let statement = prepare_c2(doc, prover_id)?;
+    let check_ms = ms(started);
+    let t = Instant::now();
+    let entry = statement.cache_entry(cache_dir)?;
+    let loaded = cache::load(&entry, options.allow_test_params)?;
+    if loaded.provenance.is_test_only() {
+        tracing::warn!(file = %entry.params.display(), "{}", crate::setup::TEST_ONLY_WARNING);
+    }
+    let load_params_ms = ms(t);
+    let (proof, partitions) =
+        statement::prove_all(statement.as_ref(), &loaded, backend, pool, options.seed)?;
+    Ok(C2Output {
+        proof,
+        seal_proof: doc.seal_proof.to_string(),
+        sector_size: doc.seal_proof.sector_size,
+        sector_id: doc.sector_id,
+        params_file: entry.params_name(),
+        params: loaded.provenance,
+        backend: backend.kind().as_str(),
+        check_ms,
+        load_params_ms,
+        partitions,
+        total_ms: ms(started),
+    })
 }
 
-fn c2_of<Tree: 'static + MerkleTreeTrait>(
+type Scheme<Tree> = StackedDrg<'static, Tree, DefaultPieceHasher>;
+type Compound<Tree> = StackedCompound<Tree, DefaultPieceHasher>;
+type PublicInputs<Tree> = stacked::PublicInputs<
+    <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain,
+    <DefaultPieceHasher as Hasher>::Domain,
+>;
+
+/// A checked C1 output of one sector.
+struct C2Statement<Tree: 'static + MerkleTreeTrait> {
+    seal_proof: SealProof,
+    public_inputs: PublicInputs<Tree>,
+    pub_params: compound_proof::PublicParams<'static, Scheme<Tree>>,
+    vanilla: Vec<Vec<VanillaSealProof<Tree>>>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
+    fn kind(&self) -> FilecoinKind {
+        FilecoinKind::PorepC2
+    }
+
+    fn sector_size(&self) -> u64 {
+        self.seal_proof.sector_size
+    }
+
+    fn cache_entry(&self, cache_dir: &Path) -> Result<CacheEntry, FilecoinError> {
+        cache_entry_of::<Tree>(cache_dir, self.seal_proof)
+    }
+
+    fn partitions(&self) -> usize {
+        self.vanilla.len()
+    }
+
+    fn synthesize(
+        &self,
+        k: usize,
+        shape: &CircuitShape,
+        pool: &PinnedPool,
+    ) -> Result<Partition, FilecoinError> {
+        let t = Instant::now();
+        let vanilla = self.vanilla.get(k).ok_or(FilecoinError::C1Field {
+            field: "vanilla_proofs",
+            reason: format!("no partition {k}"),
+        })?;
+        let circuit = <Compound<Tree> as CompoundProof<Scheme<Tree>, _>>::circuit(
+            &self.public_inputs,
+            (),
+            vanilla,
+            &self.pub_params.vanilla_params,
+            Some(k),
+        )
+        .map_err(proof_err("building a partition's circuit"))?;
+        let inputs: Vec<Scalar> =
+            <Compound<Tree> as CompoundProof<Scheme<Tree>, _>>::generate_public_inputs(
+                &self.public_inputs,
+                &self.pub_params.vanilla_params,
+                Some(k),
+            )
+            .map_err(proof_err("computing a partition's public inputs"))?;
+        let circuit_ms = ms(t);
+        let syn =
+            synthesis::synthesize(circuit, shape, pool).map_err(|e| FilecoinError::Prove {
+                partition: k,
+                source: e.into(),
+            })?;
+        Ok(Partition {
+            syn,
+            inputs,
+            circuit_ms,
+        })
+    }
+}
+
+fn prepare_of<Tree: 'static + MerkleTreeTrait>(
     doc: &C1Document,
     prover_id: [u8; 32],
-    cache_dir: &Path,
-    backend: &dyn Backend,
-    pool: &PinnedPool,
-    options: &C2Options,
-) -> Result<C2Output, FilecoinError> {
-    let started = Instant::now();
+) -> Result<Box<dyn Statement>, FilecoinError> {
     let seal_proof = doc.seal_proof;
     let sector_id = doc.sector_id;
     let c1: SealCommitPhase1Output<Tree> =
@@ -198,14 +273,11 @@ fn c2_of<Tree: 'static + MerkleTreeTrait>(
         partitions: Some(partitions),
         priority: false,
     };
-    let pub_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-        StackedDrg<'_, Tree, DefaultPieceHasher>,
-        _,
-    >>::setup(&setup)
-    .map_err(proof_err("setting up the compound PoRep"))?;
+    let pub_params = <Compound<Tree> as CompoundProof<Scheme<Tree>, _>>::setup(&setup)
+        .map_err(proof_err("setting up the compound PoRep"))?;
     // A C1 whose vanilla proofs do not verify cannot give a valid proof:
     // say so before minutes of proving, naming the input as the cause.
-    let valid = StackedDrg::<Tree, DefaultPieceHasher>::verify_all_partitions(
+    let valid = Scheme::<Tree>::verify_all_partitions(
         &pub_params.vanilla_params,
         &public_inputs,
         &c1.vanilla_proofs,
@@ -214,96 +286,10 @@ fn c2_of<Tree: 'static + MerkleTreeTrait>(
     if !valid {
         return Err(FilecoinError::VanillaInvalid { seal_proof });
     }
-    let check_ms = ms(started);
-
-    let t = Instant::now();
-    let entry = cache_entry_of::<Tree>(cache_dir, seal_proof)?;
-    let loaded = cache::load(&entry, options.allow_test_params)?;
-    if loaded.provenance.is_test_only() {
-        tracing::warn!(file = %entry.params.display(), "{}", crate::setup::TEST_ONLY_WARNING);
-    }
-    let load_params_ms = ms(t);
-    let pvk = prepare_verifying_key(&loaded.params.vk);
-    let key = IdentifiedKey {
-        key: &loaded.params,
-        sha256: &loaded.sha256,
-    };
-    let shape = prove::shape_of_key(&key);
-
-    let mut proof_bytes = Vec::with_capacity(partitions * PROOF_BYTES);
-    let mut reports = Vec::with_capacity(partitions);
-    for (k, vanilla) in c1.vanilla_proofs.iter().enumerate() {
-        let t = Instant::now();
-        let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-            StackedDrg<'_, Tree, DefaultPieceHasher>,
-            _,
-        >>::circuit(
-            &public_inputs,
-            (),
-            vanilla,
-            &pub_params.vanilla_params,
-            Some(k),
-        )
-        .map_err(proof_err("building a partition's circuit"))?;
-        let inputs: Vec<Scalar> = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-            StackedDrg<'_, Tree, DefaultPieceHasher>,
-            _,
-        >>::generate_public_inputs(
-            &public_inputs, &pub_params.vanilla_params, Some(k)
-        )
-        .map_err(proof_err("computing a partition's public inputs"))?;
-        let circuit_ms = ms(t);
-        let syn =
-            synthesis::synthesize(circuit, &shape, pool).map_err(|e| FilecoinError::Prove {
-                partition: k,
-                source: e.into(),
-            })?;
-        let (constraints, synthesis_ms) = (syn.num_constraints, syn.synthesis_ms);
-        let (r, s) = prove::Blinding::from_seed(options.seed).for_partition(k as u32);
-        let t = Instant::now();
-        let mut times = BackendTimes::default();
-        let proof =
-            prove::prove_synthesized(backend, &key, syn, r, s, &mut times).map_err(|source| {
-                FilecoinError::Prove {
-                    partition: k,
-                    source,
-                }
-            })?;
-        let prove_ms = ms(t);
-        let t = Instant::now();
-        if !verify_proof(&pvk, &proof, &inputs).unwrap_or(false) {
-            return Err(FilecoinError::ProofRejected { partition: k });
-        }
-        let verify_ms = ms(t);
-        write_proof(&proof, &mut proof_bytes);
-        reports.push(PartitionReport {
-            partition: k,
-            constraints,
-            domain_log2: shape.log2_domain(),
-            aux: shape.num_aux,
-            circuit_ms,
-            synthesis_ms,
-            prove_ms,
-            device_ms: times.device_ms,
-            verify_ms,
-        });
-    }
-    Ok(C2Output {
-        proof: proof_bytes,
-        seal_proof: seal_proof.to_string(),
-        sector_size: seal_proof.sector_size,
-        sector_id,
-        params_file: entry.params_name(),
-        params: loaded.provenance,
-        backend: backend.kind().as_str(),
-        check_ms,
-        load_params_ms,
-        partitions: reports,
-        total_ms: ms(started),
-    })
-}
-
-fn write_proof(proof: &Proof<Bls12>, out: &mut Vec<u8>) {
-    // Writing into a Vec cannot fail.
-    let _ = proof.write(out);
+    Ok(Box::new(C2Statement::<Tree> {
+        seal_proof,
+        public_inputs,
+        pub_params,
+        vanilla: c1.vanilla_proofs,
+    }))
 }

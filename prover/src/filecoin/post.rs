@@ -13,7 +13,6 @@
 use std::path::Path;
 use std::time::Instant;
 
-use bellperson::groth16::{prepare_verifying_key, verify_proof};
 use blstrs::Scalar;
 use filecoin_hashers::Hasher;
 use filecoin_proofs::constants::{
@@ -22,20 +21,21 @@ use filecoin_proofs::constants::{
 };
 use filecoin_proofs::{
     as_safe_commitment, partition_vanilla_proofs, single_partition_vanilla_proofs,
-    FallbackPoStSectorProof, PoStConfig, PoStType,
+    FallbackPoStSectorProof, PoStConfig, PoStType, VanillaProof,
 };
+use fleet_wire::api::FilecoinKind;
 use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCompound, PublicSector};
 
-use crate::backend::{Backend, BackendTimes};
+use crate::backend::Backend;
+use crate::circuit::CircuitShape;
 use crate::filecoin::cache::{self, CacheEntry, Provenance};
-use crate::filecoin::porep::{PartitionReport, PROOF_BYTES};
+use crate::filecoin::statement::{self, ms, Partition, PartitionReport, Statement};
 use crate::filecoin::FilecoinError;
 use crate::pool::PinnedPool;
-use crate::prove::{self, IdentifiedKey};
 use crate::synthesis;
 
 /// Which PoSt.
@@ -48,9 +48,14 @@ pub enum PostKind {
 
 impl PostKind {
     pub fn name(self) -> &'static str {
+        self.job_kind().name()
+    }
+
+    /// The job kind of this PoSt (one list of names, in `fleet_wire`).
+    pub fn job_kind(self) -> FilecoinKind {
         match self {
-            PostKind::Winning => "winning-post",
-            PostKind::Window => "window-post",
+            PostKind::Winning => FilecoinKind::WinningPost,
+            PostKind::Window => FilecoinKind::WindowPost,
         }
     }
 }
@@ -175,6 +180,12 @@ pub(crate) fn public_params<'a, Tree: 'static + MerkleTreeTrait>(
     .map_err(crates_err("setting up the compound PoSt"))
 }
 
+/// Checks `request` (sector count, randomness, prover id) and verifies its
+/// vanilla proofs: what is left is proving its partitions.
+pub fn prepare_post(request: &PostRequest) -> Result<Box<dyn Statement>, FilecoinError> {
+    crate::filecoin::with_tree!(request.sector_size, prepare_of, request)
+}
+
 /// Proves `request` with the parameters in `cache_dir` on `backend`.
 pub fn prove_post(
     request: &PostRequest,
@@ -183,25 +194,111 @@ pub fn prove_post(
     pool: &PinnedPool,
     options: &crate::filecoin::porep::C2Options,
 ) -> Result<PostOutput, FilecoinError> {
-    crate::filecoin::with_tree!(
-        request.sector_size,
-        prove_of,
-        request,
-        cache_dir,
-        backend,
-        pool,
-        options
-    )
+    let started = Instant::now();
+    let statement = prepare_post(request)?;
+    let entry = statement.cache_entry(cache_dir)?;
+    let loaded = cache::load(&entry, options.allow_test_params)?;
+    if loaded.provenance.is_test_only() {
+        tracing::warn!(file = %entry.params.display(), "{}", crate::setup::TEST_ONLY_WARNING);
+    }
+    let (proof, partitions) =
+        statement::prove_all(statement.as_ref(), &loaded, backend, pool, options.seed)?;
+    Ok(PostOutput {
+        proof,
+        kind: request.kind,
+        sector_size: request.sector_size,
+        sectors: statement.sectors(),
+        params_file: entry.params_name(),
+        params: loaded.provenance,
+        backend: backend.kind().as_str(),
+        partitions,
+        total_ms: ms(started),
+    })
 }
 
-fn prove_of<Tree: 'static + MerkleTreeTrait>(
+type PostInputs<Tree> =
+    fallback::PublicInputs<<<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain>;
+
+/// Checked vanilla PoSt proofs, partitioned as the circuit takes them.
+struct PostStatement<Tree: 'static + MerkleTreeTrait> {
+    kind: PostKind,
+    sector_size: u64,
+    first_partition: usize,
+    pub_inputs: PostInputs<Tree>,
+    verifier_inputs: PostInputs<Tree>,
+    pub_params: compound_proof::PublicParams<'static, FallbackPoSt<'static, Tree>>,
+    partitioned: Vec<VanillaProof<Tree>>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Statement for PostStatement<Tree> {
+    fn kind(&self) -> FilecoinKind {
+        self.kind.job_kind()
+    }
+
+    fn sector_size(&self) -> u64 {
+        self.sector_size
+    }
+
+    fn cache_entry(&self, cache_dir: &Path) -> Result<CacheEntry, FilecoinError> {
+        cache_entry_of::<Tree>(cache_dir, self.kind, self.sector_size)
+    }
+
+    fn partitions(&self) -> usize {
+        self.partitioned.len()
+    }
+
+    fn sectors(&self) -> usize {
+        self.pub_inputs.sectors.len()
+    }
+
+    fn partition_number(&self, k: usize) -> usize {
+        self.first_partition + k
+    }
+
+    fn synthesize(
+        &self,
+        k: usize,
+        shape: &CircuitShape,
+        pool: &PinnedPool,
+    ) -> Result<Partition, FilecoinError> {
+        let t = Instant::now();
+        let part = self
+            .partitioned
+            .get(k)
+            .ok_or(FilecoinError::VanillaPostInvalid {
+                reason: format!("no partition {k}"),
+            })?;
+        let circuit = FallbackPoStCompound::<Tree>::circuit(
+            &self.pub_inputs,
+            Default::default(),
+            part,
+            &self.pub_params.vanilla_params,
+            Some(k),
+        )
+        .map_err(crates_err("building a PoSt circuit"))?;
+        let inputs: Vec<Scalar> = FallbackPoStCompound::<Tree>::generate_public_inputs(
+            &self.verifier_inputs,
+            &self.pub_params.vanilla_params,
+            Some(k),
+        )
+        .map_err(crates_err("computing a PoSt's public inputs"))?;
+        let circuit_ms = ms(t);
+        let syn =
+            synthesis::synthesize(circuit, shape, pool).map_err(|e| FilecoinError::Prove {
+                partition: k,
+                source: e.into(),
+            })?;
+        Ok(Partition {
+            syn,
+            inputs,
+            circuit_ms,
+        })
+    }
+}
+
+fn prepare_of<Tree: 'static + MerkleTreeTrait>(
     request: &PostRequest,
-    cache_dir: &Path,
-    backend: &dyn Backend,
-    pool: &PinnedPool,
-    options: &crate::filecoin::porep::C2Options,
-) -> Result<PostOutput, FilecoinError> {
-    let started = Instant::now();
+) -> Result<Box<dyn Statement>, FilecoinError> {
     let config = post_config(request.kind, request.sector_size)?;
     if request.vanilla_json.len() > crate::filecoin::c1::MAX_C1_BYTES {
         return Err(FilecoinError::C1Field {
@@ -330,81 +427,13 @@ fn prove_of<Tree: 'static + MerkleTreeTrait>(
         },
         PostKind::Window => pub_inputs.clone(),
     };
-
-    let entry = cache_entry_of::<Tree>(cache_dir, request.kind, request.sector_size)?;
-    let loaded = cache::load(&entry, options.allow_test_params)?;
-    if loaded.provenance.is_test_only() {
-        tracing::warn!(file = %entry.params.display(), "{}", crate::setup::TEST_ONLY_WARNING);
-    }
-    let pvk = prepare_verifying_key(&loaded.params.vk);
-    let key = IdentifiedKey {
-        key: &loaded.params,
-        sha256: &loaded.sha256,
-    };
-    let shape = prove::shape_of_key(&key);
-    let mut proof_bytes = Vec::with_capacity(partitioned.len() * PROOF_BYTES);
-    let mut reports = Vec::new();
-    for (k, part) in partitioned.iter().enumerate() {
-        let t = Instant::now();
-        let circuit = FallbackPoStCompound::<Tree>::circuit(
-            &pub_inputs,
-            Default::default(),
-            part,
-            &pub_params.vanilla_params,
-            Some(k),
-        )
-        .map_err(crates_err("building a PoSt circuit"))?;
-        let inputs: Vec<Scalar> = FallbackPoStCompound::<Tree>::generate_public_inputs(
-            &verifier_inputs,
-            &pub_params.vanilla_params,
-            Some(k),
-        )
-        .map_err(crates_err("computing a PoSt's public inputs"))?;
-        let circuit_ms = t.elapsed().as_secs_f64() * 1e3;
-        let syn =
-            synthesis::synthesize(circuit, &shape, pool).map_err(|e| FilecoinError::Prove {
-                partition: k,
-                source: e.into(),
-            })?;
-        let (constraints, synthesis_ms) = (syn.num_constraints, syn.synthesis_ms);
-        let (r, s) = prove::Blinding::from_seed(options.seed).for_partition(k as u32);
-        let t = Instant::now();
-        let mut times = BackendTimes::default();
-        let proof =
-            prove::prove_synthesized(backend, &key, syn, r, s, &mut times).map_err(|source| {
-                FilecoinError::Prove {
-                    partition: k,
-                    source,
-                }
-            })?;
-        let prove_ms = t.elapsed().as_secs_f64() * 1e3;
-        let t = Instant::now();
-        if !verify_proof(&pvk, &proof, &inputs).unwrap_or(false) {
-            return Err(FilecoinError::ProofRejected { partition: k });
-        }
-        let verify_ms = t.elapsed().as_secs_f64() * 1e3;
-        let _ = proof.write(&mut proof_bytes);
-        reports.push(PartitionReport {
-            partition: request.partition + k,
-            constraints,
-            domain_log2: shape.log2_domain(),
-            aux: shape.num_aux,
-            circuit_ms,
-            synthesis_ms,
-            prove_ms,
-            device_ms: times.device_ms,
-            verify_ms,
-        });
-    }
-    Ok(PostOutput {
-        proof: proof_bytes,
+    Ok(Box::new(PostStatement::<Tree> {
         kind: request.kind,
         sector_size: request.sector_size,
-        sectors: vanilla.len(),
-        params_file: entry.params_name(),
-        params: loaded.provenance,
-        backend: backend.kind().as_str(),
-        partitions: reports,
-        total_ms: started.elapsed().as_secs_f64() * 1e3,
-    })
+        first_partition: request.partition,
+        pub_inputs,
+        verifier_inputs,
+        pub_params,
+        partitioned,
+    }))
 }

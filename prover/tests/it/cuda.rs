@@ -1297,6 +1297,7 @@ fn engine_proofs(devices: Vec<Device>, dir: &std::path::Path) -> Vec<String> {
         unavailable: Vec::new(),
         timing: Arc::new(TimingLog::open(dir.join("timing.jsonl"), 1 << 20, 1).expect("log")),
         metrics: Arc::new(Metrics::new("test", "test")),
+        filecoin: prover::daemon::engine::filecoin::FilecoinKeys::new(std::env::temp_dir(), false),
         concurrency: 2,
         lookahead: 2,
         max_jobs: 4,

@@ -60,6 +60,7 @@ fn state(dir: &std::path::Path, test_params: TestParams, http: HttpLimits) -> Ar
         unavailable: Vec::new(),
         timing,
         metrics: metrics.clone(),
+        filecoin: prover::daemon::engine::filecoin::FilecoinKeys::new(std::env::temp_dir(), false),
         concurrency: 1,
         lookahead: 1,
         max_jobs: 8,

@@ -42,6 +42,9 @@ pub enum SubmitError {
     NoDevice,
     #[error("{0}; the daemon's config does not allow TEST-ONLY parameters (test_params)")]
     ParamsMissing(#[source] crate::params::ParamsError),
+    /// A Filecoin job's inputs or parameter file.
+    #[error("{0}")]
+    Filecoin(#[source] crate::filecoin::FilecoinError),
 }
 
 /// Heap bytes proving one partition of `shape` allocates besides its pool

@@ -2,9 +2,7 @@
 //! and the finished jobs kept for status queries. Plain data under the
 //! engine's lock; no threads, no clocks but the job's own `Instant`s.
 
-use fleet_wire::api::{
-    JobResult, JobState, JobStatus, PartitionProof, SubmitRequest, TimingSummary,
-};
+use fleet_wire::api::{JobResult, JobState, JobStatus, PartitionProof, TimingSummary};
 use fleet_wire::timing::Phase;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,8 +16,21 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
+/// What a job is, as its status reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSpec {
+    /// The bundled circuit or the Filecoin proof kind.
+    pub circuit: String,
+    /// Constraints per partition.
+    pub size: u64,
+    pub partitions: u32,
+    /// Set for a Filecoin job: its result also carries the partitions'
+    /// proofs concatenated, as filecoin-proofs returns them.
+    pub sector_size: Option<u64>,
+}
+
 struct JobEntry {
-    req: SubmitRequest,
+    req: JobSpec,
     state: JobState,
     submitted: Instant,
     submitted_ms: u64,
@@ -36,6 +47,13 @@ impl JobEntry {
     fn status(&self, id: &str, backend: &str) -> JobStatus {
         let result = (self.state == JobState::Done).then(|| JobResult {
             proofs: self.proofs.iter().flatten().cloned().collect(),
+            proof: self.req.sector_size.map(|_| {
+                self.proofs
+                    .iter()
+                    .flatten()
+                    .map(|p| p.proof.as_str())
+                    .collect::<String>()
+            }),
             verified: self
                 .proofs
                 .iter()
@@ -51,6 +69,7 @@ impl JobEntry {
             state: self.state,
             circuit: self.req.circuit.clone(),
             size: self.req.size,
+            sector_size: self.req.sector_size,
             partitions: self.req.partitions,
             partitions_done: self.partitions_done,
             submitted_ms: self.submitted_ms,
@@ -130,7 +149,7 @@ impl Jobs {
     /// (Unix ms) the id and the status carry.
     pub fn insert(
         &mut self,
-        req: SubmitRequest,
+        req: JobSpec,
         cancelled: Arc<AtomicBool>,
         submitted: Instant,
         now_ms: u64,
@@ -266,13 +285,12 @@ impl Jobs {
 mod tests {
     use super::*;
 
-    fn req(partitions: u32) -> SubmitRequest {
-        SubmitRequest {
+    fn req(partitions: u32) -> JobSpec {
+        JobSpec {
             circuit: "chain".into(),
             size: 1024,
             partitions,
-            seed: 1,
-            rs_seed: Some(2),
+            sector_size: None,
         }
     }
 

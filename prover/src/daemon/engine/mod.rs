@@ -32,6 +32,7 @@
 
 pub mod admission;
 pub mod devices;
+pub mod filecoin;
 pub mod jobs;
 pub mod partition;
 mod pipeline;
@@ -44,9 +45,12 @@ pub use partition::proof_bytes;
 use crate::budget::MemoryBudget;
 use crate::circuit::CircuitKind;
 use crate::daemon::engine::admission::{ParamsNeed, Room};
-use crate::daemon::engine::jobs::Jobs;
-use crate::daemon::engine::partition::{Stages, Task};
-use crate::daemon::engine::pipeline::{device_worker, synthesis_worker, verifier, Shared};
+use crate::daemon::engine::filecoin::FilecoinKeys;
+use crate::daemon::engine::jobs::{JobSpec, Jobs};
+use crate::daemon::engine::partition::{Circuit, FilecoinWork, Stages, Task};
+use crate::daemon::engine::pipeline::{
+    device_worker, synthesis_worker, urgent_worker, verifier, Shared, TaskQueue,
+};
 use crate::daemon::engine::scheduler::DeviceQueue;
 use crate::daemon::metrics::Metrics;
 use crate::memory_plan::MemoryPlan;
@@ -55,7 +59,7 @@ use crate::pool::PinnedPool;
 use crate::synthesis::pool_bytes;
 use crate::timing::TimingLog;
 use crossbeam_channel::{bounded, unbounded};
-use fleet_wire::api::{DeviceState, JobStatus, QueueStats, SubmitRequest};
+use fleet_wire::api::{DeviceState, FilecoinSubmitRequest, JobStatus, QueueStats, SubmitRequest};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -79,6 +83,8 @@ pub struct EngineParts {
     pub unavailable: Vec<DeviceState>,
     pub timing: Arc<TimingLog>,
     pub metrics: Arc<Metrics>,
+    /// Filecoin's parameter cache, for Filecoin jobs.
+    pub filecoin: FilecoinKeys,
     pub concurrency: u32,
     pub lookahead: u32,
     pub max_jobs: u32,
@@ -99,6 +105,7 @@ struct Threads {
 pub struct Engine {
     shared: Arc<Shared>,
     memory: MemoryPlan,
+    filecoin: FilecoinKeys,
     threads: Mutex<Threads>,
 }
 
@@ -115,6 +122,7 @@ impl Engine {
             .map(|d| d.backend.kind())
             .unwrap_or(crate::backend::BackendKind::Cpu);
         let (tasks_tx, tasks_rx) = unbounded::<Task>();
+        let (urgent_tx, urgent_rx) = unbounded::<Task>();
         let (verify_tx, verify_rx) = unbounded();
         let (changed, _) = tokio::sync::watch::channel(0u64);
         let workers: Vec<u32> = parts.devices.iter().map(|d| d.workers).collect();
@@ -134,6 +142,7 @@ impl Engine {
             jobs: Mutex::new(Jobs::default()),
             changed,
             tasks_tx: Mutex::new(Some(tasks_tx)),
+            urgent_tx: Mutex::new(Some(urgent_tx)),
             verify_tx: Mutex::new(Some(verify_tx)),
             accepting: AtomicBool::new(true),
             pipelined,
@@ -167,12 +176,23 @@ impl Engine {
         }
         let mut threads = Threads::default();
         if let Some(slots) = &slots {
+            let queue = TaskQueue {
+                urgent: urgent_rx.clone(),
+                normal: tasks_rx.clone(),
+            };
             for i in 0..parts.concurrency {
-                let (s, rx, slots) = (shared.clone(), tasks_rx.clone(), slots.clone());
+                let (s, rx, slots) = (shared.clone(), queue.clone(), slots.clone());
                 threads.synthesis.push(spawn(format!("synth-{i}"), move || {
                     synthesis_worker(&s, rx, slots)
                 })?);
             }
+            // A WinningPoSt must not wait for a synthesis worker busy with a
+            // PoRep partition (minutes at 32 GiB), nor for a lookahead slot:
+            // one worker takes only urgent tasks.
+            let (s, rx) = (shared.clone(), urgent_rx.clone());
+            threads
+                .synthesis
+                .push(spawn("synth-urgent".into(), move || urgent_worker(&s, rx))?);
         }
         let prefix = if pipelined { "device" } else { "prove" };
         for (d, dev) in shared.devices.iter().enumerate() {
@@ -196,6 +216,7 @@ impl Engine {
         Ok(Self {
             shared,
             memory: parts.memory,
+            filecoin: parts.filecoin,
             threads: Mutex::new(threads),
         })
     }
@@ -238,7 +259,7 @@ impl Engine {
         let params = &shared.stages.params;
         let room = Room {
             plan: self.memory,
-            params_loaded: params.loaded_bytes(),
+            params_loaded: params.loaded_bytes() + self.filecoin.loaded_bytes(),
         };
         room.check_bound(kind, req.size)?;
         let size = req.size as usize;
@@ -262,6 +283,83 @@ impl Engine {
         };
         room.check_shape(kind, req.size, &shape, need)?;
         let blinding = crate::prove::Blinding::from_seed(req.rs_seed);
+        let spec = JobSpec {
+            circuit: kind.to_string(),
+            size: req.size,
+            partitions: req.partitions,
+            sector_size: None,
+        };
+        let circuit = Circuit::Bundled {
+            kind,
+            size: req.size,
+            witness_seed: req.seed,
+        };
+        self.enqueue(spec, circuit, blinding, false)
+    }
+
+    /// Checks a Filecoin job's inputs, loads its parameters (once per
+    /// circuit) and queues its partitions; a WinningPoSt ahead of all
+    /// others. Blocks for the checks (seconds for a large sector's C1): call
+    /// it off the async runtime.
+    pub fn submit_filecoin(&self, req: &FilecoinSubmitRequest) -> Result<String, SubmitError> {
+        let shared = &self.shared;
+        if !shared.accepting.load(Ordering::SeqCst) {
+            return Err(SubmitError::Draining);
+        }
+        if !shared.any_device() {
+            return Err(SubmitError::NoDevice);
+        }
+        let statement = filecoin::statement_of(req)?;
+        let entry = statement
+            .cache_entry(self.filecoin.dir())
+            .map_err(SubmitError::Filecoin)?;
+        let key = self
+            .filecoin
+            .get(&entry, &shared.stages.budget, &shared.stages.params)?;
+        let shape = key.shape;
+        let label = crate::filecoin::job_label(statement.kind(), statement.sector_size());
+        let (pool_need, working) = (pool_bytes(&shape), working_bytes(&shape));
+        let working_max = self
+            .memory
+            .working_left(shared.stages.params.loaded_bytes() + self.filecoin.loaded_bytes());
+        if pool_need > self.memory.pool || working > working_max {
+            return Err(SubmitError::TooLarge {
+                circuit: label,
+                size: shape.num_constraints as u64,
+                pool_need,
+                pool_max: self.memory.pool,
+                working,
+                working_max,
+            });
+        }
+        let partitions = u32::try_from(statement.partitions())
+            .ok()
+            .filter(|n| (1..=admission::MAX_PARTITIONS).contains(n))
+            .ok_or(SubmitError::BadPartitions {
+                got: u32::try_from(statement.partitions()).unwrap_or(u32::MAX),
+                max: admission::MAX_PARTITIONS,
+            })?;
+        let urgent = statement.kind().is_urgent();
+        let spec = JobSpec {
+            circuit: label,
+            size: shape.num_constraints as u64,
+            partitions,
+            sector_size: Some(statement.sector_size()),
+        };
+        let circuit = Circuit::Filecoin(Arc::new(FilecoinWork { statement, key }));
+        let blinding = crate::prove::Blinding::from_seed(req.rs_seed);
+        self.enqueue(spec, circuit, blinding, urgent)
+    }
+
+    /// Registers a job and queues one task per partition.
+    fn enqueue(
+        &self,
+        spec: JobSpec,
+        circuit: Circuit,
+        blinding: crate::prove::Blinding,
+        urgent: bool,
+    ) -> Result<String, SubmitError> {
+        let shared = &self.shared;
         let mut jobs = shared.jobs.lock();
         let depth = jobs.unfinished();
         if depth >= u64::from(shared.max_jobs) {
@@ -274,9 +372,10 @@ impl Engine {
         }
         let cancelled = Arc::new(AtomicBool::new(false));
         let submitted = Instant::now();
-        let (partitions, size, seed) = (req.partitions, req.size, req.seed);
+        let partitions = spec.partitions;
+        let (label, size) = (spec.circuit.clone(), spec.size);
         let id = jobs.insert(
-            req,
+            spec,
             cancelled.clone(),
             submitted,
             crate::sys::clock::unix_millis(),
@@ -286,9 +385,8 @@ impl Engine {
                 job_id: id.clone(),
                 partition,
                 partitions,
-                kind,
-                size,
-                witness_seed: seed,
+                circuit: circuit.clone(),
+                urgent,
                 blinding,
                 submitted,
                 cancelled: cancelled.clone(),
@@ -303,7 +401,7 @@ impl Engine {
             }
         }
         drop(jobs);
-        tracing::info!(job = %id, circuit = %kind, size, partitions, "job accepted");
+        tracing::info!(job = %id, circuit = %label, size, partitions, urgent, "job accepted");
         shared.bump();
         Ok(id)
     }
@@ -443,6 +541,7 @@ impl Engine {
             }
         };
         self.shared.tasks_tx.lock().take();
+        self.shared.urgent_tx.lock().take();
         join(threads.synthesis);
         self.shared.queue.close();
         join(threads.devices);

@@ -8,6 +8,9 @@ use crate::budget::{BudgetError, MemoryBudget, Reservation};
 use crate::circuit::{self, CircuitError, CircuitKind, ShapeCache};
 use crate::daemon::engine::admission::working_bytes;
 use crate::daemon::engine::devices::{is_device_fault, Device};
+use crate::daemon::engine::filecoin::FilKey;
+use crate::filecoin::statement::{Partition, Statement};
+use crate::filecoin::FilecoinError;
 use crate::params::{ParamStore, Params, ParamsError};
 use crate::pool::PinnedPool;
 use crate::prove::{prove_synthesized, Blinding, IdentifiedKey, ProveError, ProvingKey};
@@ -32,6 +35,8 @@ pub enum PartitionError {
     Params(#[source] ParamsError),
     #[error("{0}")]
     Circuit(#[from] CircuitError),
+    #[error("{0}")]
+    Filecoin(#[from] FilecoinError),
     #[error("memory budget: {0}")]
     Budget(#[from] BudgetError),
     #[error("{0}")]
@@ -87,8 +92,39 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> PartitionError {
     PartitionError::Panicked(text)
 }
 
-/// What a job's devices are keyed on when the scheduler estimates times.
-pub type WorkKey = (CircuitKind, u64);
+/// What a job's devices are keyed on when the scheduler estimates times:
+/// the circuit's name (a Filecoin parameter file's) and its size.
+pub type WorkKey = (String, u64);
+
+/// A Filecoin statement and the parameters that prove it, shared by the
+/// job's partitions.
+pub struct FilecoinWork {
+    pub statement: Box<dyn Statement>,
+    pub key: Arc<FilKey>,
+}
+
+impl std::fmt::Debug for FilecoinWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FilecoinWork")
+            .field("kind", &self.statement.kind())
+            .field("sector_size", &self.statement.sector_size())
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+/// What a partition proves.
+#[derive(Debug, Clone)]
+pub enum Circuit {
+    /// A bundled circuit sized for `size` constraints, its witness from a seed.
+    Bundled {
+        kind: CircuitKind,
+        size: u64,
+        witness_seed: u64,
+    },
+    /// A partition of a Filecoin proof.
+    Filecoin(Arc<FilecoinWork>),
+}
 
 /// One partition on its way through the pipeline.
 #[derive(Debug, Clone)]
@@ -96,9 +132,9 @@ pub struct Task {
     pub job_id: String,
     pub partition: u32,
     pub partitions: u32,
-    pub kind: CircuitKind,
-    pub size: u64,
-    pub witness_seed: u64,
+    pub circuit: Circuit,
+    /// Goes ahead of every queued partition (a WinningPoSt).
+    pub urgent: bool,
     /// Where r, s come from: the job's `rs_seed`, or the OS per partition.
     pub blinding: Blinding,
     pub submitted: Instant,
@@ -109,13 +145,39 @@ pub struct Task {
 
 impl Task {
     pub fn key(&self) -> WorkKey {
-        (self.kind, self.size)
+        match &self.circuit {
+            Circuit::Bundled { kind, size, .. } => (kind.to_string(), *size),
+            Circuit::Filecoin(f) => (f.key.name.clone(), f.key.shape.num_constraints as u64),
+        }
+    }
+
+    /// The circuit's name in records (`chain`; a Filecoin proof's kind and
+    /// sector size, `porep-c2:2KiB`, as `prover setup --filecoin` names
+    /// them) and its size in constraints.
+    pub fn tag_fields(&self) -> (String, u64) {
+        match &self.circuit {
+            Circuit::Bundled { kind, size, .. } => (kind.to_string(), *size),
+            Circuit::Filecoin(f) => (
+                crate::filecoin::job_label(f.statement.kind(), f.statement.sector_size()),
+                f.key.shape.num_constraints as u64,
+            ),
+        }
     }
 
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
 }
+
+/// What synthesis hands on: parameters, their checksum, public inputs, the
+/// working-set reservation, the synthesised partition.
+type Prepared = (
+    Arc<Params>,
+    Option<String>,
+    Vec<Scalar>,
+    Reservation,
+    Synthesized,
+);
 
 /// A synthesised partition waiting for a device.
 pub struct Ready {
@@ -208,12 +270,13 @@ impl Stages {
     }
 
     fn timer(&self, task: &Task) -> PartitionTimer {
+        let (circuit, size) = task.tag_fields();
         let tag = JobTag {
             host: self.host.clone(),
             build: self.build.clone(),
             job_id: task.job_id.clone(),
-            circuit: task.kind.to_string(),
-            size: task.size,
+            circuit,
+            size,
         };
         PartitionTimer::new(tag, task.partition, task.partitions, task.submitted)
     }
@@ -231,42 +294,18 @@ impl Stages {
     pub fn synthesize(&self, task: Task, device: Option<u32>) -> Result<Ready, Box<Failed>> {
         let mut timer = self.timer(&task);
         timer.picked_up();
-        let who = format!("{}/{}", task.job_id, task.partition);
-        let size = task.size as usize;
-        let prepared = (|| {
-            let params = self
-                .params
-                .get_or_generate(task.kind, size)
-                .map_err(PartitionError::Params)?;
-            // Loading or generating parameters can take a minute: a job
-            // cancelled meanwhile is not synthesised and proved after all.
-            if task.is_cancelled() {
-                return Err(PartitionError::Cancelled);
-            }
-            let shape = self.shapes().get(task.kind, size)?;
-            let t = Instant::now();
-            let reservation =
-                self.params
-                    .reserve_evicting(&self.budget, &who, working_bytes(&shape))?;
-            timer.since(Phase::BudgetWait, t);
-            if task.is_cancelled() {
-                return Err(PartitionError::Cancelled);
-            }
-            let (circuit, inputs) = circuit::bundled(task.kind, size, task.witness_seed)?;
-            self.event(&timer, TimelineKind::SynthesisStart, device);
-            let t = Instant::now();
-            let syn = catch_unwind(AssertUnwindSafe(|| synthesize(circuit, &shape, &self.pool)))
-                .map_err(panic_message)??;
-            let total = t.elapsed().as_secs_f64() * 1e3;
-            self.event(&timer, TimelineKind::SynthesisEnd, device);
-            timer.add(Phase::Synthesis, syn.synthesis_ms);
-            timer.add(Phase::PoolCheckout, (total - syn.synthesis_ms).max(0.0));
-            Ok::<_, PartitionError>((params, inputs, reservation, syn))
-        })();
+        let prepared = match &task.circuit {
+            Circuit::Bundled {
+                kind,
+                size,
+                witness_seed,
+            } => self.synthesize_bundled(&task, &mut timer, device, *kind, *size, *witness_seed),
+            Circuit::Filecoin(work) => self.synthesize_filecoin(&task, &mut timer, device, work),
+        };
         match prepared {
-            Ok((params, inputs, reservation, syn)) => Ok(Ready {
+            Ok((params, params_sha256, inputs, reservation, syn)) => Ok(Ready {
                 pinned: syn.pinned(),
-                params_sha256: self.params.meta(task.kind, size).ok().map(|m| m.sha256),
+                params_sha256,
                 task,
                 timer,
                 syn,
@@ -277,6 +316,87 @@ impl Stages {
             }),
             Err(error) => Err(Box::new(Failed { task, timer, error })),
         }
+    }
+
+    fn synthesize_bundled(
+        &self,
+        task: &Task,
+        timer: &mut PartitionTimer,
+        device: Option<u32>,
+        kind: CircuitKind,
+        size: u64,
+        witness_seed: u64,
+    ) -> Result<Prepared, PartitionError> {
+        let who = format!("{}/{}", task.job_id, task.partition);
+        let size = size as usize;
+        let params = self
+            .params
+            .get_or_generate(kind, size)
+            .map_err(PartitionError::Params)?;
+        // Loading or generating parameters can take a minute: a job
+        // cancelled meanwhile is not synthesised and proved after all.
+        if task.is_cancelled() {
+            return Err(PartitionError::Cancelled);
+        }
+        let shape = self.shapes().get(kind, size)?;
+        let t = Instant::now();
+        let reservation =
+            self.params
+                .reserve_evicting(&self.budget, &who, working_bytes(&shape))?;
+        timer.since(Phase::BudgetWait, t);
+        if task.is_cancelled() {
+            return Err(PartitionError::Cancelled);
+        }
+        let (circuit, inputs) = circuit::bundled(kind, size, witness_seed)?;
+        self.event(timer, TimelineKind::SynthesisStart, device);
+        let t = Instant::now();
+        let syn = catch_unwind(AssertUnwindSafe(|| synthesize(circuit, &shape, &self.pool)))
+            .map_err(panic_message)??;
+        let total = t.elapsed().as_secs_f64() * 1e3;
+        self.event(timer, TimelineKind::SynthesisEnd, device);
+        timer.add(Phase::Synthesis, syn.synthesis_ms);
+        timer.add(Phase::PoolCheckout, (total - syn.synthesis_ms).max(0.0));
+        let sha256 = self.params.meta(kind, size).ok().map(|m| m.sha256);
+        Ok((params, sha256, inputs, reservation, syn))
+    }
+
+    fn synthesize_filecoin(
+        &self,
+        task: &Task,
+        timer: &mut PartitionTimer,
+        device: Option<u32>,
+        work: &FilecoinWork,
+    ) -> Result<Prepared, PartitionError> {
+        let who = format!("{}/{}", task.job_id, task.partition);
+        let shape = work.key.shape;
+        let t = Instant::now();
+        let reservation =
+            self.params
+                .reserve_evicting(&self.budget, &who, working_bytes(&shape))?;
+        timer.since(Phase::BudgetWait, t);
+        if task.is_cancelled() {
+            return Err(PartitionError::Cancelled);
+        }
+        self.event(timer, TimelineKind::SynthesisStart, device);
+        let t = Instant::now();
+        let k = task.partition as usize;
+        let Partition { syn, inputs, .. } = catch_unwind(AssertUnwindSafe(|| {
+            work.statement.synthesize(k, &shape, &self.pool)
+        }))
+        .map_err(panic_message)??;
+        let total = t.elapsed().as_secs_f64() * 1e3;
+        self.event(timer, TimelineKind::SynthesisEnd, device);
+        // Building the circuit from the vanilla proof is part of what this
+        // partition's synthesis costs; the rest is taking pool buffers.
+        let build_and_synthesis = total.max(syn.synthesis_ms);
+        timer.add(Phase::Synthesis, build_and_synthesis);
+        Ok((
+            work.key.params.clone(),
+            Some(work.key.sha256.clone()),
+            inputs,
+            reservation,
+            syn,
+        ))
     }
 
     /// The TIMELINE's "waiting for a device" mark, once synthesis handed it on.
@@ -388,6 +508,9 @@ impl Stages {
         proof: &Proof<Bls12>,
         inputs: &[Scalar],
     ) -> Result<(), PartitionError> {
+        if let Circuit::Filecoin(work) = &task.circuit {
+            return verdict(&work.key.pvk, proof, inputs, task.partition);
+        }
         let key = task.key();
         let cached = self.pvks.lock().get(&key).cloned();
         let pvk = match cached {
@@ -398,14 +521,7 @@ impl Stages {
                 p
             }
         };
-        match verify_proof(&pvk, proof, inputs) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(PartitionError::Rejected(task.partition)),
-            Err(source) => Err(PartitionError::Verify {
-                partition: task.partition,
-                source,
-            }),
-        }
+        verdict(&pvk, proof, inputs, task.partition)
     }
 
     /// Closes the record of a partition that failed before its device.
@@ -423,6 +539,20 @@ impl Stages {
             record,
             proof: Err(error),
         }
+    }
+}
+
+/// A proof's verification as the partition's outcome.
+fn verdict(
+    pvk: &PreparedVerifyingKey<Bls12>,
+    proof: &Proof<Bls12>,
+    inputs: &[Scalar],
+    partition: u32,
+) -> Result<(), PartitionError> {
+    match verify_proof(pvk, proof, inputs) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(PartitionError::Rejected(partition)),
+        Err(source) => Err(PartitionError::Verify { partition, source }),
     }
 }
 

@@ -25,11 +25,39 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// Tries of one partition when devices fail under it.
 const MAX_ATTEMPTS: u32 = 2;
 
-/// What a device worker takes: a synthesised partition, or (pipelining
-/// off) a task it synthesises itself.
+/// What a device worker takes: a synthesised partition (and whether it
+/// holds a lookahead slot: urgent ones do not), or (pipelining off) a task
+/// it synthesises itself.
 pub enum Work {
-    Ready(Box<Ready>),
+    Ready(Box<Ready>, bool),
     Task(Task),
+}
+
+/// The synthesis workers' two inputs: urgent tasks are always taken first.
+#[derive(Clone)]
+pub struct TaskQueue {
+    pub urgent: Receiver<Task>,
+    pub normal: Receiver<Task>,
+}
+
+impl TaskQueue {
+    /// The next task, an urgent one if any waits; `None` once both inputs
+    /// are closed and empty.
+    fn recv(&self) -> Option<Task> {
+        if let Ok(t) = self.urgent.try_recv() {
+            return Some(t);
+        }
+        crossbeam_channel::select! {
+            recv(self.urgent) -> t => match t {
+                Ok(t) => Some(t),
+                Err(_) => self.normal.recv().ok(),
+            },
+            recv(self.normal) -> t => match t {
+                Ok(t) => Some(t),
+                Err(_) => self.urgent.recv().ok(),
+            },
+        }
+    }
 }
 
 /// Everything the engine's threads share.
@@ -38,6 +66,8 @@ pub struct Shared {
     /// Bumped on every job state change; waiters re-check their job.
     pub changed: tokio::sync::watch::Sender<u64>,
     pub tasks_tx: Mutex<Option<Sender<Task>>>,
+    /// Urgent tasks (WinningPoSt), taken before any other.
+    pub urgent_tx: Mutex<Option<Sender<Task>>>,
     pub verify_tx: Mutex<Option<Sender<Box<Proved>>>>,
     pub accepting: AtomicBool,
     pub pipelined: bool,
@@ -78,17 +108,31 @@ impl Shared {
     /// pipelining is off); hands it back when that stage is closed.
     pub fn dispatch(&self, task: Task) -> Result<(), Task> {
         if self.pipelined {
-            match self.tasks_tx.lock().as_ref() {
+            let tx = match task.urgent {
+                true => &self.urgent_tx,
+                false => &self.tasks_tx,
+            };
+            match tx.lock().as_ref() {
                 // Receivers live as long as the workers, which outlive the sender.
                 Some(tx) => tx.send(task).map_err(|e| e.into_inner()),
                 None => Err(task),
             }
         } else {
             let key = task.key();
-            self.queue.push(key, Work::Task(task)).map_err(|w| match w {
-                Work::Task(t) => t,
-                Work::Ready(r) => r.task,
-            })
+            let urgent = task.urgent;
+            self.to_devices(key, Work::Task(task), urgent)
+                .map_err(|w| match w {
+                    Work::Task(t) => t,
+                    Work::Ready(r, _) => r.task,
+                })
+        }
+    }
+
+    /// Queues work for the devices, urgent work ahead of the rest.
+    fn to_devices(&self, key: WorkKey, work: Work, urgent: bool) -> Result<(), Work> {
+        match urgent {
+            true => self.queue.push_front(key, work),
+            false => self.queue.push(key, work),
         }
     }
 
@@ -161,8 +205,10 @@ impl Shared {
         }
         for work in self.queue.fail_device(d) {
             let failed = match work {
-                Work::Ready(r) => {
-                    self.give_slot();
+                Work::Ready(r, slot) => {
+                    if slot {
+                        self.give_slot();
+                    }
                     r.fail(&self.stages, PartitionError::NoDevice)
                 }
                 Work::Task(t) => self.stages.refuse(t, PartitionError::NoDevice),
@@ -233,41 +279,60 @@ impl Ready {
 
 pub fn synthesis_worker(
     shared: &Shared,
-    tasks: Receiver<Task>,
+    tasks: TaskQueue,
     (slot_tx, slot_rx): (Sender<()>, Receiver<()>),
 ) {
     // Slots are only ever returned, never dropped, so a worker waiting for
     // one at shutdown gets it and sees the closed task queue.
     while slot_rx.recv().is_ok() {
-        let Ok(task) = tasks.recv() else {
+        let Some(task) = tasks.recv() else {
             let _ = slot_tx.send(());
             return;
         };
-        if !shared.start_partition(&task) {
+        if !synthesize_and_queue(shared, task, true) {
             let _ = slot_tx.send(());
-            continue;
         }
-        match shared.stages.synthesize(task, None) {
-            Ok(r) => {
-                shared.stages.queued(&r, None);
-                let key = r.task.key();
-                if let Err(w) = shared.queue.push(key, Work::Ready(Box::new(r))) {
+    }
+}
+
+/// Synthesises urgent tasks only, holding no lookahead slot, so an urgent
+/// task never waits behind the pipeline's backlog.
+pub fn urgent_worker(shared: &Shared, tasks: Receiver<Task>) {
+    while let Ok(task) = tasks.recv() {
+        synthesize_and_queue(shared, task, false);
+    }
+}
+
+/// Synthesises `task` and queues it for the devices; false when it ended
+/// here (so a slot it held must be given back).
+fn synthesize_and_queue(shared: &Shared, task: Task, slot: bool) -> bool {
+    if !shared.start_partition(&task) {
+        return false;
+    }
+    match shared.stages.synthesize(task, None) {
+        Ok(r) => {
+            shared.stages.queued(&r, None);
+            let key = r.task.key();
+            let urgent = r.task.urgent;
+            match shared.to_devices(key, Work::Ready(Box::new(r), slot), urgent) {
+                Ok(()) => true,
+                Err(w) => {
                     let error = match shared.queue.healthy_devices() {
                         0 => PartitionError::NoDevice,
                         _ => PartitionError::ShuttingDown,
                     };
                     let f = match w {
-                        Work::Ready(r) => r.fail(&shared.stages, error),
+                        Work::Ready(r, _) => r.fail(&shared.stages, error),
                         Work::Task(t) => shared.stages.refuse(t, error),
                     };
                     shared.fail(f);
-                    let _ = slot_tx.send(());
+                    false
                 }
             }
-            Err(f) => {
-                shared.fail(*f);
-                let _ = slot_tx.send(());
-            }
+        }
+        Err(f) => {
+            shared.fail(*f);
+            false
         }
     }
 }
@@ -279,8 +344,10 @@ pub fn device_worker(shared: &Shared, d: usize) {
     let ordinal = dev.ordinal(d);
     while let Some((lease, work)) = shared.queue.take(d) {
         let ready = match work {
-            Work::Ready(r) => {
-                shared.give_slot();
+            Work::Ready(r, slot) => {
+                if slot {
+                    shared.give_slot();
+                }
                 *r
             }
             Work::Task(task) => {

@@ -224,6 +224,7 @@ fn rig_on(devices: Vec<Device>, lookahead: u32, alloc: Arc<dyn HostAllocator>) -
         unavailable: Vec::new(),
         timing,
         metrics: metrics.clone(),
+        filecoin: crate::daemon::engine::filecoin::FilecoinKeys::new(std::env::temp_dir(), false),
         concurrency: 2,
         lookahead,
         max_jobs: 16,
