@@ -7,7 +7,8 @@
 //! (`report_version` 1).
 
 use super::scan::{merged_busy_fraction, window_us, Acc, Malformed, Scan};
-use fleet_wire::timing::Phase;
+use fleet_wire::timing::{Clock, Phase, Stage};
+use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -44,12 +45,40 @@ impl Default for Thresholds {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PhaseStats {
     pub phase: Phase,
+    /// Which clock measured `p50_ms` and the rest (the phase's declaration).
+    pub clock: Clock,
+    /// Where the phase runs against the device timeline.
+    pub stage: Option<Stage>,
     pub count: u64,
     pub p50_ms: f64,
     pub p95_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
     pub mean_ms: f64,
+    /// The device's own time of the phase, over the records that carry it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<Dist>,
+    /// The time the phase waited for the device, where measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait: Option<Dist>,
+}
+
+/// A short distribution (device time or wait of a phase), milliseconds.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Dist {
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub mean_ms: f64,
+}
+
+fn dist(h: &Histogram<u64>) -> Dist {
+    Dist {
+        count: h.len(),
+        p50_ms: us_to_ms(h.value_at_quantile(0.50)),
+        p95_ms: us_to_ms(h.value_at_quantile(0.95)),
+        mean_ms: h.mean() / 1000.0,
+    }
 }
 
 /// Host-to-device upload figures.
@@ -152,6 +181,10 @@ pub struct PhaseChange {
     pub p50_ms: f64,
     /// Positive is slower.
     pub change_pct: f64,
+    /// The device's own p50 in the baseline and in this build, where both
+    /// measured it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_p50_ms: Option<(f64, f64)>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -260,6 +293,10 @@ fn section(host: &str, build: &str, acc: &Acc) -> Section {
         .iter()
         .map(|(phase, h)| PhaseStats {
             phase: *phase,
+            clock: phase.clock(),
+            stage: phase.stage(),
+            device: acc.phase_device.get(phase).map(dist),
+            wait: acc.phase_wait.get(phase).map(dist),
             count: h.len(),
             p50_ms: us_to_ms(h.value_at_quantile(0.50)),
             p95_ms: us_to_ms(h.value_at_quantile(0.95)),
@@ -496,6 +533,11 @@ fn compare(base: &Section, other: &Section) -> BuildComparison {
                 baseline_p50_ms: b.p50_ms,
                 p50_ms: p.p50_ms,
                 change_pct,
+                device_p50_ms: b
+                    .device
+                    .as_ref()
+                    .zip(p.device.as_ref())
+                    .map(|(b, p)| (b.p50_ms, p.p50_ms)),
             })
         })
         .collect();
@@ -551,6 +593,7 @@ mod tests {
             h2d_ms: Some(h2d_ms),
             h2d_gbps: None,
             phases_ms: phases,
+            phase_split_ms: Default::default(),
             device_busy_ms: None,
             error: None,
         })
@@ -567,6 +610,90 @@ mod tests {
             event: kind,
             device: Some(0),
         })
+    }
+
+    /// Chain 2^22 on the daemon as the H200 run wrote it, with the split:
+    /// the four G1 MSMs of one size take the same device time, while the
+    /// host's clock around msm_l also holds its wait for the device (the
+    /// G2 MSM's thread holding it). The report shows host, device and wait
+    /// apart, in the terminal, JSON and HTML forms.
+    #[test]
+    fn msms_of_one_size_show_equal_device_time_and_their_waits_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("timing.jsonl");
+        let mut f = std::fs::File::create(&path).unwrap();
+        // (phase, host ms, device ms, wait ms) of one partition.
+        let msms = [
+            (Phase::MsmH, 75.0, 70.2, 0.1),
+            (Phase::MsmL, 196.0, 71.0, 121.0),
+            (Phase::MsmA, 73.0, 70.4, 0.0),
+            (Phase::MsmBG1, 74.0, 70.8, 0.2),
+        ];
+        for i in 0..20u64 {
+            let TimingLine::Partition(mut p) = record("b1", i, 300.0, 7.3, 1 << 30, true) else {
+                unreachable!()
+            };
+            let jitter = (i % 5) as f64 * 0.1;
+            for (phase, host, device, wait) in msms {
+                p.phases_ms.insert(phase, host + jitter);
+                p.phase_split_ms.insert(
+                    phase,
+                    fleet_wire::timing::PhaseSplit {
+                        device: Some(device + jitter),
+                        wait: Some(wait),
+                    },
+                );
+            }
+            writeln!(f, "{}", TimingLine::Partition(p).to_line()).unwrap();
+        }
+        drop(f);
+        let scan = scan(&[Source {
+            host: "gpu-01".into(),
+            path,
+        }])
+        .unwrap();
+        let r = build(&scan, &Thresholds::default(), None);
+        let b = &r.builds[0];
+        let stat = |p: Phase| b.phases.iter().find(|s| s.phase == p).unwrap();
+        let device: Vec<f64> = msms
+            .iter()
+            .map(|m| stat(m.0).device.as_ref().unwrap().p50_ms)
+            .collect();
+        let (lo, hi) = device
+            .iter()
+            .fold((f64::MAX, 0.0_f64), |(lo, hi), d| (lo.min(*d), hi.max(*d)));
+        assert!(hi / lo < 1.03, "device p50s differ: {device:?}");
+        // The host's figures do not agree: msm_l holds its wait.
+        assert!(stat(Phase::MsmL).p50_ms > 2.5 * stat(Phase::MsmA).p50_ms);
+        let wait = stat(Phase::MsmL).wait.as_ref().unwrap().p50_ms;
+        assert!((wait - 121.0).abs() < 0.2, "{wait}");
+        // h2d is timed by device events: its device time is itself.
+        let h2d = stat(Phase::H2d);
+        assert_eq!(h2d.clock, Clock::Device);
+        assert_eq!(h2d.device.as_ref().unwrap().p50_ms, h2d.p50_ms);
+        // Synthesis ran on the host: no device time, no wait.
+        assert!(stat(Phase::Synthesis).device.is_none());
+
+        let text = crate::timing::render::table(&r);
+        assert!(
+            text.contains("device p50 ms") && text.contains("wait p50 ms"),
+            "{text}"
+        );
+        let row = text.lines().find(|l| l.contains(" msm_l ")).unwrap();
+        assert!(row.contains("121.0"), "{row}");
+        let json = serde_json::to_value(&r).unwrap();
+        let l = json["builds"][0]["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["phase"] == "msm_l")
+            .unwrap()
+            .clone();
+        assert_eq!(l["clock"], "host");
+        assert!(l["device"]["p50_ms"].as_f64().unwrap() < 72.0, "{l}");
+        let html = crate::timing::render::html(&r, 20.0);
+        assert!(html.contains("data-table=\"phases\""));
+        assert!(html.contains("<th>wait p50 ms</th>"));
     }
 
     /// Nearest-rank quantile of exact values, computed without hdrhistogram.
@@ -720,6 +847,7 @@ mod tests {
                 h2d_ms: None,
                 h2d_gbps: None,
                 phases_ms: phases,
+                phase_split_ms: Default::default(),
                 device_busy_ms: *busy,
                 error: None,
             });

@@ -69,7 +69,8 @@ pub fn make_backend(choice: BackendChoice, threads: Option<usize>) -> Result<Box
 
 fn timing_table(rows: &[(u32, std::collections::BTreeMap<Phase, f64>)]) -> Table {
     let phases: Vec<Phase> = Phase::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|p| rows.iter().any(|(_, m)| m.contains_key(p)))
         .collect();
     let mut t = Table::new();

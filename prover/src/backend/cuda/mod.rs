@@ -35,8 +35,8 @@ pub use host_alloc::CudaHostAllocator;
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::{
-    Backend, BackendError, BackendKind, BackendTimes, BaseQuery, Bases, G1Bases, G2Bases,
-    ParamBases,
+    check_msm_len, Backend, BackendError, BackendKind, BackendTimes, BaseQuery, Bases, G1Bases,
+    G2Bases, ParamBases,
 };
 use blstrs::{G1Projective, G2Projective, Scalar};
 use check::check;
@@ -537,26 +537,30 @@ impl CudaBackend {
         scalars: &[Scalar],
         window: Window,
     ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
-        if bases.len() != scalars.len() {
-            return Err(BackendError::MsmLength {
-                bases: bases.len(),
-                scalars: scalars.len(),
-            });
-        }
-        if scalars.len() > msm::MAX_POINTS {
-            return Err(BackendError::MsmLength {
-                bases: msm::MAX_POINTS,
-                scalars: scalars.len(),
-            });
-        }
+        let (out, _) = self.msm_waited::<G>(bases, scalars, window)?;
+        Ok(out)
+    }
+
+    /// As `msm_on_device`, also returning the milliseconds spent waiting for
+    /// the device's lock (held by another MSM of the same partition, such as
+    /// the G2 MSM's thread).
+    fn msm_waited<G: DeviceGroup>(
+        &self,
+        bases: &Bases<'_, G::Affine>,
+        scalars: &[Scalar],
+        window: Window,
+    ) -> Result<((G::Projective, MsmDeviceTimes), f64), BackendError> {
+        check_msm_len(bases.len(), scalars.len(), msm::MAX_POINTS)?;
+        let t = Instant::now();
         let mut guard = self.state.lock();
+        let waited = t.elapsed().as_secs_f64() * 1e3;
         let st = &mut *guard;
         check!(self.ordinal, "cuCtxSetCurrent", self.ctx.bind_to_thread())?;
         let out = self.msm_locked::<G>(st, bases, scalars, window);
         if out.is_err() {
             self.drain(st);
         }
-        out
+        Ok((out?, waited))
     }
 
     fn msm_locked<G: DeviceGroup>(
@@ -662,12 +666,7 @@ impl CudaBackend {
         times: &mut BackendTimes,
         on_cpu: impl FnOnce(&mut BackendTimes) -> Result<G::Projective, BackendError>,
     ) -> Result<G::Projective, BackendError> {
-        if bases.len() != scalars.len() {
-            return Err(BackendError::MsmLength {
-                bases: bases.len(),
-                scalars: scalars.len(),
-            });
-        }
+        check_msm_len(bases.len(), scalars.len(), usize::MAX)?;
         if scalars.len() <= SERIAL_MSM_MAX {
             // The inputs' MSMs (a few points): a device launch or the CPU
             // backend's pool would cost more than the sum itself.
@@ -681,7 +680,9 @@ impl CudaBackend {
         if scalars.len() < MIN_DEVICE_MSM || scalars.len() > msm::MAX_POINTS {
             return on_cpu(times);
         }
-        let (sum, dt) = self.msm_on_device::<G>(bases, scalars, Window::Auto)?;
+        let ((sum, dt), waited) = self.msm_waited::<G>(bases, scalars, Window::Auto)?;
+        times.device_calls += 1;
+        times.device_wait_ms += waited;
         times.device_ms += dt.h2d_ms + dt.kernels_ms;
         times.h2d_bytes += std::mem::size_of_val(scalars) as u64;
         times.h2d_ms += dt.h2d_ms;
