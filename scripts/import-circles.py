@@ -41,12 +41,50 @@ def modules(src):
 
 
 def strip(text):
-    """Source without comments, string and char literals, and visibility paths."""
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r'r(#*)"(?:.|\n)*?"\1', '""', text)
-    text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
-    text = re.sub(r"'(?:\\.|[^'\\])'", "' '", text)
+    """Source without comments, string and char literals, and visibility paths.
+
+    One pass, so that `//` inside a string and a quote inside a comment are
+    both read as what they are."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        ch = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if text.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif text.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+            out.append(" ")
+        elif ch == "r" and re.match(r'r#*"', text[i:]) and not (i and (text[i - 1].isalnum() or text[i - 1] == "_")):
+            hashes = re.match(r"r(#*)\"", text[i:]).group(1)
+            end = text.find('"' + hashes, i + 2 + len(hashes))
+            i = n if end < 0 else end + 1 + len(hashes)
+            out.append('""')
+        elif ch == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            i += 1
+            out.append('""')
+        elif ch == "'":
+            # A char literal ('x', '\n', '\u{1F}'), else a lifetime ('a).
+            m = re.match(r"'(?:\\(?:u\{[0-9a-fA-F]+\}|.)|[^'\\])'", text[i:])
+            if m:
+                i += m.end()
+                out.append("' '")
+            else:
+                out.append(ch)
+                i += 1
+        else:
+            out.append(ch)
+            i += 1
+    text = "".join(out)
     return re.sub(r"\bpub\s*\(\s*(?:crate|super|self|in\s+[^)]*)\s*\)", "pub", text)
 
 

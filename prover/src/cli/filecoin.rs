@@ -4,7 +4,7 @@
 use super::exit;
 use super::prove::make_backend;
 use super::setup::SetupArgs;
-use super::BackendChoice;
+use super::args::BackendChoice;
 use anyhow::{Context, Result};
 use prover::filecoin::c1::{self, MAX_C1_BYTES};
 use prover::filecoin::cache::{CACHE_ENV, DEFAULT_CACHE_DIR};

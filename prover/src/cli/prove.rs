@@ -2,7 +2,7 @@
 //! over [`prover::prove`] and [`prover::bench`].
 
 use super::exit;
-use super::{BackendChoice, BenchArgs, ProveArgs, VerifyArgs};
+use super::args::{BackendChoice, BenchArgs, ProveArgs, VerifyArgs};
 use anyhow::{bail, Context, Result};
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Parameters, Proof};
 use blstrs::{Bls12, Scalar};
