@@ -14,7 +14,7 @@ pub mod params;
 pub mod prove;
 pub mod setup;
 
-pub use args::{BackendChoice, BenchArgs, ParamsArgs, ProveArgs, VerifyArgs};
+use args::{BenchArgs, ProveArgs, VerifyArgs};
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -55,4 +55,3 @@ pub enum Command {
     /// Filecoin Window or Winning PoSt from vanilla proofs, with Filecoin's parameters.
     Post(filecoin::PostArgs),
 }
-

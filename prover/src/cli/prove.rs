@@ -1,8 +1,8 @@
 //! `prover prove`, `verify` and `bench`: one-shot command-line plumbing
 //! over [`prover::prove`] and [`prover::bench`].
 
-use super::exit;
 use super::args::{BackendChoice, BenchArgs, ProveArgs, VerifyArgs};
+use super::exit;
 use anyhow::{bail, Context, Result};
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Parameters, Proof};
 use blstrs::{Bls12, Scalar};

@@ -38,22 +38,8 @@ use crate::pool::PinnedPool;
 use crate::prove::{self, IdentifiedKey};
 use crate::synthesis;
 
-/// Which PoSt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PostKind {
-    Winning,
-    Window,
-}
-
-impl PostKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            PostKind::Winning => "winning-post",
-            PostKind::Window => "window-post",
-        }
-    }
-}
+/// Which PoSt (declared with the other proof types, in `registered`).
+pub use crate::filecoin::registered::PostKind;
 
 /// A PoSt to prove.
 #[derive(Clone, Debug)]

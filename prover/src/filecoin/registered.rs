@@ -153,6 +153,23 @@ pub fn parse_sector_size(s: &str) -> Result<u64, RegisteredError> {
         })
 }
 
+/// Which PoSt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PostKind {
+    Winning,
+    Window,
+}
+
+impl PostKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PostKind::Winning => "winning-post",
+            PostKind::Window => "window-post",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

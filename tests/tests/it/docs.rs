@@ -8,6 +8,7 @@
 //! in the diagrams that looks like a file (`a/b.rs`, `x.md`, `scripts/y.sh`)
 //! or a folder (`steps/`) must exist at that path from the repository root
 //! or, for a name relative to a crate, at the end of some path of the repo.
+//! The remote layout section names paths on a fleet host and is left out.
 
 use std::path::{Path, PathBuf};
 
@@ -50,9 +51,7 @@ fn all_paths(root: &Path) -> Vec<String> {
 
 /// Whether `word` reads as a file or folder name (not a type, a command, a URL).
 fn looks_like_path(word: &str) -> bool {
-    const EXT: [&str; 9] = [
-        ".rs", ".md", ".sh", ".py", ".toml", ".cu", ".cuh", ".yaml", ".json",
-    ];
+    const EXT: [&str; 8] = [".rs", ".md", ".sh", ".py", ".toml", ".cu", ".cuh", ".yaml"];
     let plain = word
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "_-./<>".contains(c));
@@ -81,6 +80,9 @@ fn exists_under(paths: &[String], under: &str, name: &str) -> bool {
         .any(|p| p == &full || (p.starts_with(under) && p.ends_with(&format!("/{name}"))))
 }
 
+/// Lines of the folder tree indented this far or more continue a description.
+const ENTRY_INDENT: usize = 12;
+
 /// The names in `text` that do not exist in the repository.
 fn missing_names(text: &str, paths: &[String]) -> Vec<String> {
     let mut missing = Vec::new();
@@ -89,9 +91,15 @@ fn missing_names(text: &str, paths: &[String]) -> Vec<String> {
     // (indent, path) of the tree entries above the current line.
     let mut stack: Vec<(usize, String)> = Vec::new();
     let mut after_tree_heading = false;
+    // The remote layout names paths on a fleet host, not in the repository.
+    let mut on_a_host = false;
     for (n, line) in text.lines().enumerate() {
         if line.starts_with("## ") {
             after_tree_heading = line.contains("Folder tree");
+            on_a_host = line.contains("Remote layout");
+        }
+        if on_a_host {
+            continue;
         }
         if line.trim_start().starts_with("```") {
             in_fence = !in_fence;
@@ -103,7 +111,9 @@ fn missing_names(text: &str, paths: &[String]) -> Vec<String> {
             let indent = line.len() - line.trim_start().len();
             let mut ws = words(line);
             let first = ws.next().unwrap_or_default();
-            let entry_line = looks_like_path(first) && indent < 24;
+            // Entries sit a few columns in; deeper lines continue the
+            // description of the entry above.
+            let entry_line = looks_like_path(first) && indent < ENTRY_INDENT;
             let base = if entry_line {
                 while stack.last().is_some_and(|(i, _)| *i >= indent) {
                     stack.pop();
@@ -128,7 +138,7 @@ fn missing_names(text: &str, paths: &[String]) -> Vec<String> {
                 words(line).collect()
             };
             for w in rest.into_iter().filter(|w| looks_like_path(w)) {
-                if !exists_under(paths, &base, w) {
+                if !exists_under(paths, &base, w) && !paths.iter().any(|p| p == w) {
                     missing.push(format!("line {}: {w} under {base}", n + 1));
                 }
             }

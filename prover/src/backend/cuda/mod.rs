@@ -22,6 +22,7 @@
 pub mod bench;
 pub(crate) mod check;
 pub mod domain;
+pub mod driver;
 pub mod host_alloc;
 pub mod kernels;
 pub mod memory;
@@ -30,8 +31,12 @@ pub mod ntt;
 pub mod quotient;
 pub mod resident;
 pub mod selftest;
+mod state;
+pub mod workspace;
 
+pub use driver::{device_count, driver_present};
 pub use host_alloc::CudaHostAllocator;
+use state::DeviceState;
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::{
@@ -40,7 +45,7 @@ use crate::backend::{
 };
 use blstrs::{G1Projective, G2Projective, Scalar};
 use check::check;
-use cudarc::driver::{result, sys, CudaContext, CudaStream};
+use cudarc::driver::{result, sys, CudaContext};
 use cudarc::nvrtc::Ptx;
 use domain::{scalar_bytes_mut, DomainTables};
 use fleet_wire::timing::Phase;
@@ -65,23 +70,6 @@ pub const MAX_DEVICE_LOG_N: u32 = 30;
 pub const MIN_DEVICE_MSM: usize = 1 << 10;
 /// Largest MSM summed point by point on the calling thread.
 pub const SERIAL_MSM_MAX: usize = 32;
-
-/// Whether the CUDA driver library loads (no device query). Safe to call anywhere.
-pub fn driver_present() -> bool {
-    // SAFETY: only tries to dlopen libcuda by its usual names.
-    unsafe { sys::is_culib_present() }
-}
-
-/// Number of CUDA devices, 0 when there is no driver or it fails to start.
-pub fn device_count() -> u32 {
-    if !driver_present() {
-        return 0;
-    }
-    if result::init().is_err() {
-        return 0;
-    }
-    result::device::get_count().map_or(0, |n| n.max(0) as u32)
-}
 
 /// Whether the CUDA backend can run here: the driver loads, at least one
 /// device answers, and NVRTC loads to compile the kernels.
@@ -118,31 +106,6 @@ enum Window {
     Auto,
     /// This window over the bases alone.
     Fixed(u32),
-}
-
-/// Mutable per-device state, one h computation at a time.
-#[derive(Debug)]
-pub struct DeviceState {
-    pub compute: Arc<CudaStream>,
-    pub copy: Arc<CudaStream>,
-    workspace: Option<Workspace>,
-    tables: HashMap<u32, Arc<DomainTables>>,
-    msm: MsmWorkspace,
-    bases: ResidentBases,
-    /// Bases of an MSM whose parameter set is unknown, uploaded per call.
-    transient_bases: Option<DeviceBuffer>,
-}
-
-impl DeviceState {
-    fn workspace(&mut self) -> Result<&mut Workspace, BackendError> {
-        self.workspace.as_mut().ok_or_else(|| BackendError::Device {
-            device: u32::MAX,
-            call: "workspace".into(),
-            file: file!(),
-            line: line!(),
-            reason: "no device workspace allocated (internal ordering error)".into(),
-        })
-    }
 }
 
 /// One GPU behind the [`Backend`] trait.
