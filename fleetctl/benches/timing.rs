@@ -91,6 +91,7 @@ fn write_host_log(path: &Path, host: &str, records: u64) -> std::io::Result<(u64
                 h2d_ms: None,
                 h2d_gbps: Some(50.0),
                 phases_ms: phases,
+                phase_split_ms: Default::default(),
                 device_busy_ms: Some(420.0),
                 error: None,
             });

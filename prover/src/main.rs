@@ -51,7 +51,7 @@ fn main() -> ExitCode {
             .map(|()| cli::exit::OK)
             .map_err(Into::into),
         Command::Setup(args) if args.filecoin.is_some() => cli::filecoin::run_setup(args),
-        Command::Setup(args) => prover::setup::run(args.into()).map(|()| cli::exit::OK),
+        Command::Setup(args) => prover::setup::command::run(args.into()).map(|()| cli::exit::OK),
         Command::Params(args) => cli::params::run(args),
         Command::C2(args) => cli::filecoin::run_c2(args),
         Command::Post(args) => cli::filecoin::run_post(args),

@@ -315,81 +315,76 @@ pub fn prove_synthesized(
         let g2_times = &mut g2_times;
         let (b_inputs, b_aux) = (&b_inputs, b_aux);
         let g2 = scope.spawn(move || {
-            let t = Instant::now();
             let q = key.b_g2();
-            let sum = backend
-                .msm_g2(
-                    &bases(q, 0..b_inputs_len, BaseQuery::BG2, set),
-                    b_inputs,
-                    g2_times,
+            g2_times.measure(Phase::MsmBG2, |t| {
+                let inputs =
+                    backend.msm_g2(&bases(q, 0..b_inputs_len, BaseQuery::BG2, set), b_inputs, t)?;
+                Ok::<_, BackendError>(
+                    inputs
+                        + backend.msm_g2(
+                            &bases(q, b_inputs_len..b_len, BaseQuery::BG2, set),
+                            b_aux,
+                            t,
+                        )?,
                 )
-                .and_then(|x| {
-                    Ok(x + backend.msm_g2(
-                        &bases(q, b_inputs_len..b_len, BaseQuery::BG2, set),
-                        b_aux,
-                        g2_times,
-                    )?)
-                });
-            (sum, ms_since(t))
+            })
         });
         let g1 = (|| {
             // h has m coefficients; the top one is zero for a satisfied
             // system and bellperson drops it, as the h query holds m − 1 points.
-            let t = Instant::now();
-            let h = backend
-                .msm_g1(
-                    &bases(key.h(), 0..m - 1, BaseQuery::H, set),
-                    &a[..m - 1],
-                    times,
-                )
+            let h = times
+                .measure(Phase::MsmH, |t| {
+                    backend.msm_g1(&bases(key.h(), 0..m - 1, BaseQuery::H, set), &a[..m - 1], t)
+                })
                 .map_err(backend_err)?;
-            times.add(Phase::MsmH, ms_since(t));
             drop(a);
 
-            let t = Instant::now();
-            let l = backend
-                .msm_g1(
-                    &bases(key.l(), 0..key.l().len(), BaseQuery::L, set),
-                    &aux_assignment,
-                    times,
-                )
+            let l = times
+                .measure(Phase::MsmL, |t| {
+                    backend.msm_g1(
+                        &bases(key.l(), 0..key.l().len(), BaseQuery::L, set),
+                        &aux_assignment,
+                        t,
+                    )
+                })
                 .map_err(backend_err)?;
-            times.add(Phase::MsmL, ms_since(t));
 
-            let t = Instant::now();
-            let a_aux = dense(&aux_assignment, &a_aux_density, &mut scratch_a);
-            let a_answer = backend
-                .msm_g1(
-                    &bases(key.a(), 0..num_inputs, BaseQuery::A, set),
-                    &input_assignment,
-                    times,
-                )
-                .map_err(backend_err)?
-                + backend
-                    .msm_g1(
-                        &bases(key.a(), num_inputs..a_len, BaseQuery::A, set),
-                        a_aux,
-                        times,
+            let a_answer = times
+                .measure(Phase::MsmA, |t| {
+                    let a_aux = dense(&aux_assignment, &a_aux_density, &mut scratch_a);
+                    let inputs = backend.msm_g1(
+                        &bases(key.a(), 0..num_inputs, BaseQuery::A, set),
+                        &input_assignment,
+                        t,
+                    )?;
+                    Ok::<_, BackendError>(
+                        inputs
+                            + backend.msm_g1(
+                                &bases(key.a(), num_inputs..a_len, BaseQuery::A, set),
+                                a_aux,
+                                t,
+                            )?,
                     )
-                    .map_err(backend_err)?;
-            times.add(Phase::MsmA, ms_since(t));
+                })
+                .map_err(backend_err)?;
 
-            let t = Instant::now();
-            let b1_answer = backend
-                .msm_g1(
-                    &bases(key.b_g1(), 0..b_inputs_len, BaseQuery::BG1, set),
-                    b_inputs,
-                    times,
-                )
-                .map_err(backend_err)?
-                + backend
-                    .msm_g1(
-                        &bases(key.b_g1(), b_inputs_len..b_len, BaseQuery::BG1, set),
-                        b_aux,
-                        times,
+            let b1_answer = times
+                .measure(Phase::MsmBG1, |t| {
+                    let inputs = backend.msm_g1(
+                        &bases(key.b_g1(), 0..b_inputs_len, BaseQuery::BG1, set),
+                        b_inputs,
+                        t,
+                    )?;
+                    Ok::<_, BackendError>(
+                        inputs
+                            + backend.msm_g1(
+                                &bases(key.b_g1(), b_inputs_len..b_len, BaseQuery::BG1, set),
+                                b_aux,
+                                t,
+                            )?,
                     )
-                    .map_err(backend_err)?;
-            times.add(Phase::MsmBG1, ms_since(t));
+                })
+                .map_err(backend_err)?;
             Ok::<_, ProveError>((h, l, a_answer, b1_answer))
         })();
         match g2.join() {
@@ -400,15 +395,8 @@ pub fn prove_synthesized(
         }
     });
     let (h, l, a_answer, b1_answer) = g1?;
-    let (b2_answer, g2_ms) = g2;
-    let b2_answer = b2_answer.map_err(backend_err)?;
-    times.add(Phase::MsmBG2, g2_ms);
-    for (phase, ms) in g2_times.phases_ms {
-        times.add(phase, ms);
-    }
-    times.device_ms += g2_times.device_ms;
-    times.h2d_bytes += g2_times.h2d_bytes;
-    times.h2d_ms += g2_times.h2d_ms;
+    let b2_answer = g2.map_err(backend_err)?;
+    times.merge(&g2_times);
     times.add(Phase::Msm, ms_since(msm_start));
     drop((
         scratch_a,

@@ -17,8 +17,6 @@ pub mod command;
 pub mod fixed_base;
 pub mod qap;
 
-pub use command::{run, SetupOptions};
-
 use std::time::Instant;
 
 use bellperson::groth16::{Parameters, VerifyingKey};

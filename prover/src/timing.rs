@@ -9,8 +9,8 @@
 use crate::backend::{BackendKind, BackendTimes};
 use crate::sys::clock;
 use fleet_wire::timing::{
-    DevicesRecord, JobTag, PartitionRecord, Phase, ProofRecord, TimelineEvent, TimelineKind,
-    TimingLine, TIMING_SCHEMA_VERSION,
+    DevicesRecord, JobTag, PartitionRecord, Phase, PhaseSplit, ProofRecord, TimelineEvent,
+    TimelineKind, TimingLine, TIMING_SCHEMA_VERSION,
 };
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -259,6 +259,8 @@ pub struct PartitionTimer {
     partitions: u32,
     submitted: Instant,
     phases: BTreeMap<Phase, f64>,
+    /// Device time and device wait of host-timed phases.
+    split: BTreeMap<Phase, PhaseSplit>,
     h2d_bytes: u64,
     h2d_ms: f64,
     device_busy_ms: f64,
@@ -287,6 +289,7 @@ impl PartitionTimer {
             partitions,
             submitted,
             phases: BTreeMap::new(),
+            split: BTreeMap::new(),
             h2d_bytes: 0,
             h2d_ms: 0.0,
             device_busy_ms: 0.0,
@@ -321,6 +324,9 @@ impl PartitionTimer {
     pub fn merge_backend(&mut self, times: &BackendTimes) {
         for (p, v) in &times.phases_ms {
             self.add(*p, *v);
+        }
+        for (p, v) in &times.split_ms {
+            self.split.entry(*p).or_default().add(v);
         }
         self.h2d_bytes += times.h2d_bytes;
         self.h2d_ms += times.h2d_ms;
@@ -375,6 +381,7 @@ impl PartitionTimer {
             h2d_ms: (self.h2d_bytes > 0 && self.h2d_ms > 0.0).then_some(self.h2d_ms),
             h2d_gbps: fleet_wire::timing::gbps(self.h2d_bytes, self.h2d_ms / 1e3),
             phases_ms: self.phases,
+            phase_split_ms: self.split,
             device_busy_ms: self
                 .on_device
                 .then(|| device_busy_ms(backend, self.device_busy_ms))
@@ -569,5 +576,51 @@ mod tests {
             TimingLine::parse(&line).unwrap(),
             TimingLine::Partition(rec)
         );
+    }
+
+    #[test]
+    fn a_phase_gets_the_device_time_and_wait_of_the_device_calls_inside_it() {
+        let mut bt = BackendTimes::default();
+        // A CPU MSM: wall time only, no split (not a zero device time).
+        bt.measure(Phase::MsmA, |_| ());
+        // Two device MSMs inside one phase, as the G1 MSM of A runs its
+        // inputs and its aux part: their device times and waits add up.
+        bt.measure(Phase::MsmL, |t| {
+            for (device, wait) in [(30.0, 100.0), (40.5, 20.0)] {
+                t.device_calls += 1;
+                t.device_ms += device;
+                t.device_wait_ms += wait;
+            }
+        });
+        // Device work before the phase is not the phase's.
+        bt.measure(Phase::MsmH, |t| {
+            t.device_calls += 1;
+            t.device_ms += 2.0;
+        });
+        assert!(bt.phases_ms.contains_key(&Phase::MsmA));
+        assert!(!bt.split_ms.contains_key(&Phase::MsmA));
+        let l = bt.split_ms[&Phase::MsmL];
+        assert_eq!((l.device, l.wait), (Some(70.5), Some(120.0)));
+        let h = bt.split_ms[&Phase::MsmH];
+        assert_eq!((h.device, h.wait), (Some(2.0), Some(0.0)));
+
+        // The G2 thread's times merged in, then the record carries them.
+        let mut g2 = BackendTimes::default();
+        g2.measure(Phase::MsmBG2, |t| {
+            t.device_calls += 1;
+            t.device_ms += 200.0;
+        });
+        bt.merge(&g2);
+        let mut timer = PartitionTimer::new(tag(), 0, 1, Instant::now());
+        timer.merge_backend(&bt);
+        let rec = timer.finish(8, BackendKind::Cuda, Some(0), true, None);
+        assert_eq!(rec.device_ms(Phase::MsmL), Some(70.5));
+        assert_eq!(rec.wait_ms(Phase::MsmL), Some(120.0));
+        assert_eq!(rec.device_ms(Phase::MsmBG2), Some(200.0));
+        assert_eq!(rec.device_ms(Phase::MsmA), None);
+        assert_eq!(rec.device_busy_ms, Some(272.5));
+        assert!(rec
+            .to_string()
+            .contains(" msm_l.device=70.500ms msm_l.wait=120.000ms"));
     }
 }

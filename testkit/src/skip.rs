@@ -181,7 +181,7 @@ mod tests {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let out = crate::output_within(&mut cmd, std::time::Duration::from_secs(60));
+        let out = crate::deadline::output_within(&mut cmd, std::time::Duration::from_secs(60));
         let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
         (out.status.success(), text.into_owned())
     }

@@ -7,6 +7,7 @@
 //! # Layout
 //! - [`timing`]: the per-partition and per-proof timing records and the TIMELINE
 //!   event stream, written by the prover as JSON lines, read by `fleetctl timing`.
+//! - [`phase`]: the one declaration of the phases a partition record times.
 //! - [`api`]: the daemon's HTTP request and response bodies.
 //! - [`health`]: the host probe document printed by `prover health`.
 //! - [`metrics`]: Prometheus metric names exported at `/metrics`.
@@ -14,4 +15,5 @@
 pub mod api;
 pub mod health;
 pub mod metrics;
+pub mod phase;
 pub mod timing;

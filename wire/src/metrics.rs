@@ -6,6 +6,11 @@
 
 /// Histogram of phase durations in seconds, label `phase`.
 pub const PHASE_DURATION_SECONDS: &str = "prover_phase_duration_seconds";
+/// Histogram of the device's own time per phase (CUDA events), label
+/// `phase`, for the phases whose record carries it.
+pub const PHASE_DEVICE_SECONDS: &str = "prover_phase_device_seconds";
+/// Histogram of the time each phase waited for the device, label `phase`.
+pub const PHASE_DEVICE_WAIT_SECONDS: &str = "prover_phase_device_wait_seconds";
 /// Histogram of whole-job durations in seconds (submission to result).
 pub const JOB_DURATION_SECONDS: &str = "prover_job_duration_seconds";
 /// Gauge: jobs accepted and not finished.
@@ -64,12 +69,15 @@ pub const DEVICE_RECOVERED_ERRORS: &str = "prover_device_recovered_errors";
 /// Label of the per-device series.
 pub const DEVICE_LABEL: &str = "device";
 
-/// Label of [`PHASE_DURATION_SECONDS`].
+/// Label of [`PHASE_DURATION_SECONDS`], [`PHASE_DEVICE_SECONDS`] and
+/// [`PHASE_DEVICE_WAIT_SECONDS`].
 pub const PHASE_LABEL: &str = "phase";
 
 /// Every metric name, for exporters that want to check coverage.
-pub const ALL: [&str; 22] = [
+pub const ALL: [&str; 24] = [
     PHASE_DURATION_SECONDS,
+    PHASE_DEVICE_SECONDS,
+    PHASE_DEVICE_WAIT_SECONDS,
     JOB_DURATION_SECONDS,
     QUEUE_DEPTH,
     PARTITIONS_IN_FLIGHT,

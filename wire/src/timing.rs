@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use crate::phase::{Clock, Phase, PhaseSpec, Stage, Unit};
+
 /// Bumped whenever a field changes meaning; readers skip lines with a newer major.
 pub const TIMING_SCHEMA_VERSION: u32 = 1;
 
@@ -85,122 +87,6 @@ impl TimingLine {
     }
 }
 
-/// A phase of proving one partition. Durations are recorded in milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// Time from submission until a synthesis worker picked the partition up.
-    QueueWait,
-    /// Time blocked waiting for the memory budget to admit the partition.
-    BudgetWait,
-    /// Time to check the a/b/c and assignment buffers out of the pinned pool.
-    PoolCheckout,
-    /// Running the circuit's `synthesize` into the pinned buffers.
-    Synthesis,
-    /// Waiting for the device (GPU lock / worker queue) after synthesis.
-    GpuLockWait,
-    /// Host-to-device copy of a, b, c (bytes and GB/s in the record).
-    H2d,
-    /// Inverse NTT of a, b and c.
-    NttIfft,
-    /// Coset NTT of a, b and c.
-    NttCosetFft,
-    /// Coefficient-wise a*b - c and the multiplication by Z^-1 on the coset.
-    NttMulSubDivZ,
-    /// Coset inverse NTT of h.
-    NttCosetIfft,
-    /// The whole h computation (all NTT phases, data movement included).
-    NttKernels,
-    /// Multi-exponentiation of h against `params.h`.
-    MsmH,
-    /// Multi-exponentiation of the aux assignment against `params.l`.
-    MsmL,
-    /// Multi-exponentiation for A (G1).
-    MsmA,
-    /// Multi-exponentiation for B in G1.
-    MsmBG1,
-    /// Multi-exponentiation for B in G2.
-    MsmBG2,
-    /// All multi-exponentiations together.
-    Msm,
-    /// GPU MSM: combining bucket sums.
-    BatchAdd,
-    /// GPU MSM: the part of the MSM finished on the host.
-    TailMsm,
-    /// Combining the MSM results with r, s into A, B, C.
-    Assembly,
-    /// Checking the proof against the verifying key, on a host thread after
-    /// the device was released (not part of the device worker's time).
-    Verify,
-    /// Wall time of the whole partition, queue wait included.
-    Total,
-    /// A phase written by a newer prover that this reader does not know.
-    #[serde(other)]
-    Unknown,
-}
-
-impl Phase {
-    pub const ALL: [Phase; 22] = [
-        Phase::QueueWait,
-        Phase::BudgetWait,
-        Phase::PoolCheckout,
-        Phase::Synthesis,
-        Phase::GpuLockWait,
-        Phase::H2d,
-        Phase::NttIfft,
-        Phase::NttCosetFft,
-        Phase::NttMulSubDivZ,
-        Phase::NttCosetIfft,
-        Phase::NttKernels,
-        Phase::MsmH,
-        Phase::MsmL,
-        Phase::MsmA,
-        Phase::MsmBG1,
-        Phase::MsmBG2,
-        Phase::Msm,
-        Phase::BatchAdd,
-        Phase::TailMsm,
-        Phase::Assembly,
-        Phase::Verify,
-        Phase::Total,
-    ];
-
-    /// The snake_case name used in JSON, log lines and metric labels.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::QueueWait => "queue_wait",
-            Phase::BudgetWait => "budget_wait",
-            Phase::PoolCheckout => "pool_checkout",
-            Phase::Synthesis => "synthesis",
-            Phase::GpuLockWait => "gpu_lock_wait",
-            Phase::H2d => "h2d",
-            Phase::NttIfft => "ntt_ifft",
-            Phase::NttCosetFft => "ntt_coset_fft",
-            Phase::NttMulSubDivZ => "ntt_mul_sub_div_z",
-            Phase::NttCosetIfft => "ntt_coset_ifft",
-            Phase::NttKernels => "ntt_kernels",
-            Phase::MsmH => "msm_h",
-            Phase::MsmL => "msm_l",
-            Phase::MsmA => "msm_a",
-            Phase::MsmBG1 => "msm_b_g1",
-            Phase::MsmBG2 => "msm_b_g2",
-            Phase::Msm => "msm",
-            Phase::BatchAdd => "batch_add",
-            Phase::TailMsm => "tail_msm",
-            Phase::Assembly => "assembly",
-            Phase::Verify => "verify",
-            Phase::Total => "total",
-            Phase::Unknown => "unknown",
-        }
-    }
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Identifies the work a record belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobTag {
@@ -251,6 +137,12 @@ pub struct PartitionRecord {
     pub h2d_gbps: Option<f64>,
     /// Milliseconds per phase; phases that did not run are absent.
     pub phases_ms: BTreeMap<Phase, f64>,
+    /// For host-timed phases whose work ran on a device: the device's own
+    /// time (CUDA events) and the time spent waiting for the device, apart
+    /// from the host's wall time in `phases_ms`. Absent for phases that ran
+    /// on the CPU and in records written before it existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phase_split_ms: BTreeMap<Phase, PhaseSplit>,
     /// Milliseconds the device itself spent on this partition's copies and
     /// kernels, timed on the device (CUDA events), not by the host around the
     /// call. The phase times and `gpu_start..gpu_end` include CPU work done
@@ -264,6 +156,34 @@ pub struct PartitionRecord {
     pub error: Option<String>,
 }
 
+/// What of a host-timed phase the device did and how long the host waited
+/// for the device; the rest of the phase's wall time is CPU work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseSplit {
+    /// Milliseconds the device spent on the phase's copies and kernels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<f64>,
+    /// Milliseconds waiting for the device (its lock held by other work of
+    /// the same partition, such as the G2 MSM's thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<f64>,
+}
+
+impl PhaseSplit {
+    /// Adds another measurement of the same phase (a phase can run more
+    /// than once per partition); absent stays absent.
+    pub fn add(&mut self, other: &PhaseSplit) {
+        for (mine, theirs) in [
+            (&mut self.device, other.device),
+            (&mut self.wait, other.wait),
+        ] {
+            if let Some(t) = theirs {
+                *mine.get_or_insert(0.0) += t;
+            }
+        }
+    }
+}
+
 /// A rate in GB/s (10^9 bytes per second): the one definition writers and
 /// readers share. None when nothing was copied or no time was measured.
 pub fn gbps(bytes: u64, seconds: f64) -> Option<f64> {
@@ -271,6 +191,23 @@ pub fn gbps(bytes: u64, seconds: f64) -> Option<f64> {
 }
 
 impl PartitionRecord {
+    /// The device's milliseconds for `phase`: its split's device time, or,
+    /// for a phase the device's events time ([`Clock::Device`]), the phase
+    /// itself on a device backend. None where the device did not measure it.
+    pub fn device_ms(&self, phase: Phase) -> Option<f64> {
+        if let Some(d) = self.phase_split_ms.get(&phase).and_then(|s| s.device) {
+            return Some(d);
+        }
+        (phase.clock() == Clock::Device && self.backend != "cpu")
+            .then(|| self.phases_ms.get(&phase).copied())
+            .flatten()
+    }
+
+    /// The milliseconds `phase` waited for the device, where measured.
+    pub fn wait_ms(&self, phase: Phase) -> Option<f64> {
+        self.phase_split_ms.get(&phase).and_then(|s| s.wait)
+    }
+
     /// The bytes and seconds of the same host-to-device copies, so that
     /// summing both over records and dividing gives a rate the link can
     /// carry. Records with `h2d_ms` give their whole upload; older ones only
@@ -363,6 +300,13 @@ impl fmt::Display for PartitionRecord {
         }
         for (phase, ms) in &self.phases_ms {
             write!(f, " {phase}={ms:.3}ms")?;
+            let split = self.phase_split_ms.get(phase).copied().unwrap_or_default();
+            if let Some(d) = split.device {
+                write!(f, " {phase}.device={d:.3}ms")?;
+            }
+            if let Some(w) = split.wait {
+                write!(f, " {phase}.wait={w:.3}ms")?;
+            }
         }
         if self.h2d_bytes > 0 {
             write!(f, " h2d_bytes={}", self.h2d_bytes)?;
@@ -488,6 +432,7 @@ mod tests {
             h2d_ms: None,
             h2d_gbps: None,
             phases_ms: phases,
+            phase_split_ms: BTreeMap::new(),
             device_busy_ms: Some(0.75),
             error: None,
         });
@@ -552,6 +497,7 @@ mod tests {
             h2d_ms: None,
             h2d_gbps: Some(51.234),
             phases_ms: phases,
+            phase_split_ms: BTreeMap::new(),
             device_busy_ms: Some(1.5),
             error: None,
         };
@@ -604,6 +550,51 @@ mod tests {
         assert_eq!(untimed.h2d_copies(), None);
         assert_eq!(gbps(10, 0.0), None);
         assert_eq!(gbps(0, 1.0), None);
+    }
+
+    #[test]
+    fn device_and_wait_time_of_a_phase_are_kept_apart_and_old_lines_still_read() {
+        // A line as written before the split existed: no device time for
+        // msm_l, the h2d phase (device events) is the device's own.
+        let old = r#"{"kind":"partition","v":1,"ts_ms":1,"host":"h","build":"b","job_id":"j","circuit":"c","size":1,"partition":0,"partitions":1,"domain":2,"backend":"cuda","device":0,"pinned":true,"phases_ms":{"h2d":2.0,"msm_l":196.0}}"#;
+        let TimingLine::Partition(mut p) = TimingLine::parse(old).unwrap() else {
+            panic!("a partition record")
+        };
+        assert!(p.phase_split_ms.is_empty());
+        assert_eq!(p.device_ms(Phase::MsmL), None);
+        assert_eq!(p.device_ms(Phase::H2d), Some(2.0));
+        assert_eq!(p.wait_ms(Phase::MsmL), None);
+        assert!(!TimingLine::Partition(p.clone())
+            .to_line()
+            .contains("phase_split_ms"));
+        // On the CPU backend the device-clock phases are host times.
+        let mut cpu = p.clone();
+        cpu.backend = "cpu".into();
+        assert_eq!(cpu.device_ms(Phase::H2d), None);
+
+        p.phase_split_ms.insert(
+            Phase::MsmL,
+            PhaseSplit {
+                device: Some(71.5),
+                wait: Some(120.25),
+            },
+        );
+        let line = TimingLine::Partition(p.clone()).to_line();
+        assert!(
+            line.contains(r#""phase_split_ms":{"msm_l":{"device":71.5,"wait":120.25}}"#),
+            "{line}"
+        );
+        assert_eq!(
+            TimingLine::parse(&line).unwrap(),
+            TimingLine::Partition(p.clone())
+        );
+        assert_eq!(p.device_ms(Phase::MsmL), Some(71.5));
+        assert_eq!(p.wait_ms(Phase::MsmL), Some(120.25));
+        let human = p.to_string();
+        assert!(
+            human.contains(" msm_l=196.000ms msm_l.device=71.500ms msm_l.wait=120.250ms"),
+            "{human}"
+        );
     }
 
     fn ev(p: u32, kind: TimelineKind, ts: u64) -> TimelineEvent {

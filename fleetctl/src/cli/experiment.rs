@@ -1,9 +1,9 @@
 //! `fleetctl experiment`: the clap arguments, their conversion into the
 //! library's [`Options`], the printed report and the exit code.
 
+use super::args::TargetArgs;
 use super::exit;
 use super::run::watch_ctrl_c;
-use super::TargetArgs;
 use anyhow::Context;
 use clap::Args;
 use fleetctl::executor::Stop;

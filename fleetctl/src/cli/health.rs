@@ -1,6 +1,7 @@
 //! `fleetctl status` and `fleetctl health`: clap types and their run functions.
 
-use super::{exit, TargetArgs};
+use super::args::TargetArgs;
+use super::exit;
 use anyhow::Context;
 use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};

@@ -1,6 +1,7 @@
 //! `fleetctl inventory list|show`.
 
-use super::{exit, InventoryCommand};
+use super::args::InventoryCommand;
+use super::exit;
 use fleetctl::inventory::{find, load, load_selected, render_list, render_show};
 use std::process::ExitCode;
 

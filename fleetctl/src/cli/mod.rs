@@ -6,6 +6,7 @@
 //! Adding a subcommand: add a variant to [`Command`] and an arm to
 //! [`Command::execute`]; keep the work itself in the library module.
 
+mod args;
 pub mod exit;
 mod experiment;
 mod health;
@@ -14,9 +15,8 @@ mod lab;
 mod run;
 mod timing;
 
-use clap::{Args, Parser, Subcommand};
-use fleetctl::inventory::Target;
-use std::path::PathBuf;
+use args::{InventoryCommand, PlanArgs, RolloutArgs, RunArgs};
+use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Rolls prover builds out to fleets of GPU hosts over SSH.
@@ -56,103 +56,6 @@ pub enum Command {
     Lab {
         #[command(subcommand)]
         cmd: lab::LabCommand,
-    },
-}
-
-/// Inventory file and host selection, shared by every subcommand that
-/// touches hosts.
-#[derive(Debug, Clone, Args)]
-pub struct TargetArgs {
-    /// Inventory file (YAML). Without it, the built-in local inventory.
-    #[arg(short, long, value_name = "FILE")]
-    pub inventory: Option<PathBuf>,
-    /// Hosts to act on: names, groups, `tag:NAME` or globs, comma-separated;
-    /// `!PATTERN` leaves hosts out (`lab,!h3`), `&PATTERN` intersects.
-    #[arg(short, long, value_name = "PATTERN")]
-    pub limit: Option<String>,
-    /// Extra variable with the highest precedence, `key=value` (repeatable).
-    #[arg(short = 'e', long = "extra-var", value_name = "KEY=VALUE")]
-    pub extra_vars: Vec<String>,
-}
-
-impl From<TargetArgs> for Target {
-    fn from(a: TargetArgs) -> Self {
-        Target {
-            inventory: a.inventory,
-            limit: a.limit,
-            extra_vars: a.extra_vars,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct ExecArgs {
-    /// Show the plan and change nothing.
-    #[arg(long)]
-    pub check: bool,
-    /// Continue a halted or interrupted run, skipping hosts it completed.
-    #[arg(long, value_name = "RUN_ID")]
-    pub resume: Option<String>,
-    /// Prover binary to ship [default: target/release/prover; a resume
-    /// takes the run's own].
-    #[arg(long, value_name = "PATH")]
-    pub binary: Option<PathBuf>,
-    /// Never draw progress spinners, even on a terminal.
-    #[arg(long)]
-    pub plain: bool,
-    /// Where run state (`state/<run-id>.json`) and audit logs
-    /// (`audit/<run-id>.jsonl`) are kept.
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "FLEETCTL_STATE_DIR",
-        default_value = ".fleetctl"
-    )]
-    pub state_dir: PathBuf,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct RunArgs {
-    /// Playbook file (YAML), or the name of a built-in one (`rollout`,
-    /// `restart`, `rollback`, `health`, `stop`, `collect-timing`).
-    #[arg(short, long, value_name = "PLAYBOOK")]
-    pub playbook: String,
-    #[command(flatten)]
-    pub target: TargetArgs,
-    #[command(flatten)]
-    pub exec: ExecArgs,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct RolloutArgs {
-    #[command(flatten)]
-    pub target: TargetArgs,
-    #[command(flatten)]
-    pub exec: ExecArgs,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct PlanArgs {
-    /// Playbook file (YAML), or the name of a built-in one.
-    #[arg(short, long, value_name = "PLAYBOOK", default_value = "rollout")]
-    pub playbook: String,
-    #[command(flatten)]
-    pub target: TargetArgs,
-    /// Prover binary the plan would ship.
-    #[arg(long, value_name = "PATH", default_value = "target/release/prover")]
-    pub binary: PathBuf,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum InventoryCommand {
-    /// One line per selected host: name, transport, address, groups, tags.
-    List(TargetArgs),
-    /// Every resolved variable of one host, with where it came from.
-    Show {
-        /// Host name.
-        host: String,
-        #[command(flatten)]
-        target: TargetArgs,
     },
 }
 

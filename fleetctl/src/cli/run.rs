@@ -2,8 +2,8 @@
 //! prepared run, the resume rules (a resume finishes the run it names), and
 //! the Ctrl-C handler that feeds the dispatcher's stop channel.
 
+use super::args::{PlanArgs, RunArgs};
 use super::exit;
-use super::{PlanArgs, RunArgs};
 use fleetctl::executor::state::{self, RunState, StateError};
 use fleetctl::executor::{
     execute, prepare, progress, ExecError, RealRunner, Reporter, RunEnd, RunOptions, Stop,
@@ -207,7 +207,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{ExecArgs, TargetArgs};
+    use crate::cli::args::{ExecArgs, TargetArgs};
     use fleetctl::executor::state;
     use std::path::Path;
 

@@ -1,6 +1,7 @@
 //! `fleetctl timing collect|report|export`: clap types and run functions.
 
-use super::{exit, TargetArgs};
+use super::args::TargetArgs;
+use super::exit;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};

@@ -233,6 +233,7 @@ mod tests {
             h2d_ms: None,
             h2d_gbps: None,
             phases_ms: [(Phase::Total, total)].into_iter().collect(),
+            phase_split_ms: Default::default(),
             device_busy_ms: None,
             error: None,
         }

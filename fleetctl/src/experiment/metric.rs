@@ -11,6 +11,9 @@ use std::fmt;
 pub enum Metric {
     /// Milliseconds of one phase of a successful partition.
     Phase(Phase),
+    /// The device's own milliseconds of one phase (`<phase>.device`), from
+    /// the records that measured it.
+    PhaseDevice(Phase),
     /// Milliseconds from submission to result of a successful proof.
     ProofMs,
     /// Host-to-device GB/s of a partition that copied anything.
@@ -49,6 +52,7 @@ impl Metric {
     pub fn name(self) -> String {
         match self {
             Metric::Phase(p) => p.as_str().to_owned(),
+            Metric::PhaseDevice(p) => format!("{p}.device"),
             Metric::ProofMs => "proof_ms".into(),
             Metric::H2dGbps => "h2d_gbps".into(),
             Metric::KernelBusy => "kernel_busy".into(),
@@ -66,17 +70,20 @@ impl Metric {
             "kernel_busy" => Metric::KernelBusy,
             "proofs_per_minute" => Metric::ProofsPerMinute,
             "failures" => Metric::Failures,
-            other => match Phase::ALL.iter().find(|p| p.as_str() == other) {
-                Some(p) => Metric::Phase(*p),
-                None => {
+            other => {
+                if let Some(p) = Phase::from_name(other) {
+                    Metric::Phase(p)
+                } else if let Some(p) = other.strip_suffix(".device").and_then(Phase::from_name) {
+                    Metric::PhaseDevice(p)
+                } else {
                     let phases: Vec<&str> = Phase::ALL.iter().map(|p| p.as_str()).collect();
                     return Err(format!(
-                        "unknown metric `{other}`: expected a phase ({}) or one of {}",
+                        "unknown metric `{other}`: expected a phase ({}), a phase's device time (`<phase>.device`) or one of {}",
                         phases.join(", "),
                         OTHER_METRICS.join(", ")
                     ));
                 }
-            },
+            }
         };
         Ok(m)
     }
@@ -99,7 +106,8 @@ impl Metric {
     /// The unit shown beside values.
     pub fn unit(self) -> &'static str {
         match self {
-            Metric::Phase(_) | Metric::ProofMs => "ms",
+            Metric::Phase(p) | Metric::PhaseDevice(p) => p.spec().map_or("ms", |s| s.unit.as_str()),
+            Metric::ProofMs => "ms",
             Metric::H2dGbps => "GB/s",
             Metric::KernelBusy | Metric::Failures => "",
             Metric::ProofsPerMinute => "/min",
@@ -115,6 +123,12 @@ impl Metric {
                     .iter()
                     .filter(|r| r.error.is_none())
                     .filter_map(|r| r.phases_ms.get(&p).copied()),
+            ),
+            Metric::PhaseDevice(p) => out.extend(
+                parts
+                    .iter()
+                    .filter(|r| r.error.is_none())
+                    .filter_map(|r| r.device_ms(p)),
             ),
             Metric::ProofMs => out.extend(
                 proofs
@@ -213,10 +227,15 @@ mod tests {
     fn names_round_trip_and_unknown_names_list_the_choices() {
         for name in OTHER_METRICS
             .iter()
-            .chain(["msm", "total", "synthesis"].iter())
+            .chain(["msm", "total", "synthesis", "msm_l.device"].iter())
         {
             assert_eq!(Metric::parse(name).unwrap().name(), *name);
         }
+        assert_eq!(
+            Metric::parse("msm_l.device"),
+            Ok(Metric::PhaseDevice(Phase::MsmL))
+        );
+        assert!(Metric::parse("synthesys.device").is_err());
         let e = Metric::parse("msn").unwrap_err();
         assert!(
             e.contains("unknown metric `msn`") && e.contains("msm_h"),
@@ -246,6 +265,7 @@ mod tests {
             h2d_ms: None,
             h2d_gbps: Some(20.0),
             phases_ms: phases,
+            phase_split_ms: Default::default(),
             device_busy_ms: Some(4.0),
             error: None,
         };

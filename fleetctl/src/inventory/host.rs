@@ -2,8 +2,9 @@
 //! host vars and defaults have been merged (see `docs/inventory.md` for the
 //! precedence).
 
-use super::resolve::{
-    default_user, DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_PORT, DEFAULT_SSH_PERSIST_S,
+use super::defaults::{
+    default_config_path, default_user, DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_PORT,
+    DEFAULT_SSH_PERSIST_S,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -87,10 +88,4 @@ impl Host {
             vars: BTreeMap::new(),
         }
     }
-}
-
-/// The daemon config when no `config_path` is set: the one shipped with the
-/// current release.
-pub(super) fn default_config_path(install_dir: &str) -> String {
-    format!("{}/current/prover.toml", install_dir.trim_end_matches('/'))
 }

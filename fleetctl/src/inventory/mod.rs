@@ -4,6 +4,7 @@
 //! [`resolve`] merges layers into [`Host`]s, [`select`] applies `--limit`.
 //! The precedence is documented in `docs/inventory.md` and in [`resolve`].
 
+mod defaults;
 mod host;
 pub mod raw;
 pub mod resolve;

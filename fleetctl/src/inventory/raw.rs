@@ -2,8 +2,8 @@
 //! key, reject unknown ones, and say file:line:column and the expected form.
 //! Nothing is merged or defaulted here (that is [`super::resolve`]).
 
+use super::host::TransportKind;
 use super::yaml::{self, OrderedMap, YamlFileError};
-use super::TransportKind;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};

@@ -7,21 +7,15 @@
 //! `-e key=value`. `health` mappings merge key by key; `tags` are the union
 //! of every layer's tags; every other key is replaced whole.
 
-use super::host::default_config_path;
+use super::host::{Host, TransportKind};
 use super::raw::{RawGroup, RawInventory, KNOWN_KEYS};
-use super::{Host, TransportKind};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// Defaults when no layer sets a key.
-pub const DEFAULT_PORT: u16 = 22;
-pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
-/// Idle seconds an SSH master outlives the fleetctl that opened it, for the
-/// next invocation to reuse (Ansible keeps its masters 60 s; a fleet polled
-/// every minute should never pay for a handshake twice).
-pub const DEFAULT_SSH_PERSIST_S: u64 = 120;
+use super::defaults::{default_config_path, default_user};
+pub use super::defaults::{DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_PORT, DEFAULT_SSH_PERSIST_S};
 pub const DEFAULT_INSTALL_DIR: &str = "/opt/prover";
 
 /// Which layer a resolved variable came from.
@@ -403,15 +397,6 @@ fn check_machines(hosts: &[Resolved], file: &str) -> Result<(), ResolveError> {
         }
     }
     Ok(())
-}
-
-/// The login user when no layer sets one: whoever runs fleetctl, as ssh
-/// itself would pick.
-pub(super) fn default_user() -> String {
-    std::env::var("USER")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "root".to_string())
 }
 
 fn defaults(name: &str) -> Map<String, Value> {

@@ -12,5 +12,7 @@ pub mod collect;
 pub mod export;
 pub mod render;
 pub mod report;
+#[cfg(test)]
+mod report_tests;
 pub mod scan;
 pub mod store;

@@ -1,8 +1,9 @@
 //! Renders a [`Report`]: a terminal table and a self-contained HTML page with
 //! inline SVG charts (no scripts, no external assets, opens offline).
 
-use super::report::{fine_pct, Bottleneck, Report, Section};
+use super::report::{fine_pct, Bottleneck, PhaseStats, Report, Section};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
+use fleet_wire::phase::{summable, Stage};
 use fleet_wire::timing::Phase;
 use std::fmt::Write as _;
 
@@ -99,18 +100,10 @@ pub fn table(report: &Report) -> String {
     }
     for b in &report.builds {
         let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
-            "phase", "count", "p50 ms", "p95 ms", "p99 ms", "max ms",
-        ]);
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_header(PHASE_COLUMNS.to_vec());
         for p in &b.phases {
-            t.add_row(vec![
-                Cell::new(p.phase),
-                Cell::new(p.count),
-                Cell::new(format!("{:.3}", p.p50_ms)),
-                Cell::new(format!("{:.3}", p.p95_ms)),
-                Cell::new(format!("{:.3}", p.p99_ms)),
-                Cell::new(format!("{:.3}", p.max_ms)),
-            ]);
+            t.add_row(phase_row(p).into_iter().map(Cell::new).collect::<Vec<_>>());
         }
         let _ = writeln!(out, "\nbuild {} (all hosts)\n{t}", b.build);
     }
@@ -146,6 +139,56 @@ pub fn table(report: &Report) -> String {
             let _ = writeln!(out, "  {}:{}: {}", m.file.display(), m.line, m.reason);
         }
     }
+    out
+}
+
+/// The columns of a per-phase table, terminal and HTML alike.
+const PHASE_COLUMNS: [&str; 10] = [
+    "phase",
+    "clock",
+    "count",
+    "p50 ms",
+    "p95 ms",
+    "p99 ms",
+    "max ms",
+    "device p50 ms",
+    "device mean ms",
+    "wait p50 ms",
+];
+
+/// One phase's cells under [`PHASE_COLUMNS`]: the host's (or the device
+/// events') distribution, then the device's own time and the wait for the
+/// device where the records carry them (`-` where not measured).
+fn phase_row(p: &PhaseStats) -> Vec<String> {
+    let ms = |v: f64| format!("{v:.3}");
+    vec![
+        p.phase.to_string(),
+        p.clock.as_str().to_string(),
+        p.count.to_string(),
+        ms(p.p50_ms),
+        ms(p.p95_ms),
+        ms(p.p99_ms),
+        ms(p.max_ms),
+        opt(p.device.as_ref().map(|d| d.p50_ms), 3),
+        opt(p.device.as_ref().map(|d| d.mean_ms), 3),
+        opt(p.wait.as_ref().map(|d| d.p50_ms), 3),
+    ]
+}
+
+fn phase_table_html(s: &Section) -> String {
+    let mut out = String::from("<table><tr>");
+    for c in PHASE_COLUMNS {
+        let _ = write!(out, "<th>{}</th>", esc(c));
+    }
+    out.push_str("</tr>");
+    for p in &s.phases {
+        out.push_str("<tr>");
+        for c in phase_row(p) {
+            let _ = write!(out, "<td>{}</td>", esc(&c));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
     out
 }
 
@@ -361,46 +404,10 @@ fn timeline_chart(s: &Section) -> Option<String> {
     Some(svg)
 }
 
-/// Phases run by the host before the device worker takes the partition.
-const HOST_PHASES: [Phase; 5] = [
-    Phase::QueueWait,
-    Phase::BudgetWait,
-    Phase::PoolCheckout,
-    Phase::Synthesis,
-    Phase::GpuLockWait,
-];
-
-/// The device worker's phases without double counting: the finest ones the
-/// records carry (the NTT sub-phases and the per-query MSMs when present,
-/// else their totals).
-fn worker_phases(means: &[(Phase, f64)]) -> Vec<(Phase, f64)> {
-    let has = |p: Phase| means.iter().any(|(q, _)| *q == p);
-    let ntt = [
-        Phase::NttIfft,
-        Phase::NttCosetFft,
-        Phase::NttMulSubDivZ,
-        Phase::NttCosetIfft,
-    ];
-    let msm = [
-        Phase::MsmH,
-        Phase::MsmL,
-        Phase::MsmA,
-        Phase::MsmBG1,
-        Phase::MsmBG2,
-    ];
-    let mut want: Vec<Phase> = Vec::new();
-    if ntt.iter().any(|p| has(*p)) {
-        want.extend(ntt);
-    } else {
-        want.push(Phase::NttKernels);
-    }
-    if msm.iter().any(|p| has(*p)) {
-        want.extend(msm);
-    } else {
-        want.push(Phase::Msm);
-    }
-    want.push(Phase::Assembly);
-    want.into_iter()
+/// The phases of `stage` a section carries, each counted once, with their means.
+fn stage_phases(means: &[(Phase, f64)], stage: Stage) -> Vec<(Phase, f64)> {
+    summable(stage, |p| means.iter().any(|(q, _)| *q == p))
+        .into_iter()
         .filter_map(|p| means.iter().find(|(q, _)| *q == p).copied())
         .collect()
 }
@@ -418,11 +425,8 @@ const MEASURED: &str = "#1a202c";
 /// milliseconds per phase for the host side and the device worker, and the
 /// device time measured on the device, on one axis.
 fn breakdown_chart(s: &Section) -> String {
-    let host: Vec<(Phase, f64)> = HOST_PHASES
-        .iter()
-        .filter_map(|p| s.mean_phase_ms.iter().find(|(q, _)| q == p).copied())
-        .collect();
-    let worker = worker_phases(&s.mean_phase_ms);
+    let host = stage_phases(&s.mean_phase_ms, Stage::Host);
+    let worker = stage_phases(&s.mean_phase_ms, Stage::Device);
     let sum = |v: &[(Phase, f64)]| v.iter().map(|x| x.1).sum::<f64>();
     let kernel = s.mean_device_busy_ms;
     let max = sum(&host)
@@ -548,6 +552,15 @@ td:first-child,th:first-child{text-align:left}.flag{color:#c53030}svg.chart{disp
     page.push_str("<h2>Per-phase distributions (p50, p95, p99; log scale)</h2>");
     for b in &report.builds {
         let _ = write!(page, "<h3>build {}</h3>{}", esc(&b.build), phase_chart(b));
+    }
+    page.push_str("<h2>Per-phase times: host wall, device, wait for the device</h2><p>A host-timed phase whose work ran on a device also shows the device's own time (CUDA events) and the time it waited for the device; the rest of its wall time is CPU work.</p>");
+    for b in &report.builds {
+        let _ = write!(
+            page,
+            r#"<h3>build {}</h3><div data-table="phases">{}</div>"#,
+            esc(&b.build),
+            phase_table_html(b)
+        );
     }
     page.push_str("<h2>Where a partition's time goes (mean per partition, linear scale)</h2>");
     for b in &report.builds {

@@ -5,6 +5,7 @@
 //! Malformed lines are counted and reported with their file and line, never
 //! fatal: a log written by a crashing prover may end in half a line.
 
+use fleet_wire::phase::{summable, Stage};
 use fleet_wire::timing::{Phase, TimelineKind, TimingLine};
 use hdrhistogram::Histogram;
 use rayon::prelude::*;
@@ -44,6 +45,11 @@ pub struct Acc {
     pub proofs: u64,
     pub failed_proofs: u64,
     pub phases: BTreeMap<Phase, Histogram<u64>>,
+    /// The device's own time per phase, where the record has it
+    /// ([`fleet_wire::timing::PartitionRecord::device_ms`]).
+    pub phase_device: BTreeMap<Phase, Histogram<u64>>,
+    /// The time each phase waited for the device, where measured.
+    pub phase_wait: BTreeMap<Phase, Histogram<u64>>,
     pub h2d_bytes: u64,
     /// Seconds spent in h2d, for a byte-weighted GB/s.
     pub h2d_seconds: f64,
@@ -99,6 +105,8 @@ impl Default for Acc {
             proofs: 0,
             failed_proofs: 0,
             phases: BTreeMap::new(),
+            phase_device: BTreeMap::new(),
+            phase_wait: BTreeMap::new(),
             h2d_bytes: 0,
             h2d_seconds: 0.0,
             h2d_partitions: 0,
@@ -131,27 +139,28 @@ pub fn ms_to_us(ms: f64) -> u64 {
     ((ms * 1000.0).round() as u64).clamp(1, MAX_US)
 }
 
-/// Time a partition spent on the device side: upload, NTTs, MSMs.
+/// Time a partition spent in the device worker's call: its device-stage
+/// phases, each counted once ([`summable`]).
 pub fn device_ms(phases: &BTreeMap<Phase, f64>) -> f64 {
-    let get = |p| phases.get(&p).copied().unwrap_or(0.0);
-    let ntt = if phases.contains_key(&Phase::NttKernels) {
-        get(Phase::NttKernels)
-    } else {
-        get(Phase::NttIfft)
-            + get(Phase::NttCosetFft)
-            + get(Phase::NttMulSubDivZ)
-            + get(Phase::NttCosetIfft)
-    };
-    let msm = if phases.contains_key(&Phase::Msm) {
-        get(Phase::Msm)
-    } else {
-        get(Phase::MsmH)
-            + get(Phase::MsmL)
-            + get(Phase::MsmA)
-            + get(Phase::MsmBG1)
-            + get(Phase::MsmBG2)
-    };
-    get(Phase::H2d) + ntt + msm
+    summable(Stage::Device, |p| phases.contains_key(&p))
+        .into_iter()
+        .filter_map(|p| phases.get(&p))
+        .sum()
+}
+
+/// Records `ms` into `phase`'s histogram of `map`.
+fn record(map: &mut BTreeMap<Phase, Histogram<u64>>, phase: Phase, ms: f64) {
+    // Recording a clamped value into a histogram sized for it cannot fail.
+    let _ = map
+        .entry(phase)
+        .or_insert_with(new_hist)
+        .record(ms_to_us(ms));
+}
+
+fn merge_hists(into: &mut BTreeMap<Phase, Histogram<u64>>, from: BTreeMap<Phase, Histogram<u64>>) {
+    for (phase, h) in from {
+        let _ = into.entry(phase).or_insert_with(new_hist).add(&h);
+    }
 }
 
 impl Acc {
@@ -164,12 +173,13 @@ impl Acc {
                 }
                 *self.backends.entry(p.backend.clone()).or_insert(0) += 1;
                 for (phase, ms) in &p.phases_ms {
-                    // Recording a clamped value into a histogram sized for it cannot fail.
-                    let _ = self
-                        .phases
-                        .entry(*phase)
-                        .or_insert_with(new_hist)
-                        .record(ms_to_us(*ms));
+                    record(&mut self.phases, *phase, *ms);
+                    if let Some(d) = p.device_ms(*phase) {
+                        record(&mut self.phase_device, *phase, d);
+                    }
+                    if let Some(w) = p.wait_ms(*phase) {
+                        record(&mut self.phase_wait, *phase, w);
+                    }
                 }
                 if p.h2d_bytes > 0 {
                     self.h2d_partitions += 1;
@@ -246,9 +256,9 @@ impl Acc {
         self.failed_partitions += other.failed_partitions;
         self.proofs += other.proofs;
         self.failed_proofs += other.failed_proofs;
-        for (phase, h) in other.phases {
-            let _ = self.phases.entry(phase).or_insert_with(new_hist).add(&h);
-        }
+        merge_hists(&mut self.phases, other.phases);
+        merge_hists(&mut self.phase_device, other.phase_device);
+        merge_hists(&mut self.phase_wait, other.phase_wait);
         self.h2d_bytes += other.h2d_bytes;
         self.h2d_seconds += other.h2d_seconds;
         self.h2d_partitions += other.h2d_partitions;

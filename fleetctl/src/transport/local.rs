@@ -1,7 +1,7 @@
 //! Local transport: the same command lines as over SSH, run by `sh -c` on
 //! this machine, so a playbook behaves the same on a laptop and on a fleet.
 
-use super::{Output, TransportError, UPLOAD_CHUNK};
+use super::outcome::{Output, TransportError, UPLOAD_CHUNK};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -45,7 +45,7 @@ impl LocalTransport {
         let child = Self::command(line, Stdio::null())
             .spawn()
             .map_err(|source| self.io_error(shown, source))?;
-        super::finish(&self.host, shown, timeout, async {
+        super::outcome::finish(&self.host, shown, timeout, async {
             child
                 .wait_with_output()
                 .await
@@ -87,7 +87,7 @@ impl LocalTransport {
                 .await
                 .map_err(|source| self.io_error(shown, source))
         };
-        super::finish(&self.host, shown, timeout, fut).await
+        super::outcome::finish(&self.host, shown, timeout, fut).await
     }
 
     fn io_error(&self, shown: &str, source: std::io::Error) -> TransportError {
@@ -96,84 +96,5 @@ impl LocalTransport {
             command: shown.to_owned(),
             source,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::transport::{Transport, TransportError};
-    use std::time::{Duration, Instant};
-
-    fn local() -> Transport {
-        Transport::Local(super::LocalTransport::new("here"))
-    }
-
-    #[tokio::test]
-    async fn argv_is_quoted_and_stdin_is_empty() {
-        let t = local();
-        let out = t
-            .run(
-                &["printf", "%s|", "a b", "$(echo no)", "it's"],
-                Duration::from_secs(5),
-            )
-            .await
-            .unwrap();
-        assert_eq!(
-            String::from_utf8(out.stdout).unwrap(),
-            "a b|$(echo no)|it's|"
-        );
-        // `cat` would hang forever on an inherited terminal or pipe.
-        let out = t.run(&["cat"], Duration::from_secs(5)).await.unwrap();
-        assert!(out.success() && out.stdout.is_empty());
-    }
-
-    #[tokio::test]
-    async fn deadline_kills_the_command() {
-        let t = local();
-        let start = Instant::now();
-        let err = t
-            .run(&["sleep", "30"], Duration::from_millis(500))
-            .await
-            .unwrap_err();
-        assert!(matches!(err, TransportError::Timeout { .. }), "{err}");
-        assert!(start.elapsed() < Duration::from_secs(5));
-        // The message says what happened; the command is for -vv only.
-        assert!(err.to_string().starts_with("here: timeout: "), "{err}");
-        assert!(!err.to_string().contains("sleep 30"), "{err}");
-        assert_eq!(err.command().as_deref(), Some("sleep 30"));
-    }
-
-    #[tokio::test]
-    async fn upload_and_read_range_round_trip() {
-        let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("src.bin");
-        let data: Vec<u8> = (0..700_000u32).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&src, &data).unwrap();
-        let dst = dir.path().join("dst with space.bin");
-        let t = local();
-        t.upload(&src, dst.to_str().unwrap(), Duration::from_secs(10))
-            .await
-            .unwrap();
-        assert_eq!(std::fs::read(&dst).unwrap(), data);
-        let part = t
-            .read_range(dst.to_str().unwrap(), 1000, 50, Duration::from_secs(5))
-            .await
-            .unwrap();
-        assert_eq!(part, &data[1000..1050]);
-    }
-
-    #[tokio::test]
-    async fn a_failed_script_says_why_in_one_line_and_keeps_the_command_for_debugging() {
-        let err = local()
-            .run_script_ok("echo oops >&2; exit 3", Duration::from_secs(5))
-            .await
-            .unwrap_err();
-        let msg = err.to_string();
-        assert!(
-            msg.starts_with("here: remote command failed: oops (exit 3)"),
-            "{msg}"
-        );
-        assert!(!msg.contains("echo"), "{msg}");
-        assert_eq!(err.command().as_deref(), Some("echo oops >&2; exit 3"));
     }
 }

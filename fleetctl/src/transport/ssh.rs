@@ -4,7 +4,7 @@
 //! the next one (see [`super::mux_cache`]).
 
 use super::mux_cache::MuxSlot;
-use super::{Output, TransportError, UPLOAD_CHUNK};
+use super::outcome::{ConnectCause, Output, TransportError, UPLOAD_CHUNK};
 use crate::inventory::Host;
 use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
 use std::fmt;
@@ -37,90 +37,6 @@ const DEFAULT_KEX: &str = "^curve25519-sha256,curve25519-sha256@libssh.org";
 /// outright exits after this long without a command (steps poll far more
 /// often than that).
 const MASTER_IDLE_EXIT_S: u64 = 300;
-
-/// Why the master connection could not be established.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConnectCause {
-    Refused,
-    Timeout,
-    Unreachable,
-    UnknownName,
-    HostKeyMismatch,
-    HostKeyUnknown,
-    Auth,
-    Other,
-}
-
-impl ConnectCause {
-    /// Causes that another attempt can cure; a wrong key or credential will
-    /// be just as wrong a second later.
-    fn transient(self) -> bool {
-        matches!(
-            self,
-            ConnectCause::Refused
-                | ConnectCause::Timeout
-                | ConnectCause::Unreachable
-                | ConnectCause::Other
-        )
-    }
-
-    /// What the operator should do about it.
-    pub fn fix(self) -> &'static str {
-        match self {
-            ConnectCause::Refused => "is sshd running and listening on that port? check `port` in the inventory",
-            ConnectCause::Timeout => "is the host up and reachable (firewall, jump host)? raise the inventory key `connect_timeout` for slow links (it bounds each of 3 attempts)",
-            ConnectCause::Unreachable => "check the address and the routing from this machine (or set `jump_host`)",
-            ConnectCause::UnknownName => "check the host's `address` in the inventory",
-            ConnectCause::HostKeyMismatch => {
-                "the host key changed: verify the new key out of band, then update the host's `known_hosts` file"
-            }
-            ConnectCause::HostKeyUnknown => "add the host's key to the `known_hosts` file named in the inventory (checking is strict)",
-            ConnectCause::Auth => "check `user` and `identity_file` in the inventory and the key in the host's authorized_keys",
-            ConnectCause::Other => "run `ssh -v` with the same options to see more",
-        }
-    }
-
-    fn classify(message: &str) -> ConnectCause {
-        let m = message.to_ascii_lowercase();
-        if m.contains("remote host identification has changed")
-            || m.contains("host key for") && m.contains("has changed")
-        {
-            ConnectCause::HostKeyMismatch
-        } else if m.contains("host key verification failed")
-            || m.contains("no ") && m.contains("host key is known")
-        {
-            ConnectCause::HostKeyUnknown
-        } else if m.contains("permission denied") || m.contains("too many authentication failures")
-        {
-            ConnectCause::Auth
-        } else if m.contains("connection refused") {
-            ConnectCause::Refused
-        } else if m.contains("timed out") {
-            ConnectCause::Timeout
-        } else if m.contains("no route to host") || m.contains("network is unreachable") {
-            ConnectCause::Unreachable
-        } else if m.contains("could not resolve") || m.contains("name or service not known") {
-            ConnectCause::UnknownName
-        } else {
-            ConnectCause::Other
-        }
-    }
-}
-
-impl fmt::Display for ConnectCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ConnectCause::Refused => "connection refused",
-            ConnectCause::Timeout => "connection timed out (host down?)",
-            ConnectCause::Unreachable => "host unreachable",
-            ConnectCause::UnknownName => "unknown host name",
-            ConnectCause::HostKeyMismatch => "HOST KEY MISMATCH",
-            ConnectCause::HostKeyUnknown => "host key not in known_hosts",
-            ConnectCause::Auth => "authentication failed",
-            ConnectCause::Other => "ssh failed",
-        })
-    }
-}
 
 /// Where a new master's control socket goes.
 enum SocketHome {
@@ -288,7 +204,7 @@ impl SshTransport {
                 .await?;
             child.wait_with_output().await
         };
-        super::finish(&self.host, shown, timeout, async {
+        super::outcome::finish(&self.host, shown, timeout, async {
             fut.await
                 .map_err(|source| self.session_error(shown, source))
         })
@@ -336,7 +252,7 @@ impl SshTransport {
                 .await
                 .map_err(|e| self.session_error(shown, e))
         };
-        super::finish(&self.host, shown, timeout, fut).await
+        super::outcome::finish(&self.host, shown, timeout, fut).await
     }
 
     /// Ends this invocation's use of the master: a reusable one is left

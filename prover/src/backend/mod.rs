@@ -7,9 +7,10 @@
 //! proofs are byte-identical across backends for fixed r, s.
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use fleet_wire::timing::Phase;
+use fleet_wire::timing::{Phase, PhaseSplit};
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::time::Instant;
 
 pub mod cpu;
 pub mod cuda;
@@ -51,11 +52,29 @@ pub enum BackendError {
     DeviceMemory { device: u32, need: u64, free: u64 },
 }
 
+/// The rule every MSM entry checks first: as many bases as scalars, and no
+/// more of either than `max` (the device kernels' index range; `usize::MAX`
+/// on the CPU).
+pub fn check_msm_len(bases: usize, scalars: usize, max: usize) -> Result<(), BackendError> {
+    if bases != scalars {
+        return Err(BackendError::MsmLength { bases, scalars });
+    }
+    if scalars > max {
+        return Err(BackendError::MsmLength {
+            bases: max,
+            scalars,
+        });
+    }
+    Ok(())
+}
+
 /// What a backend measured while running one call; merged into the
 /// partition's timing record by the caller.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BackendTimes {
     pub phases_ms: BTreeMap<Phase, f64>,
+    /// Device time and device wait of host-timed phases ([`Self::measure`]).
+    pub split_ms: BTreeMap<Phase, PhaseSplit>,
     /// Bytes of every host-to-device copy of the call (a, b, c and the MSM
     /// scalars), and the device's milliseconds for those same copies, so
     /// that their quotient is a rate ([`fleet_wire::timing::gbps`]).
@@ -64,12 +83,49 @@ pub struct BackendTimes {
     /// Time the device spent on this call's copies and kernels, from CUDA
     /// events on its streams (zero on the CPU backend).
     pub device_ms: f64,
+    /// Host milliseconds spent waiting for the device's lock.
+    pub device_wait_ms: f64,
+    /// Calls that ran on a device: a phase with none has no device time,
+    /// not a zero one.
+    pub device_calls: u64,
 }
 
 impl BackendTimes {
     /// Adds `ms` to `phase` (phases can run more than once per partition).
     pub fn add(&mut self, phase: Phase, ms: f64) {
         *self.phases_ms.entry(phase).or_insert(0.0) += ms;
+    }
+
+    /// Runs `f`, adding its wall time to `phase` and, when it ran work on a
+    /// device, the device time and the device wait it accumulated to the
+    /// phase's split. The one way a host-timed phase gets its device time.
+    pub fn measure<R>(&mut self, phase: Phase, f: impl FnOnce(&mut Self) -> R) -> R {
+        let (device, wait, calls) = (self.device_ms, self.device_wait_ms, self.device_calls);
+        let t = Instant::now();
+        let r = f(self);
+        self.add(phase, t.elapsed().as_secs_f64() * 1e3);
+        if self.device_calls > calls {
+            self.split_ms.entry(phase).or_default().add(&PhaseSplit {
+                device: Some(self.device_ms - device),
+                wait: Some(self.device_wait_ms - wait),
+            });
+        }
+        r
+    }
+
+    /// Adds everything `other` measured.
+    pub fn merge(&mut self, other: &BackendTimes) {
+        for (p, v) in &other.phases_ms {
+            self.add(*p, *v);
+        }
+        for (p, v) in &other.split_ms {
+            self.split_ms.entry(*p).or_default().add(v);
+        }
+        self.h2d_bytes += other.h2d_bytes;
+        self.h2d_ms += other.h2d_ms;
+        self.device_ms += other.device_ms;
+        self.device_wait_ms += other.device_wait_ms;
+        self.device_calls += other.device_calls;
     }
 }
 

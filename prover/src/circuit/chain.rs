@@ -103,7 +103,7 @@ impl Circuit<Scalar> for ChainCircuit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::circuit::CircuitShape;
+    use crate::circuit::shape::CircuitShape;
     use bellperson::util_cs::test_cs::TestConstraintSystem;
 
     #[test]

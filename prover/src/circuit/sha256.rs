@@ -16,7 +16,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use sha2::{Digest, Sha256};
 
-use super::CircuitShape;
+use super::shape::CircuitShape;
 
 /// Bytes of the SHA-256 length field plus the mandatory `0x80` padding byte.
 const PADDING_BYTES: usize = 9;

@@ -3,7 +3,7 @@
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 
-use super::unnamed_root;
+use super::unnamed::unnamed_root;
 
 /// How big a circuit is, as bellperson's prover and generator see it.
 ///

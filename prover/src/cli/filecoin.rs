@@ -1,10 +1,10 @@
 //! `prover c2` (Filecoin PoRep C2 from a C1 output) and `prover setup
 //! --filecoin` (TEST-ONLY parameters under Filecoin's names).
 
+use super::args::BackendChoice;
 use super::exit;
 use super::prove::make_backend;
 use super::setup::SetupArgs;
-use super::BackendChoice;
 use anyhow::{Context, Result};
 use prover::filecoin::c1::{self, MAX_C1_BYTES};
 use prover::filecoin::cache::{CACHE_ENV, DEFAULT_CACHE_DIR};

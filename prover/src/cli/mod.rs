@@ -5,6 +5,7 @@
 //! One [`Command`] enum; `main` dispatches on it. A subcommand is added by
 //! adding a variant here and a match arm in `main.rs`.
 
+pub mod args;
 pub mod bench_pool;
 pub mod daemon;
 pub mod exit;
@@ -13,9 +14,8 @@ pub mod params;
 pub mod prove;
 pub mod setup;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use prover::circuit::CircuitKind;
-use std::path::PathBuf;
+use args::{BenchArgs, ProveArgs, VerifyArgs};
+use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(name = "prover", version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("PROVER_GIT_HASH"), ")"), about = "Groth16 (BLS12-381) prover")]
@@ -54,90 +54,4 @@ pub enum Command {
     C2(filecoin::C2Args),
     /// Filecoin Window or Winning PoSt from vanilla proofs, with Filecoin's parameters.
     Post(filecoin::PostArgs),
-}
-
-/// `--backend`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendChoice {
-    /// CUDA when a device is usable, else the CPU.
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-#[derive(Debug, Args)]
-pub struct ParamsArgs {
-    /// Bundled circuit.
-    #[arg(long, default_value = "chain")]
-    pub circuit: CircuitKind,
-    /// Constraint count the circuit is sized for (domain = next power of two): 65536 or 2^16.
-    #[arg(long, default_value = "2^16", value_parser = prover::setup::parse_size)]
-    pub size: usize,
-    /// Parameter directory.
-    #[arg(long, default_value = "params")]
-    pub params_dir: PathBuf,
-}
-
-#[derive(Debug, Args)]
-pub struct ProveArgs {
-    #[command(flatten)]
-    pub params: ParamsArgs,
-    /// Independent proofs of the same circuit (partitions).
-    #[arg(long, default_value_t = 1)]
-    pub partitions: u32,
-    #[arg(long, value_enum, default_value = "auto")]
-    pub backend: BackendChoice,
-    /// Seed of the witness and of each partition's r, s.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Append timing records to this JSON-lines file.
-    #[arg(long)]
-    pub timing_log: Option<PathBuf>,
-    /// CPU backend worker threads (default: all cores).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// When the parameter directory has no file for this circuit and size,
-    /// generate TEST-ONLY parameters (seeded toxic waste, NOT a trusted setup).
-    #[arg(long)]
-    pub test_params: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct VerifyArgs {
-    #[command(flatten)]
-    pub params: ParamsArgs,
-    /// Proof bytes as hex (bellperson's encoding, 192 bytes per partition).
-    #[arg(long)]
-    pub proof: String,
-    /// Seed the witness was drawn from (it fixes the public inputs).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-}
-
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// Circuits to run.
-    #[arg(long, value_delimiter = ',', default_value = "chain,sha256")]
-    pub circuits: Vec<CircuitKind>,
-    /// log2 of the sizes to run.
-    #[arg(long, value_delimiter = ',', default_value = "14,15,16,17,18,19,20")]
-    pub log_sizes: Vec<u32>,
-    /// Parameter cache directory.
-    #[arg(long, default_value = "params")]
-    pub params_dir: PathBuf,
-    /// Repetitions per measurement (the fastest is reported).
-    #[arg(long, default_value_t = 1)]
-    pub repeat: u32,
-    /// Skip bellperson (only time this prover).
-    #[arg(long)]
-    pub no_baseline: bool,
-    /// Also time the CUDA backend on device 0 (fails without a usable GPU).
-    #[arg(long)]
-    pub cuda: bool,
-    /// Also write the results as JSON to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Generate TEST-ONLY parameters for sizes the parameter directory lacks.
-    #[arg(long)]
-    pub test_params: bool,
 }

@@ -1,8 +1,8 @@
 //! `prover prove`, `verify` and `bench`: one-shot command-line plumbing
 //! over [`prover::prove`] and [`prover::bench`].
 
+use super::args::{BackendChoice, BenchArgs, ProveArgs, VerifyArgs};
 use super::exit;
-use super::{BackendChoice, BenchArgs, ProveArgs, VerifyArgs};
 use anyhow::{bail, Context, Result};
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Parameters, Proof};
 use blstrs::{Bls12, Scalar};
@@ -69,7 +69,8 @@ pub fn make_backend(choice: BackendChoice, threads: Option<usize>) -> Result<Box
 
 fn timing_table(rows: &[(u32, std::collections::BTreeMap<Phase, f64>)]) -> Table {
     let phases: Vec<Phase> = Phase::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|p| rows.iter().any(|(_, m)| m.contains_key(p)))
         .collect();
     let mut t = Table::new();

@@ -2,7 +2,8 @@
 
 use prover::circuit::CircuitKind;
 use prover::params::DEFAULT_SEED;
-use prover::setup::{parse_size, SetupOptions};
+use prover::setup::command::SetupOptions;
+use prover::setup::parse_size;
 use std::path::PathBuf;
 
 /// `prover setup`: generate TEST-ONLY Groth16 parameters into the cache.

@@ -5,14 +5,13 @@
 //! [`fleet_wire::metrics`] so fleetctl's exporter spells them the same way.
 
 use fleet_wire::metrics as names;
-use fleet_wire::timing::Phase;
+use fleet_wire::timing::PartitionRecord;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use std::collections::BTreeMap;
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -35,6 +34,8 @@ pub struct Sample {
 pub struct Metrics {
     registry: Registry,
     phases: Family<Labels, Histogram>,
+    phase_device: Family<Labels, Histogram>,
+    phase_wait: Family<Labels, Histogram>,
     job_duration: Histogram,
     proofs_completed: Counter,
     proofs_failed: Counter,
@@ -71,12 +72,24 @@ fn seconds_buckets() -> Histogram {
 impl Metrics {
     pub fn new(version: &str, build: &str) -> Self {
         let mut registry = Registry::default();
-        let phases =
-            Family::<Labels, Histogram>::new_with_constructor(seconds_buckets as fn() -> Histogram);
-        registry.register(
+        let mut phase_family = |name: &str, help: &str| {
+            let f = Family::<Labels, Histogram>::new_with_constructor(
+                seconds_buckets as fn() -> Histogram,
+            );
+            registry.register(name, help, f.clone());
+            f
+        };
+        let phases = phase_family(
             names::PHASE_DURATION_SECONDS,
             "Duration of each proving phase per partition",
-            phases.clone(),
+        );
+        let phase_device = phase_family(
+            names::PHASE_DEVICE_SECONDS,
+            "Device time (CUDA events) of each proving phase per partition, where measured",
+        );
+        let phase_wait = phase_family(
+            names::PHASE_DEVICE_WAIT_SECONDS,
+            "Time each proving phase waited for the device, where measured",
         );
         let job_duration = seconds_buckets();
         registry.register(
@@ -198,6 +211,8 @@ impl Metrics {
         Self {
             registry,
             phases,
+            phase_device,
+            phase_wait,
             job_duration,
             proofs_completed,
             proofs_failed,
@@ -273,12 +288,21 @@ impl Metrics {
         }
     }
 
-    /// A finished partition's phases (milliseconds, as in the timing record).
-    pub fn partition_done(&self, phases_ms: &BTreeMap<Phase, f64>) {
-        for (phase, ms) in phases_ms {
-            self.phases
-                .get_or_create(&vec![(names::PHASE_LABEL, phase.as_str().to_string())])
-                .observe(ms / 1e3);
+    /// A finished partition's phases, with their device time and wait where
+    /// the record carries them.
+    pub fn partition_done(&self, record: &PartitionRecord) {
+        for (phase, ms) in &record.phases_ms {
+            let labels = vec![(names::PHASE_LABEL, phase.as_str().to_string())];
+            let seconds = phase.spec().map_or(1e-3, |s| s.unit.seconds());
+            self.phases.get_or_create(&labels).observe(ms * seconds);
+            if let Some(d) = record.device_ms(*phase) {
+                self.phase_device
+                    .get_or_create(&labels)
+                    .observe(d * seconds);
+            }
+            if let Some(w) = record.wait_ms(*phase) {
+                self.phase_wait.get_or_create(&labels).observe(w * seconds);
+            }
         }
         self.partitions_completed.inc();
     }
@@ -327,13 +351,23 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fleet_wire::timing::{Phase, PhaseSplit, TimingLine};
 
     #[test]
     fn every_wire_name_is_exported_and_phases_are_labelled() {
         let m = Metrics::new("0.1.0", "abc");
-        let mut phases = BTreeMap::new();
-        phases.insert(Phase::Synthesis, 12.0);
-        m.partition_done(&phases);
+        let line = r#"{"kind":"partition","v":1,"ts_ms":1,"host":"h","build":"b","job_id":"j","circuit":"c","size":1,"partition":0,"partitions":1,"domain":2,"backend":"cuda","device":1,"pinned":true,"phases_ms":{"synthesis":12.0,"msm_l":196.0}}"#;
+        let TimingLine::Partition(mut record) = TimingLine::parse(line).unwrap() else {
+            panic!("a partition record")
+        };
+        record.phase_split_ms.insert(
+            Phase::MsmL,
+            PhaseSplit {
+                device: Some(70.0),
+                wait: Some(120.0),
+            },
+        );
+        m.partition_done(&record);
         m.job_done(true, 30.0);
         m.device_busy(Some(1), Some(250.0));
         m.device_busy(Some(1), Some(500.0));
@@ -357,6 +391,20 @@ mod tests {
         }
         assert!(
             text.contains("prover_phase_duration_seconds_count{phase=\"synthesis\"} 1"),
+            "{text}"
+        );
+        // The device time and wait of msm_l in their own histograms; no
+        // device series for synthesis, which ran on the host.
+        assert!(
+            text.contains("prover_phase_device_seconds_sum{phase=\"msm_l\"} 0.07"),
+            "{text}"
+        );
+        assert!(
+            text.contains("prover_phase_device_wait_seconds_sum{phase=\"msm_l\"} 0.12"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("prover_phase_device_seconds_count{phase=\"synthesis\"}"),
             "{text}"
         );
         assert!(text.contains("prover_queue_depth 3"), "{text}");

@@ -47,7 +47,7 @@ pub(crate) use with_tree;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FilCircuit {
     PoRep(SealProof),
-    Post(post::PostKind, u64),
+    Post(registered::PostKind, u64),
 }
 
 impl std::str::FromStr for FilCircuit {
@@ -56,8 +56,8 @@ impl std::str::FromStr for FilCircuit {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if let Some((kind, size)) = s.split_once(':') {
             let kind = match kind {
-                "winning-post" => post::PostKind::Winning,
-                "window-post" => post::PostKind::Window,
+                "winning-post" => registered::PostKind::Winning,
+                "window-post" => registered::PostKind::Window,
                 other => {
                     return Err(format!(
                         "unknown PoSt `{}`: winning-post or window-post",

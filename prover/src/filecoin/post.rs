@@ -38,27 +38,8 @@ use crate::filecoin::FilecoinError;
 use crate::pool::PinnedPool;
 use crate::synthesis;
 
-/// Which PoSt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PostKind {
-    Winning,
-    Window,
-}
-
-impl PostKind {
-    pub fn name(self) -> &'static str {
-        self.job_kind().name()
-    }
-
-    /// The job kind of this PoSt (one list of names, in `fleet_wire`).
-    pub fn job_kind(self) -> FilecoinKind {
-        match self {
-            PostKind::Winning => FilecoinKind::WinningPost,
-            PostKind::Window => FilecoinKind::WindowPost,
-        }
-    }
-}
+/// Which PoSt (declared with the other proof types, in `registered`).
+pub use crate::filecoin::registered::PostKind;
 
 /// A PoSt to prove.
 #[derive(Clone, Debug)]

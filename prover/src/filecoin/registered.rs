@@ -153,6 +153,28 @@ pub fn parse_sector_size(s: &str) -> Result<u64, RegisteredError> {
         })
 }
 
+/// Which PoSt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PostKind {
+    Winning,
+    Window,
+}
+
+impl PostKind {
+    pub fn name(self) -> &'static str {
+        self.job_kind().name()
+    }
+
+    /// The job kind of this PoSt (one list of names, in `fleet_wire`).
+    pub fn job_kind(self) -> fleet_wire::api::FilecoinKind {
+        match self {
+            PostKind::Winning => fleet_wire::api::FilecoinKind::WinningPost,
+            PostKind::Window => fleet_wire::api::FilecoinKind::WindowPost,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

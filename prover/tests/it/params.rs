@@ -16,7 +16,8 @@ use prover::params::{
     memory_bytes, read_mapped, read_params, write_params, ParamStore, ParamsError, ParamsLayout,
     ParamsOrigin, TestParams,
 };
-use prover::setup::{self, SetupOptions};
+use prover::setup;
+use prover::setup::command::{run as run_setup, SetupOptions};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use sha2::{Digest, Sha256};
@@ -183,12 +184,12 @@ fn setup_command_writes_the_cache_and_skips_valid_entries() {
         bench: false,
         bench_sizes: vec![],
     };
-    setup::run(args.clone()).expect("setup");
+    run_setup(args.clone()).expect("setup");
     let store = ParamStore::open(dir.path()).expect("store");
     let meta = store.verify(CircuitKind::Chain, 128).expect("verify");
     assert_eq!(meta.origin, ParamsOrigin::TestSetup { seed: 8 });
     // A second run keeps the valid file.
-    setup::run(SetupOptions { seed: 9, ..args }).expect("setup again");
+    run_setup(SetupOptions { seed: 9, ..args }).expect("setup again");
     assert_eq!(store.verify(CircuitKind::Chain, 128).expect("verify"), meta);
 }
 
@@ -543,12 +544,12 @@ fn setup_never_replaces_a_file_it_did_not_write_even_with_force() {
         bench: false,
         bench_sizes: vec![],
     };
-    let err = setup::run(args.clone()).expect_err("setup overwrote a foreign file");
+    let err = run_setup(args.clone()).expect_err("setup overwrote a foreign file");
     assert!(format!("{err:#}").contains("never replaced"), "{err:#}");
     assert_eq!(fs::read(&path).expect("read"), bytes);
     // Adopted, it is `imported`: still protected.
     store.load(CircuitKind::Chain, SIZE).expect("adopt");
-    setup::run(args).expect_err("setup overwrote an imported entry");
+    run_setup(args).expect_err("setup overwrote an imported entry");
     assert_eq!(fs::read(&path).expect("read"), bytes);
 }
 
@@ -693,7 +694,7 @@ fn a_test_setup_sidecar_beside_a_foreign_file_does_not_make_it_replaceable() {
         bench: false,
         bench_sizes: vec![],
     };
-    let err = setup::run(args).expect_err("setup --force replaced a foreign file");
+    let err = run_setup(args).expect_err("setup --force replaced a foreign file");
     let text = format!("{err:#}");
     assert!(text.contains(&recorded) && text.contains(&actual), "{text}");
     assert_eq!(

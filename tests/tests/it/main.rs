@@ -2,12 +2,14 @@
 //! link of both crates instead of one per file). A new test file goes here
 //! as a module, not beside this folder.
 //!
+//! - [`docs`]: docs/ARCHITECTURE.md names only paths that exist.
 //! - [`experiment`]: `fleetctl experiment` on a lab of four.
 //! - [`fleet_ops`]: status, health and timing on a lab of eight.
 //! - [`rollout`]: rollouts on a lab of eight and on the local inventory.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+mod docs;
 mod experiment;
 mod fleet_ops;
 mod rollout;

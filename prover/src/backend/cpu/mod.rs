@@ -8,7 +8,9 @@
 pub mod fft;
 pub mod msm;
 
-use crate::backend::{Backend, BackendError, BackendKind, BackendTimes, G1Bases, G2Bases};
+use crate::backend::{
+    check_msm_len, Backend, BackendError, BackendKind, BackendTimes, G1Bases, G2Bases,
+};
 use blstrs::{G1Projective, G2Projective, Scalar};
 use fleet_wire::timing::Phase;
 use std::time::Instant;
@@ -117,12 +119,7 @@ impl Backend for CpuBackend {
         _times: &mut BackendTimes,
     ) -> Result<G1Projective, BackendError> {
         let bases = bases.points();
-        if bases.len() != scalars.len() {
-            return Err(BackendError::MsmLength {
-                bases: bases.len(),
-                scalars: scalars.len(),
-            });
-        }
+        check_msm_len(bases.len(), scalars.len(), usize::MAX)?;
         Ok(self.run(|| msm::msm(bases, scalars)))
     }
 
@@ -133,12 +130,7 @@ impl Backend for CpuBackend {
         _times: &mut BackendTimes,
     ) -> Result<G2Projective, BackendError> {
         let bases = bases.points();
-        if bases.len() != scalars.len() {
-            return Err(BackendError::MsmLength {
-                bases: bases.len(),
-                scalars: scalars.len(),
-            });
-        }
+        check_msm_len(bases.len(), scalars.len(), usize::MAX)?;
         Ok(self.run(|| msm::msm(bases, scalars)))
     }
 }

@@ -24,7 +24,7 @@
 //!   addressing the pages are mappable anyway, and the flag only adds setup.
 
 use super::check::check;
-use super::{device_count, driver_present};
+use super::driver::{device_count, driver_present};
 use crate::backend::BackendError;
 use crate::pool::{HostAllocator, PoolError, Region, REGION_ALIGN};
 use cudarc::driver::{result, sys, CudaContext};

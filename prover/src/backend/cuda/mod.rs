@@ -22,6 +22,7 @@
 pub mod bench;
 pub(crate) mod check;
 pub mod domain;
+pub mod driver;
 pub mod host_alloc;
 pub mod kernels;
 pub mod memory;
@@ -30,17 +31,21 @@ pub mod ntt;
 pub mod quotient;
 pub mod resident;
 pub mod selftest;
+mod state;
+pub mod workspace;
 
+pub use driver::{device_count, driver_present};
 pub use host_alloc::CudaHostAllocator;
+use state::DeviceState;
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::{
-    Backend, BackendError, BackendKind, BackendTimes, BaseQuery, Bases, G1Bases, G2Bases,
-    ParamBases,
+    check_msm_len, Backend, BackendError, BackendKind, BackendTimes, BaseQuery, Bases, G1Bases,
+    G2Bases, ParamBases,
 };
 use blstrs::{G1Projective, G2Projective, Scalar};
 use check::check;
-use cudarc::driver::{result, sys, CudaContext, CudaStream};
+use cudarc::driver::{result, sys, CudaContext};
 use cudarc::nvrtc::Ptx;
 use domain::{scalar_bytes_mut, DomainTables};
 use fleet_wire::timing::Phase;
@@ -65,23 +70,6 @@ pub const MAX_DEVICE_LOG_N: u32 = 30;
 pub const MIN_DEVICE_MSM: usize = 1 << 10;
 /// Largest MSM summed point by point on the calling thread.
 pub const SERIAL_MSM_MAX: usize = 32;
-
-/// Whether the CUDA driver library loads (no device query). Safe to call anywhere.
-pub fn driver_present() -> bool {
-    // SAFETY: only tries to dlopen libcuda by its usual names.
-    unsafe { sys::is_culib_present() }
-}
-
-/// Number of CUDA devices, 0 when there is no driver or it fails to start.
-pub fn device_count() -> u32 {
-    if !driver_present() {
-        return 0;
-    }
-    if result::init().is_err() {
-        return 0;
-    }
-    result::device::get_count().map_or(0, |n| n.max(0) as u32)
-}
 
 /// Whether the CUDA backend can run here: the driver loads, at least one
 /// device answers, and NVRTC loads to compile the kernels.
@@ -118,31 +106,6 @@ enum Window {
     Auto,
     /// This window over the bases alone.
     Fixed(u32),
-}
-
-/// Mutable per-device state, one h computation at a time.
-#[derive(Debug)]
-pub struct DeviceState {
-    pub compute: Arc<CudaStream>,
-    pub copy: Arc<CudaStream>,
-    workspace: Option<Workspace>,
-    tables: HashMap<u32, Arc<DomainTables>>,
-    msm: MsmWorkspace,
-    bases: ResidentBases,
-    /// Bases of an MSM whose parameter set is unknown, uploaded per call.
-    transient_bases: Option<DeviceBuffer>,
-}
-
-impl DeviceState {
-    fn workspace(&mut self) -> Result<&mut Workspace, BackendError> {
-        self.workspace.as_mut().ok_or_else(|| BackendError::Device {
-            device: u32::MAX,
-            call: "workspace".into(),
-            file: file!(),
-            line: line!(),
-            reason: "no device workspace allocated (internal ordering error)".into(),
-        })
-    }
 }
 
 /// One GPU behind the [`Backend`] trait.
@@ -537,26 +500,30 @@ impl CudaBackend {
         scalars: &[Scalar],
         window: Window,
     ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
-        if bases.len() != scalars.len() {
-            return Err(BackendError::MsmLength {
-                bases: bases.len(),
-                scalars: scalars.len(),
-            });
-        }
-        if scalars.len() > msm::MAX_POINTS {
-            return Err(BackendError::MsmLength {
-                bases: msm::MAX_POINTS,
-                scalars: scalars.len(),
-            });
-        }
+        let (out, _) = self.msm_waited::<G>(bases, scalars, window)?;
+        Ok(out)
+    }
+
+    /// As `msm_on_device`, also returning the milliseconds spent waiting for
+    /// the device's lock (held by another MSM of the same partition, such as
+    /// the G2 MSM's thread).
+    fn msm_waited<G: DeviceGroup>(
+        &self,
+        bases: &Bases<'_, G::Affine>,
+        scalars: &[Scalar],
+        window: Window,
+    ) -> Result<((G::Projective, MsmDeviceTimes), f64), BackendError> {
+        check_msm_len(bases.len(), scalars.len(), msm::MAX_POINTS)?;
+        let t = Instant::now();
         let mut guard = self.state.lock();
+        let waited = t.elapsed().as_secs_f64() * 1e3;
         let st = &mut *guard;
         check!(self.ordinal, "cuCtxSetCurrent", self.ctx.bind_to_thread())?;
         let out = self.msm_locked::<G>(st, bases, scalars, window);
         if out.is_err() {
             self.drain(st);
         }
-        out
+        Ok((out?, waited))
     }
 
     fn msm_locked<G: DeviceGroup>(
@@ -662,12 +629,7 @@ impl CudaBackend {
         times: &mut BackendTimes,
         on_cpu: impl FnOnce(&mut BackendTimes) -> Result<G::Projective, BackendError>,
     ) -> Result<G::Projective, BackendError> {
-        if bases.len() != scalars.len() {
-            return Err(BackendError::MsmLength {
-                bases: bases.len(),
-                scalars: scalars.len(),
-            });
-        }
+        check_msm_len(bases.len(), scalars.len(), usize::MAX)?;
         if scalars.len() <= SERIAL_MSM_MAX {
             // The inputs' MSMs (a few points): a device launch or the CPU
             // backend's pool would cost more than the sum itself.
@@ -681,7 +643,9 @@ impl CudaBackend {
         if scalars.len() < MIN_DEVICE_MSM || scalars.len() > msm::MAX_POINTS {
             return on_cpu(times);
         }
-        let (sum, dt) = self.msm_on_device::<G>(bases, scalars, Window::Auto)?;
+        let ((sum, dt), waited) = self.msm_waited::<G>(bases, scalars, Window::Auto)?;
+        times.device_calls += 1;
+        times.device_wait_ms += waited;
         times.device_ms += dt.h2d_ms + dt.kernels_ms;
         times.h2d_bytes += std::mem::size_of_val(scalars) as u64;
         times.h2d_ms += dt.h2d_ms;

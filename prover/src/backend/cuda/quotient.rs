@@ -12,9 +12,9 @@
 
 use super::check::check;
 use super::domain::{scalar_bytes, DomainTables};
-use super::memory::DeviceBuffer;
 use super::ntt::{self, Direction, Post};
-use super::DeviceState;
+use super::state::DeviceState;
+pub use super::workspace::Workspace;
 use crate::backend::{BackendError, BackendTimes};
 use blstrs::Scalar;
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
@@ -24,48 +24,6 @@ use std::sync::Arc;
 /// Bytes per asynchronous H2D copy: big enough to run at line rate, small
 /// enough that the copy engine interleaves with other streams' copies.
 pub const H2D_CHUNK: usize = 64 << 20;
-
-/// Device buffers for one domain size: a, b, c and a scratch vector the
-/// passes ping-pong through. `slot[v]` maps logical vector v (0 = a,
-/// 1 = b, 2 = c, 3 = scratch) to a buffer, so an odd pass count is a swap.
-#[derive(Debug)]
-pub struct Workspace {
-    pub log_n: u32,
-    pub bufs: Vec<DeviceBuffer>,
-    pub slot: [usize; 4],
-}
-
-impl Workspace {
-    pub fn new(ctx: &Arc<CudaContext>, device: u32, log_n: u32) -> Result<Self, BackendError> {
-        let bytes = (1usize << log_n) * std::mem::size_of::<Scalar>();
-        let (free, _) = check!(device, "cuMemGetInfo", ctx.mem_get_info())?;
-        let need = 4 * bytes;
-        if free < need {
-            return Err(BackendError::DeviceMemory {
-                device,
-                need: need as u64,
-                free: free as u64,
-            });
-        }
-        let bufs = (0..4)
-            .map(|_| DeviceBuffer::alloc(ctx, device, bytes))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self {
-            log_n,
-            bufs,
-            slot: [0, 1, 2, 3],
-        })
-    }
-
-    pub fn ptr(&self, v: usize) -> sys::CUdeviceptr {
-        self.bufs[self.slot[v]].ptr()
-    }
-
-    /// After a transform of v that ended in scratch, scratch holds v.
-    fn swap_with_scratch(&mut self, v: usize) {
-        self.slot.swap(v, 3);
-    }
-}
 
 /// Per-phase device times of one h computation, from events.
 #[derive(Debug, Clone, Copy, Default)]

@@ -141,7 +141,7 @@ impl Shared {
         if let Err(e) = self.stages.timing.partition(&out.record) {
             tracing::warn!("timing log: {e}");
         }
-        self.metrics.partition_done(&out.record.phases_ms);
+        self.metrics.partition_done(&out.record);
         self.metrics
             .device_busy(out.record.device, out.record.device_busy_ms);
         self.metrics.device_partition(out.record.device);
