@@ -72,6 +72,18 @@ pub fn driver_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// The CUDA driver's version (13000 for 13.0), `None` without a driver.
+/// Needs no device and no `cuInit`.
+pub fn driver_version() -> Option<i32> {
+    if !driver_present() {
+        return None;
+    }
+    let mut v = 0;
+    // SAFETY: the library is present; the call only writes the int.
+    let rc = unsafe { sys::cuDriverGetVersion(&mut v) };
+    (rc == sys::cudaError_enum::CUDA_SUCCESS).then_some(v)
+}
+
 /// Number of CUDA devices, 0 when there is no driver or it fails to start.
 pub fn device_count() -> u32 {
     if !driver_present() {
@@ -81,6 +93,28 @@ pub fn device_count() -> u32 {
         return 0;
     }
     result::device::get_count().map_or(0, |n| n.max(0) as u32)
+}
+
+/// The architecture (`sm_XY`) of device `ordinal`, read without creating
+/// a context (a running daemon's device is not disturbed); `None` without
+/// a driver or such a device.
+pub fn device_arch(ordinal: u32) -> Option<String> {
+    use sys::CUdevice_attribute as A;
+    if ordinal >= device_count() {
+        return None;
+    }
+    let dev = result::device::get(i32::try_from(ordinal).ok()?).ok()?;
+    // SAFETY: `dev` is a valid device handle; the calls only read attributes.
+    let major = unsafe {
+        result::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+    }
+    .ok()?;
+    // SAFETY: as above.
+    let minor = unsafe {
+        result::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+    }
+    .ok()?;
+    Some(kernels::arch_for(major, minor))
 }
 
 /// Whether the CUDA backend can run here: the driver loads, at least one
@@ -206,43 +240,61 @@ impl CudaBackend {
         let name = check!(dev, "cuDeviceGetName", ctx.name())?;
         let (major, minor) = check!(dev, "cuDeviceGetAttribute", ctx.compute_capability())?;
         let arch = kernels::arch_for(major, minor);
-        // The units compile in parallel: on a cold cache the first start
-        // waits for the slowest one, not for their sum.
-        let [ntt_ptx, msm_ptx, msm_g2_ptx] = std::thread::scope(|scope| {
-            let units = [&kernels::NTT, &kernels::MSM, &kernels::MSM_G2];
-            let jobs = units.map(|u| {
-                let arch = &arch;
-                scope.spawn(move || kernels::compile_cached(u, arch))
-            });
-            jobs.map(|j| {
-                j.join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
-                    .map_err(|e| unavailable(format!("compiling kernels for {arch}: {e}")))
-            })
-        });
-        let module = check!(
-            dev,
-            "cuModuleLoadData",
-            ctx.load_module(Ptx::from_src(ntt_ptx?))
-        )?;
+        let target = kernels::Target {
+            arch: arch.clone(),
+            driver: driver_version(),
+        };
+        let t = Instant::now();
+        let units: Vec<&kernels::KernelUnit> = kernels::BACKEND_UNITS.iter().collect();
+        let compiled = kernels::compile_all(&units, &target);
+        let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut images = Vec::with_capacity(compiled.len());
+        for c in compiled {
+            images.push(c.map_err(|e| unavailable(format!("compiling kernels for {arch}: {e}")))?);
+        }
+        let t = Instant::now();
+        let mut modules = Vec::with_capacity(images.len());
+        for image in &images {
+            // Device code for this architecture: the driver maps it, there
+            // is no PTX to translate.
+            let cubin = image.cubin.as_ref().clone();
+            modules.push(check!(
+                dev,
+                "cuModuleLoadData",
+                ctx.load_module(Ptx::from_binary(cubin))
+            )?);
+        }
+        // BACKEND_UNITS order: the NTT, the MSM index steps, G1's five
+        // steps, G2's five.
+        let ntt = &modules[0];
         let kernels = NttKernels {
             pass: check!(
                 dev,
                 "cuModuleGetFunction(ntt_pass)",
-                module.load_function("ntt_pass")
+                ntt.load_function("ntt_pass")
             )?,
             expand_powers: check!(
                 dev,
                 "cuModuleGetFunction(expand_powers)",
-                module.load_function("expand_powers")
+                ntt.load_function("expand_powers")
             )?,
         };
-        let load_msm = |ptx: String, suffix: &str| {
-            let module = check!(dev, "cuModuleLoadData", ctx.load_module(Ptx::from_src(ptx)))?;
-            MsmKernels::load(dev, &module, suffix)
-        };
-        let msm_kernels = load_msm(msm_ptx?, G1::SUFFIX)?;
-        let msm_g2_kernels = load_msm(msm_g2_ptx?, G2::SUFFIX)?;
+        let index = &modules[1];
+        let msm_kernels = MsmKernels::load(dev, index, &modules[2..7], G1::SUFFIX)?;
+        let msm_g2_kernels = MsmKernels::load(dev, index, &modules[7..12], G2::SUFFIX)?;
+        let load_ms = t.elapsed().as_secs_f64() * 1e3;
+        tracing::info!(
+            device = ordinal,
+            %arch,
+            compile_ms = format!("{compile_ms:.1}"),
+            load_ms = format!("{load_ms:.1}"),
+            units = %images
+                .iter()
+                .map(|c| format!("{}:{}", c.unit, c.origin.describe()))
+                .collect::<Vec<_>>()
+                .join(","),
+            "kernels loaded"
+        );
         let compute = check!(dev, "cuStreamCreate", ctx.new_stream())?;
         let copy = check!(dev, "cuStreamCreate", ctx.new_stream())?;
         let (_, total) = check!(dev, "cuMemGetInfo", ctx.mem_get_info())?;
