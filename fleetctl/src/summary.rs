@@ -545,4 +545,40 @@ mod tests {
         assert!(text.contains("a: drain: pid 7 on a exited"), "{text}");
         assert!(!text.contains("b: drain:"), "{text}");
     }
+
+    #[test]
+    fn serving_gaps_show_per_host_with_the_fleet_sum_and_maximum() {
+        let mut s = Summary::new();
+        s.on_event(&ev(
+            None,
+            EventKind::RunStarted {
+                playbook: "rollout".into(),
+                source: "x".into(),
+                inventory: "i".into(),
+                hosts: vec!["a".into(), "b".into(), "c".into()],
+                batches: 1,
+                check: false,
+                resumed: false,
+                release: None,
+            },
+        ));
+        for (h, ms) in [("a", 1200), ("b", 2500)] {
+            s.on_event(&ev(
+                Some(h),
+                EventKind::ServingGap {
+                    gap_ms: ms,
+                    budget_ms: Some(3000),
+                },
+            ));
+        }
+        let g = s.gaps().expect("gaps");
+        assert_eq!((g.hosts, g.sum_ms, g.max_ms, g.max_host.as_str()), (2, 3700, 2500, "b"));
+        let text = s.render();
+        assert!(text.contains("serving gap"), "{text}");
+        assert!(text.contains("sum 3.7s, max 2.5s (b)"), "{text}");
+        let j = s.json();
+        assert_eq!(j["serving_gap"]["sum_ms"], 3700);
+        assert_eq!(j["hosts"][0]["serving_gap_ms"], 1200);
+        assert!(j["hosts"][2]["serving_gap_ms"].is_null());
+    }
 }

@@ -976,4 +976,97 @@ mod tests {
         );
         assert!(table.contains(&want), "{table}");
     }
+
+    /// Records (host, phase) as tasks start; fails the staging of `fail`.
+    struct Phases {
+        fail: &'static str,
+        seen: Arc<Mutex<Vec<(String, Phase)>>>,
+    }
+
+    impl HostRunner for Phases {
+        fn run(&self, job: HostJob, _emit: Emitter, _stop: watch::Receiver<Stop>) -> HostFuture {
+            self.seen
+                .lock()
+                .unwrap()
+                .push((job.host.name.clone(), job.phase));
+            let status = if job.host.name == self.fail && job.phase == Phase::Stage {
+                HostStatus::Failed
+            } else {
+                HostStatus::Ok
+            };
+            Box::pin(async move {
+                HostEnd {
+                    status,
+                    build: None,
+                    error: None,
+                }
+            })
+        }
+    }
+
+    #[test]
+    fn staging_prepares_every_host_before_the_first_batch_and_drops_its_failures() {
+        use crate::steps::StepSpec;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let runner = Arc::new(Phases {
+            fail: "h2",
+            seen: seen.clone(),
+        });
+        let playbook = Playbook {
+            name: "t".into(),
+            description: None,
+            source: "test".into(),
+            strategy: Strategy {
+                stage: Some(2),
+                ..strategy(0, BatchSize::Count(2), 1)
+            },
+            steps: vec![
+                StepSpec::Upload(Default::default()),
+                StepSpec::Prepare(Default::default()),
+                StepSpec::Drain(Default::default()),
+                StepSpec::Health(Default::default()),
+            ],
+        };
+        assert_eq!(playbook.stage_len(), 2);
+        let d = Dispatch {
+            run_id: "r1".into(),
+            playbook: Arc::new(playbook),
+            inventory: "inv".into(),
+            hosts: (0..5).map(host).collect(),
+            release: Arc::new(Build {
+                binary: "p".into(),
+                sha256: Some("ab".repeat(32)),
+            }),
+            check: false,
+            state_dir: None,
+            resume: None,
+            origin: Default::default(),
+        };
+        let rec = Recorder::default();
+        let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(rec.clone())];
+        let (_tx, rx) = watch::channel(Stop::Run);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let s = rt
+            .block_on(dispatch(d, runner, &mut reporters, rx))
+            .unwrap();
+        let seen = seen.lock().unwrap().clone();
+        // Every host staged before any swap starts.
+        let first_swap = seen.iter().position(|(_, p)| *p == Phase::Swap).unwrap();
+        assert_eq!(first_swap, 5, "{seen:?}");
+        assert!(seen[..5].iter().all(|(_, p)| *p == Phase::Stage));
+        // The host whose staging failed is never drained.
+        let swapped: Vec<&str> = seen[5..].iter().map(|(h, _)| h.as_str()).collect();
+        assert_eq!(swapped, ["h0", "h1", "h3", "h4"]);
+        assert_eq!(status_of(&s, "h2"), HostStatus::Failed);
+        assert_eq!(status_of(&s, "h4"), HostStatus::Ok);
+        assert_eq!(s.end, RunEnd::HostsFailed);
+        let events = rec.0.lock().unwrap().clone();
+        assert!(events.iter().any(|e| matches!(
+            &e.kind,
+            EventKind::StagingStarted { concurrency: 2, hosts } if hosts.len() == 5
+        )));
+    }
 }

@@ -47,6 +47,15 @@ fn main() {
     let me = build_of("/proc/self/exe");
     match args.get(1).map(String::as_str) {
         Some("--version") => println!("prover 0.1.0 ({me})"),
+        // `prepare`: no GPU here, and a config is accepted unless its mode says not.
+        Some("kernels") => println!("no CUDA device 0 and no --arch: nothing compiled"),
+        Some("daemon") if args.iter().any(|a| a == "--check-config") => {
+            if mode == "refused_config" {
+                eprintln!("{config}: refused");
+                std::process::exit(1);
+            }
+            println!("{config}: ok");
+        }
         Some("daemon") => {
             println!("INFO starting build={me}");
             println!("INFO configuration loaded");
