@@ -463,25 +463,29 @@ mod tests {
 
     #[test]
     fn playbook_steps_parse_with_humane_units_and_defaults() {
-        let yaml = "- upload: {keep_releases: 5}\n- drain: {timeout: 45s}\n- wait_release: {tolerance: 512MiB, min_available: 2GiB}\n- start: {}\n- verify: {fail_patterns: [OOM]}\n- smoke: {size: 2048}\n- health: {}\n- rollback: {}\n- collect_timing: {store: t, chunk_bytes: 65536}\n";
+        let yaml = "- upload: {keep_releases: 5}\n- prepare: {arch: sm_90}\n- drain: {timeout: 45s}\n- wait_release: {tolerance: 512MiB, min_available: 2GiB}\n- start: {}\n- verify: {fail_patterns: [OOM]}\n- smoke: {size: 2048}\n- health: {}\n- rollback: {}\n- collect_timing: {store: t, chunk_bytes: 65536}\n";
         let steps: Vec<StepSpec> = serde_yaml::from_str(yaml).unwrap();
-        assert_eq!(steps.len(), 9);
+        assert_eq!(steps.len(), 10);
         let StepSpec::Upload(u) = &steps[0] else {
             panic!("{:?}", steps[0])
         };
         assert_eq!(u.keep_releases, 5);
-        let StepSpec::Drain(d) = &steps[1] else {
+        let StepSpec::Prepare(p) = &steps[1] else {
             panic!("{:?}", steps[1])
+        };
+        assert_eq!(p.arch.as_deref(), Some("sm_90"));
+        let StepSpec::Drain(d) = &steps[2] else {
+            panic!("{:?}", steps[2])
         };
         assert_eq!(d.timeout, Duration::from_secs(45));
         assert_eq!(d.kill_wait, DrainParams::default().kill_wait);
-        let StepSpec::WaitRelease(w) = &steps[2] else {
-            panic!("{:?}", steps[2])
+        let StepSpec::WaitRelease(w) = &steps[3] else {
+            panic!("{:?}", steps[3])
         };
         assert_eq!(w.tolerance, ByteSize::mib(512));
         assert_eq!(w.min_available, Some(ByteSize::gib(2)));
-        let StepSpec::CollectTiming(c) = &steps[8] else {
-            panic!("{:?}", steps[8])
+        let StepSpec::CollectTiming(c) = &steps[9] else {
+            panic!("{:?}", steps[9])
         };
         assert_eq!((c.store.to_str(), c.chunk_bytes), (Some("t"), 65536));
         assert_eq!(c.timeout, CollectTimingParams::default().timeout);
