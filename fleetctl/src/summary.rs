@@ -572,7 +572,10 @@ mod tests {
             ));
         }
         let g = s.gaps().expect("gaps");
-        assert_eq!((g.hosts, g.sum_ms, g.max_ms, g.max_host.as_str()), (2, 3700, 2500, "b"));
+        assert_eq!(
+            (g.hosts, g.sum_ms, g.max_ms, g.max_host.as_str()),
+            (2, 3700, 2500, "b")
+        );
         let text = s.render();
         assert!(text.contains("serving gap"), "{text}");
         assert!(text.contains("sum 3.7s, max 2.5s (b)"), "{text}");

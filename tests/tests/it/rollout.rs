@@ -374,13 +374,11 @@ fn rollout_on_a_lab_of_eight() {
 
 /// The daemon's pid on lab host `i` (0-based), from its pid file.
 fn lab_daemon_pid(lab: &Lab, i: usize) -> String {
-    let out = lab
-        .ssh(i, "cat /data/prover/run/prover.pid")
-        .expect("ssh");
+    let out = lab.ssh(i, "cat /data/prover/run/prover.pid").expect("ssh");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// A prepare failure (a config the new binary refuses, a parameter file
+/// An upload with no space left, and a prepare failure (a config the new binary refuses, a parameter file
 /// the config preloads that is missing, kernels that do not compile) on
 /// a real host: the old daemon serves on (same pid, `current` unchanged),
 /// nothing was drained, the table names the cause, and the new release is
@@ -407,12 +405,40 @@ fn prepare_failures_leave_the_old_daemon_serving() {
         let cfg = format!("config_file={config}");
         fleetctl(
             cwd,
-            &["run", "-p", playbook, "--binary", binary, "-i", inv, "-e", &cfg],
+            &[
+                "run", "-p", playbook, "--binary", binary, "-i", inv, "-e", &cfg,
+            ],
         )
     };
     let first = rollout(a_str, "prover.toml", "rollout");
     assert_eq!(first.code, Some(0), "{}", first.show());
     let pid = lab_daemon_pid(&lab, 0);
+
+    // No space for the upload: /data just above what it holds now.
+    let used = lab.data_used(0).expect("data used");
+    lab.set_data_size(0, used + (4 << 20))
+        .expect("shrink /data");
+    let full = rollout(b_str, "prover.toml", "rollout");
+    lab.set_data_size(0, fleetctl::lab::DEFAULT_DATA_SIZE)
+        .expect("grow /data again");
+    assert_eq!(full.code, Some(2), "{}", full.show());
+    assert!(full.row("h01").contains(&a_sha), "{}", full.show());
+    assert!(full.stdout.contains("disk is full"), "{}", full.show());
+    let steps = steps_of(&full.audit(cwd), "h01");
+    assert!(steps.contains(&("upload", "failed")), "{steps:?}");
+    assert!(!steps.iter().any(|(s, _)| *s == "drain"), "{steps:?}");
+    assert_eq!(lab_daemon_pid(&lab, 0), pid, "the old daemon serves on");
+    let left = lab
+        .ssh(
+            0,
+            &format!("ls -A /data/prover/releases/{b_sha} 2>/dev/null"),
+        )
+        .expect("ssh");
+    assert_eq!(
+        String::from_utf8_lossy(&left.stdout).trim(),
+        "",
+        "nothing half-written"
+    );
 
     std::fs::write(
         cwd.join("no-params.toml"),
@@ -432,7 +458,11 @@ fn prepare_failures_leave_the_old_daemon_serving() {
     )
     .expect("write playbook");
     let cases = [
-        ("broken.toml", "rollout", "the new binary refuses the config"),
+        (
+            "broken.toml",
+            "rollout",
+            "the new binary refuses the config",
+        ),
         ("no-params.toml", "rollout", "preload[0] chain/2048"),
         ("prover.toml", "bad-arch.yaml", "kernel compilation failed"),
     ];
@@ -440,7 +470,11 @@ fn prepare_failures_leave_the_old_daemon_serving() {
         let r = rollout(b_str, config, playbook);
         assert_eq!(r.code, Some(2), "{config}: {}", r.show());
         let row = r.row("h01");
-        assert!(row.contains("FAILED") && row.contains(&a_sha), "{row}\n{}", r.show());
+        assert!(
+            row.contains("FAILED") && row.contains(&a_sha),
+            "{row}\n{}",
+            r.show()
+        );
         assert!(r.stdout.contains(cause), "{config}: {}", r.show());
         let steps = steps_of(&r.audit(cwd), "h01");
         assert!(steps.contains(&("prepare", "failed")), "{steps:?}");
@@ -452,7 +486,10 @@ fn prepare_failures_leave_the_old_daemon_serving() {
         let current = lab.ssh(0, "readlink /data/prover/current").expect("ssh");
         assert!(String::from_utf8_lossy(&current.stdout).contains(&a_sha));
         let marker = lab
-            .ssh(0, &format!("test -e /data/prover/releases/{b_sha}/.prepared && echo marked"))
+            .ssh(
+                0,
+                &format!("test -e /data/prover/releases/{b_sha}/.prepared && echo marked"),
+            )
             .expect("ssh");
         assert!(!String::from_utf8_lossy(&marker.stdout).contains("marked"));
     }
@@ -468,7 +505,11 @@ fn prepare_failures_leave_the_old_daemon_serving() {
     .expect("write playbook");
     let r = rollout(b_str, "prover.toml", "tight.yaml");
     assert_eq!(r.code, Some(2), "{}", r.show());
-    assert!(r.stdout.contains("more than max_serving_gap 1ms"), "{}", r.show());
+    assert!(
+        r.stdout.contains("more than max_serving_gap 1ms"),
+        "{}",
+        r.show()
+    );
     let steps = steps_of(&r.audit(cwd), "h01");
     assert!(steps.contains(&("serving_gap", "failed")), "{steps:?}");
     assert!(steps.contains(&("rollback", "done")), "{steps:?}");
