@@ -115,7 +115,8 @@ pub(super) async fn run(p: &PrepareParams, ctx: &mut StepCtx<'_>) -> Result<Step
     let warm = ctx
         .transport
         .run_script(
-            &format!("cd {install} && {bin} kernels warm{arch} 2>&1"),
+            // Niced: the old daemon's synthesis threads keep the CPU first.
+            &format!("cd {install} && nice -n 10 {bin} kernels warm{arch} 2>&1"),
             p.timeout,
         )
         .await;

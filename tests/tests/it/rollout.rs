@@ -424,7 +424,8 @@ fn prepare_failures_leave_the_old_daemon_serving() {
     assert_eq!(full.code, Some(2), "{}", full.show());
     assert!(full.row("h01").contains(&a_sha), "{}", full.show());
     assert!(full.stdout.contains("disk is full"), "{}", full.show());
-    let steps = steps_of(&full.audit(cwd), "h01");
+    let events = full.audit(cwd);
+    let steps = steps_of(&events, "h01");
     assert!(steps.contains(&("upload", "failed")), "{steps:?}");
     assert!(!steps.iter().any(|(s, _)| *s == "drain"), "{steps:?}");
     assert_eq!(lab_daemon_pid(&lab, 0), pid, "the old daemon serves on");
@@ -476,7 +477,8 @@ fn prepare_failures_leave_the_old_daemon_serving() {
             r.show()
         );
         assert!(r.stdout.contains(cause), "{config}: {}", r.show());
-        let steps = steps_of(&r.audit(cwd), "h01");
+        let events = r.audit(cwd);
+        let steps = steps_of(&events, "h01");
         assert!(steps.contains(&("prepare", "failed")), "{steps:?}");
         assert!(
             !steps.iter().any(|(s, _)| *s == "drain" || *s == "rollback"),
@@ -510,7 +512,8 @@ fn prepare_failures_leave_the_old_daemon_serving() {
         "{}",
         r.show()
     );
-    let steps = steps_of(&r.audit(cwd), "h01");
+    let events = r.audit(cwd);
+    let steps = steps_of(&events, "h01");
     assert!(steps.contains(&("serving_gap", "failed")), "{steps:?}");
     assert!(steps.contains(&("rollback", "done")), "{steps:?}");
     let current = lab.ssh(0, "readlink /data/prover/current").expect("ssh");
