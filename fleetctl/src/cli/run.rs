@@ -232,6 +232,7 @@ mod tests {
                 resume: Some("r1".into()),
                 binary: None,
                 plain: false,
+                summary_json: None,
                 state_dir: ".fleetctl".into(),
             },
         }
