@@ -51,6 +51,22 @@ pub fn render(p: &Prepared) -> String {
             "no automatic rollback"
         }
     ));
+    if let Some(gap) = s.max_serving_gap {
+        out.push_str(&format!(
+            "serving gap budget: {} per host (drain start to the new daemon ready); longer fails the host and rolls it back\n",
+            humantime::format_duration(gap)
+        ));
+    }
+    let staged = pb.stage_len();
+    if let Some(n) = s.stage.filter(|_| staged > 0 && staged < pb.steps.len()) {
+        let names: Vec<&str> = pb.steps[..staged].iter().map(|st| st.name()).collect();
+        out.push_str(&format!(
+            "staging: {} on every host first, {n} at a time, while the old daemons serve; the batches then run only steps {}..{}\n",
+            names.join(" + "),
+            staged + 1,
+            pb.steps.len()
+        ));
+    }
     for (bi, batch) in batches.iter().enumerate() {
         let names: Vec<&str> = batch.iter().map(|&i| p.hosts[i].name.as_str()).collect();
         out.push_str(&format!(

@@ -38,6 +38,8 @@ pub struct Row {
     pub smoke: Option<String>,
     /// `(step, detail)` of each step done by force, printed under the table.
     pub forced: Vec<(String, String)>,
+    /// Drain start to the new daemon ready, when the host got that far.
+    pub serving_gap_ms: Option<u64>,
 }
 
 /// Collects rows from events; shared so the caller can render after the run.
@@ -59,6 +61,19 @@ struct SummaryData {
     resume_with: Option<String>,
     /// A `--check` run: nothing was changed, so no host is "ok" on a build.
     check: bool,
+    /// The whole run, once it finished.
+    duration_ms: Option<u64>,
+    /// Hosts staged at once, when the run staged up front.
+    staged: Option<usize>,
+}
+
+/// The fleet's serving gaps: their sum and the longest (with its host).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GapTotals {
+    pub hosts: usize,
+    pub sum_ms: u64,
+    pub max_ms: u64,
+    pub max_host: String,
 }
 
 impl Summary {
@@ -87,9 +102,58 @@ impl Summary {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The serving gaps of every host that reported one.
+    pub fn gaps(&self) -> Option<GapTotals> {
+        gaps(&self.lock())
+    }
+
+    /// The run as JSON: every host's result, release, step times and
+    /// serving gap, and the fleet's totals.
+    pub fn json(&self) -> serde_json::Value {
+        let d = self.lock();
+        let hosts: Vec<serde_json::Value> = d
+            .hosts
+            .iter()
+            .filter_map(|h| d.rows.get(h))
+            .map(|r| {
+                let steps: serde_json::Map<String, serde_json::Value> = r
+                    .steps
+                    .iter()
+                    .map(|(name, c)| {
+                        let (state, ms) = match c {
+                            StepCell::Running => ("running", None),
+                            StepCell::Done { ms } => ("done", Some(*ms)),
+                            StepCell::Forced { ms, .. } => ("forced", Some(*ms)),
+                            StepCell::Skipped { ms } => ("skipped", Some(*ms)),
+                            StepCell::Failed { ms } => ("failed", Some(*ms)),
+                        };
+                        (name.clone(), serde_json::json!({"state": state, "ms": ms}))
+                    })
+                    .collect();
+                serde_json::json!({
+                    "host": r.host,
+                    "status": r.status,
+                    "release": r.build,
+                    "serving_gap_ms": r.serving_gap_ms,
+                    "steps": steps,
+                    "error": r.error,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "run_id": d.run_id,
+            "playbook": d.playbook,
+            "duration_ms": d.duration_ms,
+            "staged_concurrency": d.staged,
+            "serving_gap": gaps(&d),
+            "hosts": hosts,
+        })
+    }
+
     /// The final table and, under it, each failed host's error.
     pub fn render(&self) -> String {
         let d = self.lock();
+        let with_gap = d.rows.values().any(|r| r.serving_gap_ms.is_some());
         let mut table = Table::new();
         table
             .load_preset(UTF8_FULL_CONDENSED)
@@ -97,6 +161,9 @@ impl Summary {
         // `release`: the sha256 id of the binary, as `status` names it too
         // (beside the daemon's git build there).
         let mut header = vec!["host".to_string(), "result".into(), "release".into()];
+        if with_gap {
+            header.push("serving gap".into());
+        }
         header.extend(d.columns.iter().cloned());
         table.set_header(header);
         for host in &d.hosts {
@@ -112,6 +179,9 @@ impl Summary {
                 Cell::new(result),
                 Cell::new(row.build.as_deref().unwrap_or("-")),
             ];
+            if with_gap {
+                cells.push(Cell::new(row.serving_gap_ms.map_or("-".into(), secs)));
+            }
             for c in &d.columns {
                 cells.push(Cell::new(match row.steps.get(c) {
                     None => "-".to_string(),
@@ -125,6 +195,20 @@ impl Summary {
             table.add_row(cells);
         }
         let mut out = format!("run {} ({})\n{table}\n", d.run_id, d.playbook);
+        if let Some(g) = gaps(&d) {
+            out.push_str(&format!(
+                "serving gap over {} host(s): sum {}, max {} ({})\n",
+                g.hosts,
+                secs(g.sum_ms),
+                secs(g.max_ms),
+                g.max_host
+            ));
+        }
+        if let Some(n) = d.staged {
+            out.push_str(&format!(
+                "staged: every host uploaded and prepared first, {n} at a time; the batches only swapped\n"
+            ));
+        }
         for host in &d.hosts {
             if let Some(row) = d.rows.get(host) {
                 if let Some(proof) = &row.smoke {
@@ -156,6 +240,28 @@ impl Summary {
     }
 }
 
+fn gaps(d: &SummaryData) -> Option<GapTotals> {
+    let mut out: Option<GapTotals> = None;
+    for h in &d.hosts {
+        let Some(ms) = d.rows.get(h).and_then(|r| r.serving_gap_ms) else {
+            continue;
+        };
+        let g = out.get_or_insert(GapTotals {
+            hosts: 0,
+            sum_ms: 0,
+            max_ms: 0,
+            max_host: h.clone(),
+        });
+        g.hosts += 1;
+        g.sum_ms = g.sum_ms.saturating_add(ms);
+        if ms > g.max_ms {
+            g.max_ms = ms;
+            g.max_host = h.clone();
+        }
+    }
+    out
+}
+
 fn secs(ms: u64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
 }
@@ -185,6 +291,7 @@ impl Reporter for Summary {
                             steps: BTreeMap::new(),
                             smoke: None,
                             forced: Vec::new(),
+                            serving_gap_ms: None,
                         },
                     );
                 }
@@ -246,6 +353,13 @@ impl Reporter for Summary {
                     row.error = error.clone();
                 }
             }
+            EventKind::ServingGap { gap_ms, .. } => {
+                if let Some(row) = e.host.as_ref().and_then(|h| d.rows.get_mut(h)) {
+                    row.serving_gap_ms = Some(*gap_ms);
+                }
+            }
+            EventKind::StagingStarted { concurrency, .. } => d.staged = Some(*concurrency),
+            EventKind::RunFinished { duration_ms, .. } => d.duration_ms = Some(*duration_ms),
             EventKind::Halted {
                 failed,
                 max_fail,
@@ -430,5 +544,44 @@ mod tests {
         assert!(b.contains("30.2s") && !b.contains("SIGKILL"), "{text}");
         assert!(text.contains("a: drain: pid 7 on a exited"), "{text}");
         assert!(!text.contains("b: drain:"), "{text}");
+    }
+
+    #[test]
+    fn serving_gaps_show_per_host_with_the_fleet_sum_and_maximum() {
+        let mut s = Summary::new();
+        s.on_event(&ev(
+            None,
+            EventKind::RunStarted {
+                playbook: "rollout".into(),
+                source: "x".into(),
+                inventory: "i".into(),
+                hosts: vec!["a".into(), "b".into(), "c".into()],
+                batches: 1,
+                check: false,
+                resumed: false,
+                release: None,
+            },
+        ));
+        for (h, ms) in [("a", 1200), ("b", 2500)] {
+            s.on_event(&ev(
+                Some(h),
+                EventKind::ServingGap {
+                    gap_ms: ms,
+                    budget_ms: Some(3000),
+                },
+            ));
+        }
+        let g = s.gaps().expect("gaps");
+        assert_eq!(
+            (g.hosts, g.sum_ms, g.max_ms, g.max_host.as_str()),
+            (2, 3700, 2500, "b")
+        );
+        let text = s.render();
+        assert!(text.contains("serving gap"), "{text}");
+        assert!(text.contains("sum 3.7s, max 2.5s (b)"), "{text}");
+        let j = s.json();
+        assert_eq!(j["serving_gap"]["sum_ms"], 3700);
+        assert_eq!(j["hosts"][0]["serving_gap_ms"], 1200);
+        assert!(j["hosts"][2]["serving_gap_ms"].is_null());
     }
 }

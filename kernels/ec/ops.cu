@@ -2,9 +2,10 @@
 // tests can compare each against blstrs on the host (random values and the
 // edge cases: 0, 1, p - 1, identity, P + P, P + (-P)).
 //
-// Part of both MSM units (after their msm_g*.cu): the curve code is what
-// takes NVRTC time, and a separate unit would compile it a second time.
-// ops_g1.cu and ops_g2.cu instantiate the curve test for their group.
+// Units of their own (ops_g1, ops_g2) that only the tests load: the curve
+// code is what takes NVRTC time, and a daemon start must not wait for
+// entry points it never calls. ops_g1.cu and ops_g2.cu instantiate the
+// curve test for their group.
 
 // For each i: out[4i..4i+4] = a*b, a+b, a-b, -a.
 template <class F> __device__ __forceinline__ void field_ops_test(const F *a, const F *b, F *out, u32 n)

@@ -1,5 +1,6 @@
 // The G1 curve test entry point (see ops.cu).
-extern "C" __global__ void g1_ops_test(const g1_affine *p, const g1_affine *q, g1_xyzz *out,
+extern "C" __global__ void g1_ops_test(const ec_affine<fp> *p, const ec_affine<fp> *q,
+                                       ec_xyzz<fp> *out,
                                        u32 n)
 {
     curve_ops_test<fp>(p, q, out, n);

@@ -88,6 +88,11 @@ __device__ __forceinline__ fr msm_scalar_or_zero(const fr *s, u32 i, u32 n)
     return v;
 }
 
+// The index steps (1 to 5, segment and task counts) are integer code of
+// their own unit; a unit that defines MSM_ONLY compiles only the steps it
+// names (MSM_ONLY_INDEX here, MSM_ONLY_<STEP> in msm_g1.cu / msm_g2.cu),
+// so the curve steps compile in parallel instead of one after another.
+#if !defined(MSM_ONLY) || defined(MSM_ONLY_INDEX)
 extern "C" __global__ void msm_canonical(fr *s, u32 n)
 {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -256,6 +261,8 @@ extern "C" __global__ void msm_task_counts(const u32 *counts, u32 keys, u32 per_
         tasks[k] = 0;
 }
 
+#endif // MSM_ONLY_INDEX
+
 // The bucket of task t: the last key whose task offset is <= t. Empty
 // buckets share their offset with the next key, so this is never one.
 __device__ __forceinline__ u32 msm_task_key(const u32 *task_off, u32 keys, u32 t)
@@ -283,6 +290,7 @@ __device__ __forceinline__ u32 msm_segments_of(u32 off, u32 count, u32 seg)
     return count == 0 ? 0 : (off + count - 1) / seg - off / seg + 1;
 }
 
+#if !defined(MSM_ONLY) || defined(MSM_ONLY_INDEX)
 // np[k] = the number of segments bucket k's entries overlap; np[keys] = 0.
 extern "C" __global__ void msm_segment_counts(const u32 *bucket_off, const u32 *counts, u32 keys,
                                               u32 seg, u32 *np)
@@ -293,6 +301,8 @@ extern "C" __global__ void msm_segment_counts(const u32 *bucket_off, const u32 *
     else if (k == keys)
         np[k] = 0;
 }
+
+#endif // MSM_ONLY_INDEX
 
 // Segment t: entries [t·S, t·S + S) of the sorted list; the bucket of an
 // entry is the last key whose offset is <= its position (empty buckets
@@ -452,34 +462,49 @@ __device__ __forceinline__ void msm_precompute(ec_affine<F> *table, u32 stride, 
 }
 
 // The group-dependent steps as kernels for one group: msm_<step>_<G> with
-// coordinates in field F (msm_g1.cu: G1 over fp; msm_g2.cu: G2 over fp2).
-#define MSM_GROUP_KERNELS(G, F)                                                                    \
+// coordinates in field F (msm_g1.cu: G1 over fp; msm_g2.cu: G2 over fp2),
+// one macro per step so a unit can take one of them.
+#define MSM_ACCUMULATE_SEGMENTS_KERNEL(G, F)                                                       \
     extern "C" __global__ void msm_accumulate_segments_##G(                                        \
         const ec_affine<F> *bases, const u32 *entries, const u32 *bucket_off, u32 keys,           \
         const u32 *part_off, u32 seg, ec_xyzz<F> *out)                                             \
     {                                                                                              \
         msm_accumulate_segments<F>(bases, entries, bucket_off, keys, part_off, seg, out);         \
-    }                                                                                              \
+    }
+#define MSM_ACCUMULATE_PARTIALS_KERNEL(G, F)                                                       \
     extern "C" __global__ void msm_accumulate_partials_##G(                                        \
         const ec_xyzz<F> *in, const u32 *in_off, const u32 *in_count, const u32 *task_off,        \
         u32 keys, u32 per_task, ec_xyzz<F> *out)                                                   \
     {                                                                                              \
         msm_accumulate_partials<F>(in, in_off, in_count, task_off, keys, per_task, out);           \
-    }                                                                                              \
+    }
+#define MSM_BUCKET_REDUCE_KERNEL(G, F)                                                             \
     extern "C" __global__ void msm_bucket_reduce_##G(const ec_xyzz<F> *sums, const u32 *sum_off,   \
                                                      const u32 *sum_count, u32 buckets,           \
                                                      u32 windows, u32 chunk,                       \
                                                      ec_xyzz<F> *chunk_out)                        \
     {                                                                                              \
         msm_bucket_reduce<F>(sums, sum_off, sum_count, buckets, windows, chunk, chunk_out);        \
-    }                                                                                              \
+    }
+#define MSM_WINDOW_SUM_KERNEL(G, F)                                                                \
     extern "C" __global__ void msm_window_sum_##G(const ec_xyzz<F> *chunk_out, u32 per_window,     \
                                                   u32 parts, ec_xyzz<F> *out)                      \
     {                                                                                              \
         msm_window_sum<F>(chunk_out, per_window, parts, out);                                      \
-    }                                                                                              \
+    }
+#define MSM_PRECOMPUTE_KERNEL(G, F)                                                                \
     extern "C" __global__ void msm_precompute_##G(ec_affine<F> *table, u32 stride, u32 shift,      \
                                                   u32 rows)                                        \
     {                                                                                              \
         msm_precompute<F>(table, stride, shift, rows);                                             \
     }
+
+// The steps of one group a unit compiles: all of them, or with MSM_ONLY
+// the ones it names.
+#if !defined(MSM_ONLY)
+#define MSM_ONLY_ACCUMULATE_SEGMENTS
+#define MSM_ONLY_ACCUMULATE_PARTIALS
+#define MSM_ONLY_BUCKET_REDUCE
+#define MSM_ONLY_WINDOW_SUM
+#define MSM_ONLY_PRECOMPUTE
+#endif

@@ -53,6 +53,7 @@ fn main() -> ExitCode {
         Command::Setup(args) if args.filecoin.is_some() => cli::filecoin::run_setup(args),
         Command::Setup(args) => prover::setup::command::run(args.into()).map(|()| cli::exit::OK),
         Command::Params(args) => cli::params::run(args),
+        Command::Kernels(args) => cli::kernels::run(args),
         Command::C2(args) => cli::filecoin::run_c2(args),
         Command::Post(args) => cli::filecoin::run_post(args),
     };

@@ -47,6 +47,10 @@ pub struct ExecArgs {
     /// Never draw progress spinners, even on a terminal.
     #[arg(long)]
     pub plain: bool,
+    /// Also write the run's summary as JSON here: each host's result,
+    /// step times and serving gap, the fleet's sum and maximum.
+    #[arg(long, value_name = "PATH")]
+    pub summary_json: Option<PathBuf>,
     /// Where run state (`state/<run-id>.json`) and audit logs
     /// (`audit/<run-id>.jsonl`) are kept.
     #[arg(

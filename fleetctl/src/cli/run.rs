@@ -4,6 +4,7 @@
 
 use super::args::{PlanArgs, RunArgs};
 use super::exit;
+use anyhow::Context;
 use fleetctl::executor::state::{self, RunState, StateError};
 use fleetctl::executor::{
     execute, prepare, progress, ExecError, RealRunner, Reporter, RunEnd, RunOptions, Stop,
@@ -194,6 +195,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let done = execute(prepared, &opts, Arc::new(RealRunner), vec![progress], rx).await?;
     print!("{}", done.table.render());
     println!("audit log: {}", done.audit.display());
+    if let Some(path) = &args.exec.summary_json {
+        let text = serde_json::to_string_pretty(&done.table.json())
+            .context("encoding the JSON summary")?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("writing the JSON summary {}", path.display()))?;
+        println!("summary: {}", path.display());
+    }
     if matches!(done.summary.end, RunEnd::Halted | RunEnd::Interrupted) && !opts.check {
         println!(
             "resume with: {} --resume {}",
@@ -224,6 +232,7 @@ mod tests {
                 resume: Some("r1".into()),
                 binary: None,
                 plain: false,
+                summary_json: None,
                 state_dir: ".fleetctl".into(),
             },
         }

@@ -5,7 +5,7 @@
 //! [`super::host::run_host`]).
 
 use super::event::{millis, Emitter, Event, EventKind, HostStatus, Reporter};
-use super::host::{Build, HostEnd, HostJob};
+use super::host::{Build, HostEnd, HostJob, Phase};
 use super::state::{self, RunState, StateError};
 use super::Stop;
 use crate::fanout::FanOut;
@@ -177,6 +177,18 @@ impl<'a> Dispatcher<'a> {
                 release: self.d.release.sha256.clone(),
             },
         );
+        let staged = self.staging();
+        if let Some(limit) = staged {
+            self.stage(limit).await?;
+            if self.failures > self.d.playbook.strategy.max_fail {
+                self.halted = true;
+            }
+        }
+        let phase = if staged.is_some() {
+            Phase::Swap
+        } else {
+            Phase::All
+        };
         for (bi, batch) in batches.iter().enumerate() {
             let now = *self.stop.borrow_and_update();
             self.announce(now);
@@ -184,7 +196,7 @@ impl<'a> Dispatcher<'a> {
             if self.halted || self.interrupted {
                 break;
             }
-            self.run_batch(bi, batches.len(), batch).await?;
+            self.run_batch(bi, batches.len(), batch, phase).await?;
             if self.failures > self.d.playbook.strategy.max_fail {
                 self.halted = true;
             }
@@ -215,9 +227,67 @@ impl<'a> Dispatcher<'a> {
         }
     }
 
+    /// The staging concurrency when this run stages its hosts up front: the
+    /// playbook asks for it, has steps to stage before its first drain and
+    /// steps after them, and the run changes hosts (not `--check`).
+    fn staging(&self) -> Option<usize> {
+        let pb = &self.d.playbook;
+        let n = pb.stage_len();
+        pb.strategy
+            .stage
+            .filter(|_| !self.d.check && n > 0 && n < pb.steps.len())
+    }
+
+    /// The staging pass: the steps before the first drain on every host
+    /// not done earlier, `limit` at a time. A host that fails here is
+    /// finished (its old daemon untouched) and left out of the batches.
+    async fn stage(&mut self, limit: usize) -> Result<(), StateError> {
+        let hosts: Vec<usize> = (0..self.d.hosts.len())
+            .filter(|&i| !self.state.completed(&self.d.hosts[i].name))
+            .collect();
+        self.out.emit(
+            None,
+            EventKind::StagingStarted {
+                hosts: hosts
+                    .iter()
+                    .map(|&i| self.d.hosts[i].name.clone())
+                    .collect(),
+                concurrency: limit,
+            },
+        );
+        let mut set: FanOut<HostEnd> = FanOut::new(limit);
+        for i in hosts {
+            let host = &self.d.hosts[i];
+            let fut = self.runner.run(
+                self.job(i, Phase::Stage),
+                Emitter::new(&self.d.run_id, &host.name, self.events.0.clone()),
+                self.stop.clone(),
+            );
+            set.spawn(i, &host.name, fut);
+        }
+        self.join(set, true).await
+    }
+
+    fn job(&self, i: usize, phase: Phase) -> HostJob {
+        HostJob {
+            host: self.d.hosts[i].clone(),
+            playbook: self.d.playbook.clone(),
+            release: self.d.release.clone(),
+            run_id: self.d.run_id.clone(),
+            check: self.d.check,
+            phase,
+        }
+    }
+
     /// Starts every host of one batch and waits for all of them, relaying
     /// their events and Ctrl-C as they come.
-    async fn run_batch(&mut self, bi: usize, of: usize, batch: &[usize]) -> Result<(), StateError> {
+    async fn run_batch(
+        &mut self,
+        bi: usize,
+        of: usize,
+        batch: &[usize],
+        phase: Phase,
+    ) -> Result<(), StateError> {
         let canary = bi == 0 && self.d.playbook.strategy.canary > 0;
         self.out.emit(
             None,
@@ -234,6 +304,10 @@ impl<'a> Dispatcher<'a> {
         let mut set: FanOut<HostEnd> = FanOut::new(batch.len());
         for &i in batch {
             let host = &self.d.hosts[i];
+            if self.status[i].is_some() {
+                // Ended in the staging pass (failed there): nothing to swap.
+                continue;
+            }
             if self.state.completed(&host.name) {
                 self.status[i] = Some(HostStatus::DoneEarlier);
                 self.out.emit(
@@ -247,20 +321,20 @@ impl<'a> Dispatcher<'a> {
                 );
                 continue;
             }
-            let job = HostJob {
-                host: host.clone(),
-                playbook: self.d.playbook.clone(),
-                release: self.d.release.clone(),
-                run_id: self.d.run_id.clone(),
-                check: self.d.check,
-            };
             let fut = self.runner.run(
-                job,
+                self.job(i, phase),
                 Emitter::new(&self.d.run_id, &host.name, self.events.0.clone()),
                 self.stop.clone(),
             );
             set.spawn(i, &host.name, fut);
         }
+        self.join(set, false).await
+    }
+
+    /// Waits for every task of `set`, relaying events and Ctrl-C; records
+    /// each host's end (in the staging pass only the failures: a staged
+    /// host's end comes from its batch).
+    async fn join(&mut self, mut set: FanOut<HostEnd>, staging: bool) -> Result<(), StateError> {
         while !set.is_empty() {
             tokio::select! {
                 Some(e) = self.events.1.recv() => self.out.send(&e),
@@ -275,7 +349,9 @@ impl<'a> Dispatcher<'a> {
                             end
                         }
                     };
-                    self.record(i, end.status)?;
+                    if !staging || end.status != HostStatus::Ok {
+                        self.record(i, end.status)?;
+                    }
                 }
                 changed = self.stop.changed(), if self.stop_open => {
                     match changed {
@@ -574,6 +650,7 @@ mod tests {
             batch,
             max_fail,
             rollback_on_failure: true,
+            ..Strategy::default()
         }
     }
 
@@ -898,5 +975,98 @@ mod tests {
             done.summary.run_id
         );
         assert!(table.contains(&want), "{table}");
+    }
+
+    /// Records (host, phase) as tasks start; fails the staging of `fail`.
+    struct Phases {
+        fail: &'static str,
+        seen: Arc<Mutex<Vec<(String, Phase)>>>,
+    }
+
+    impl HostRunner for Phases {
+        fn run(&self, job: HostJob, _emit: Emitter, _stop: watch::Receiver<Stop>) -> HostFuture {
+            self.seen
+                .lock()
+                .unwrap()
+                .push((job.host.name.clone(), job.phase));
+            let status = if job.host.name == self.fail && job.phase == Phase::Stage {
+                HostStatus::Failed
+            } else {
+                HostStatus::Ok
+            };
+            Box::pin(async move {
+                HostEnd {
+                    status,
+                    build: None,
+                    error: None,
+                }
+            })
+        }
+    }
+
+    #[test]
+    fn staging_prepares_every_host_before_the_first_batch_and_drops_its_failures() {
+        use crate::steps::StepSpec;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let runner = Arc::new(Phases {
+            fail: "h2",
+            seen: seen.clone(),
+        });
+        let playbook = Playbook {
+            name: "t".into(),
+            description: None,
+            source: "test".into(),
+            strategy: Strategy {
+                stage: Some(2),
+                ..strategy(0, BatchSize::Count(2), 1)
+            },
+            steps: vec![
+                StepSpec::Upload(Default::default()),
+                StepSpec::Prepare(Default::default()),
+                StepSpec::Drain(Default::default()),
+                StepSpec::Health(Default::default()),
+            ],
+        };
+        assert_eq!(playbook.stage_len(), 2);
+        let d = Dispatch {
+            run_id: "r1".into(),
+            playbook: Arc::new(playbook),
+            inventory: "inv".into(),
+            hosts: (0..5).map(host).collect(),
+            release: Arc::new(Build {
+                binary: "p".into(),
+                sha256: Some("ab".repeat(32)),
+            }),
+            check: false,
+            state_dir: None,
+            resume: None,
+            origin: Default::default(),
+        };
+        let rec = Recorder::default();
+        let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(rec.clone())];
+        let (_tx, rx) = watch::channel(Stop::Run);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let s = rt
+            .block_on(dispatch(d, runner, &mut reporters, rx))
+            .unwrap();
+        let seen = seen.lock().unwrap().clone();
+        // Every host staged before any swap starts.
+        let first_swap = seen.iter().position(|(_, p)| *p == Phase::Swap).unwrap();
+        assert_eq!(first_swap, 5, "{seen:?}");
+        assert!(seen[..5].iter().all(|(_, p)| *p == Phase::Stage));
+        // The host whose staging failed is never drained.
+        let swapped: Vec<&str> = seen[5..].iter().map(|(h, _)| h.as_str()).collect();
+        assert_eq!(swapped, ["h0", "h1", "h3", "h4"]);
+        assert_eq!(status_of(&s, "h2"), HostStatus::Failed);
+        assert_eq!(status_of(&s, "h4"), HostStatus::Ok);
+        assert_eq!(s.end, RunEnd::HostsFailed);
+        let events = rec.0.lock().unwrap().clone();
+        assert!(events.iter().any(|e| matches!(
+            &e.kind,
+            EventKind::StagingStarted { concurrency: 2, hosts } if hosts.len() == 5
+        )));
     }
 }

@@ -97,6 +97,24 @@ pub enum EventKind {
         /// What the failure left intact.
         kept: String,
     },
+    /// The host's serving gap: from the old daemon refusing new work
+    /// (drain) to the new one ready (verify); `budget_ms` is the
+    /// playbook's `max_serving_gap`.
+    ServingGap {
+        gap_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        budget_ms: Option<u64>,
+    },
+    /// The staging pass (upload, prepare) finished on the host without a
+    /// failure; its batch later runs the rest.
+    HostStaged {
+        duration_ms: u64,
+    },
+    /// The run stages every host before the first batch.
+    StagingStarted {
+        hosts: Vec<String>,
+        concurrency: usize,
+    },
     HostFinished {
         status: HostStatus,
         /// Release the host serves at the end (short sha), when known.

@@ -27,6 +27,30 @@ pub struct Build {
     pub sha256: Option<String>,
 }
 
+/// Which of the playbook's steps a host task runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Phase {
+    /// Every step.
+    #[default]
+    All,
+    /// Only the steps before anything touches the daemon
+    /// ([`Playbook::stage_len`]): the staging pass.
+    Stage,
+    /// The steps after those, on a host staged earlier in the run.
+    Swap,
+}
+
+impl Phase {
+    fn steps(self, playbook: &Playbook) -> &[StepSpec] {
+        let n = playbook.stage_len();
+        match self {
+            Phase::All => &playbook.steps,
+            Phase::Stage => &playbook.steps[..n],
+            Phase::Swap => &playbook.steps[n..],
+        }
+    }
+}
+
 /// Everything one host task needs.
 #[derive(Debug, Clone)]
 pub struct HostJob {
@@ -35,6 +59,7 @@ pub struct HostJob {
     pub release: Arc<Build>,
     pub run_id: String,
     pub check: bool,
+    pub phase: Phase,
 }
 
 /// How a host task ended.
@@ -62,6 +87,12 @@ pub async fn run_host(job: HostJob, emit: Emitter, mut stop: watch::Receiver<Sto
     let begin = Instant::now();
     emit.emit(EventKind::HostStarted);
     let end = run_inner(&job, &emit, &mut stop).await;
+    if job.phase == Phase::Stage && end.status == HostStatus::Ok {
+        emit.emit(EventKind::HostStaged {
+            duration_ms: millis(begin.elapsed()),
+        });
+        return end;
+    }
     emit.emit(EventKind::HostFinished {
         status: end.status,
         build: end.build.clone(),
@@ -259,7 +290,8 @@ async fn run_steps(
     ctx: &mut StepCtx<'_>,
 ) -> HostEnd {
     let mut changed = false;
-    for spec in &job.playbook.steps {
+    let mut gap_reported = false;
+    for spec in job.phase.steps(&job.playbook) {
         if *stop.borrow() != Stop::Run {
             return HostEnd {
                 status: HostStatus::Interrupted,
@@ -293,24 +325,28 @@ async fn run_steps(
             Err(e) => {
                 let error = format!("{}: {}", e.step, e.cause);
                 t.failed(e.cause.to_string(), e.kept.clone());
-                let mut error = error;
-                let mut status = HostStatus::Failed;
-                if changed && job.playbook.strategy.rollback_on_failure && !ctx.check {
-                    let (note, recovered) = recover(emit, ctx).await;
-                    error.push_str(&note);
-                    if !recovered {
-                        status = HostStatus::RollbackFailed;
-                        tracing::error!(
-                            host = %ctx.host.name,
-                            "ROLLBACK FAILED: the host runs no verified build ({error})"
-                        );
-                    }
-                }
-                return HostEnd {
-                    status,
-                    build: None,
-                    error: Some(error),
-                };
+                return failed(job, emit, ctx, changed, error).await;
+            }
+        }
+        if let (Some(gap), false) = (ctx.state.serving_gap(), gap_reported) {
+            gap_reported = true;
+            let budget = job.playbook.strategy.max_serving_gap;
+            emit.emit(EventKind::ServingGap {
+                gap_ms: millis(gap),
+                budget_ms: budget.map(millis),
+            });
+            if let Some(budget) = budget.filter(|b| gap > *b) {
+                let t = Timer::start(emit, "serving_gap");
+                let msg = format!(
+                    "the host was out of service {}, more than max_serving_gap {}",
+                    steps::params::show(gap),
+                    steps::params::show(budget)
+                );
+                t.failed(
+                    msg.clone(),
+                    "the new daemon, until the rollback replaces it".into(),
+                );
+                return failed(job, emit, ctx, changed, format!("serving_gap: {msg}")).await;
             }
         }
     }
@@ -318,6 +354,34 @@ async fn run_steps(
         status: HostStatus::Ok,
         build: (!ctx.release.sha256.is_empty()).then(|| short(&ctx.release.sha256)),
         error: None,
+    }
+}
+
+/// A host whose step failed (or whose serving gap was over budget): rolled
+/// back when it had been changed and the playbook says so.
+async fn failed(
+    job: &HostJob,
+    emit: &Emitter,
+    ctx: &mut StepCtx<'_>,
+    changed: bool,
+    mut error: String,
+) -> HostEnd {
+    let mut status = HostStatus::Failed;
+    if changed && job.playbook.strategy.rollback_on_failure && !ctx.check {
+        let (note, recovered) = recover(emit, ctx).await;
+        error.push_str(&note);
+        if !recovered {
+            status = HostStatus::RollbackFailed;
+            tracing::error!(
+                host = %ctx.host.name,
+                "ROLLBACK FAILED: the host runs no verified build ({error})"
+            );
+        }
+    }
+    HostEnd {
+        status,
+        build: None,
+        error: Some(error),
     }
 }
 

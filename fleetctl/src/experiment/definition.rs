@@ -262,6 +262,8 @@ impl Definition {
             batch: s.batch.unwrap_or(base.batch),
             max_fail: s.max_fail.unwrap_or(base.max_fail),
             rollback_on_failure: s.rollback_on_failure.unwrap_or(base.rollback_on_failure),
+            max_serving_gap: s.max_serving_gap.or(base.max_serving_gap),
+            stage: s.stage.or(base.stage),
         };
         Ok(Definition {
             name: raw.name,

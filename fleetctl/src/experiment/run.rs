@@ -577,6 +577,7 @@ impl Exp {
             batch: BatchSize::Percent(100),
             max_fail: self.groups.canary.len(),
             rollback_on_failure: true,
+            ..pb.strategy.clone()
         };
         self.log.started(
             Stage::Deploy,
@@ -797,6 +798,7 @@ impl Exp {
                 max_fail: hosts.len(),
                 // This is the way back; there is nothing behind it to roll to.
                 rollback_on_failure: false,
+                ..pb.strategy.clone()
             };
             let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
             self.log.started(

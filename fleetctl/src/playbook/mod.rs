@@ -36,6 +36,12 @@ pub struct Strategy {
     pub max_fail: usize,
     /// Roll a failed host back to the build it ran before.
     pub rollback_on_failure: bool,
+    /// Longest a host may be out of service (drain start to new daemon
+    /// ready); longer fails the host, which is then rolled back.
+    pub max_serving_gap: Option<std::time::Duration>,
+    /// Stage every host first (the steps before the first drain), this
+    /// many at a time; the batches then only swap daemons.
+    pub stage: Option<usize>,
 }
 
 impl Default for Strategy {
@@ -45,6 +51,8 @@ impl Default for Strategy {
             batch: BatchSize::Percent(100),
             max_fail: 0,
             rollback_on_failure: true,
+            max_serving_gap: None,
+            stage: None,
         }
     }
 }
@@ -105,6 +113,15 @@ impl Playbook {
         matches!(step, StepSpec::Drain(_) | StepSpec::Start(_))
     }
 
+    /// How many leading steps run before anything touches the daemon
+    /// (upload, prepare): what staging runs for every host up front.
+    pub fn stage_len(&self) -> usize {
+        self.steps
+            .iter()
+            .take_while(|s| matches!(s, StepSpec::Upload(_) | StepSpec::Prepare(_)))
+            .count()
+    }
+
     fn from_raw(raw: raw::RawPlaybook, source: String) -> Playbook {
         let d = Strategy::default();
         Playbook {
@@ -119,6 +136,8 @@ impl Playbook {
                     .strategy
                     .rollback_on_failure
                     .unwrap_or(d.rollback_on_failure),
+                max_serving_gap: raw.strategy.max_serving_gap,
+                stage: raw.strategy.stage.map(|n| n.max(1)),
             },
             steps: raw.steps,
         }
@@ -232,6 +251,7 @@ mod tests {
             names,
             [
                 "upload",
+                "prepare",
                 "drain",
                 "wait_release",
                 "start",

@@ -15,8 +15,11 @@ strategy:                      # optional
   batch: N | \"25%\"             # hosts per batch after the canary
   max_fail: N                  # failed hosts tolerated before the run halts
   rollback_on_failure: true    # roll a failed host back to its previous build
+  max_serving_gap: 5s          # a host out of service longer fails (and rolls back)
+  stage: 8                     # upload+prepare every host first, 8 at a time
 steps:
   - upload: { keep_releases: 3, timeout: 5m }
+  - prepare: { timeout: 10m }
   - drain: { timeout: 30s }
   - wait_release: {}
   - start: {}
@@ -43,6 +46,23 @@ pub struct RawStrategy {
     pub batch: Option<BatchSize>,
     pub max_fail: Option<usize>,
     pub rollback_on_failure: Option<bool>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub max_serving_gap: Option<std::time::Duration>,
+    /// Hosts staged at once (upload and prepare of every host before the
+    /// first batch drains); absent: each host is staged in its batch.
+    pub stage: Option<usize>,
+}
+
+/// An optional humantime duration (`5s`, `1m 30s`).
+fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<std::time::Duration>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    humantime::parse_duration(&text).map(Some).map_err(|e| {
+        de::Error::custom(format!(
+            "invalid duration {text:?}: {e} (write e.g. 3s, 1m 30s)"
+        ))
+    })
 }
 
 /// Hosts per batch: a count, or a percentage of the selected hosts.

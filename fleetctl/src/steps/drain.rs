@@ -57,7 +57,11 @@ pub(super) async fn run(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOu
 
 async fn drain(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
     let (pid, info) = match kept(remote::daemon_state(ctx).await, KEPT)? {
-        DaemonState::NotRunning(reason) => return Ok(StepOutcome::skipped(reason)),
+        DaemonState::NotRunning(reason) => {
+            // Nothing serves from here on either: the gap starts now.
+            ctx.state.serving_stopped.get_or_insert_with(Instant::now);
+            return Ok(StepOutcome::skipped(reason));
+        }
         DaemonState::Running { pid, info } => (pid, info),
     };
     let before = kept(remote::meminfo(ctx).await, KEPT)?;
@@ -72,6 +76,9 @@ async fn drain(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Fa
     // Recorded before signalling: even a failed drain leaves wait_release
     // and rollback a baseline to compare against.
     ctx.state.drained = Some(drained.clone());
+    // The daemon refuses new work from the SIGTERM on: the serving gap
+    // starts here, not when it has finished its proofs.
+    ctx.state.serving_stopped.get_or_insert_with(Instant::now);
     kept(signal(ctx, pid, "TERM").await, KEPT)?;
     let start = Instant::now();
     if kept(wait_exit(ctx, pid, p.timeout, p.poll).await, KEPT)? {

@@ -12,6 +12,7 @@ pub mod drain;
 pub mod health;
 pub mod lock;
 pub mod params;
+pub mod prepare;
 pub mod remote;
 pub mod rollback;
 pub mod smoke;
@@ -26,12 +27,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 pub use collect_timing::CollectTimingParams;
 pub use drain::DrainParams;
 pub use health::HealthParams;
 pub use lock::{acquire_lock, release_lock, LockGuard};
 pub use params::ByteSize;
+pub use prepare::PrepareParams;
 pub use remote::{Layout, MemInfo};
 pub use rollback::RollbackParams;
 pub use smoke::SmokeParams;
@@ -87,6 +90,7 @@ macro_rules! steps {
 
 steps! {
     Upload(UploadParams) = "upload",
+    Prepare(PrepareParams) = "prepare",
     Drain(DrainParams) = "drain",
     WaitRelease(WaitReleaseParams) = "wait_release",
     Start(StartParams) = "start",
@@ -346,6 +350,22 @@ pub struct HostProgress {
     pub previous_release: Option<String>,
     pub drained: Option<Drained>,
     pub started: Option<Started>,
+    /// When the old daemon stopped taking work (just before `drain`'s
+    /// SIGTERM, or `drain` finding none running).
+    pub serving_stopped: Option<Instant>,
+    /// When `verify` first saw the new daemon ready.
+    pub serving_again: Option<Instant>,
+}
+
+impl HostProgress {
+    /// The serving gap: from the old daemon refusing new work to the new
+    /// one ready; `None` until both ends are known.
+    pub fn serving_gap(&self) -> Option<std::time::Duration> {
+        Some(
+            self.serving_again?
+                .saturating_duration_since(self.serving_stopped?),
+        )
+    }
 }
 
 /// Test hooks that inject faults no healthy host produces.
@@ -394,6 +414,7 @@ pub async fn run(spec: &StepSpec, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, 
     }
     let result = match spec {
         StepSpec::Upload(p) => upload::run(p, ctx).await,
+        StepSpec::Prepare(p) => prepare::run(p, ctx).await,
         StepSpec::Drain(p) => drain::run(p, ctx).await,
         StepSpec::WaitRelease(p) => wait_release::run(p, ctx).await,
         StepSpec::Start(p) => start::run(p, ctx).await,
@@ -415,6 +436,7 @@ pub async fn run(spec: &StepSpec, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, 
 pub fn describe(spec: &StepSpec, ctx: &StepCtx<'_>) -> String {
     match spec {
         StepSpec::Upload(p) => upload::describe(p, ctx),
+        StepSpec::Prepare(p) => prepare::describe(p, ctx),
         StepSpec::Drain(p) => drain::describe(p, ctx),
         StepSpec::WaitRelease(p) => wait_release::describe(p, ctx),
         StepSpec::Start(p) => start::describe(p, ctx),
@@ -441,25 +463,29 @@ mod tests {
 
     #[test]
     fn playbook_steps_parse_with_humane_units_and_defaults() {
-        let yaml = "- upload: {keep_releases: 5}\n- drain: {timeout: 45s}\n- wait_release: {tolerance: 512MiB, min_available: 2GiB}\n- start: {}\n- verify: {fail_patterns: [OOM]}\n- smoke: {size: 2048}\n- health: {}\n- rollback: {}\n- collect_timing: {store: t, chunk_bytes: 65536}\n";
+        let yaml = "- upload: {keep_releases: 5}\n- prepare: {arch: sm_90}\n- drain: {timeout: 45s}\n- wait_release: {tolerance: 512MiB, min_available: 2GiB}\n- start: {}\n- verify: {fail_patterns: [OOM]}\n- smoke: {size: 2048}\n- health: {}\n- rollback: {}\n- collect_timing: {store: t, chunk_bytes: 65536}\n";
         let steps: Vec<StepSpec> = serde_yaml::from_str(yaml).unwrap();
-        assert_eq!(steps.len(), 9);
+        assert_eq!(steps.len(), 10);
         let StepSpec::Upload(u) = &steps[0] else {
             panic!("{:?}", steps[0])
         };
         assert_eq!(u.keep_releases, 5);
-        let StepSpec::Drain(d) = &steps[1] else {
+        let StepSpec::Prepare(p) = &steps[1] else {
             panic!("{:?}", steps[1])
+        };
+        assert_eq!(p.arch.as_deref(), Some("sm_90"));
+        let StepSpec::Drain(d) = &steps[2] else {
+            panic!("{:?}", steps[2])
         };
         assert_eq!(d.timeout, Duration::from_secs(45));
         assert_eq!(d.kill_wait, DrainParams::default().kill_wait);
-        let StepSpec::WaitRelease(w) = &steps[2] else {
-            panic!("{:?}", steps[2])
+        let StepSpec::WaitRelease(w) = &steps[3] else {
+            panic!("{:?}", steps[3])
         };
         assert_eq!(w.tolerance, ByteSize::mib(512));
         assert_eq!(w.min_available, Some(ByteSize::gib(2)));
-        let StepSpec::CollectTiming(c) = &steps[8] else {
-            panic!("{:?}", steps[8])
+        let StepSpec::CollectTiming(c) = &steps[9] else {
+            panic!("{:?}", steps[9])
         };
         assert_eq!((c.store.to_str(), c.chunk_bytes), (Some("t"), 65536));
         assert_eq!(c.timeout, CollectTimingParams::default().timeout);

@@ -86,7 +86,10 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
         match remote::probe(ctx, Duration::from_secs(30)).await {
             Ok(probe) => match probe.daemon {
                 Some(d) if d.ready == Some(true) && line_seen => {
-                    break (d.build, probe.prober_build)
+                    if ctx.state.started.is_some() {
+                        ctx.state.serving_again.get_or_insert_with(Instant::now);
+                    }
+                    break (d.build, probe.prober_build);
                 }
                 Some(d) => {
                     last_probe = format!(

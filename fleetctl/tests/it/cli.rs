@@ -93,7 +93,11 @@ fn plan_shows_canary_then_batches_of_three_for_the_example_fleet() {
         "{out}"
     );
     assert!(out.contains("1. upload: upload"), "{out}");
-    assert!(out.contains("7. health:"), "{out}");
+    assert!(
+        out.contains("2. prepare: while the old daemon serves: `prover kernels warm`"),
+        "{out}"
+    );
+    assert!(out.contains("8. health:"), "{out}");
     // --limit narrows the plan to one group.
     let o = fleetctl(
         dir.path(),

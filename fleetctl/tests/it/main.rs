@@ -3,6 +3,8 @@
 //! beside this folder. `cargo test -p fleetctl --test it MODULE::` runs one
 //! module.
 //!
+//! - [`bench_staging`]: the staging benchmark on a lab of 32 (ignored by
+//!   default; `scripts/bench-staging.sh`).
 //! - [`cli`]: the binary as a user runs it: exit codes, error locations,
 //!   plans, runs on the local host, Ctrl-C.
 //! - [`lab`]: the lab fleet itself (namespaces, sshd, faults), needing root.
@@ -10,6 +12,7 @@
 
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+mod bench_staging;
 mod cli;
 mod lab;
 mod steps;

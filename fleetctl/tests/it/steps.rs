@@ -47,6 +47,27 @@ fn main() {
     let me = build_of("/proc/self/exe");
     match args.get(1).map(String::as_str) {
         Some("--version") => println!("prover 0.1.0 ({me})"),
+        // `prepare`: no GPU here, and a config is accepted unless its mode says not.
+        // `prepare_sleep_ms = N` in the release's own prover.toml: a stand-in
+        // for a kernel compilation that takes that long (the benchmark's).
+        Some("kernels") => {
+            let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
+            let ms: u64 = std::fs::read_to_string(exe.with_file_name("prover.toml"))
+                .unwrap_or_default()
+                .lines()
+                .find_map(|l| l.strip_prefix("prepare_sleep_ms = "))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            println!("no CUDA device 0 and no --arch: nothing compiled");
+        }
+        Some("daemon") if args.iter().any(|a| a == "--check-config") => {
+            if mode == "refused_config" {
+                eprintln!("{config}: refused");
+                std::process::exit(1);
+            }
+            println!("{config}: ok");
+        }
         Some("daemon") => {
             println!("INFO starting build={me}");
             println!("INFO configuration loaded");
@@ -126,7 +147,7 @@ fn main() {
 "#;
 
 /// Compiles the stand-in once per test process.
-fn stand_in() -> &'static Path {
+pub(crate) fn stand_in() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         // Under target/tmp: cleaned with the build, never left in /tmp.

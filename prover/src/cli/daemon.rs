@@ -18,6 +18,11 @@ pub struct DaemonArgs {
     /// The daemon's TOML configuration (see docs/prover.example.toml).
     #[arg(long)]
     pub config: PathBuf,
+    /// Check the configuration and the parameter files it preloads, then
+    /// exit (0: a daemon would start with them; 1: why not). Starts
+    /// nothing and touches no running daemon.
+    #[arg(long)]
+    pub check_config: bool,
 }
 
 #[derive(Debug, Args)]
@@ -314,6 +319,9 @@ pub fn run_client(args: ClientArgs) -> Result<u8> {
 /// turns SIGTERM/SIGINT into stop requests and runs [`lifecycle::run`].
 pub fn run_daemon(args: DaemonArgs) -> Result<u8> {
     let config = load(&args.config)?;
+    if args.check_config {
+        return check_config(&args.config, &config);
+    }
     init_logging(&config)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -356,6 +364,46 @@ pub fn run_daemon(args: DaemonArgs) -> Result<u8> {
         Err(lifecycle::DaemonError::Aborted(_)) => Ok(exit::ABORTED),
         Err(e) => Err(e.into()),
     }
+}
+
+/// `prover daemon --check-config`: the config parsed and validated
+/// (`load` above); now every preload entry must have a sound parameter
+/// file (layout, fit, checksum), or be one the daemon generates
+/// (`test_params`).
+fn check_config(path: &Path, config: &Config) -> Result<u8> {
+    use prover::params::ParamStore;
+    let store = ParamStore::open(&config.paths.params_dir).with_context(|| {
+        format!(
+            "opening the parameter directory {} (paths.params_dir)",
+            config.paths.params_dir.display()
+        )
+    })?;
+    let mut problems = Vec::new();
+    for (i, p) in config.preload.iter().enumerate() {
+        let size = usize::try_from(p.size).context("preload size")?;
+        if !store.params_path(p.circuit, size).is_file() && config.test_params {
+            println!(
+                "preload[{i}] {}/{}: no file yet; generated at start (test_params)",
+                p.circuit, p.size
+            );
+            continue;
+        }
+        match store.verify_any(p.circuit, size) {
+            Ok(what) => println!("preload[{i}] {}/{}: ok ({what})", p.circuit, p.size),
+            Err(e) => problems.push(format!("preload[{i}] {}/{}: {e}", p.circuit, p.size)),
+        }
+    }
+    if !problems.is_empty() {
+        anyhow::bail!(
+            "{}: {} preload entr{} unusable:\n{}",
+            path.display(),
+            problems.len(),
+            if problems.len() == 1 { "y" } else { "ies" },
+            problems.join("\n")
+        );
+    }
+    println!("{}: ok", path.display());
+    Ok(exit::OK)
 }
 
 /// Logs to stderr and, unless stderr already is the log file (fleetctl

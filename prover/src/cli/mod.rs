@@ -10,6 +10,7 @@ pub mod bench_pool;
 pub mod daemon;
 pub mod exit;
 pub mod filecoin;
+pub mod kernels;
 pub mod params;
 pub mod prove;
 pub mod setup;
@@ -50,6 +51,8 @@ pub enum Command {
     Setup(setup::SetupArgs),
     /// Import, list and verify the parameter directory's files.
     Params(params::ParamsCmdArgs),
+    /// Compile the CUDA kernels into the kernel cache ahead of a daemon start.
+    Kernels(kernels::KernelsArgs),
     /// Filecoin PoRep C2: prove a C1 output with Filecoin's parameters.
     C2(filecoin::C2Args),
     /// Filecoin Window or Winning PoSt from vanilla proofs, with Filecoin's parameters.

@@ -1145,3 +1145,43 @@ fn a_parameter_file_truncated_or_replaced_under_the_daemon_does_not_take_it_down
     assert_eq!(devices.backend, "cpu");
     assert!(devices.devices.is_empty());
 }
+
+/// `prover daemon --check-config`: a config whose preloaded parameters are
+/// missing is refused with the entry named; with `test_params` (the daemon
+/// generates them) or an unparsable config, what a start would do.
+/// Nothing is started and nothing is written to the parameter directory.
+#[test]
+fn check_config_names_a_missing_preloaded_parameter_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, test_params: bool| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "test_params = {test_params}\n[paths]\nparams_dir = \"params\"\n[[preload]]\ncircuit = \"chain\"\nsize = 1024\n"
+            ),
+        )
+        .expect("write config");
+        path
+    };
+    let check = |config: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(["daemon", "--check-config", "--config"])
+            .arg(config)
+            .current_dir(dir.path())
+            .output()
+            .expect("run prover")
+    };
+    let out = check(&write("strict.toml", false));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("preload[0] chain/1024"), "{err}");
+    let out = check(&write("generated.toml", true));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("generated at start (test_params)"), "{text}");
+    std::fs::write(dir.path().join("bad.toml"), "listen = \"not-an-address\"\n").expect("write");
+    let out = check(&dir.path().join("bad.toml"));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!dir.path().join("run").exists(), "nothing was started");
+}

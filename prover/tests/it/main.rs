@@ -9,7 +9,8 @@
 //! - [`daemon`]: the real `prover` binary, its daemon over HTTP and its
 //!   subcommands' exit codes.
 //! - [`hostile`]: the daemon's API and server against hostile clients, in-process.
-//! - [`kernels_compile`]: every CUDA C file compiles to PTX through NVRTC.
+//! - [`kernels_compile`]: every CUDA C file compiles to a cubin through NVRTC.
+//! - [`kernels_warm`]: `prover kernels warm` fills the kernel cache and reads it back.
 //! - [`params`]: parameter generation, the on-disk cache and bad files.
 //! - [`pool`]: the pinned pool and the memory budget from the outside.
 //! - [`proofs`]: proofs byte-identical to bellperson's on every backend.
@@ -18,6 +19,7 @@ mod cuda;
 mod daemon;
 mod hostile;
 mod kernels_compile;
+mod kernels_warm;
 mod params;
 mod pool;
 mod proofs;

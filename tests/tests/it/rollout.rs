@@ -131,11 +131,31 @@ fn rollout_on_a_lab_of_eight() {
 
     // 1. First rollout: canary alone, then batches of three; all healthy.
     let first = {
-        let mut args = vec!["rollout".to_string(), "--binary".into(), a_str.into()];
+        let mut args = vec![
+            "rollout".to_string(),
+            "--binary".into(),
+            a_str.into(),
+            "--summary-json".into(),
+            "first.json".into(),
+        ];
         args.extend(with(&[]));
         run(args)
     };
     assert_eq!(first.code, Some(0), "{}", first.show());
+    // Every host's serving gap, in the JSON summary and under the table.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(cwd.join("first.json")).expect("summary"))
+            .expect("summary JSON");
+    assert_eq!(summary["serving_gap"]["hosts"], 8, "{summary}");
+    for h in summary["hosts"].as_array().expect("hosts") {
+        assert!(h["serving_gap_ms"].as_u64().is_some(), "{h}");
+        assert_eq!(h["steps"]["prepare"]["state"], "done", "{h}");
+    }
+    assert!(
+        first.stdout.contains("serving gap over 8 host(s): sum "),
+        "{}",
+        first.show()
+    );
     for i in 1..=8 {
         let row = first.row(&format!("h{i:02}"));
         assert!(
@@ -207,9 +227,25 @@ fn rollout_on_a_lab_of_eight() {
 
     // 3. A new build whose daemon cannot start on h03: h03 is rolled back to
     //    the previous build and keeps serving it; exit code says a host failed.
+    //    (`prepare` would refuse this config before the drain, see
+    //    `prepare_failures_leave_the_old_daemon_serving`: a playbook without
+    //    it exercises the rollback.)
     let b = work.second_build();
+    let unprepared = fleetctl::playbook::BUILTIN
+        .iter()
+        .find(|(n, _)| *n == "rollout")
+        .map(|(_, t)| {
+            t.lines()
+                .filter(|l| !l.trim_start().starts_with("- prepare"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .expect("built-in rollout");
+    std::fs::write(cwd.join("unprepared.yaml"), unprepared).expect("write playbook");
     let mut args = vec![
-        "rollout".to_string(),
+        "run".to_string(),
+        "-p".into(),
+        "unprepared.yaml".into(),
         "--binary".into(),
         b.to_string_lossy().into_owned(),
         "--limit".into(),
@@ -334,6 +370,155 @@ fn rollout_on_a_lab_of_eight() {
 
     lab.teardown().expect("lab teardown");
     eprintln!("lab rollout test: {:.1}s", begin.elapsed().as_secs_f64());
+}
+
+/// The daemon's pid on lab host `i` (0-based), from its pid file.
+fn lab_daemon_pid(lab: &Lab, i: usize) -> String {
+    let out = lab.ssh(i, "cat /data/prover/run/prover.pid").expect("ssh");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// An upload with no space left, and a prepare failure (a config the new binary refuses, a parameter file
+/// the config preloads that is missing, kernels that do not compile) on
+/// a real host: the old daemon serves on (same pid, `current` unchanged),
+/// nothing was drained, the table names the cause, and the new release is
+/// not marked prepared. Then a serving-gap budget no host can meet: the
+/// host fails after its swap and is rolled back.
+#[test]
+fn prepare_failures_leave_the_old_daemon_serving() {
+    if !fleet_testkit::have_lab() {
+        return;
+    }
+    let _turn = crate::lab_turn();
+    let lab = Lab::start(1).expect("lab of 1 host");
+    let work = Workdir::new();
+    let cwd = work.path();
+    let inv = lab.inventory_path();
+    let inv = inv.to_str().expect("utf-8 path");
+    let a = prover();
+    let a_str = a.to_str().expect("utf-8 path");
+    let a_sha = short_sha(&a);
+    let b = work.second_build();
+    let b_str = b.to_str().expect("utf-8 path");
+    let b_sha = fleetctl::steps::sha256_file(&b).expect("hash");
+    let rollout = |binary: &str, config: &str, playbook: &str| {
+        let cfg = format!("config_file={config}");
+        fleetctl(
+            cwd,
+            &[
+                "run", "-p", playbook, "--binary", binary, "-i", inv, "-e", &cfg,
+            ],
+        )
+    };
+    let first = rollout(a_str, "prover.toml", "rollout");
+    assert_eq!(first.code, Some(0), "{}", first.show());
+    let pid = lab_daemon_pid(&lab, 0);
+
+    // No space for the upload: /data just above what it holds now.
+    let used = lab.data_used(0).expect("data used");
+    lab.set_data_size(0, used + (4 << 20))
+        .expect("shrink /data");
+    let full = rollout(b_str, "prover.toml", "rollout");
+    lab.set_data_size(0, fleetctl::lab::DEFAULT_DATA_SIZE)
+        .expect("grow /data again");
+    assert_eq!(full.code, Some(2), "{}", full.show());
+    assert!(full.row("h01").contains(&a_sha), "{}", full.show());
+    assert!(full.stdout.contains("disk is full"), "{}", full.show());
+    let events = full.audit(cwd);
+    let steps = steps_of(&events, "h01");
+    assert!(steps.contains(&("upload", "failed")), "{steps:?}");
+    assert!(!steps.iter().any(|(s, _)| *s == "drain"), "{steps:?}");
+    assert_eq!(lab_daemon_pid(&lab, 0), pid, "the old daemon serves on");
+    let left = lab
+        .ssh(
+            0,
+            &format!("ls -A /data/prover/releases/{b_sha} 2>/dev/null"),
+        )
+        .expect("ssh");
+    assert_eq!(
+        String::from_utf8_lossy(&left.stdout).trim(),
+        "",
+        "nothing half-written"
+    );
+
+    std::fs::write(
+        cwd.join("no-params.toml"),
+        LAB_DAEMON_CONFIG
+            .replace("test_params = true", "test_params = false")
+            .replace("size = 1024", "size = 2048"),
+    )
+    .expect("write config");
+    let rollout_yaml = fleetctl::playbook::BUILTIN
+        .iter()
+        .find(|(n, _)| *n == "rollout")
+        .map(|(_, t)| *t)
+        .expect("built-in rollout");
+    std::fs::write(
+        cwd.join("bad-arch.yaml"),
+        rollout_yaml.replace("- prepare: { timeout: 10m }", "- prepare: { arch: sm_11 }"),
+    )
+    .expect("write playbook");
+    let cases = [
+        (
+            "broken.toml",
+            "rollout",
+            "the new binary refuses the config",
+        ),
+        ("no-params.toml", "rollout", "preload[0] chain/2048"),
+        ("prover.toml", "bad-arch.yaml", "kernel compilation failed"),
+    ];
+    for (config, playbook, cause) in cases {
+        let r = rollout(b_str, config, playbook);
+        assert_eq!(r.code, Some(2), "{config}: {}", r.show());
+        let row = r.row("h01");
+        assert!(
+            row.contains("FAILED") && row.contains(&a_sha),
+            "{row}\n{}",
+            r.show()
+        );
+        assert!(r.stdout.contains(cause), "{config}: {}", r.show());
+        let events = r.audit(cwd);
+        let steps = steps_of(&events, "h01");
+        assert!(steps.contains(&("prepare", "failed")), "{steps:?}");
+        assert!(
+            !steps.iter().any(|(s, _)| *s == "drain" || *s == "rollback"),
+            "nothing was drained: {steps:?}"
+        );
+        assert_eq!(lab_daemon_pid(&lab, 0), pid, "the old daemon serves on");
+        let current = lab.ssh(0, "readlink /data/prover/current").expect("ssh");
+        assert!(String::from_utf8_lossy(&current.stdout).contains(&a_sha));
+        let marker = lab
+            .ssh(
+                0,
+                &format!("test -e /data/prover/releases/{b_sha}/.prepared && echo marked"),
+            )
+            .expect("ssh");
+        assert!(!String::from_utf8_lossy(&marker.stdout).contains("marked"));
+    }
+
+    // A serving-gap budget of 1 ms: the swap itself exceeds it.
+    std::fs::write(
+        cwd.join("tight.yaml"),
+        rollout_yaml.replace(
+            "  rollback_on_failure: true\n",
+            "  rollback_on_failure: true\n  max_serving_gap: 1ms\n",
+        ),
+    )
+    .expect("write playbook");
+    let r = rollout(b_str, "prover.toml", "tight.yaml");
+    assert_eq!(r.code, Some(2), "{}", r.show());
+    assert!(
+        r.stdout.contains("more than max_serving_gap 1ms"),
+        "{}",
+        r.show()
+    );
+    let events = r.audit(cwd);
+    let steps = steps_of(&events, "h01");
+    assert!(steps.contains(&("serving_gap", "failed")), "{steps:?}");
+    assert!(steps.contains(&("rollback", "done")), "{steps:?}");
+    let current = lab.ssh(0, "readlink /data/prover/current").expect("ssh");
+    assert!(String::from_utf8_lossy(&current.stdout).contains(&a_sha));
+    lab.teardown().expect("lab teardown");
 }
 
 /// Stops the daemon the main-job test started, by its pid file.

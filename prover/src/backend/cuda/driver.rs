@@ -19,3 +19,37 @@ pub fn device_count() -> u32 {
     }
     result::device::get_count().map_or(0, |n| n.max(0) as u32)
 }
+
+/// The CUDA driver's version (13000 for 13.0), `None` without a driver.
+/// Needs no device and no `cuInit`.
+pub fn driver_version() -> Option<i32> {
+    if !driver_present() {
+        return None;
+    }
+    let mut v = 0;
+    // SAFETY: the library is present; the call only writes the int.
+    let rc = unsafe { sys::cuDriverGetVersion(&mut v) };
+    (rc == sys::cudaError_enum::CUDA_SUCCESS).then_some(v)
+}
+
+/// The architecture (`sm_XY`) of device `ordinal`, read without creating
+/// a context (a running daemon's device is not disturbed); `None` without
+/// a driver or such a device.
+pub fn device_arch(ordinal: u32) -> Option<String> {
+    use sys::CUdevice_attribute as A;
+    if ordinal >= device_count() {
+        return None;
+    }
+    let dev = result::device::get(i32::try_from(ordinal).ok()?).ok()?;
+    // SAFETY: `dev` is a valid device handle; the calls only read attributes.
+    let major = unsafe {
+        result::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+    }
+    .ok()?;
+    // SAFETY: as above.
+    let minor = unsafe {
+        result::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+    }
+    .ok()?;
+    Some(super::kernels::arch_for(major, minor))
+}

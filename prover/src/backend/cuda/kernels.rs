@@ -3,8 +3,10 @@
 //! A kernel *unit* is an ordered list of files from `kernels/` concatenated
 //! into one translation unit: NVRTC then needs no include path at run time,
 //! and a `#line` marker per file keeps compiler messages pointing at the
-//! real file. Compiled PTX is cached in memory per (architecture, source
-//! hash), so several backends on one host compile each unit once.
+//! real file. Each unit becomes a cubin for the device's architecture
+//! (NVRTC assembles it; the driver loads it without translating PTX),
+//! cached in memory and on disk under its source, architecture, NVRTC and
+//! driver version, so several backends and restarts compile it once.
 
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -18,10 +20,12 @@ pub struct KernelFile {
     pub source: &'static str,
 }
 
-/// Files compiled together into one module.
+/// Files compiled together into one module, after `#define NAME` lines
+/// for each of `defines` (which steps of a shared file the unit takes).
 #[derive(Debug, Clone, Copy)]
 pub struct KernelUnit {
     pub name: &'static str,
+    pub defines: &'static [&'static str],
     pub files: &'static [KernelFile],
 }
 
@@ -45,50 +49,102 @@ const OPS: KernelFile = kernel_file!("ec/ops.cu");
 /// them) and table expansion.
 pub const NTT: KernelUnit = KernelUnit {
     name: "ntt",
+    defines: &[],
     files: &[FR, kernel_file!("ntt/ntt.cu")],
 };
 
-/// The G1 multi-scalar multiplication (Pippenger steps), and entry points
-/// for single field and curve operations (the GPU tests against blstrs).
-pub const MSM: KernelUnit = KernelUnit {
-    name: "msm",
-    files: &[
-        FR,
-        FP,
-        CURVE,
-        MSM_STEPS,
-        kernel_file!("msm/msm_g1.cu"),
-        OPS,
-        kernel_file!("ec/ops_g1.cu"),
-    ],
+const MSM_G1_FILES: &[KernelFile] = &[FR, FP, CURVE, MSM_STEPS, kernel_file!("msm/msm_g1.cu")];
+const MSM_G2_FILES: &[KernelFile] = &[FR, FP, FP2, CURVE, MSM_STEPS, kernel_file!("msm/msm_g2.cu")];
+
+/// One step (or the index steps) of the MSM as a unit of its own: the
+/// curve steps are what takes NVRTC and the assembler time (about a minute
+/// for all of G1's in one unit), and apart they compile side by side.
+macro_rules! msm_unit {
+    ($name:literal, $files:expr, $only:literal) => {
+        KernelUnit {
+            name: $name,
+            defines: &["MSM_ONLY", $only],
+            files: $files,
+        }
+    };
+}
+
+/// The MSM's integer steps (digits, counting sort, scans), shared by G1
+/// and G2.
+pub const MSM_INDEX: KernelUnit = msm_unit!("msm_index", MSM_G1_FILES, "MSM_ONLY_INDEX");
+
+/// The G1 curve steps of the MSM (Pippenger), one unit each.
+pub const MSM_G1: [KernelUnit; 5] = [
+    msm_unit!(
+        "msm_g1_segments",
+        MSM_G1_FILES,
+        "MSM_ONLY_ACCUMULATE_SEGMENTS"
+    ),
+    msm_unit!(
+        "msm_g1_partials",
+        MSM_G1_FILES,
+        "MSM_ONLY_ACCUMULATE_PARTIALS"
+    ),
+    msm_unit!("msm_g1_reduce", MSM_G1_FILES, "MSM_ONLY_BUCKET_REDUCE"),
+    msm_unit!("msm_g1_window", MSM_G1_FILES, "MSM_ONLY_WINDOW_SUM"),
+    msm_unit!("msm_g1_precompute", MSM_G1_FILES, "MSM_ONLY_PRECOMPUTE"),
+];
+
+/// The same for G2 (coordinates in Fp2).
+pub const MSM_G2: [KernelUnit; 5] = [
+    msm_unit!(
+        "msm_g2_segments",
+        MSM_G2_FILES,
+        "MSM_ONLY_ACCUMULATE_SEGMENTS"
+    ),
+    msm_unit!(
+        "msm_g2_partials",
+        MSM_G2_FILES,
+        "MSM_ONLY_ACCUMULATE_PARTIALS"
+    ),
+    msm_unit!("msm_g2_reduce", MSM_G2_FILES, "MSM_ONLY_BUCKET_REDUCE"),
+    msm_unit!("msm_g2_window", MSM_G2_FILES, "MSM_ONLY_WINDOW_SUM"),
+    msm_unit!("msm_g2_precompute", MSM_G2_FILES, "MSM_ONLY_PRECOMPUTE"),
+];
+
+/// Entry points for single field and curve operations in G1 (the GPU
+/// tests against blstrs); never loaded by the backend.
+pub const OPS_G1: KernelUnit = KernelUnit {
+    name: "ops_g1",
+    defines: &[],
+    files: &[FR, FP, CURVE, OPS, kernel_file!("ec/ops_g1.cu")],
 };
 
-/// The same for G2 (coordinates in Fp2). A unit of its own: the G2 curve
-/// code is about three times G1's, and two units compile in parallel.
-pub const MSM_G2: KernelUnit = KernelUnit {
-    name: "msm_g2",
-    files: &[
-        FR,
-        FP,
-        FP2,
-        CURVE,
-        MSM_STEPS,
-        kernel_file!("msm/msm_g2.cu"),
-        OPS,
-        kernel_file!("ec/ops_g2.cu"),
-    ],
+/// The same for Fp2 and G2.
+pub const OPS_G2: KernelUnit = KernelUnit {
+    name: "ops_g2",
+    defines: &[],
+    files: &[FR, FP, FP2, CURVE, OPS, kernel_file!("ec/ops_g2.cu")],
 };
 
 include!(concat!(env!("OUT_DIR"), "/kernel_tree.rs"));
 
-/// Every unit the backend loads; the compile test checks that together they
-/// cover every file of `kernels/`.
-pub const UNITS: &[KernelUnit] = &[NTT, MSM, MSM_G2];
+/// The units the backend loads at start: what `prover kernels warm`
+/// compiles. The NTT first, then the MSM index steps, G1's and G2's steps.
+pub const BACKEND_UNITS: [KernelUnit; 12] = [
+    NTT, MSM_INDEX, MSM_G1[0], MSM_G1[1], MSM_G1[2], MSM_G1[3], MSM_G1[4], MSM_G2[0], MSM_G2[1],
+    MSM_G2[2], MSM_G2[3], MSM_G2[4],
+];
+
+/// Every unit; the compile test checks that together they cover every
+/// file of `kernels/`.
+pub const UNITS: &[KernelUnit] = &[
+    NTT, MSM_INDEX, MSM_G1[0], MSM_G1[1], MSM_G1[2], MSM_G1[3], MSM_G1[4], MSM_G2[0], MSM_G2[1],
+    MSM_G2[2], MSM_G2[3], MSM_G2[4], OPS_G1, OPS_G2,
+];
 
 impl KernelUnit {
     /// The translation unit handed to NVRTC.
     pub fn source(&self) -> String {
         let mut out = String::new();
+        for d in self.defines {
+            out.push_str(&format!("#define {d}\n"));
+        }
         for f in self.files {
             out.push_str(&format!("#line 1 \"{}\"\n", f.path));
             out.push_str(f.source);
@@ -108,6 +164,8 @@ impl KernelUnit {
 pub enum CompileError {
     #[error("libnvrtc could not be loaded (install `nvidia-cuda-nvrtc` 13.x or the CUDA toolkit and put its lib dir on LD_LIBRARY_PATH)")]
     NoNvrtc,
+    #[error("architecture {0:?}: expected a real GPU architecture such as sm_90 (device code is compiled ahead, not left as PTX for the driver)")]
+    BadArch(String),
     #[error("kernel unit {unit}: nvrtc {call} failed: {reason}")]
     Nvrtc {
         unit: &'static str,
@@ -135,9 +193,31 @@ pub fn nvrtc_available() -> bool {
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
+/// Checks that `arch` names a real architecture, `sm_` and two or three
+/// digits with an optional `a`/`f` suffix (`sm_90`, `sm_90a`, `sm_100`):
+/// only those give NVRTC a machine to emit code for. Whether NVRTC knows
+/// the number is its own answer, at compile time.
+pub fn check_arch(arch: &str) -> Result<(), CompileError> {
+    let digits = arch
+        .strip_prefix("sm_")
+        .map(|r| r.trim_end_matches(['a', 'f']))
+        .unwrap_or("");
+    let ok = (1..=3).contains(&digits.len())
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && arch.len() - 3 - digits.len() <= 1;
+    if ok {
+        Ok(())
+    } else {
+        Err(CompileError::BadArch(arch.to_string()))
+    }
+}
+
 /// Compiler options for `arch` (e.g. `sm_90`).
 fn options(arch: &str) -> Vec<String> {
     vec![
+        // A real architecture: NVRTC runs the assembler itself and the
+        // cubin loads as is, where PTX would be translated by the driver
+        // at every cold load (tens of seconds for the MSM units).
         format!("--gpu-architecture={arch}"),
         "--std=c++17".into(),
         // Field arithmetic is integer-only; fast-math flags do not matter,
@@ -155,9 +235,35 @@ fn c_chars_to_string(v: &[c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Compiles `unit` to PTX text for `arch`, failing on errors and warnings.
-pub fn compile(unit: &KernelUnit, arch: &str) -> Result<String, CompileError> {
+/// What NVRTC made of one unit.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// Device code for the architecture, loaded as is.
+    pub cubin: Vec<u8>,
+    /// The PTX it was assembled from (for inspection and tests).
+    pub ptx: String,
+}
+
+/// The cubin of `prog`, compiled for a real architecture.
+fn get_cubin(prog: cudarc::nvrtc::sys::nvrtcProgram) -> Result<Vec<u8>, &'static str> {
+    use cudarc::nvrtc::sys::{nvrtcGetCUBIN, nvrtcGetCUBINSize, nvrtcResult};
+    let mut size = 0usize;
+    // SAFETY: `prog` compiled successfully; the call only writes `size`.
+    if unsafe { nvrtcGetCUBINSize(prog, &mut size) } != nvrtcResult::NVRTC_SUCCESS {
+        return Err("nvrtcGetCUBINSize");
+    }
+    let mut buf = vec![0u8; size];
+    // SAFETY: `buf` holds the `size` bytes NVRTC just reported.
+    if unsafe { nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()) } != nvrtcResult::NVRTC_SUCCESS {
+        return Err("nvrtcGetCUBIN");
+    }
+    Ok(buf)
+}
+
+/// Compiles `unit` to a cubin for `arch`, failing on errors and warnings.
+pub fn compile(unit: &KernelUnit, arch: &str) -> Result<Compiled, CompileError> {
     use cudarc::nvrtc::result;
+    check_arch(arch)?;
     if !nvrtc_available() {
         return Err(CompileError::NoNvrtc);
     }
@@ -203,7 +309,15 @@ pub fn compile(unit: &KernelUnit, arch: &str) -> Result<String, CompileError> {
         }
         // SAFETY: compiled successfully, so PTX is available.
         let ptx = unsafe { result::get_ptx(prog) }.map_err(|e| nvrtc_err("nvrtcGetPTX", e))?;
-        Ok(c_chars_to_string(&ptx))
+        let cubin = get_cubin(prog).map_err(|call| CompileError::Nvrtc {
+            unit: unit.name,
+            call,
+            reason: "no device code (a virtual architecture?)".into(),
+        })?;
+        Ok(Compiled {
+            cubin,
+            ptx: c_chars_to_string(&ptx),
+        })
     })();
     // SAFETY: created above and not used afterwards.
     let _ = unsafe { result::destroy_program(prog) };
@@ -222,14 +336,57 @@ pub fn nvrtc_version() -> Option<(i32, i32)> {
     (rc == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS).then_some((major, minor))
 }
 
-type Cache = Mutex<HashMap<(String, String), String>>;
+/// What the device code is built for, besides its source: both are part
+/// of every cache key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// `sm_XY`.
+    pub arch: String,
+    /// The CUDA driver's version (`cuDriverGetVersion`, 13000 for 13.0),
+    /// `None` where no driver is installed (a build host compiling ahead).
+    pub driver: Option<i32>,
+}
+
+/// Where [`compile_cached`] found a unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Compiled earlier by this process.
+    Memory,
+    /// Read from the on-disk cache.
+    Disk,
+    /// Compiled now, taking this long.
+    Compiled { ms: u64 },
+}
+
+impl Origin {
+    /// `memory`, `disk`, or `compiled in 36.6 s`.
+    pub fn describe(&self) -> String {
+        match self {
+            Origin::Memory => "memory".into(),
+            Origin::Disk => "disk".into(),
+            Origin::Compiled { ms } => format!("compiled in {:.1} s", *ms as f64 / 1e3),
+        }
+    }
+}
+
+/// A unit's device code and where it came from.
+#[derive(Debug, Clone)]
+pub struct Cached {
+    pub unit: &'static str,
+    pub cubin: std::sync::Arc<Vec<u8>>,
+    pub origin: Origin,
+    /// The cache file, when there is an on-disk cache.
+    pub file: Option<std::path::PathBuf>,
+}
+
+type Cache = Mutex<HashMap<(Target, String), std::sync::Arc<Vec<u8>>>>;
 
 fn cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Folder of the on-disk PTX cache: `PROVER_KERNEL_CACHE` (empty turns
+/// Folder of the on-disk kernel cache: `PROVER_KERNEL_CACHE` (empty turns
 /// the cache off), else `$XDG_CACHE_HOME/prover/kernels`, else
 /// `$HOME/.cache/prover/kernels`.
 pub fn disk_cache_dir() -> Option<std::path::PathBuf> {
@@ -244,35 +401,49 @@ pub fn disk_cache_dir() -> Option<std::path::PathBuf> {
     Some(base.join("prover").join("kernels"))
 }
 
-/// The cache file of `unit` for `arch`: the source hash, the architecture
-/// and the NVRTC version name it, so a new kernel, a new GPU or a new
-/// compiler each miss.
-fn disk_cache_file(unit: &KernelUnit, arch: &str, hash: &str) -> Option<std::path::PathBuf> {
-    let (major, minor) = nvrtc_version()?;
-    let dir = disk_cache_dir()?;
-    Some(dir.join(format!(
-        "{}-{}-{arch}-nvrtc{major}.{minor}.ptx",
+/// The cache file's name for `unit` (source hash `hash`) on `target`: the
+/// source, the architecture, the NVRTC and the driver version all name it,
+/// so a new kernel, a new GPU, a new compiler or a new driver each miss.
+fn disk_cache_name(unit: &KernelUnit, target: &Target, hash: &str, nvrtc: (i32, i32)) -> String {
+    let driver = target
+        .driver
+        .map_or_else(|| "none".to_string(), |v| v.to_string());
+    format!(
+        "{}-{}-{}-nvrtc{}.{}-driver{driver}.cubin",
         unit.name,
-        &hash[..16]
-    )))
+        &hash[..16],
+        target.arch,
+        nvrtc.0,
+        nvrtc.1
+    )
 }
 
-fn read_disk_cache(path: &std::path::Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
+fn disk_cache_file(unit: &KernelUnit, target: &Target, hash: &str) -> Option<std::path::PathBuf> {
+    let nvrtc = nvrtc_version()?;
+    Some(disk_cache_dir()?.join(disk_cache_name(unit, target, hash, nvrtc)))
+}
+
+/// ELF of machine `EM_CUDA` (190): what NVRTC emits for a real architecture.
+fn is_cubin(bytes: &[u8]) -> bool {
+    bytes.len() > 64 && bytes.starts_with(b"\x7fELF") && bytes[18..20] == 190u16.to_le_bytes()
+}
+
+fn read_disk_cache(path: &std::path::Path) -> Option<Vec<u8>> {
+    let bytes = std::fs::read(path).ok()?;
     // A truncated file (a crash mid-write cannot leave one: writes are
     // renamed into place) or a foreign one is recompiled, never loaded.
-    text.contains(".entry").then_some(text)
+    is_cubin(&bytes).then_some(bytes)
 }
 
-fn write_disk_cache(path: &std::path::Path, ptx: &str) {
+fn write_disk_cache(path: &std::path::Path, cubin: &[u8]) {
     let Some(dir) = path.parent() else { return };
     let tmp = dir.join(format!(
         ".{}.{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("ptx"),
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("cubin"),
         std::process::id()
     ));
     let written = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&tmp, ptx))
+        .and_then(|()| std::fs::write(&tmp, cubin))
         .and_then(|()| std::fs::rename(&tmp, path));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
@@ -280,37 +451,61 @@ fn write_disk_cache(path: &std::path::Path, ptx: &str) {
     }
 }
 
-/// [`compile`] through the process-wide cache keyed by arch and source
-/// hash, and the on-disk cache ([`disk_cache_dir`]) so a restarted daemon
-/// does not wait for NVRTC (the msm unit takes about half a minute).
-pub fn compile_cached(unit: &KernelUnit, arch: &str) -> Result<String, CompileError> {
+/// [`compile`] through the process-wide cache and the on-disk cache
+/// ([`disk_cache_dir`]), so a restarted daemon does not wait for NVRTC.
+pub fn compile_cached(unit: &KernelUnit, target: &Target) -> Result<Cached, CompileError> {
+    check_arch(&target.arch)?;
     let hash = unit.hash();
-    let key = (arch.to_string(), hash.clone());
-    if let Some(ptx) = cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
-        return Ok(ptx);
+    let key = (target.clone(), hash.clone());
+    let file = disk_cache_file(unit, target, &hash);
+    let done = |cubin, origin| Cached {
+        unit: unit.name,
+        cubin,
+        origin,
+        file: file.clone(),
+    };
+    if let Some(cubin) = cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(done(cubin, Origin::Memory));
     }
-    let file = disk_cache_file(unit, arch, &hash);
-    let ptx = match file.as_deref().and_then(read_disk_cache) {
-        Some(ptx) => ptx,
+    let (cubin, origin) = match file.as_deref().and_then(read_disk_cache) {
+        Some(cubin) => (cubin, Origin::Disk),
         None => {
             let t = std::time::Instant::now();
-            let ptx = compile(unit, arch)?;
+            let compiled = compile(unit, &target.arch)?;
+            let ms = u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX);
             tracing::info!(
                 unit = unit.name,
-                arch,
-                ms = t.elapsed().as_millis() as u64,
+                arch = %target.arch,
+                ms,
+                bytes = compiled.cubin.len(),
                 "kernels compiled by NVRTC"
             );
             if let Some(f) = &file {
-                write_disk_cache(f, &ptx);
+                write_disk_cache(f, &compiled.cubin);
             }
-            ptx
+            (compiled.cubin, Origin::Compiled { ms })
         }
     };
+    let cubin = std::sync::Arc::new(cubin);
     if let Ok(mut c) = cache().lock() {
-        c.insert(key, ptx.clone());
+        c.insert(key, cubin.clone());
     }
-    Ok(ptx)
+    Ok(done(cubin, origin))
+}
+
+/// [`compile_cached`] for each of `units`, all at once: on a cold cache
+/// the caller waits for the slowest unit, not for their sum. Results come
+/// back in the order of `units`.
+pub fn compile_all(units: &[&KernelUnit], target: &Target) -> Vec<Result<Cached, CompileError>> {
+    std::thread::scope(|scope| {
+        let jobs: Vec<_> = units
+            .iter()
+            .map(|u| scope.spawn(move || compile_cached(u, target)))
+            .collect();
+        jobs.into_iter()
+            .map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }
 
 /// `sm_XY` for a compute capability.
@@ -332,6 +527,7 @@ mod tests {
         // both caches), and the units differ from each other.
         const EDITED: KernelUnit = KernelUnit {
             name: "ntt",
+            defines: &[],
             files: &[
                 FR,
                 KernelFile {
@@ -341,21 +537,93 @@ mod tests {
             ],
         };
         assert_ne!(EDITED.hash(), NTT.hash());
-        assert_ne!(MSM.hash(), NTT.hash());
+        assert_ne!(MSM_INDEX.hash(), NTT.hash());
+        // Units of the same files differ by their defines.
+        assert_ne!(MSM_G1[0].hash(), MSM_G1[1].hash());
+        assert!(MSM_G1[0]
+            .source()
+            .starts_with("#define MSM_ONLY\n#define MSM_ONLY_ACCUMULATE_SEGMENTS\n#line 1"));
+    }
+
+    /// The smallest file [`is_cubin`] takes: an ELF header for EM_CUDA.
+    fn fake_cubin() -> Vec<u8> {
+        let mut b = vec![0u8; 128];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[18..20].copy_from_slice(&190u16.to_le_bytes());
+        b
     }
 
     #[test]
-    fn disk_cache_refuses_a_file_that_is_not_ptx() {
+    fn disk_cache_refuses_a_file_that_is_not_a_cubin() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let f = dir.path().join("k.ptx");
-        std::fs::write(&f, "garbage").expect("write");
-        assert_eq!(read_disk_cache(&f), None);
-        write_disk_cache(&f, ".version 8.0\n.entry k()\n");
-        assert_eq!(
-            read_disk_cache(&f).as_deref(),
-            Some(".version 8.0\n.entry k()\n")
+        let f = dir.path().join("k.cubin");
+        std::fs::write(&f, ".version 8.0\n.entry k()\n").expect("write");
+        assert_eq!(read_disk_cache(&f), None, "PTX text is not device code");
+        let mut x86 = fake_cubin();
+        x86[18..20].copy_from_slice(&62u16.to_le_bytes());
+        std::fs::write(&f, &x86).expect("write");
+        assert_eq!(read_disk_cache(&f), None, "a host ELF is not a cubin");
+        write_disk_cache(&f, &fake_cubin());
+        assert_eq!(read_disk_cache(&f), Some(fake_cubin()));
+        assert!(read_disk_cache(&dir.path().join("missing.cubin")).is_none());
+        // Nothing but the file itself is left in the folder.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from("k.cubin")]);
+    }
+
+    #[test]
+    fn cache_names_change_with_source_arch_compiler_and_driver() {
+        let t = Target {
+            arch: "sm_90".into(),
+            driver: Some(13000),
+        };
+        let name = |u: &KernelUnit, t: &Target, v| disk_cache_name(u, t, &u.hash(), v);
+        let base = name(&NTT, &t, (13, 0));
+        assert!(base.starts_with("ntt-"), "{base}");
+        assert!(
+            base.ends_with("-sm_90-nvrtc13.0-driver13000.cubin"),
+            "{base}"
         );
-        assert!(read_disk_cache(&dir.path().join("missing.ptx")).is_none());
+        let other_arch = Target {
+            arch: "sm_89".into(),
+            ..t.clone()
+        };
+        let no_driver = Target {
+            driver: None,
+            ..t.clone()
+        };
+        let all = [
+            base.clone(),
+            name(&MSM_INDEX, &t, (13, 0)),
+            name(&NTT, &other_arch, (13, 0)),
+            name(&NTT, &t, (13, 1)),
+            name(&NTT, &no_driver, (13, 0)),
+        ];
+        let distinct: std::collections::HashSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len(), "{all:?}");
+    }
+
+    #[test]
+    fn only_real_architectures_are_accepted() {
+        for ok in ["sm_90", "sm_86", "sm_90a", "sm_100", "sm_120f"] {
+            assert!(check_arch(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "compute_90",
+            "sm90",
+            "sm_",
+            "sm_9x",
+            "90",
+            "sm_1000",
+            "sm_90aa",
+            "",
+        ] {
+            let e = check_arch(bad).expect_err(bad).to_string();
+            assert!(e.contains("real GPU architecture"), "{e}");
+        }
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub mod selftest;
 mod state;
 pub mod workspace;
 
-pub use driver::{device_count, driver_present};
+pub use driver::{device_arch, device_count, driver_present, driver_version};
 pub use host_alloc::CudaHostAllocator;
 use state::DeviceState;
 
@@ -169,43 +169,61 @@ impl CudaBackend {
         let name = check!(dev, "cuDeviceGetName", ctx.name())?;
         let (major, minor) = check!(dev, "cuDeviceGetAttribute", ctx.compute_capability())?;
         let arch = kernels::arch_for(major, minor);
-        // The units compile in parallel: on a cold cache the first start
-        // waits for the slowest one, not for their sum.
-        let [ntt_ptx, msm_ptx, msm_g2_ptx] = std::thread::scope(|scope| {
-            let units = [&kernels::NTT, &kernels::MSM, &kernels::MSM_G2];
-            let jobs = units.map(|u| {
-                let arch = &arch;
-                scope.spawn(move || kernels::compile_cached(u, arch))
-            });
-            jobs.map(|j| {
-                j.join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
-                    .map_err(|e| unavailable(format!("compiling kernels for {arch}: {e}")))
-            })
-        });
-        let module = check!(
-            dev,
-            "cuModuleLoadData",
-            ctx.load_module(Ptx::from_src(ntt_ptx?))
-        )?;
+        let target = kernels::Target {
+            arch: arch.clone(),
+            driver: driver_version(),
+        };
+        let t = Instant::now();
+        let units: Vec<&kernels::KernelUnit> = kernels::BACKEND_UNITS.iter().collect();
+        let compiled = kernels::compile_all(&units, &target);
+        let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut images = Vec::with_capacity(compiled.len());
+        for c in compiled {
+            images.push(c.map_err(|e| unavailable(format!("compiling kernels for {arch}: {e}")))?);
+        }
+        let t = Instant::now();
+        let mut modules = Vec::with_capacity(images.len());
+        for image in &images {
+            // Device code for this architecture: the driver maps it, there
+            // is no PTX to translate.
+            let cubin = image.cubin.as_ref().clone();
+            modules.push(check!(
+                dev,
+                "cuModuleLoadData",
+                ctx.load_module(Ptx::from_binary(cubin))
+            )?);
+        }
+        // BACKEND_UNITS order: the NTT, the MSM index steps, G1's five
+        // steps, G2's five.
+        let ntt = &modules[0];
         let kernels = NttKernels {
             pass: check!(
                 dev,
                 "cuModuleGetFunction(ntt_pass)",
-                module.load_function("ntt_pass")
+                ntt.load_function("ntt_pass")
             )?,
             expand_powers: check!(
                 dev,
                 "cuModuleGetFunction(expand_powers)",
-                module.load_function("expand_powers")
+                ntt.load_function("expand_powers")
             )?,
         };
-        let load_msm = |ptx: String, suffix: &str| {
-            let module = check!(dev, "cuModuleLoadData", ctx.load_module(Ptx::from_src(ptx)))?;
-            MsmKernels::load(dev, &module, suffix)
-        };
-        let msm_kernels = load_msm(msm_ptx?, G1::SUFFIX)?;
-        let msm_g2_kernels = load_msm(msm_g2_ptx?, G2::SUFFIX)?;
+        let index = &modules[1];
+        let msm_kernels = MsmKernels::load(dev, index, &modules[2..7], G1::SUFFIX)?;
+        let msm_g2_kernels = MsmKernels::load(dev, index, &modules[7..12], G2::SUFFIX)?;
+        let load_ms = t.elapsed().as_secs_f64() * 1e3;
+        tracing::info!(
+            device = ordinal,
+            %arch,
+            compile_ms = format!("{compile_ms:.1}"),
+            load_ms = format!("{load_ms:.1}"),
+            units = %images
+                .iter()
+                .map(|c| format!("{}:{}", c.unit, c.origin.describe()))
+                .collect::<Vec<_>>()
+                .join(","),
+            "kernels loaded"
+        );
         let compute = check!(dev, "cuStreamCreate", ctx.new_stream())?;
         let copy = check!(dev, "cuStreamCreate", ctx.new_stream())?;
         let (_, total) = check!(dev, "cuMemGetInfo", ctx.mem_get_info())?;

@@ -271,8 +271,8 @@ impl MsmPlan {
     }
 }
 
-/// One MSM unit's kernels: the sort steps, and the group steps of the
-/// unit's group.
+/// One group's MSM kernels: the sort steps (shared by both groups), and
+/// the group's own steps.
 #[derive(Debug)]
 pub struct MsmKernels {
     canonical: CudaFunction,
@@ -292,17 +292,33 @@ pub struct MsmKernels {
 }
 
 impl MsmKernels {
-    /// Loads the kernels of `module`, the group steps with suffix
-    /// `suffix` (see [`DeviceGroup::SUFFIX`]).
-    pub fn load(device: u32, module: &Arc<CudaModule>, suffix: &str) -> Result<Self, BackendError> {
-        let f = |name: &str| {
+    /// Loads the sort steps from `index` (the MSM index unit) and the
+    /// group steps with suffix `suffix` (see [`DeviceGroup::SUFFIX`]) from
+    /// `steps`, the group's five units in `kernels::MSM_G1` order.
+    pub fn load(
+        device: u32,
+        index: &Arc<CudaModule>,
+        steps: &[Arc<CudaModule>],
+        suffix: &str,
+    ) -> Result<Self, BackendError> {
+        let [segments, partials, reduce, window, precompute] = steps else {
+            return Err(super::check::device_error(
+                device,
+                "MsmKernels::load",
+                file!(),
+                line!(),
+                &format!("expected 5 group step modules, got {}", steps.len()),
+            ));
+        };
+        let load = |module: &Arc<CudaModule>, name: &str| {
             check!(
                 device,
                 &format!("cuModuleGetFunction({name})"),
                 module.load_function(name)
             )
         };
-        let g = |step: &str| f(&format!("{step}_{suffix}"));
+        let f = |name: &str| load(index, name);
+        let g = |module, step: &str| load(module, &format!("{step}_{suffix}"));
         Ok(Self {
             canonical: f("msm_canonical")?,
             count: f("msm_count")?,
@@ -312,11 +328,11 @@ impl MsmKernels {
             scan_add: f("msm_scan_add")?,
             task_counts: f("msm_task_counts")?,
             segment_counts: f("msm_segment_counts")?,
-            precompute: g("msm_precompute")?,
-            acc_segments: g("msm_accumulate_segments")?,
-            acc_partials: g("msm_accumulate_partials")?,
-            bucket_reduce: g("msm_bucket_reduce")?,
-            window_sum: g("msm_window_sum")?,
+            precompute: g(precompute, "msm_precompute")?,
+            acc_segments: g(segments, "msm_accumulate_segments")?,
+            acc_partials: g(partials, "msm_accumulate_partials")?,
+            bucket_reduce: g(reduce, "msm_bucket_reduce")?,
+            window_sum: g(window, "msm_window_sum")?,
             scatter: f("msm_scatter")?,
         })
     }

@@ -44,9 +44,17 @@ impl CudaBackend {
     ) -> Result<Vec<u32>, BackendError> {
         let dev = self.device_ordinal();
         let ctx = self.context();
-        let ptx = kernels::compile_cached(unit, self.arch())
+        let target = kernels::Target {
+            arch: self.arch().to_string(),
+            driver: super::driver_version(),
+        };
+        let image = kernels::compile_cached(unit, &target)
             .map_err(|e| check::device_error(dev, "nvrtcCompileProgram", file!(), line!(), &e))?;
-        let module = check!(dev, "cuModuleLoadData", ctx.load_module(Ptx::from_src(ptx)))?;
+        let module = check!(
+            dev,
+            "cuModuleLoadData",
+            ctx.load_module(Ptx::from_binary(image.cubin.as_ref().clone()))
+        )?;
         let func = check!(dev, "cuModuleGetFunction", module.load_function(name))?;
         let a = DeviceBuffer::alloc(ctx, dev, inputs[0].len().max(16))?;
         let b = DeviceBuffer::alloc(ctx, dev, inputs[1].len().max(16))?;
@@ -87,7 +95,7 @@ impl CudaBackend {
                 .collect()
         };
         let words = self.run_test_kernel(
-            &kernels::MSM,
+            &kernels::OPS_G1,
             "fp_ops_test",
             [&flat(a), &flat(b)],
             n * 4 * 48,
@@ -115,7 +123,7 @@ impl CudaBackend {
     ) -> Result<Vec<[G1Projective; 4]>, BackendError> {
         let n = p.len().min(q.len());
         let words = self.run_test_kernel(
-            &kernels::MSM,
+            &kernels::OPS_G1,
             "g1_ops_test",
             [affine_bytes(&p[..n]), affine_bytes(&q[..n])],
             n * 4 * 192,
@@ -148,7 +156,7 @@ impl CudaBackend {
                 .collect()
         };
         let words = self.run_test_kernel(
-            &kernels::MSM_G2,
+            &kernels::OPS_G2,
             "fp2_ops_test",
             [&flat(a), &flat(b)],
             n * 4 * 96,
@@ -176,7 +184,7 @@ impl CudaBackend {
     ) -> Result<Vec<[G2Projective; 4]>, BackendError> {
         let n = p.len().min(q.len());
         let words = self.run_test_kernel(
-            &kernels::MSM_G2,
+            &kernels::OPS_G2,
             "g2_ops_test",
             [G2::affine_bytes(&p[..n]), G2::affine_bytes(&q[..n])],
             n * 4 * G2::XYZZ_BYTES,
