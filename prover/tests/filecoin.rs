@@ -412,3 +412,155 @@ fn winning_post_of_a_2kib_sector_is_accepted_by_verify_winning_post() {
 fn a_window_post_partition_of_a_2kib_sector_is_accepted_by_verify_window_post() {
     post_is_accepted_by_filecoin_proofs(PostKind::Window);
 }
+
+/// A daemon on the CPU backend whose Filecoin jobs read the fixture's
+/// parameter cache; killed and its folder removed on drop.
+struct FilDaemon {
+    dir: tempfile::TempDir,
+    child: std::process::Child,
+}
+
+impl FilDaemon {
+    fn start() -> FilDaemon {
+        let f = fixture();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = format!(
+            "listen = \"127.0.0.1:0\"\ndrain_timeout = \"30s\"\n[gpu]\ndevices = []\n\
+             [memory]\nbudget = \"4GiB\"\n[filecoin]\nparam_cache = {:?}\nallow_test_params = true\n",
+            f.cache.to_str().expect("utf-8 path")
+        );
+        fs::write(dir.path().join("prover.toml"), config).expect("config");
+        let child = Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(["daemon", "--config", "prover.toml"])
+            .current_dir(dir.path())
+            .env_remove(CACHE_ENV)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn prover daemon");
+        let d = FilDaemon { dir, child };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (code, _) = d.client(&["ready"], &[]);
+            if code == Some(0) {
+                return d;
+            }
+            assert!(Instant::now() < deadline, "daemon not ready:\n{}", d.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("logs/prover.log")).unwrap_or_default()
+    }
+
+    /// `prover client SUB --config … ARGS`: exit code and stderr.
+    fn client(&self, sub: &[&str], args: &[&str]) -> (Option<i32>, String) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
+        cmd.arg("client")
+            .args(sub)
+            .arg("--config")
+            .arg(self.dir.path().join("prover.toml"))
+            .args(args)
+            .current_dir(self.dir.path());
+        let out = output_within(&mut cmd, CLI_LIMIT);
+        (out.status.code(), stderr(&out))
+    }
+}
+
+impl Drop for FilDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_daemon_proves_a_c2_and_a_winning_post_that_filecoin_proofs_accepts() {
+    let f = fixture();
+    let before = digests(&f.cache);
+    let d = FilDaemon::start();
+    let dir = scratch("daemon");
+    let prover_id = hex::encode(f.sealed.prover_id);
+    let sector = f.sealed.sector_id.to_string();
+    let c1 = f.c1.to_str().expect("utf-8 path");
+
+    let out = dir.join("c2.proof");
+    let (code, err) = d.client(
+        &["c2"],
+        &[
+            "--c1",
+            c1,
+            "--prover-id",
+            &prover_id,
+            "--sector-id",
+            &sector,
+            "--sector-size",
+            "2KiB",
+            "--out",
+            out.to_str().expect("utf-8 path"),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}\n{}", d.log());
+    let proof = fs::read(&out).expect("proof written");
+    assert_eq!(proof.len(), porep::PROOF_BYTES);
+    assert!(
+        seal::verify(&f.sealed, &proof).expect("verify_seal runs"),
+        "filecoin-proofs' verify_seal rejected the daemon's proof"
+    );
+
+    // Another sector's number: refused before any proving, exit 7, no file.
+    let wrong = dir.join("wrong.proof");
+    let other = (f.sealed.sector_id + 1).to_string();
+    let (code, err) = d.client(
+        &["c2"],
+        &[
+            "--c1",
+            c1,
+            "--prover-id",
+            &prover_id,
+            "--sector-id",
+            &other,
+            "--sector-size",
+            "2KiB",
+            "--out",
+            wrong.to_str().expect("utf-8 path"),
+        ],
+    );
+    assert_eq!(code, Some(7), "{err}");
+    assert!(
+        err.contains("bad_filecoin_input") && err.contains("sector"),
+        "{err}"
+    );
+    assert!(!wrong.exists());
+
+    let vanilla =
+        seal::post_vanilla(PostKind::Winning, &f.sealed, &f.work, RANDOMNESS).expect("vanilla");
+    let vanilla_path = dir.join("winning.json");
+    fs::write(&vanilla_path, &vanilla).expect("write vanilla");
+    let out = dir.join("winning.proof");
+    let (code, err) = d.client(
+        &["post"],
+        &[
+            "--kind",
+            "winning",
+            "--vanilla",
+            vanilla_path.to_str().expect("utf-8 path"),
+            "--randomness",
+            &hex::encode(RANDOMNESS),
+            "--prover-id",
+            &prover_id,
+            "--sector-size",
+            "2KiB",
+            "--out",
+            out.to_str().expect("utf-8 path"),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}\n{}", d.log());
+    let proof = fs::read(&out).expect("proof written");
+    assert!(
+        seal::verify_post(PostKind::Winning, &f.sealed, RANDOMNESS, &proof).expect("verifier runs"),
+        "filecoin-proofs rejected the daemon's WinningPoSt"
+    );
+    assert_eq!(digests(&f.cache), before, "the parameter cache changed");
+}
