@@ -30,7 +30,6 @@ use crate::filecoin::registered::SealProof;
 use crate::filecoin::statement::{self, ms, Partition, PartitionReport, Statement};
 use crate::filecoin::FilecoinError;
 use crate::pool::PinnedPool;
-use crate::synthesis;
 
 pub use crate::filecoin::statement::PROOF_BYTES;
 
@@ -195,17 +194,7 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
                 Some(k),
             )
             .map_err(proof_err("computing a partition's public inputs"))?;
-        let circuit_ms = ms(t);
-        let syn =
-            synthesis::synthesize(circuit, shape, pool).map_err(|e| FilecoinError::Prove {
-                partition: k,
-                source: e.into(),
-            })?;
-        Ok(Partition {
-            syn,
-            inputs,
-            circuit_ms,
-        })
+        Partition::synthesize(k, circuit, inputs, t, shape, pool)
     }
 }
 

@@ -36,7 +36,6 @@ use crate::filecoin::cache::{self, CacheEntry, Provenance};
 use crate::filecoin::statement::{self, ms, Partition, PartitionReport, Statement};
 use crate::filecoin::FilecoinError;
 use crate::pool::PinnedPool;
-use crate::synthesis;
 
 /// Which PoSt (declared with the other proof types, in `registered`).
 pub use crate::filecoin::registered::PostKind;
@@ -263,17 +262,7 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for PostStatement<Tree> {
             Some(k),
         )
         .map_err(crates_err("computing a PoSt's public inputs"))?;
-        let circuit_ms = ms(t);
-        let syn =
-            synthesis::synthesize(circuit, shape, pool).map_err(|e| FilecoinError::Prove {
-                partition: k,
-                source: e.into(),
-            })?;
-        Ok(Partition {
-            syn,
-            inputs,
-            circuit_ms,
-        })
+        Partition::synthesize(k, circuit, inputs, t, shape, pool)
     }
 }
 

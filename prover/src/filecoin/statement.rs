@@ -57,6 +57,32 @@ pub struct Partition {
     pub circuit_ms: f64,
 }
 
+impl Partition {
+    /// Synthesises partition `k`'s built `circuit` into `pool`; `started`
+    /// is when building it began.
+    pub fn synthesize<C: bellperson::Circuit<Scalar>>(
+        k: usize,
+        circuit: C,
+        inputs: Vec<Scalar>,
+        started: Instant,
+        shape: &CircuitShape,
+        pool: &PinnedPool,
+    ) -> Result<Partition, FilecoinError> {
+        let circuit_ms = ms(started);
+        let syn = crate::synthesis::synthesize(circuit, shape, pool).map_err(|e| {
+            FilecoinError::Prove {
+                partition: k,
+                source: e.into(),
+            }
+        })?;
+        Ok(Partition {
+            syn,
+            inputs,
+            circuit_ms,
+        })
+    }
+}
+
 /// What one partition took.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PartitionReport {
