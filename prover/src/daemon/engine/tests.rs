@@ -225,6 +225,9 @@ fn rig_on(devices: Vec<Device>, lookahead: u32, alloc: Arc<dyn HostAllocator>) -
         timing,
         metrics: metrics.clone(),
         filecoin: crate::daemon::engine::filecoin::FilecoinKeys::new(std::env::temp_dir(), false),
+        // Every rig synthesises from compiled constraints, the first
+        // partition of each checked, as a daemon does by default.
+        compiled: crate::daemon::engine::compiled::CompiledSet::new(true, 1),
         concurrency: 2,
         lookahead,
         max_jobs: 16,
