@@ -268,6 +268,11 @@ impl Stages {
         self
     }
 
+    /// Bytes the compiled constraints hold (each under its own reservation).
+    pub fn compiled_bytes(&self) -> u64 {
+        self.compiled.bytes()
+    }
+
     pub fn shapes(&self) -> &ShapeCache {
         self.params.shapes()
     }
