@@ -27,6 +27,7 @@ use crate::inventory::{self, Host, InventoryError, Target};
 use crate::playbook::{self, Playbook, PlaybookError};
 use crate::steps;
 use crate::summary::Summary;
+use crate::transport::quote::quote_shown;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -118,6 +119,19 @@ pub struct RunOptions {
 
 /// The binary shipped when neither `--binary` nor a resumed run names one.
 pub const DEFAULT_BINARY: &str = "target/release/prover";
+
+/// Where state and audit logs are kept unless `--state-dir` says otherwise.
+pub const DEFAULT_STATE_DIR: &str = ".fleetctl";
+
+/// ` --state-dir DIR` for a printed command that must find this state
+/// again, empty for the default. A directory from `FLEETCTL_STATE_DIR` is
+/// written out too: a copied line does not carry the environment.
+pub fn state_dir_flag(dir: &Path) -> String {
+    if dir == Path::new(DEFAULT_STATE_DIR) {
+        return String::new();
+    }
+    format!(" --state-dir {}", quote_shown(&dir.display().to_string()))
+}
 
 /// What a finished run leaves for the caller.
 #[derive(Debug, Clone)]

@@ -28,7 +28,7 @@ use crate::playbook::{self, BatchSize, Playbook, PlaybookError, Strategy};
 use crate::steps::{self, remote, Release, StepCtx};
 use crate::timing::collect::{collect_all, CHUNK};
 use crate::timing::store::Store;
-use crate::transport::{quote::quote, Transport};
+use crate::transport::{quote::quote_shown, Transport};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -1015,22 +1015,15 @@ async fn preflight(host: &Host) -> Result<(String, String), String> {
 /// inventory and variables (without `-i` it would act on the built-in local
 /// inventory), the canaries by name.
 pub fn keep_hint(origin: &Origin, canary: &[String], state_dir: &std::path::Path) -> String {
-    let qt = |s: &str| quote(s).unwrap_or_else(|_| format!("{s:?}"));
     let mut cmd = "fleetctl run -p rollback".to_owned();
     if let Some(inv) = &origin.inventory {
-        cmd.push_str(&format!(" -i {}", qt(inv)));
+        cmd.push_str(&format!(" -i {}", quote_shown(inv)));
     }
     for e in &origin.extra_vars {
-        cmd.push_str(&format!(" -e {}", qt(e)));
+        cmd.push_str(&format!(" -e {}", quote_shown(e)));
     }
-    cmd.push_str(&format!(" --limit {}", qt(&canary.join(","))));
-    if state_dir != std::path::Path::new(".fleetctl") {
-        cmd.push_str(&format!(
-            " --state-dir {}",
-            qt(&state_dir.display().to_string())
-        ));
-    }
-    cmd
+    cmd.push_str(&format!(" --limit {}", quote_shown(&canary.join(","))));
+    cmd + &executor::state_dir_flag(state_dir)
 }
 
 fn workload_text(w: &Workload) -> String {
