@@ -1,9 +1,11 @@
 //! `upload`: ship the binary and its config into the content-addressed
 //! `releases/<sha256>/`, verified on the host before it gets its final name.
 
+use super::ctx::StepCtx;
+use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::duration;
+use super::release::sha256_file;
 use super::remote::{self, is_release_id, q, QUICK};
-use super::{kept, sha256_file, Cause, Failed, StepCtx, StepOutcome};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
