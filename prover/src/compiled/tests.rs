@@ -63,7 +63,7 @@ impl Circuit<Scalar> for Shifty {
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), BpError> {
         let x_val = Scalar::from(self.0);
         let x = cs.alloc(|| "x", || Ok(x_val))?;
-        let y_val = if self.0 % 2 == 0 {
+        let y_val = if self.0.is_multiple_of(2) {
             x_val.square()
         } else {
             x_val
@@ -71,7 +71,7 @@ impl Circuit<Scalar> for Shifty {
         let y = cs.alloc(|| "y", || Ok(y_val))?;
         cs.enforce(|| "warm-up", |lc| lc + x, |lc| lc + CS::one(), |lc| lc + x);
         let mut ns = cs.namespace(|| "round");
-        if self.0 % 2 == 0 {
+        if self.0.is_multiple_of(2) {
             ns.enforce(|| "square", |lc| lc + x, |lc| lc + x, |lc| lc + y);
         } else {
             ns.enforce(|| "square", |lc| lc + x, |lc| lc + CS::one(), |lc| lc + y);

@@ -35,6 +35,9 @@ struct Entry {
     _reservation: Reservation,
 }
 
+/// One circuit and size's slot, locked on its own while its recording is made.
+type SharedSlot = Arc<Mutex<Slot>>;
+
 enum Slot {
     Empty,
     Ready(Arc<Entry>),
@@ -45,7 +48,7 @@ enum Slot {
 pub struct CompiledSet {
     enabled: bool,
     check_first: u32,
-    slots: Mutex<HashMap<(CircuitKind, usize), Arc<Mutex<Slot>>>>,
+    slots: Mutex<HashMap<(CircuitKind, usize), SharedSlot>>,
 }
 
 impl CompiledSet {
