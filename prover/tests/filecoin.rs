@@ -117,27 +117,42 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// `prover c2` on `c1` for the fixture's sector with `extra` arguments.
-fn c2(c1: &Path, cache: &Path, out: &Path, extra: &[&str]) -> Output {
+fn utf8(p: &Path) -> String {
+    p.to_str().expect("utf-8 path").to_owned()
+}
+
+/// What `prover c2` and `prover client c2` take to prove `c1` for the
+/// fixture's sector into `out`: `extra` follows, and its `--sector-id` or
+/// `--sector-size` stands instead of the fixture's.
+fn c2_args(c1: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
     let f = fixture();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
-    cmd.arg("c2")
-        .arg("--c1")
-        .arg(c1)
-        .arg("--param-cache")
-        .arg(cache)
-        .arg("--out")
-        .arg(out)
-        .args(["--prover-id", &hex::encode(f.sealed.prover_id)])
-        .args(["--backend", "cpu", "--log", "warn"])
-        .args(extra)
-        .env_remove(CACHE_ENV);
+    let mut args = vec![
+        "--c1".into(),
+        utf8(c1),
+        "--out".into(),
+        utf8(out),
+        "--prover-id".into(),
+        hex::encode(f.sealed.prover_id),
+    ];
     if !extra.contains(&"--sector-id") {
-        cmd.args(["--sector-id", &f.sealed.sector_id.to_string()]);
+        args.extend(["--sector-id".into(), f.sealed.sector_id.to_string()]);
     }
     if !extra.contains(&"--sector-size") {
-        cmd.args(["--sector-size", "2KiB"]);
+        args.extend(["--sector-size".into(), "2KiB".into()]);
     }
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+/// `prover c2` on `c1` for the fixture's sector with `extra` arguments.
+fn c2(c1: &Path, cache: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
+    cmd.arg("c2")
+        .args(c2_args(c1, out, extra))
+        .arg("--param-cache")
+        .arg(cache)
+        .args(["--backend", "cpu", "--log", "warn"])
+        .env_remove(CACHE_ENV);
     output_within(&mut cmd, CLI_LIMIT)
 }
 
@@ -196,6 +211,46 @@ fn porep_c2_of_a_2kib_sector_is_accepted_by_verify_seal_and_leaves_the_cache_unc
     assert_eq!(report["params"]["origin"], "test-only");
     assert!(report["partitions"][0]["constraints"].as_u64().unwrap_or(0) > 100_000);
     assert_eq!(digests(&f.cache), before, "the parameter cache changed");
+}
+
+/// The PoRep C2 that `fleetctl`'s `smoke: {kind: porep-c2}` sends (the body
+/// of `POST /v1/filecoin/jobs`), shipped in the repository.
+const SMOKE_REQUEST: &str = "../fixtures/filecoin/porep-c2-2KiB.json";
+
+/// The shipped smoke request is this sector's C1 output (the seal is
+/// seeded, so it is the same every run), which the other tests prove and
+/// `verify_seal` accepts. `BLESS=1` writes it anew (after a change of the
+/// proof crates' C1 format, say).
+#[test]
+fn the_shipped_smoke_request_is_the_c1_output_of_the_seeded_2kib_sector() {
+    use fleet_wire::api::{FilecoinKind, FilecoinSubmitRequest};
+    let f = fixture();
+    let want = FilecoinSubmitRequest {
+        kind: FilecoinKind::PorepC2,
+        prover_id: hex::encode(f.sealed.prover_id),
+        c1: Some(serde_json::from_slice(&f.sealed.c1_json).expect("C1 JSON")),
+        registered_proof: Some(f.sealed.seal_proof.clone()),
+        sector_id: Some(f.sealed.sector_id),
+        vanilla_proofs: None,
+        randomness: None,
+        sector_size: None,
+        partition: None,
+        rs_seed: None,
+    };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(SMOKE_REQUEST);
+    if std::env::var_os("BLESS").is_some() {
+        let mut text = serde_json::to_vec(&want).expect("request JSON");
+        text.push(b'\n');
+        fs::write(&path, text).expect("write the smoke request");
+    }
+    let shipped: FilecoinSubmitRequest =
+        serde_json::from_slice(&fs::read(&path).expect("the shipped smoke request"))
+            .expect("a FilecoinSubmitRequest");
+    assert!(
+        shipped == want,
+        "{} is not the C1 output of the seeded 2 KiB sector; BLESS=1 rewrites it",
+        path.display()
+    );
 }
 
 #[test]
@@ -344,25 +399,39 @@ fn setup_never_writes_over_an_existing_parameter_file() {
     assert_eq!(digests(&f.cache), before);
 }
 
+/// What `prover post` and `prover client post` take to prove the
+/// fixture's sector's `kind` from the vanilla proofs in `vanilla` into `out`.
+fn post_args(kind: PostKind, vanilla: &Path, out: &Path, randomness: [u8; 32]) -> Vec<String> {
+    let kind = match kind {
+        PostKind::Winning => "winning",
+        PostKind::Window => "window",
+    };
+    [
+        "--kind",
+        kind,
+        "--vanilla",
+        &utf8(vanilla),
+        "--randomness",
+        &hex::encode(randomness),
+        "--prover-id",
+        &hex::encode(fixture().sealed.prover_id),
+        "--sector-size",
+        "2KiB",
+        "--out",
+        &utf8(out),
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 /// `prover post` for the fixture's sector with vanilla proofs `vanilla`.
 fn post_cli(kind: PostKind, vanilla: &Path, out: &Path, randomness: [u8; 32]) -> Output {
-    let f = fixture();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
-    cmd.args(["post", "--kind"])
-        .arg(match kind {
-            PostKind::Winning => "winning",
-            PostKind::Window => "window",
-        })
-        .arg("--vanilla")
-        .arg(vanilla)
-        .args(["--randomness", &hex::encode(randomness)])
-        .args(["--prover-id", &hex::encode(f.sealed.prover_id)])
-        .args(["--sector-size", "2KiB", "--allow-test-params"])
-        .args(["--backend", "cpu", "--log", "warn"])
+    cmd.arg("post")
+        .args(post_args(kind, vanilla, out, randomness))
+        .args(["--allow-test-params", "--backend", "cpu", "--log", "warn"])
         .arg("--param-cache")
-        .arg(&f.cache)
-        .arg("--out")
-        .arg(out)
+        .arg(&fixture().cache)
         .env_remove(CACHE_ENV);
     output_within(&mut cmd, CLI_LIMIT)
 }
@@ -455,7 +524,7 @@ impl FilDaemon {
     }
 
     /// `prover client SUB --config … ARGS`: exit code and stderr.
-    fn client(&self, sub: &[&str], args: &[&str]) -> (Option<i32>, String) {
+    fn client(&self, sub: &[&str], args: &[String]) -> (Option<i32>, String) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
         cmd.arg("client")
             .args(sub)
@@ -481,26 +550,9 @@ fn the_daemon_proves_a_c2_and_a_winning_post_that_filecoin_proofs_accepts() {
     let before = digests(&f.cache);
     let d = FilDaemon::start();
     let dir = scratch("daemon");
-    let prover_id = hex::encode(f.sealed.prover_id);
-    let sector = f.sealed.sector_id.to_string();
-    let c1 = f.c1.to_str().expect("utf-8 path");
 
     let out = dir.join("c2.proof");
-    let (code, err) = d.client(
-        &["c2"],
-        &[
-            "--c1",
-            c1,
-            "--prover-id",
-            &prover_id,
-            "--sector-id",
-            &sector,
-            "--sector-size",
-            "2KiB",
-            "--out",
-            out.to_str().expect("utf-8 path"),
-        ],
-    );
+    let (code, err) = d.client(&["c2"], &c2_args(&f.c1, &out, &[]));
     assert_eq!(code, Some(0), "{err}\n{}", d.log());
     let proof = fs::read(&out).expect("proof written");
     assert_eq!(proof.len(), porep::PROOF_BYTES);
@@ -512,21 +564,7 @@ fn the_daemon_proves_a_c2_and_a_winning_post_that_filecoin_proofs_accepts() {
     // Another sector's number: refused before any proving, exit 7, no file.
     let wrong = dir.join("wrong.proof");
     let other = (f.sealed.sector_id + 1).to_string();
-    let (code, err) = d.client(
-        &["c2"],
-        &[
-            "--c1",
-            c1,
-            "--prover-id",
-            &prover_id,
-            "--sector-id",
-            &other,
-            "--sector-size",
-            "2KiB",
-            "--out",
-            wrong.to_str().expect("utf-8 path"),
-        ],
-    );
+    let (code, err) = d.client(&["c2"], &c2_args(&f.c1, &wrong, &["--sector-id", &other]));
     assert_eq!(code, Some(7), "{err}");
     assert!(
         err.contains("bad_filecoin_input") && err.contains("sector"),
@@ -541,20 +579,7 @@ fn the_daemon_proves_a_c2_and_a_winning_post_that_filecoin_proofs_accepts() {
     let out = dir.join("winning.proof");
     let (code, err) = d.client(
         &["post"],
-        &[
-            "--kind",
-            "winning",
-            "--vanilla",
-            vanilla_path.to_str().expect("utf-8 path"),
-            "--randomness",
-            &hex::encode(RANDOMNESS),
-            "--prover-id",
-            &prover_id,
-            "--sector-size",
-            "2KiB",
-            "--out",
-            out.to_str().expect("utf-8 path"),
-        ],
+        &post_args(PostKind::Winning, &vanilla_path, &out, RANDOMNESS),
     );
     assert_eq!(code, Some(0), "{err}\n{}", d.log());
     let proof = fs::read(&out).expect("proof written");

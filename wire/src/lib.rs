@@ -11,8 +11,11 @@
 //! - [`api`]: the daemon's HTTP request and response bodies.
 //! - [`health`]: the host probe document printed by `prover health`.
 //! - [`metrics`]: Prometheus metric names exported at `/metrics`.
+//! - [`exit`]: the `prover` binary's exit codes, which fleetctl reads from
+//!   the `prover client` commands it runs.
 
 pub mod api;
+pub mod exit;
 pub mod health;
 pub mod metrics;
 pub mod phase;

@@ -89,6 +89,15 @@ pub fn write_output(path: &std::path::Path, bytes: &[u8]) -> Result<(), ParamsEr
     crate::params::file::write_atomic(path, |w| w.write_all(bytes)).map(|_| ())
 }
 
+/// The error of a call into the proof crates (they answer `anyhow`), with
+/// what it was doing and the whole chain of causes.
+pub(crate) fn crates_err(context: &'static str) -> impl FnOnce(anyhow::Error) -> FilecoinError {
+    move |e| FilecoinError::ProofCrates {
+        context,
+        reason: format!("{e:#}"),
+    }
+}
+
 /// Why a Filecoin proof could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum FilecoinError {

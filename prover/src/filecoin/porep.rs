@@ -28,7 +28,7 @@ use crate::filecoin::c1::C1Document;
 use crate::filecoin::cache::{self, CacheEntry, Provenance};
 use crate::filecoin::registered::SealProof;
 use crate::filecoin::statement::{self, ms, Partition, PartitionReport, Statement};
-use crate::filecoin::FilecoinError;
+use crate::filecoin::{crates_err, FilecoinError};
 use crate::pool::PinnedPool;
 
 pub use crate::filecoin::statement::PROOF_BYTES;
@@ -60,13 +60,6 @@ pub struct C2Output {
     pub total_ms: f64,
 }
 
-fn proof_err(context: &'static str) -> impl FnOnce(anyhow::Error) -> FilecoinError {
-    move |e| FilecoinError::ProofCrates {
-        context,
-        reason: format!("{e:#}"),
-    }
-}
-
 /// Filecoin's cache entry of a seal proof type's circuit.
 pub fn cache_entry(cache_dir: &Path, seal_proof: SealProof) -> Result<CacheEntry, FilecoinError> {
     crate::filecoin::with_tree!(
@@ -84,7 +77,7 @@ fn cache_entry_of<Tree: 'static + MerkleTreeTrait>(
     let id = seal_proof
         .porep_config()
         .get_cache_identifier::<Tree>()
-        .map_err(proof_err("computing the parameters' cache identifier"))?;
+        .map_err(crates_err("computing the parameters' cache identifier"))?;
     Ok(CacheEntry::new(cache_dir, id, seal_proof.to_string()))
 }
 
@@ -186,14 +179,14 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
             &self.pub_params.vanilla_params,
             Some(k),
         )
-        .map_err(proof_err("building a partition's circuit"))?;
+        .map_err(crates_err("building a partition's circuit"))?;
         let inputs: Vec<Scalar> =
             <Compound<Tree> as CompoundProof<Scheme<Tree>, _>>::generate_public_inputs(
                 &self.public_inputs,
                 &self.pub_params.vanilla_params,
                 Some(k),
             )
-            .map_err(proof_err("computing a partition's public inputs"))?;
+            .map_err(crates_err("computing a partition's public inputs"))?;
         Partition::synthesize(k, circuit, inputs, t, shape, pool)
     }
 }
@@ -258,12 +251,12 @@ fn prepare_of<Tree: 'static + MerkleTreeTrait>(
     };
     let setup = compound_proof::SetupParams {
         vanilla_params: filecoin_proofs::parameters::setup_params(&config)
-            .map_err(proof_err("setting up the PoRep parameters"))?,
+            .map_err(crates_err("setting up the PoRep parameters"))?,
         partitions: Some(partitions),
         priority: false,
     };
     let pub_params = <Compound<Tree> as CompoundProof<Scheme<Tree>, _>>::setup(&setup)
-        .map_err(proof_err("setting up the compound PoRep"))?;
+        .map_err(crates_err("setting up the compound PoRep"))?;
     // A C1 whose vanilla proofs do not verify cannot give a valid proof:
     // say so before minutes of proving, naming the input as the cause.
     let valid = Scheme::<Tree>::verify_all_partitions(
@@ -271,7 +264,7 @@ fn prepare_of<Tree: 'static + MerkleTreeTrait>(
         &public_inputs,
         &c1.vanilla_proofs,
     )
-    .map_err(proof_err("verifying the C1 output's vanilla proofs"))?;
+    .map_err(crates_err("verifying the C1 output's vanilla proofs"))?;
     if !valid {
         return Err(FilecoinError::VanillaInvalid { seal_proof });
     }

@@ -34,7 +34,7 @@ use crate::backend::Backend;
 use crate::circuit::CircuitShape;
 use crate::filecoin::cache::{self, CacheEntry, Provenance};
 use crate::filecoin::statement::{self, ms, Partition, PartitionReport, Statement};
-use crate::filecoin::FilecoinError;
+use crate::filecoin::{crates_err, FilecoinError};
 use crate::pool::PinnedPool;
 
 /// Which PoSt (declared with the other proof types, in `registered`).
@@ -98,13 +98,6 @@ pub fn post_config(kind: PostKind, sector_size: u64) -> Result<PoStConfig, Filec
             api_version: ApiVersion::V1_2_0,
         },
     })
-}
-
-fn crates_err(context: &'static str) -> impl FnOnce(anyhow::Error) -> FilecoinError {
-    move |e| FilecoinError::ProofCrates {
-        context,
-        reason: format!("{e:#}"),
-    }
 }
 
 /// Filecoin's cache entry of a PoSt circuit.

@@ -22,7 +22,7 @@ use storage_proofs_core::sector::SectorId;
 
 use crate::filecoin::post::{post_config, PostKind};
 use crate::filecoin::registered::SealProof;
-use crate::filecoin::FilecoinError;
+use crate::filecoin::{crates_err, FilecoinError};
 
 /// A sealed sector's C1 output and what its proof is checked against.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -40,13 +40,6 @@ pub struct Sealed {
     pub pc1_s: f64,
     pub pc2_s: f64,
     pub c1_s: f64,
-}
-
-fn crates_err(context: &'static str) -> impl FnOnce(anyhow::Error) -> FilecoinError {
-    move |e| FilecoinError::ProofCrates {
-        context,
-        reason: format!("{e:#}"),
-    }
 }
 
 fn io_err(context: &'static str) -> impl FnOnce(std::io::Error) -> FilecoinError {

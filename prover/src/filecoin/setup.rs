@@ -27,7 +27,7 @@ use crate::filecoin::cache::{self, CacheEntry, TestOnlySidecar};
 use crate::filecoin::porep;
 use crate::filecoin::post::{self, PostKind};
 use crate::filecoin::registered::SealProof;
-use crate::filecoin::FilecoinError;
+use crate::filecoin::{crates_err, FilecoinError};
 use crate::params::file::write_atomic;
 use crate::params::ParamsError;
 
@@ -68,12 +68,8 @@ fn generate_of<Tree: 'static + MerkleTreeTrait>(
     refuse_existing(&entry)?;
     let config = seal_proof.porep_config();
     let setup = compound_proof::SetupParams {
-        vanilla_params: filecoin_proofs::parameters::setup_params(&config).map_err(|e| {
-            FilecoinError::ProofCrates {
-                context: "setting up the PoRep parameters",
-                reason: format!("{e:#}"),
-            }
-        })?,
+        vanilla_params: filecoin_proofs::parameters::setup_params(&config)
+            .map_err(crates_err("setting up the PoRep parameters"))?,
         partitions: Some(usize::from(config.partitions)),
         priority: false,
     };
@@ -81,10 +77,7 @@ fn generate_of<Tree: 'static + MerkleTreeTrait>(
         StackedDrg<'_, Tree, DefaultPieceHasher>,
         _,
     >>::setup(&setup)
-    .map_err(|e| FilecoinError::ProofCrates {
-        context: "setting up the compound PoRep",
-        reason: format!("{e:#}"),
-    })?;
+    .map_err(crates_err("setting up the compound PoRep"))?;
     let blank = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
         StackedDrg<'_, Tree, DefaultPieceHasher>,
         _,

@@ -187,7 +187,7 @@ struct Rig {
     engine: Arc<Engine>,
     metrics: Arc<Metrics>,
     budget: Arc<MemoryBudget>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 fn rig(devices: Vec<Device>, lookahead: u32) -> Rig {
@@ -239,7 +239,7 @@ fn rig_on(devices: Vec<Device>, lookahead: u32, alloc: Arc<dyn HostAllocator>) -
         engine: Arc::new(engine),
         metrics,
         budget,
-        _dir: dir,
+        dir,
     }
 }
 
@@ -643,4 +643,126 @@ fn a_job_cancelled_while_its_parameters_are_generated_is_never_proved() {
         "a cancelled partition was proved"
     );
     stop(&rig.engine);
+}
+
+/// The TIMELINE events of the rig's timing log, in the order written.
+fn timeline(rig: &Rig) -> Vec<fleet_wire::timing::TimelineEvent> {
+    let text = std::fs::read_to_string(rig.dir.path().join("timing.jsonl")).expect("timing log");
+    text.lines()
+        .filter_map(|l| match fleet_wire::timing::TimingLine::parse(l) {
+            Ok(fleet_wire::timing::TimingLine::Timeline(e)) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Waits (bounded) until `done` holds; `what` names it in the failure.
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..6000 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{what}: not within 60 s");
+}
+
+/// (job, partition) of each `kind` event, in the order they were written.
+fn order_of(
+    events: &[fleet_wire::timing::TimelineEvent],
+    kind: fleet_wire::timing::TimelineKind,
+) -> Vec<(String, u32)> {
+    events
+        .iter()
+        .filter(|e| e.event == kind)
+        .map(|e| (e.job_id.clone(), e.partition))
+        .collect()
+}
+
+#[test]
+fn an_urgent_job_behind_a_backlog_is_synthesised_and_proved_before_the_backlog() {
+    use fleet_wire::timing::TimelineKind::{GpuStart, SynthesisStart};
+    // One device worker, held on the backlog's first partition; `LOOKAHEAD`
+    // more are synthesised and wait for the device, the rest wait for a
+    // synthesis worker (both are busy only with waiting for a slot).
+    const LOOKAHEAD: u32 = 2;
+    const BACKLOG: u32 = 6;
+    let gate = Arc::new(Gate::default());
+    let rig = rig(
+        vec![Faulty::device(0, Fault::Hold(gate.clone()), 1)],
+        LOOKAHEAD,
+    );
+    let backlog = submit(&rig.engine, BACKLOG);
+    let queued = || rig.engine.shared.queue.waiting();
+    wait_for("the backlog holds the device and the lookahead", || {
+        rig.engine.devices()[0].busy == 1 && queued() == LOOKAHEAD as usize
+    });
+    // What `submit_filecoin` does for a WinningPoSt: the urgency is the
+    // engine's, so a small bundled circuit stands for the PoSt here.
+    assert!(fleet_wire::api::FilecoinKind::WinningPost.is_urgent());
+    let urgent = rig
+        .engine
+        .enqueue(
+            JobSpec {
+                circuit: "chain".into(),
+                size: SIZE,
+                partitions: 1,
+                sector_size: None,
+            },
+            Circuit::Bundled {
+                kind: CircuitKind::Chain,
+                size: SIZE,
+                witness_seed: 3,
+            },
+            crate::prove::Blinding::from_seed(Some(5)),
+            true,
+        )
+        .expect("accepted");
+    wait_for("the urgent partition is synthesised and queued", || {
+        queued() == LOOKAHEAD as usize + 1
+    });
+    gate.open();
+    for id in [&backlog, &urgent] {
+        let s = finished(&rig.engine, id);
+        assert_eq!(s.state, JobState::Done, "{id}: {:?}", s.error);
+    }
+    stop(&rig.engine);
+    let events = timeline(&rig);
+
+    // Synthesis: after the partitions synthesised before it came, ahead of
+    // every partition still waiting for a synthesis worker.
+    let synthesised = order_of(&events, SynthesisStart);
+    assert_eq!(synthesised.len(), BACKLOG as usize + 1, "{synthesised:?}");
+    let at = synthesised
+        .iter()
+        .position(|(job, _)| job == &urgent)
+        .expect("the urgent job was synthesised");
+    assert_eq!(at, LOOKAHEAD as usize + 1, "{synthesised:?}");
+    let mut before: Vec<u32> = synthesised[..at].iter().map(|(_, p)| *p).collect();
+    before.sort_unstable();
+    assert_eq!(
+        before,
+        (0..=LOOKAHEAD).collect::<Vec<_>>(),
+        "{synthesised:?}"
+    );
+
+    // Device: right after the backlog's partition the device held when it
+    // came, ahead of the synthesised partitions queued before it. (Which
+    // backlog partition is where depends on which of the two synthesis
+    // workers finished first.)
+    let proved = order_of(&events, GpuStart);
+    assert_eq!(proved.len(), BACKLOG as usize + 1, "{proved:?}");
+    assert_eq!(proved[0].0, backlog, "{proved:?}");
+    assert_eq!(proved[1], (urgent.clone(), 0), "{proved:?}");
+    let mut backlog_partitions: Vec<u32> = proved
+        .iter()
+        .filter(|(job, _)| job == &backlog)
+        .map(|(_, p)| *p)
+        .collect();
+    backlog_partitions.sort_unstable();
+    assert_eq!(
+        backlog_partitions,
+        (0..BACKLOG).collect::<Vec<_>>(),
+        "{proved:?}"
+    );
 }
