@@ -47,6 +47,11 @@ pub struct C2Args {
     /// Write the per-partition timing report (JSON) here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Synthesise every partition the bellperson way (by default the first
+    /// partition's constraints are recorded and the others synthesise from
+    /// them: a witness pass and sparse products).
+    #[arg(long)]
+    pub no_compiled: bool,
 }
 
 /// The C1 output to prove and the sector it is for (`prover c2` and
@@ -189,6 +194,7 @@ pub fn run_c2(args: C2Args) -> Result<u8> {
     let options = C2Options {
         allow_test_params: args.allow_test_params,
         seed: args.seed,
+        compiled: !args.no_compiled,
     };
     let out = match porep::seal_commit_phase2(
         &doc,
@@ -282,6 +288,8 @@ pub struct PostArgs {
     pub threads: Option<usize>,
     #[arg(long)]
     pub report: Option<PathBuf>,
+    #[arg(long)]
+    pub no_compiled: bool,
 }
 
 /// `prover post`.
@@ -304,6 +312,7 @@ pub fn run_post(args: PostArgs) -> Result<u8> {
     let options = C2Options {
         allow_test_params: args.allow_test_params,
         seed: args.seed,
+        compiled: !args.no_compiled,
     };
     let out = match post::prove_post(
         &request,

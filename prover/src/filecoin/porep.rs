@@ -27,7 +27,7 @@ use crate::circuit::CircuitShape;
 use crate::filecoin::c1::C1Document;
 use crate::filecoin::cache::{self, CacheEntry, Provenance};
 use crate::filecoin::registered::SealProof;
-use crate::filecoin::statement::{self, ms, Partition, PartitionReport, Statement};
+use crate::filecoin::statement::{self, ms, Mode, Partition, PartitionReport, Statement};
 use crate::filecoin::{crates_err, FilecoinError};
 use crate::pool::PinnedPool;
 
@@ -41,6 +41,9 @@ pub struct C2Options {
     /// Draw each partition's r, s from this seed (reproducible proofs, for
     /// tests); `None` draws them from the OS, as a node must.
     pub seed: Option<u64>,
+    /// Synthesise from constraints recorded from the first partition (a
+    /// witness pass and sparse products for the others).
+    pub compiled: bool,
 }
 
 /// The seal proof and how it was made.
@@ -112,8 +115,14 @@ pub fn seal_commit_phase2(
         tracing::warn!(file = %entry.params.display(), "{}", crate::setup::TEST_ONLY_WARNING);
     }
     let load_params_ms = ms(t);
-    let (proof, partitions) =
-        statement::prove_all(statement.as_ref(), &loaded, backend, pool, options.seed)?;
+    let (proof, partitions) = statement::prove_all(
+        statement.as_ref(),
+        &loaded,
+        backend,
+        pool,
+        options.seed,
+        options.compiled,
+    )?;
     Ok(C2Output {
         proof,
         seal_proof: doc.seal_proof.to_string(),
@@ -166,6 +175,7 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
         k: usize,
         shape: &CircuitShape,
         pool: &PinnedPool,
+        mode: Mode<'_>,
     ) -> Result<Partition, FilecoinError> {
         let t = Instant::now();
         let vanilla = self.vanilla.get(k).ok_or(FilecoinError::C1Field {
@@ -187,7 +197,7 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
                 Some(k),
             )
             .map_err(crates_err("computing a partition's public inputs"))?;
-        Partition::synthesize(k, circuit, inputs, t, shape, pool)
+        Partition::synthesize(k, circuit, inputs, t, shape, pool, mode)
     }
 }
 

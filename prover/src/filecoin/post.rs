@@ -33,7 +33,7 @@ use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCompound, Pu
 use crate::backend::Backend;
 use crate::circuit::CircuitShape;
 use crate::filecoin::cache::{self, CacheEntry, Provenance};
-use crate::filecoin::statement::{self, ms, Partition, PartitionReport, Statement};
+use crate::filecoin::statement::{self, ms, Mode, Partition, PartitionReport, Statement};
 use crate::filecoin::{crates_err, FilecoinError};
 use crate::pool::PinnedPool;
 
@@ -174,8 +174,14 @@ pub fn prove_post(
     if loaded.provenance.is_test_only() {
         tracing::warn!(file = %entry.params.display(), "{}", crate::setup::TEST_ONLY_WARNING);
     }
-    let (proof, partitions) =
-        statement::prove_all(statement.as_ref(), &loaded, backend, pool, options.seed)?;
+    let (proof, partitions) = statement::prove_all(
+        statement.as_ref(),
+        &loaded,
+        backend,
+        pool,
+        options.seed,
+        options.compiled,
+    )?;
     Ok(PostOutput {
         proof,
         kind: request.kind,
@@ -233,6 +239,7 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for PostStatement<Tree> {
         k: usize,
         shape: &CircuitShape,
         pool: &PinnedPool,
+        mode: Mode<'_>,
     ) -> Result<Partition, FilecoinError> {
         let t = Instant::now();
         let part = self
@@ -255,7 +262,7 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for PostStatement<Tree> {
             Some(k),
         )
         .map_err(crates_err("computing a PoSt's public inputs"))?;
-        Partition::synthesize(k, circuit, inputs, t, shape, pool)
+        Partition::synthesize(k, circuit, inputs, t, shape, pool, mode)
     }
 }
 

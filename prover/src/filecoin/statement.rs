@@ -12,6 +12,7 @@ use fleet_wire::api::FilecoinKind;
 
 use crate::backend::{Backend, BackendTimes};
 use crate::circuit::CircuitShape;
+use crate::compiled::CompiledR1cs;
 use crate::filecoin::cache::{CacheEntry, Loaded};
 use crate::filecoin::FilecoinError;
 use crate::pool::PinnedPool;
@@ -39,13 +40,30 @@ pub trait Statement: Send + Sync {
     fn partition_number(&self, k: usize) -> usize {
         k
     }
-    /// Builds partition `k`'s circuit and synthesises it into `pool`.
+    /// Builds partition `k`'s circuit and synthesises it into `pool` as
+    /// `mode` says.
     fn synthesize(
         &self,
         k: usize,
         shape: &CircuitShape,
         pool: &PinnedPool,
+        mode: Mode<'_>,
     ) -> Result<Partition, FilecoinError>;
+}
+
+/// How a partition is synthesised. Every partition of one parameter set has
+/// the same constraints (the parameters encode them), so one partition's
+/// recording serves the others.
+#[derive(Clone, Copy)]
+pub enum Mode<'a> {
+    /// The bellperson way.
+    Plain,
+    /// Record the constraints from this partition's circuit, then synthesise
+    /// from the recording (checked); the recording comes back in the
+    /// [`Partition`].
+    Record,
+    /// From an earlier partition's recording.
+    Compiled { r1cs: &'a CompiledR1cs, check: bool },
 }
 
 /// One partition, synthesised.
@@ -55,30 +73,55 @@ pub struct Partition {
     pub inputs: Vec<Scalar>,
     /// Building the circuit (before synthesis), ms.
     pub circuit_ms: f64,
+    /// What [`Mode::Record`] recorded.
+    pub recorded: Option<CompiledR1cs>,
 }
 
 impl Partition {
-    /// Synthesises partition `k`'s built `circuit` into `pool`; `started`
-    /// is when building it began.
-    pub fn synthesize<C: bellperson::Circuit<Scalar>>(
+    /// Synthesises partition `k`'s built `circuit` into `pool` as `mode`
+    /// says; `started` is when building it began.
+    pub fn synthesize<C: bellperson::Circuit<Scalar> + Clone>(
         k: usize,
         circuit: C,
         inputs: Vec<Scalar>,
         started: Instant,
         shape: &CircuitShape,
         pool: &PinnedPool,
+        mode: Mode<'_>,
     ) -> Result<Partition, FilecoinError> {
         let circuit_ms = ms(started);
-        let syn = crate::synthesis::synthesize(circuit, shape, pool).map_err(|e| {
-            FilecoinError::Prove {
-                partition: k,
-                source: e.into(),
+        let failed = |source: crate::synthesis::SynthesisError| FilecoinError::Prove {
+            partition: k,
+            source: source.into(),
+        };
+        let mut recorded = None;
+        let syn = match mode {
+            Mode::Plain => crate::synthesis::synthesize(circuit, shape, pool).map_err(failed)?,
+            Mode::Compiled { r1cs, check } => {
+                crate::synthesis::synthesize_compiled(circuit, r1cs, shape, pool, check)
+                    .map_err(failed)?
             }
-        })?;
+            // A circuit that cannot be recorded is still proved, the
+            // bellperson way; only the recording is given up.
+            Mode::Record => match crate::compiled::compile(circuit.clone()) {
+                Ok(r1cs) => {
+                    let syn =
+                        crate::synthesis::synthesize_compiled(circuit, &r1cs, shape, pool, true)
+                            .map_err(failed)?;
+                    recorded = Some(r1cs);
+                    syn
+                }
+                Err(e) => {
+                    tracing::warn!("partition {k}: {e}; synthesising the bellperson way");
+                    crate::synthesis::synthesize(circuit, shape, pool).map_err(failed)?
+                }
+            },
+        };
         Ok(Partition {
             syn,
             inputs,
             circuit_ms,
+            recorded,
         })
     }
 }
@@ -92,6 +135,9 @@ pub struct PartitionReport {
     pub aux: usize,
     pub circuit_ms: f64,
     pub synthesis_ms: f64,
+    /// Of `synthesis_ms`, where it ran from compiled constraints.
+    pub witness_ms: Option<f64>,
+    pub abc_ms: Option<f64>,
     pub prove_ms: f64,
     pub device_ms: f64,
     pub verify_ms: f64,
@@ -110,6 +156,7 @@ pub fn prove_all(
     backend: &dyn Backend,
     pool: &PinnedPool,
     seed: Option<u64>,
+    compiled: bool,
 ) -> Result<(Vec<u8>, Vec<PartitionReport>), FilecoinError> {
     let pvk = prepare_verifying_key(&loaded.params.vk);
     let key = IdentifiedKey {
@@ -121,13 +168,25 @@ pub fn prove_all(
     let partitions = statement.partitions();
     let mut proof_bytes = Vec::with_capacity(partitions * PROOF_BYTES);
     let mut reports = Vec::with_capacity(partitions);
+    let mut recording: Option<CompiledR1cs> = None;
     for k in 0..partitions {
+        let mode = match (&recording, compiled) {
+            (_, false) => Mode::Plain,
+            (None, true) => Mode::Record,
+            // Each proof is verified below, so a partition that strayed
+            // from the recording cannot pass unnoticed.
+            (Some(r1cs), true) => Mode::Compiled { r1cs, check: false },
+        };
         let Partition {
             syn,
             inputs,
             circuit_ms,
-        } = statement.synthesize(k, &shape, pool)?;
-        let (constraints, synthesis_ms) = (syn.num_constraints, syn.synthesis_ms);
+            recorded,
+        } = statement.synthesize(k, &shape, pool, mode)?;
+        if recorded.is_some() {
+            recording = recorded;
+        }
+        let (constraints, synthesis_ms, parts) = (syn.num_constraints, syn.synthesis_ms, syn.parts);
         let (r, s) = blinding.for_partition(k as u32);
         let t = Instant::now();
         let mut times = BackendTimes::default();
@@ -153,6 +212,8 @@ pub fn prove_all(
             aux: shape.num_aux,
             circuit_ms,
             synthesis_ms,
+            witness_ms: parts.map(|p| p.witness_ms),
+            abc_ms: parts.map(|p| p.abc_ms),
             prove_ms,
             device_ms: times.device_ms,
             verify_ms,

@@ -49,6 +49,9 @@ pub struct CompiledSet {
     enabled: bool,
     check_first: u32,
     slots: Mutex<HashMap<(CircuitKind, usize), SharedSlot>>,
+    /// Filecoin recordings by their parameter file's digest: made from a
+    /// job's first partition to be synthesised, kept for every later one.
+    filecoin: Mutex<HashMap<String, Arc<Entry>>>,
 }
 
 impl CompiledSet {
@@ -57,6 +60,55 @@ impl CompiledSet {
             enabled,
             check_first,
             slots: Mutex::new(HashMap::new()),
+            filecoin: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether recordings are in use at all.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The Filecoin recording for the parameters of digest `params_sha256`,
+    /// if one was kept.
+    pub fn filecoin(&self, params_sha256: &str) -> Option<CompiledUse> {
+        if !self.enabled {
+            return None;
+        }
+        let entry = self.filecoin.lock().get(params_sha256)?.clone();
+        let n = entry.uses.fetch_add(1, Ordering::Relaxed);
+        Some(CompiledUse {
+            r1cs: entry.r1cs.clone(),
+            check: n < self.check_first,
+        })
+    }
+
+    /// Keeps a Filecoin recording made by a partition (the first one kept
+    /// wins where two partitions recorded at once), under a reservation.
+    pub fn keep_filecoin(
+        &self,
+        params_sha256: &str,
+        r1cs: CompiledR1cs,
+        budget: &Arc<MemoryBudget>,
+    ) {
+        let mut map = self.filecoin.lock();
+        if map.contains_key(params_sha256) {
+            return;
+        }
+        let who = format!("compiled constraints of Filecoin parameters {params_sha256}");
+        match budget.try_reserve(&who, r1cs.bytes() as u64) {
+            Ok(reservation) => {
+                map.insert(
+                    params_sha256.to_owned(),
+                    Arc::new(Entry {
+                        r1cs: Arc::new(r1cs),
+                        // The partition that recorded it was checked.
+                        uses: AtomicU32::new(1),
+                        _reservation: reservation,
+                    }),
+                );
+            }
+            Err(e) => tracing::warn!("{who}: {e}; its partitions synthesise the bellperson way"),
         }
     }
 
@@ -107,14 +159,22 @@ impl CompiledSet {
 
     /// Bytes the recordings take in memory.
     pub fn bytes(&self) -> u64 {
-        self.slots
+        let bundled: u64 = self
+            .slots
             .lock()
             .values()
             .map(|s| match &*s.lock() {
                 Slot::Ready(e) => e.r1cs.bytes() as u64,
                 _ => 0,
             })
-            .sum()
+            .sum();
+        let filecoin: u64 = self
+            .filecoin
+            .lock()
+            .values()
+            .map(|e| e.r1cs.bytes() as u64)
+            .sum();
+        bundled + filecoin
     }
 }
 

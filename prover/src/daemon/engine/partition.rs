@@ -10,7 +10,7 @@ use crate::daemon::engine::admission::working_bytes;
 use crate::daemon::engine::compiled::CompiledSet;
 use crate::daemon::engine::devices::{is_device_fault, Device};
 use crate::daemon::engine::filecoin::FilKey;
-use crate::filecoin::statement::{Partition, Statement};
+use crate::filecoin::statement::{Mode, Partition, Statement};
 use crate::filecoin::FilecoinError;
 use crate::params::{ParamStore, Params, ParamsError};
 use crate::pool::PinnedPool;
@@ -405,16 +405,38 @@ impl Stages {
         self.event(timer, TimelineKind::SynthesisStart, device);
         let t = Instant::now();
         let k = task.partition as usize;
-        let Partition { syn, inputs, .. } = catch_unwind(AssertUnwindSafe(|| {
-            work.statement.synthesize(k, &shape, &self.pool)
+        let sha256 = &work.key.sha256;
+        let compiled = self.compiled.filecoin(sha256);
+        let mode = match &compiled {
+            Some(c) => Mode::Compiled {
+                r1cs: &c.r1cs,
+                check: c.check,
+            },
+            None if self.compiled.enabled() => Mode::Record,
+            None => Mode::Plain,
+        };
+        let Partition {
+            syn,
+            inputs,
+            recorded,
+            ..
+        } = catch_unwind(AssertUnwindSafe(|| {
+            work.statement.synthesize(k, &shape, &self.pool, mode)
         }))
         .map_err(panic_message)??;
+        if let Some(r1cs) = recorded {
+            self.compiled.keep_filecoin(sha256, r1cs, &self.budget);
+        }
         let total = t.elapsed().as_secs_f64() * 1e3;
         self.event(timer, TimelineKind::SynthesisEnd, device);
         // Building the circuit from the vanilla proof is part of what this
         // partition's synthesis costs; the rest is taking pool buffers.
         let build_and_synthesis = total.max(syn.synthesis_ms);
         timer.add(Phase::Synthesis, build_and_synthesis);
+        if let Some(parts) = syn.parts {
+            timer.add(Phase::Witness, parts.witness_ms);
+            timer.add(Phase::Abc, parts.abc_ms);
+        }
         Ok((
             work.key.params.clone(),
             Some(work.key.sha256.clone()),
