@@ -575,10 +575,7 @@ mod tests {
             playbook: Arc::new(playbook),
             inventory: "inv".into(),
             hosts: (0..n).map(host).collect(),
-            release: Arc::new(Build {
-                binary: "p".into(),
-                sha256: None,
-            }),
+            release: Arc::new(Build::new("p".into(), None)),
             check: false,
             state_dir,
             resume,
@@ -792,10 +789,7 @@ mod tests {
             playbook: Arc::new(playbook),
             inventory: "i".into(),
             hosts: (0..5).map(host).collect(),
-            release: Arc::new(Build {
-                binary: "p".into(),
-                sha256: None,
-            }),
+            release: Arc::new(Build::new("p".into(), None)),
             check: false,
             state_dir: Some(dir.path().to_owned()),
             resume: None,
@@ -843,10 +837,7 @@ mod tests {
             playbook: Arc::new(playbook),
             inventory: "i".into(),
             hosts: (0..3).map(host).collect(),
-            release: Arc::new(Build {
-                binary: "p".into(),
-                sha256: None,
-            }),
+            release: Arc::new(Build::new("p".into(), None)),
             check: false,
             state_dir: None,
             resume: None,
@@ -879,10 +870,7 @@ mod tests {
             }),
             inventory: "i".into(),
             hosts: (0..n).map(host).collect(),
-            release: Arc::new(Build {
-                binary: "p".into(),
-                sha256: None,
-            }),
+            release: Arc::new(Build::new("p".into(), None)),
         }
     }
 
@@ -1033,10 +1021,7 @@ mod tests {
             playbook: Arc::new(playbook),
             inventory: "inv".into(),
             hosts: (0..5).map(host).collect(),
-            release: Arc::new(Build {
-                binary: "p".into(),
-                sha256: Some("ab".repeat(32)),
-            }),
+            release: Arc::new(Build::new("p".into(), Some("ab".repeat(32)))),
             check: false,
             state_dir: None,
             resume: None,

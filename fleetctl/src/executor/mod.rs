@@ -86,10 +86,7 @@ pub fn prepare(playbook: &str, target: &Target, binary: &Path) -> Result<Prepare
         playbook: Arc::new(playbook),
         inventory: inv.file,
         hosts,
-        release: Arc::new(Build {
-            binary: binary.to_owned(),
-            sha256,
-        }),
+        release: Arc::new(Build::new(binary.to_owned(), sha256)),
     })
 }
 

@@ -236,10 +236,7 @@ pub async fn run(opts: Options, stop: watch::Receiver<Stop>) -> Result<Finished,
         def,
         inventory: inv.file.clone(),
         groups,
-        candidate: Arc::new(Build {
-            binary,
-            sha256: Some(sha256),
-        }),
+        candidate: Arc::new(Build::new(binary, Some(sha256))),
         opts,
         log,
         st,
@@ -805,11 +802,8 @@ impl Exp {
                 Stage::Restore,
                 format!("{} back to release {}", names.join(", "), short(&release)),
             );
-            let spec = Arc::new(Build {
-                // Nothing is uploaded: the release is on the host already.
-                binary: PathBuf::new(),
-                sha256: Some(release.clone()),
-            });
+            // Nothing is uploaded: the release is on the host already.
+            let spec = Arc::new(Build::new(PathBuf::new(), Some(release.clone())));
             let fin = self
                 .sub_run(Stage::Restore, pb, hosts, spec, None, abort_only(stop))
                 .await?;
@@ -995,6 +989,7 @@ async fn preflight(host: &Host) -> Result<(String, String), String> {
             binary: PathBuf::new(),
             sha256: String::new(),
             config: None,
+            compressed: Default::default(),
         };
         let ctx = StepCtx::new(host, &t, &release);
         let current = remote::current_release(&ctx)

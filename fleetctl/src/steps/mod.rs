@@ -8,6 +8,7 @@
 //! saying what was kept intact.
 
 pub mod collect_timing;
+pub mod compress;
 pub mod drain;
 pub mod health;
 pub mod lock;
@@ -261,6 +262,9 @@ pub struct Release {
     /// Daemon config shipped beside the binary as `prover.toml`; `None`
     /// keeps whatever config the host has at its `config_path`.
     pub config: Option<PathBuf>,
+    /// The binary compressed for `upload`, made once and shared by every
+    /// host's copy of this release.
+    pub compressed: compress::CompressedOnce,
 }
 
 impl Release {
@@ -277,6 +281,7 @@ impl Release {
             binary: binary.to_owned(),
             sha256,
             config: config.map(Path::to_owned),
+            compressed: Default::default(),
         })
     }
 }
@@ -355,6 +360,8 @@ pub struct HostProgress {
     pub serving_stopped: Option<Instant>,
     /// When `verify` first saw the new daemon ready.
     pub serving_again: Option<Instant>,
+    /// What `upload` sent, until the host task reports it.
+    pub uploaded: Option<upload::Sent>,
 }
 
 impl HostProgress {
