@@ -8,7 +8,8 @@
 # speedups.
 # Usage (root): scripts/bench-staging.sh
 # Environment: BENCH_MBIT (0: no limit), BENCH_PAYLOAD (file whose bytes pad
-# each release; default the fleetctl binary), BENCH_PAYLOAD_MIB (default 48).
+# each release; default the cargo binary that builds the test, a Rust release
+# build), BENCH_PAYLOAD_MIB (cap, default 48).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then

@@ -9,9 +9,12 @@
 //! checks the targets on the default (compressed) upload: every gap under
 //! 3 s, staging at least 3x faster.
 //!
-//! `BENCH_PAYLOAD` names the padding's source (default: the fleetctl binary
-//! of this build) and `BENCH_PAYLOAD_MIB` its size (default 48, the prover
-//! release's); `BENCH_MBIT=0` leaves the links at loopback speed.
+//! `BENCH_PAYLOAD` names the padding's source, `BENCH_PAYLOAD_MIB` caps its
+//! size (default 48, the prover release's). The default source is the cargo
+//! that built this test: a Rust release binary of about the prover's size
+//! on every build machine (this build's own binaries are debug builds,
+//! mostly debug info, which compresses far better than a release does).
+//! `BENCH_MBIT=0` leaves the links at loopback speed.
 
 use fleetctl::lab::{Lab, LabConfig};
 use std::path::{Path, PathBuf};
@@ -43,10 +46,8 @@ fn playbook(stage: Option<usize>, compress: bool) -> String {
 
 /// The bytes that pad every release to a real build's size.
 fn payload() -> Vec<u8> {
-    let source = std::env::var_os("BENCH_PAYLOAD").map_or_else(
-        || PathBuf::from(env!("CARGO_BIN_EXE_fleetctl")),
-        PathBuf::from,
-    );
+    let source = std::env::var_os("BENCH_PAYLOAD")
+        .map_or_else(|| PathBuf::from(env!("CARGO")), PathBuf::from);
     let mib = env_number("BENCH_PAYLOAD_MIB", 48, 1024) as usize;
     let mut bytes = std::fs::read(&source).expect("payload source");
     bytes.truncate(mib << 20);
@@ -177,6 +178,13 @@ fn staging_benchmark() {
             sent_bytes as f64 / HOSTS as f64 / (1 << 20) as f64,
             up["file_bytes"].as_u64().unwrap_or(0) as f64 / HOSTS as f64 / (1 << 20) as f64,
         );
+        let steps: Vec<String> = [
+            "connect", "lock", "upload", "prepare", "drain", "start", "verify",
+        ]
+        .iter()
+        .map(|step| format!("{step} {:.2}", mean_step_s(&s, step)))
+        .collect();
+        println!("{:<24} mean step times (s): {}", "", steps.join(", "));
         rows.push(Measured {
             secs,
             gap_max_ms: gap["max_ms"].as_u64().unwrap_or(u64::MAX),
