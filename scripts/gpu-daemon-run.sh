@@ -13,6 +13,7 @@
 # GPU_DAEMON_BUDGET (memory budget, default 96GiB), GPU_DAEMON_DEVICES
 # (`"all"` or a TOML list such as `[0, 1]`, default "all"), GPU_DAEMON_PARAMS
 # (parameter directory kept between runs, default a fresh one),
+# GPU_DAEMON_COMPILED (synthesis from compiled constraints, default true),
 # GPU_DAEMON_RS_SEED (seed of r, s: equal seeds give equal proof bytes,
 # default 7).
 set -uo pipefail
@@ -44,6 +45,7 @@ workers_per_device = ${GPU_DAEMON_WORKERS:-2}
 [synthesis]
 concurrency = ${GPU_DAEMON_SYNTH:-12}
 lookahead = 12
+compiled = ${GPU_DAEMON_COMPILED:-true}
 [[preload]]
 circuit = "chain"
 size = $size

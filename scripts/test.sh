@@ -91,7 +91,7 @@ cargo fmt --all -- --check
 echo "test.sh: cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "test.sh: import circles"
-python3 scripts/import-circles.py --known scripts/import-circles.known fleetctl/src prover/src wire/src testkit/src
+python3 scripts/import-circles.py fleetctl/src prover/src wire/src testkit/src
 echo "test.sh: cargo test"
 # The binaries must exist before the end-to-end tests deploy them.
 cargo build --workspace --bins

@@ -7,7 +7,8 @@
 //! Beside it: [`timing`] (fleet-wide timing), [`health`] (policy, status),
 //! [`experiment`] (a candidate on canaries judged against baselines), [`lab`]
 //! (a fleet of real sshd hosts on this machine for tests). Every per-host
-//! parallel run goes through [`fanout`]. The command line (clap, Ctrl-C,
+//! parallel run goes through [`fanout`], every file of fleetctl's own
+//! (state, audit logs) through [`persist`]. The command line (clap, Ctrl-C,
 //! exit codes) belongs to the binary (`src/cli/`), which hands the library
 //! plain types.
 
@@ -18,6 +19,7 @@ pub mod fanout;
 pub mod health;
 pub mod inventory;
 pub mod lab;
+pub mod persist;
 pub mod plan;
 pub mod playbook;
 pub mod steps;

@@ -28,6 +28,30 @@ pub enum StepCell {
     },
 }
 
+impl StepCell {
+    /// The state word (as the JSON summary writes it), the time, and the
+    /// mark the table puts before the time: the one reading of a cell that
+    /// both the table and the JSON show.
+    fn parts(&self) -> (&'static str, Option<u64>, &str) {
+        match self {
+            StepCell::Running => ("running", None, "…"),
+            StepCell::Done { ms } => ("done", Some(*ms), ""),
+            StepCell::Forced { ms, flag } => ("forced", Some(*ms), flag),
+            StepCell::Skipped { ms } => ("skipped", Some(*ms), "skip"),
+            StepCell::Failed { ms } => ("failed", Some(*ms), "FAIL"),
+        }
+    }
+
+    /// The cell as the table prints it: `1.5s`, `skip 0.1s`, `SIGKILL 30.2s`.
+    fn text(&self) -> String {
+        match self.parts() {
+            (_, None, mark) => mark.to_owned(),
+            (_, Some(ms), "") => secs(ms),
+            (_, Some(ms), mark) => format!("{mark} {}", secs(ms)),
+        }
+    }
+}
+
 /// One host's row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -113,11 +137,7 @@ impl Summary {
 
     /// Rows in the order the run listed its hosts.
     pub fn rows(&self) -> Vec<Row> {
-        let d = self.lock();
-        d.hosts
-            .iter()
-            .filter_map(|h| d.rows.get(h).cloned())
-            .collect()
+        self.lock().listed().cloned().collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SummaryData> {
@@ -136,21 +156,13 @@ impl Summary {
     pub fn json(&self) -> serde_json::Value {
         let d = self.lock();
         let hosts: Vec<serde_json::Value> = d
-            .hosts
-            .iter()
-            .filter_map(|h| d.rows.get(h))
+            .listed()
             .map(|r| {
                 let steps: serde_json::Map<String, serde_json::Value> = r
                     .steps
                     .iter()
                     .map(|(name, c)| {
-                        let (state, ms) = match c {
-                            StepCell::Running => ("running", None),
-                            StepCell::Done { ms } => ("done", Some(*ms)),
-                            StepCell::Forced { ms, .. } => ("forced", Some(*ms)),
-                            StepCell::Skipped { ms } => ("skipped", Some(*ms)),
-                            StepCell::Failed { ms } => ("failed", Some(*ms)),
-                        };
+                        let (state, ms, _) = c.parts();
                         (name.clone(), serde_json::json!({"state": state, "ms": ms}))
                     })
                     .collect();
@@ -192,10 +204,7 @@ impl Summary {
         }
         header.extend(d.columns.iter().cloned());
         table.set_header(header);
-        for host in &d.hosts {
-            let Some(row) = d.rows.get(host) else {
-                continue;
-            };
+        for row in d.listed() {
             let result = match row.status {
                 Some(HostStatus::Ok) if d.check => "checked, unchanged",
                 other => other.map_or("?", HostStatus::label),
@@ -209,14 +218,9 @@ impl Summary {
                 cells.push(Cell::new(row.serving_gap_ms.map_or("-".into(), secs)));
             }
             for c in &d.columns {
-                cells.push(Cell::new(match row.steps.get(c) {
-                    None => "-".to_string(),
-                    Some(StepCell::Running) => "…".to_string(),
-                    Some(StepCell::Done { ms }) => secs(*ms),
-                    Some(StepCell::Forced { ms, flag }) => format!("{flag} {}", secs(*ms)),
-                    Some(StepCell::Skipped { ms }) => format!("skip {}", secs(*ms)),
-                    Some(StepCell::Failed { ms }) => format!("FAIL {}", secs(*ms)),
-                }));
+                cells.push(Cell::new(
+                    row.steps.get(c).map_or("-".to_owned(), StepCell::text),
+                ));
             }
             table.add_row(cells);
         }
@@ -245,29 +249,25 @@ impl Summary {
                 "staged: every host uploaded and prepared first, {n} at a time; the batches only swapped\n"
             ));
         }
-        for host in &d.hosts {
-            if let Some(row) = d.rows.get(host) {
-                if let Some(proof) = &row.smoke {
-                    out.push_str(&format!("{host}: smoke: {proof}\n"));
-                }
-                for (step, detail) in &row.forced {
-                    out.push_str(&format!("{host}: {step}: {detail}\n"));
-                }
-                if let Some(why) = row.upload.as_ref().and_then(|u| u.plain_because.as_ref()) {
-                    out.push_str(&format!("{host}: upload: sent plain: {why}\n"));
-                }
+        for row in d.listed() {
+            let host = &row.host;
+            if let Some(proof) = &row.smoke {
+                out.push_str(&format!("{host}: smoke: {proof}\n"));
+            }
+            for (step, detail) in &row.forced {
+                out.push_str(&format!("{host}: {step}: {detail}\n"));
+            }
+            if let Some(why) = row.upload.as_ref().and_then(|u| u.plain_because.as_ref()) {
+                out.push_str(&format!("{host}: upload: sent plain: {why}\n"));
             }
         }
-        for host in &d.hosts {
-            if let Some(Row {
-                error: Some(e),
-                status,
-                ..
-            }) = d.rows.get(host)
-            {
+        // The errors last, nearest the prompt.
+        for row in d.listed() {
+            if let Some(e) = &row.error {
                 out.push_str(&format!(
-                    "{host}: {}: {e}\n",
-                    status.map_or("?", HostStatus::label)
+                    "{}: {}: {e}\n",
+                    row.host,
+                    row.status.map_or("?", HostStatus::label)
                 ));
             }
         }
@@ -279,13 +279,29 @@ impl Summary {
     }
 }
 
+impl SummaryData {
+    /// Rows in the order the run listed its hosts: the order of the table,
+    /// the lines under it and the JSON.
+    fn listed(&self) -> impl Iterator<Item = &Row> {
+        self.hosts.iter().filter_map(|h| self.rows.get(h))
+    }
+
+    /// The row of the host an event is about.
+    fn row_mut(&mut self, e: &Event) -> Option<&mut Row> {
+        self.rows.get_mut(e.host.as_deref()?)
+    }
+
+    /// A step's column, added the first time the step is seen.
+    fn column(&mut self, step: &str) {
+        if !self.columns.iter().any(|c| c == step) {
+            self.columns.push(step.to_owned());
+        }
+    }
+}
+
 fn uploads(d: &SummaryData) -> Option<UploadTotals> {
     let mut out: Option<UploadTotals> = None;
-    for u in d
-        .hosts
-        .iter()
-        .filter_map(|h| d.rows.get(h)?.upload.as_ref())
-    {
+    for u in d.listed().filter_map(|r| r.upload.as_ref()) {
         let t = out.get_or_insert(UploadTotals {
             hosts: 0,
             file_bytes: 0,
@@ -302,21 +318,21 @@ fn uploads(d: &SummaryData) -> Option<UploadTotals> {
 
 fn gaps(d: &SummaryData) -> Option<GapTotals> {
     let mut out: Option<GapTotals> = None;
-    for h in &d.hosts {
-        let Some(ms) = d.rows.get(h).and_then(|r| r.serving_gap_ms) else {
+    for row in d.listed() {
+        let Some(ms) = row.serving_gap_ms else {
             continue;
         };
         let g = out.get_or_insert(GapTotals {
             hosts: 0,
             sum_ms: 0,
             max_ms: 0,
-            max_host: h.clone(),
+            max_host: row.host.clone(),
         });
         g.hosts += 1;
         g.sum_ms = g.sum_ms.saturating_add(ms);
         if ms > g.max_ms {
             g.max_ms = ms;
-            g.max_host = h.clone();
+            g.max_host = row.host.clone();
         }
     }
     out
@@ -358,10 +374,8 @@ impl Reporter for Summary {
                 }
             }
             EventKind::StepStarted { step } => {
-                if !d.columns.contains(step) {
-                    d.columns.push(step.clone());
-                }
-                if let Some(row) = e.host.as_ref().and_then(|h| d.rows.get_mut(h)) {
+                d.column(step);
+                if let Some(row) = d.row_mut(e) {
                     row.steps.insert(step.clone(), StepCell::Running);
                 }
             }
@@ -372,7 +386,7 @@ impl Reporter for Summary {
                 detail,
                 flag,
             } => {
-                if let Some(row) = e.host.as_ref().and_then(|h| d.rows.get_mut(h)) {
+                if let Some(row) = d.row_mut(e) {
                     let ms = *duration_ms;
                     let cell = match (skipped, flag) {
                         (true, _) => StepCell::Skipped { ms },
@@ -394,10 +408,8 @@ impl Reporter for Summary {
             EventKind::StepFailed {
                 step, duration_ms, ..
             } => {
-                if !d.columns.contains(step) {
-                    d.columns.push(step.clone());
-                }
-                if let Some(row) = e.host.as_ref().and_then(|h| d.rows.get_mut(h)) {
+                d.column(step);
+                if let Some(row) = d.row_mut(e) {
                     row.steps
                         .insert(step.clone(), StepCell::Failed { ms: *duration_ms });
                 }
@@ -408,14 +420,14 @@ impl Reporter for Summary {
                 error,
                 ..
             } => {
-                if let Some(row) = e.host.as_ref().and_then(|h| d.rows.get_mut(h)) {
+                if let Some(row) = d.row_mut(e) {
                     row.status = Some(*status);
                     row.build = build.clone();
                     row.error = error.clone();
                 }
             }
             EventKind::ServingGap { gap_ms, .. } => {
-                if let Some(row) = e.host.as_ref().and_then(|h| d.rows.get_mut(h)) {
+                if let Some(row) = d.row_mut(e) {
                     row.serving_gap_ms = Some(*gap_ms);
                 }
             }
@@ -425,7 +437,7 @@ impl Reporter for Summary {
                 encoding,
                 plain_because,
             } => {
-                if let Some(row) = e.host.as_ref().and_then(|h| d.rows.get_mut(h)) {
+                if let Some(row) = d.row_mut(e) {
                     row.upload = Some(UploadBytes {
                         file_bytes: *file_bytes,
                         sent_bytes: *sent_bytes,

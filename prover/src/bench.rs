@@ -17,6 +17,7 @@ use crate::backend::cuda::{CudaBackend, CudaHostAllocator};
 use crate::backend::{Backend, BackendError, BackendTimes};
 use crate::budget::MemoryBudget;
 use crate::circuit::{self, CircuitError, CircuitKind};
+use crate::compiled::{self, CompiledR1cs};
 use crate::params::{ParamStore, ParamsError, TestParams, DEFAULT_SEED};
 use crate::pool::{PinnedPool, PoolLimits};
 use crate::prove::{self, partition_randomness, ProveError};
@@ -40,6 +41,8 @@ pub struct BenchConfig {
     pub cuda: bool,
     /// Generate TEST-ONLY parameters for sizes `params_dir` lacks.
     pub test_params: bool,
+    /// Also prove with synthesis from compiled constraints.
+    pub compiled: bool,
 }
 
 /// Why the benchmark stopped.
@@ -69,6 +72,13 @@ pub enum BenchError {
         log_size: u32,
         #[source]
         source: ProveError,
+    },
+    #[error("bench {circuit} 2^{log_size}: compiling the constraints: {source}")]
+    Compile {
+        circuit: CircuitKind,
+        log_size: u32,
+        #[source]
+        source: compiled::CompileError,
     },
     #[error("bench {circuit} 2^{log_size}: bellperson: {source}")]
     Baseline {
@@ -106,6 +116,22 @@ pub struct BenchRow {
     /// Whether both proofs had the same bytes.
     pub identical: Option<bool>,
     pub threads: usize,
+    /// Synthesis the bellperson way (every linear combination built and
+    /// evaluated; the same work as bellperson's `ProvingAssignment`), ms.
+    pub synthesis_ms: f64,
+    /// Recording the constraints once (not part of any proof), ms.
+    pub compile_ms: Option<f64>,
+    /// Synthesis from compiled constraints: the witness pass and a, b, c.
+    pub witness_ms: Option<f64>,
+    pub abc_ms: Option<f64>,
+    /// Terms of A, B, C and bytes the recording takes in memory.
+    pub nnz: Option<usize>,
+    pub compiled_bytes: Option<usize>,
+    /// Whole proofs with compiled synthesis: CPU backend, CUDA backend.
+    pub compiled_ms: Option<f64>,
+    pub cuda_compiled_ms: Option<f64>,
+    /// Whether every compiled-synthesis proof had the CPU backend's bytes.
+    pub compiled_identical: Option<bool>,
 }
 
 /// Resets the kernel's peak-RSS mark to the current RSS; false when the
@@ -191,19 +217,61 @@ fn proof_bytes(p: &bellperson::groth16::Proof<blstrs::Bls12>) -> Vec<u8> {
     v
 }
 
-/// Synthesises and proves on `backend`, marking when synthesis ended.
+/// What one of our proofs reports besides its bytes.
+struct OurRun {
+    proof: bellperson::groth16::Proof<blstrs::Bls12>,
+    synthesis_ms: f64,
+    parts: Option<synthesis::SynthesisParts>,
+}
+
+/// Synthesises (from `compiled` constraints where given) and proves on
+/// `backend`, marking when synthesis ended.
 fn our_proof(
     backend: &dyn Backend,
     key: &dyn prove::ProvingKey,
     circuit: impl bellperson::Circuit<blstrs::Scalar>,
+    compiled: Option<&CompiledR1cs>,
     pool: &PinnedPool,
     (r, s): (blstrs::Scalar, blstrs::Scalar),
     synthesised: &mut Option<Instant>,
-) -> Result<bellperson::groth16::Proof<blstrs::Bls12>, ProveError> {
+) -> Result<OurRun, ProveError> {
     let shape = prove::shape_of_key(key);
-    let syn = synthesis::synthesize(circuit, &shape, pool)?;
+    let syn = match compiled {
+        // Unchecked, as a daemon runs after its first proofs of a shape;
+        // the proof's bytes are compared with the CPU backend's below.
+        Some(r1cs) => synthesis::synthesize_compiled(circuit, r1cs, &shape, pool, false)?,
+        None => synthesis::synthesize(circuit, &shape, pool)?,
+    };
     *synthesised = Some(Instant::now());
-    prove::prove_synthesized(backend, key, syn, r, s, &mut BackendTimes::default())
+    let (synthesis_ms, parts) = (syn.synthesis_ms, syn.parts);
+    let proof = prove::prove_synthesized(backend, key, syn, r, s, &mut BackendTimes::default())?;
+    Ok(OurRun {
+        proof,
+        synthesis_ms,
+        parts,
+    })
+}
+
+/// The fastest of `runs`, by whole-proof wall time.
+#[derive(Default)]
+struct Best {
+    run: Option<(Measured, Vec<u8>, f64, Option<synthesis::SynthesisParts>)>,
+}
+
+impl Best {
+    fn offer(&mut self, m: Measured, run: &OurRun) {
+        if self.run.as_ref().is_none_or(|(best, ..)| m.ms < best.ms) {
+            self.run = Some((m, proof_bytes(&run.proof), run.synthesis_ms, run.parts));
+        }
+    }
+
+    fn ms(&self) -> Option<f64> {
+        self.run.as_ref().map(|r| r.0.ms)
+    }
+
+    fn bytes(&self) -> Option<&[u8]> {
+        self.run.as_ref().map(|r| r.1.as_slice())
+    }
 }
 
 /// The CUDA backend on device 0 and a pinned pool on it.
@@ -257,23 +325,41 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 log_size,
                 source,
             };
-            let mut ours: Option<(Measured, Vec<u8>)> = None;
-            let heap = synthesis::heap_pool(u64::MAX);
-            for _ in 0..cfg.repeat.max(1) {
+            let compiled = if cfg.compiled {
                 let (c, _) = witness()?;
-                let (proof, m) = measure_split(|mark| {
-                    our_proof(&backend, params.as_ref(), c, &heap, (r, s), mark)
-                });
-                let proof = proof.map_err(prove_err)?;
-                if ours.as_ref().is_none_or(|(best, _)| m.ms < best.ms) {
-                    ours = Some((m, proof_bytes(&proof)));
+                let t = Instant::now();
+                let r1cs = compiled::compile(c).map_err(|source| BenchError::Compile {
+                    circuit: kind,
+                    log_size,
+                    source,
+                })?;
+                Some((r1cs, t.elapsed().as_secs_f64() * 1e3))
+            } else {
+                None
+            };
+            let heap = synthesis::heap_pool(u64::MAX);
+            let cpu_runs = |with: Option<&CompiledR1cs>| -> Result<Best, BenchError> {
+                let mut best = Best::default();
+                for _ in 0..cfg.repeat.max(1) {
+                    let (c, _) = witness()?;
+                    let (run, m) = measure_split(|mark| {
+                        our_proof(&backend, params.as_ref(), c, with, &heap, (r, s), mark)
+                    });
+                    best.offer(m, &run.map_err(prove_err)?);
                 }
-            }
-            let Some((ours_m, our_bytes)) = ours else {
+                Ok(best)
+            };
+            let ours = cpu_runs(None)?;
+            let Some((ours_m, our_bytes, synthesis_ms, _)) = ours.run else {
                 continue;
             };
+            let ours_compiled = match &compiled {
+                Some((r1cs, _)) => Some(cpu_runs(Some(r1cs))?),
+                None => None,
+            };
 
-            let mut on_gpu: Option<(Measured, Vec<u8>)> = None;
+            let mut on_gpu = Best::default();
+            let mut on_gpu_compiled = Best::default();
             if let Some((gpu, pinned)) = &cuda {
                 // The bases stay resident under this name for the process's
                 // life, as a daemon keeps them under the file's checksum.
@@ -282,14 +368,22 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                     key: params.as_ref(),
                     sha256: &set,
                 };
-                for run in 0..=cfg.repeat.max(1) {
-                    let (c, _) = witness()?;
-                    let (proof, m) =
-                        measure_split(|mark| our_proof(gpu, &key, c, pinned, (r, s), mark));
-                    let proof = proof.map_err(prove_err)?;
-                    // Run 0 warms up: kernels compiled, bases uploaded.
-                    if run > 0 && on_gpu.as_ref().is_none_or(|(best, _)| m.ms < best.ms) {
-                        on_gpu = Some((m, proof_bytes(&proof)));
+                let variants = [(None, &mut on_gpu)].into_iter().chain(
+                    compiled
+                        .as_ref()
+                        .map(|(r1cs, _)| (Some(r1cs), &mut on_gpu_compiled)),
+                );
+                for (with, best) in variants {
+                    for run in 0..=cfg.repeat.max(1) {
+                        let (c, _) = witness()?;
+                        let (proof, m) = measure_split(|mark| {
+                            our_proof(gpu, &key, c, with, pinned, (r, s), mark)
+                        });
+                        let proof = proof.map_err(prove_err)?;
+                        // Run 0 warms up: kernels compiled, bases uploaded.
+                        if run > 0 {
+                            best.offer(m, &proof);
+                        }
                     }
                 }
             }
@@ -310,15 +404,28 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                     }
                 }
             }
+            let best_parts = ours_compiled
+                .as_ref()
+                .and_then(|b| b.run.as_ref())
+                .and_then(|r| r.3);
+            let compiled_identical = compiled.as_ref().map(|_| {
+                [
+                    ours_compiled.as_ref().and_then(Best::bytes),
+                    on_gpu_compiled.bytes(),
+                ]
+                .into_iter()
+                .flatten()
+                .all(|b| b == our_bytes.as_slice())
+            });
             let row = BenchRow {
                 circuit: kind.to_string(),
                 log_size,
                 domain,
                 ours_ms: ours_m.ms,
                 ours_prove_ms: ours_m.prove_ms,
-                cuda_ms: on_gpu.as_ref().map(|g| g.0.ms),
-                cuda_prove_ms: on_gpu.as_ref().map(|g| g.0.prove_ms),
-                cuda_identical: on_gpu.as_ref().map(|g| g.1 == our_bytes),
+                cuda_ms: on_gpu.ms(),
+                cuda_prove_ms: on_gpu.run.as_ref().map(|g| g.0.prove_ms),
+                cuda_identical: on_gpu.bytes().map(|b| b == our_bytes.as_slice()),
                 ours_cpu_s: ours_m.cpu_s,
                 ours_peak_bytes: ours_m.peak,
                 bellperson_ms: theirs.as_ref().map(|t| t.0.ms),
@@ -327,6 +434,15 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 speedup: theirs.as_ref().map(|t| t.0.ms / ours_m.ms),
                 identical: theirs.as_ref().map(|t| t.1 == our_bytes),
                 threads,
+                synthesis_ms,
+                compile_ms: compiled.as_ref().map(|c| c.1),
+                witness_ms: best_parts.map(|p| p.witness_ms),
+                abc_ms: best_parts.map(|p| p.abc_ms),
+                nnz: compiled.as_ref().map(|c| c.0.nnz()),
+                compiled_bytes: compiled.as_ref().map(|c| c.0.bytes()),
+                compiled_ms: ours_compiled.as_ref().and_then(Best::ms),
+                cuda_compiled_ms: on_gpu_compiled.ms(),
+                compiled_identical,
             };
             tracing::info!(
                 "bench {kind} 2^{log_size}: ours {:.0} ms, cuda {:?} ms, bellperson {:?} ms, identical {:?}",
@@ -406,6 +522,58 @@ pub fn render(rows: &[BenchRow]) -> Table {
             right(mib(r.bellperson_peak_bytes)),
             Cell::new(
                 r.identical
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "-".into()),
+            ),
+        ]);
+    }
+    t
+}
+
+/// Synthesis per circuit and size: the bellperson way against compiled
+/// constraints (witness pass + a, b, c), and the whole proofs with each.
+pub fn render_synthesis(rows: &[BenchRow]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "circuit",
+        "size",
+        "synthesis ms",
+        "witness ms",
+        "a/b/c ms",
+        "synthesis speedup",
+        "compile ms (once)",
+        "terms",
+        "recording MiB",
+        "proof ms (cpu)",
+        "compiled proof ms (cpu)",
+        "proof ms (cuda)",
+        "compiled proof ms (cuda)",
+        "identical",
+    ]);
+    for r in rows {
+        let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
+        let compiled = r.witness_ms.zip(r.abc_ms).map(|(w, a)| w + a);
+        t.add_row(vec![
+            Cell::new(&r.circuit),
+            right(format!("2^{}", r.log_size)),
+            right(format!("{:.0}", r.synthesis_ms)),
+            right(opt_ms(r.witness_ms)),
+            right(opt_ms(r.abc_ms)),
+            right(
+                compiled
+                    .map(|c| format!("{:.2}x", r.synthesis_ms / c.max(1e-3)))
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            right(opt_ms(r.compile_ms)),
+            right(r.nnz.map(|n| n.to_string()).unwrap_or_else(|| "-".into())),
+            right(mib(r.compiled_bytes.map(|b| b as u64))),
+            right(format!("{:.0}", r.ours_ms)),
+            right(opt_ms(r.compiled_ms)),
+            right(opt_ms(r.cuda_ms)),
+            right(opt_ms(r.cuda_compiled_ms)),
+            Cell::new(
+                r.compiled_identical
                     .map(|v| v.to_string())
                     .unwrap_or_else(|| "-".into()),
             ),

@@ -28,6 +28,7 @@
 
 use crate::backend::{Backend, BackendError, BackendTimes, BaseQuery, Bases};
 use crate::circuit::CircuitShape;
+use crate::compiled::CompiledR1cs;
 use crate::pool::PinnedPool;
 use crate::synthesis::{self, Density, SynthesisError, Synthesized};
 use bellperson::groth16::{Parameters, Proof, VerifyingKey};
@@ -437,6 +438,23 @@ pub fn create_proof<C: Circuit<Scalar>>(
 ) -> Result<Proof<Bls12>, ProveError> {
     let shape = shape_of_key(key);
     let syn = synthesis::synthesize(circuit, &shape, pool)?;
+    let mut times = BackendTimes::default();
+    prove_synthesized(backend, key, syn, r, s, &mut times)
+}
+
+/// [`create_proof`] with synthesis from compiled constraints (checked
+/// against the circuit as it runs).
+pub fn create_proof_compiled<C: Circuit<Scalar>>(
+    circuit: C,
+    r1cs: &CompiledR1cs,
+    key: &dyn ProvingKey,
+    r: Scalar,
+    s: Scalar,
+    backend: &dyn Backend,
+    pool: &PinnedPool,
+) -> Result<Proof<Bls12>, ProveError> {
+    let shape = shape_of_key(key);
+    let syn = synthesis::synthesize_compiled(circuit, r1cs, &shape, pool, true)?;
     let mut times = BackendTimes::default();
     prove_synthesized(backend, key, syn, r, s, &mut times)
 }

@@ -8,6 +8,8 @@
 
 use crate::budget::MemoryBudget;
 use crate::circuit::{unnamed_root, CircuitShape};
+use crate::compiled::{self, CompiledR1cs};
+pub use crate::density::Density;
 use crate::lc::{self, UnknownVariable, Var};
 use crate::pool::{
     pages_for_all, HeapAllocator, PinnedPool, PinnedVec, PinnedVecError, PoolError, PoolLimits,
@@ -47,67 +49,10 @@ pub enum SynthesisError {
     Buffer(#[from] PinnedVecError),
     #[error("circuit is malformed: {0}")]
     Malformed(#[source] UnknownVariable),
-}
-
-/// Which variables of one query (A or B, inputs or aux) have a non-zero
-/// coefficient somewhere: those are the ones whose bases the parameters keep.
-/// Mirrors bellperson's `DensityTracker`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Density {
-    words: Vec<u64>,
-    len: usize,
-    total: usize,
-}
-
-impl Density {
-    fn with_capacity(bits: usize) -> Self {
-        Density {
-            words: Vec::with_capacity(bits.div_ceil(64)),
-            len: 0,
-            total: 0,
-        }
-    }
-
-    fn add_element(&mut self) {
-        if self.len.is_multiple_of(64) {
-            self.words.push(0);
-        }
-        self.len += 1;
-    }
-
-    #[inline]
-    fn inc(&mut self, i: usize) {
-        let (w, b) = (i / 64, 1u64 << (i % 64));
-        if let Some(word) = self.words.get_mut(w) {
-            if *word & b == 0 {
-                *word |= b;
-                self.total += 1;
-            }
-        }
-    }
-
-    pub fn get(&self, i: usize) -> bool {
-        i < self.len && self.words[i / 64] & (1 << (i % 64)) != 0
-    }
-
-    /// Number of tracked variables.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Number of variables set (the number of bases the parameters hold).
-    pub fn total(&self) -> usize {
-        self.total
-    }
-
-    /// Whether every variable is set (then no compaction is needed).
-    pub fn is_full(&self) -> bool {
-        self.total == self.len
-    }
+    #[error(transparent)]
+    Witness(#[from] compiled::WitnessError),
+    #[error(transparent)]
+    Eval(#[from] compiled::EvalShapeError),
 }
 
 /// Checked-out buffers sized for one shape, not yet written.
@@ -205,6 +150,17 @@ pub struct Synthesized {
     pub num_constraints: usize,
     /// Milliseconds spent running the circuit (checkout excluded).
     pub synthesis_ms: f64,
+    /// How `synthesis_ms` divides, where the circuit ran from compiled constraints.
+    pub parts: Option<SynthesisParts>,
+}
+
+/// The two parts of a synthesis from compiled constraints.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SynthesisParts {
+    /// The witness-only pass (the circuit's `synthesize`, assignments only).
+    pub witness_ms: f64,
+    /// a, b, c from the compiled matrices.
+    pub abc_ms: f64,
 }
 
 impl Synthesized {
@@ -299,6 +255,107 @@ pub fn synthesize_into<C: Circuit<Scalar>>(
         b_aux_density: cs.b_aux_density,
         num_constraints,
         synthesis_ms: start.elapsed().as_secs_f64() * 1e3,
+        parts: None,
+    })
+}
+
+/// Checks buffers out of `pool` and synthesises `circuit` from its compiled
+/// constraints: the witness-only pass, then a, b, c from the matrices. With
+/// `check`, every constraint the circuit enforces is compared with the
+/// recording first (see [`compiled::assign`]). The result is the one
+/// [`synthesize`] gives, value for value.
+pub fn synthesize_compiled<C: Circuit<Scalar>>(
+    circuit: C,
+    r1cs: &CompiledR1cs,
+    shape: &CircuitShape,
+    pool: &PinnedPool,
+    check: bool,
+) -> Result<Synthesized, SynthesisError> {
+    let bufs = SynthesisBuffers::checkout(pool, "synthesis", shape)?;
+    synthesize_compiled_into(circuit, r1cs, shape, bufs, check)
+}
+
+/// [`synthesize_compiled`] into already checked-out buffers.
+pub fn synthesize_compiled_into<C: Circuit<Scalar>>(
+    circuit: C,
+    r1cs: &CompiledR1cs,
+    shape: &CircuitShape,
+    bufs: SynthesisBuffers,
+    check: bool,
+) -> Result<Synthesized, SynthesisError> {
+    let m = shape.domain_size();
+    if r1cs.num_constraints > m {
+        return Err(SynthesisError::TooLarge {
+            what: "constraints (domain size)",
+            limit: m,
+        });
+    }
+    for (what, got, expected) in [
+        (
+            "the compiled number of inputs",
+            r1cs.num_inputs,
+            shape.num_inputs,
+        ),
+        (
+            "the compiled number of aux variables",
+            r1cs.num_aux,
+            shape.num_aux,
+        ),
+    ] {
+        if got != expected {
+            return Err(SynthesisError::Mismatch {
+                what,
+                got,
+                expected,
+            });
+        }
+    }
+    let SynthesisBuffers {
+        mut a,
+        mut b,
+        mut c,
+        mut input_assignment,
+        mut aux_assignment,
+    } = bufs;
+    let start = Instant::now();
+    compiled::assign(
+        circuit,
+        r1cs,
+        &mut input_assignment,
+        &mut aux_assignment,
+        check,
+    )?;
+    let witness_ms = start.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    for v in [&mut a, &mut b, &mut c] {
+        v.clear();
+        v.resize(m, Scalar::ZERO)
+            .map_err(|_| SynthesisError::TooLarge {
+                what: "domain elements",
+                limit: v.capacity(),
+            })?;
+    }
+    compiled::evaluate(
+        r1cs,
+        input_assignment.as_slice(),
+        aux_assignment.as_slice(),
+        a.as_mut_slice(),
+        b.as_mut_slice(),
+        c.as_mut_slice(),
+    )?;
+    let abc_ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok(Synthesized {
+        a,
+        b,
+        c,
+        input_assignment,
+        aux_assignment,
+        a_aux_density: r1cs.a_aux_density.clone(),
+        b_input_density: r1cs.b_input_density.clone(),
+        b_aux_density: r1cs.b_aux_density.clone(),
+        num_constraints: r1cs.num_constraints,
+        synthesis_ms: witness_ms + abc_ms,
+        parts: Some(SynthesisParts { witness_ms, abc_ms }),
     })
 }
 

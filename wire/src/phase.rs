@@ -148,6 +148,10 @@ phases! {
         "Checking the a/b/c and assignment buffers out of the pinned pool.";
     Synthesis = "synthesis", Host, Host, None,
         "Running the circuit's `synthesize` into the pinned buffers.";
+    Witness = "witness", Host, Host, Some(Phase::Synthesis),
+        "Of a synthesis from compiled constraints: the witness-only pass (the circuit's `synthesize`, assignments only).";
+    Abc = "abc", Host, Host, Some(Phase::Synthesis),
+        "Of a synthesis from compiled constraints: a, b, c as sparse products of the recorded A, B, C with the witness, on the host's cores.";
     GpuLockWait = "gpu_lock_wait", Host, Host, None,
         "Waiting for a device worker (its queue) after synthesis.";
     H2d = "h2d", Device, Device, Some(Phase::NttKernels),

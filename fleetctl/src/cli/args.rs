@@ -3,7 +3,9 @@
 //! from here, not from `cli`, which imports those modules.
 
 use clap::{Args, Subcommand};
+use fleetctl::executor::{state_dir_flag, DEFAULT_BINARY, DEFAULT_STATE_DIR};
 use fleetctl::inventory::Target;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// Inventory file and host selection, shared by every subcommand that
@@ -32,6 +34,40 @@ impl From<TargetArgs> for Target {
     }
 }
 
+/// The build shipped, how progress is drawn and where state is kept: shared
+/// by every command that deploys (`run`, `rollout`, `experiment`).
+#[derive(Debug, Clone, Args)]
+pub struct DeployArgs {
+    /// Prover binary to ship [default: target/release/prover; a resume
+    /// takes the run's or experiment's own].
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+    /// Never draw progress spinners, even on a terminal.
+    #[arg(long)]
+    pub plain: bool,
+    /// Where state (runs' `state/<run-id>.json`, experiments'
+    /// `experiments/<id>.json`) and audit logs (`audit/<id>.jsonl`) are kept.
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "FLEETCTL_STATE_DIR",
+        default_value = DEFAULT_STATE_DIR
+    )]
+    pub state_dir: PathBuf,
+}
+
+impl DeployArgs {
+    /// Whether progress is drawn live: on a terminal, unless `--plain`.
+    pub fn tty(&self) -> bool {
+        !self.plain && std::io::stderr().is_terminal()
+    }
+
+    /// ` --state-dir DIR` for a printed resume command (empty for the default).
+    pub fn state_dir_arg(&self) -> String {
+        state_dir_flag(&self.state_dir)
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct ExecArgs {
     /// Show the plan and change nothing.
@@ -40,26 +76,12 @@ pub struct ExecArgs {
     /// Continue a halted or interrupted run, skipping hosts it completed.
     #[arg(long, value_name = "RUN_ID")]
     pub resume: Option<String>,
-    /// Prover binary to ship [default: target/release/prover; a resume
-    /// takes the run's own].
-    #[arg(long, value_name = "PATH")]
-    pub binary: Option<PathBuf>,
-    /// Never draw progress spinners, even on a terminal.
-    #[arg(long)]
-    pub plain: bool,
+    #[command(flatten)]
+    pub deploy: DeployArgs,
     /// Also write the run's summary as JSON here: each host's result,
     /// step times and serving gap, the fleet's sum and maximum.
     #[arg(long, value_name = "PATH")]
     pub summary_json: Option<PathBuf>,
-    /// Where run state (`state/<run-id>.json`) and audit logs
-    /// (`audit/<run-id>.jsonl`) are kept.
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "FLEETCTL_STATE_DIR",
-        default_value = ".fleetctl"
-    )]
-    pub state_dir: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -90,7 +112,7 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Prover binary the plan would ship.
-    #[arg(long, value_name = "PATH", default_value = "target/release/prover")]
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_BINARY)]
     pub binary: PathBuf,
 }
 

@@ -1,7 +1,7 @@
 //! `fleetctl experiment`: the clap arguments, their conversion into the
 //! library's [`Options`], the printed report and the exit code.
 
-use super::args::TargetArgs;
+use super::args::{DeployArgs, TargetArgs};
 use super::exit;
 use super::run::watch_ctrl_c;
 use anyhow::Context;
@@ -9,9 +9,7 @@ use clap::Args;
 use fleetctl::executor::Stop;
 use fleetctl::experiment::report;
 use fleetctl::experiment::run::{self, End, Options};
-use fleetctl::transport::quote::quote;
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use tokio::sync::watch;
 
@@ -23,10 +21,6 @@ pub struct ExperimentArgs {
     pub file: Option<PathBuf>,
     #[command(flatten)]
     pub target: TargetArgs,
-    /// The candidate prover binary [default: target/release/prover; a
-    /// resume takes the experiment's own].
-    #[arg(long, value_name = "PATH")]
-    pub binary: Option<PathBuf>,
     /// Continue an experiment that stopped, from the stage it reached.
     #[arg(long, value_name = "EXPERIMENT_ID")]
     pub resume: Option<String>,
@@ -39,17 +33,9 @@ pub struct ExperimentArgs {
     /// Also write the report as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Never draw progress spinners, even on a terminal.
-    #[arg(long)]
-    pub plain: bool,
-    /// Where state (`experiments/<id>.json`) and audit logs are kept.
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "FLEETCTL_STATE_DIR",
-        default_value = ".fleetctl"
-    )]
-    pub state_dir: PathBuf,
+    // `--binary` here is the candidate.
+    #[command(flatten)]
+    pub deploy: DeployArgs,
 }
 
 impl ExperimentArgs {
@@ -59,23 +45,20 @@ impl ExperimentArgs {
             inventory: self.target.inventory.clone(),
             limit: self.target.limit.clone(),
             extra_vars: self.target.extra_vars.clone(),
-            binary: self.binary.clone(),
-            state_dir: self.state_dir.clone(),
+            binary: self.deploy.binary.clone(),
+            state_dir: self.deploy.state_dir.clone(),
             store: self.store.clone(),
             resume: self.resume.clone(),
-            tty: !self.plain && std::io::stderr().is_terminal(),
+            tty: self.deploy.tty(),
         }
     }
 
     /// The command that resumes experiment `id` from this one's state dir.
     fn resume_command(&self, id: &str) -> String {
-        let mut cmd = format!("fleetctl experiment --resume {id}");
-        if self.state_dir != Path::new(".fleetctl") {
-            let dir = self.state_dir.display().to_string();
-            cmd.push_str(" --state-dir ");
-            cmd.push_str(&quote(&dir).unwrap_or_else(|_| format!("{dir:?}")));
-        }
-        cmd
+        format!(
+            "fleetctl experiment --resume {id}{}",
+            self.deploy.state_dir_arg()
+        )
     }
 }
 

@@ -11,9 +11,8 @@ use fleetctl::executor::{
     DEFAULT_BINARY,
 };
 use fleetctl::plan;
-use fleetctl::transport::quote::quote;
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use fleetctl::transport::quote::quote_shown;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -98,25 +97,20 @@ pub fn resume_args(mut args: RunArgs, st: &RunState) -> Result<RunArgs, StateErr
             args.target.extra_vars.join(" "),
         ));
     }
-    if args.exec.binary.is_none() {
-        args.exec.binary = o.binary.as_ref().map(PathBuf::from);
+    if args.exec.deploy.binary.is_none() {
+        args.exec.deploy.binary = o.binary.as_ref().map(PathBuf::from);
     }
     Ok(args)
 }
 
 /// The command line that resumes a run of `args` (without `--resume ID`).
 pub fn resume_command(args: &RunArgs) -> String {
-    let quoted = |s: &str| quote(s).unwrap_or_else(|_| format!("{s:?}"));
-    let mut cmd = if args.playbook == "rollout" {
+    let cmd = if args.playbook == "rollout" {
         "fleetctl rollout".to_owned()
     } else {
-        format!("fleetctl run -p {}", quoted(&args.playbook))
+        format!("fleetctl run -p {}", quote_shown(&args.playbook))
     };
-    if args.exec.state_dir != Path::new(".fleetctl") {
-        cmd.push_str(" --state-dir ");
-        cmd.push_str(&quoted(&args.exec.state_dir.display().to_string()));
-    }
-    cmd
+    cmd + &args.exec.deploy.state_dir_arg()
 }
 
 /// Sends Ctrl-C presses into the stop channel: first `Finish`, then `Abort`.
@@ -138,7 +132,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut args = args;
     let resumed = match &args.exec.resume {
         Some(id) => {
-            let st = state::load(&args.exec.state_dir, id)?;
+            let st = state::load(&args.exec.deploy.state_dir, id)?;
             args = resume_args(args, &st)?;
             Some(st)
         }
@@ -146,6 +140,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let binary = args
         .exec
+        .deploy
         .binary
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_BINARY));
@@ -169,7 +164,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let opts = RunOptions {
         check: args.exec.check,
         resume: args.exec.resume.clone(),
-        state_dir: args.exec.state_dir.clone(),
+        state_dir: args.exec.deploy.state_dir.clone(),
         origin: state::Origin {
             playbook: Some(args.playbook.clone()),
             inventory: args
@@ -190,8 +185,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let (tx, rx) = watch::channel(Stop::Run);
     watch_ctrl_c(tx);
-    let tty = !args.exec.plain && std::io::stderr().is_terminal();
-    let progress: Box<dyn Reporter> = Box::new(progress::Progress::new(tty));
+    let progress: Box<dyn Reporter> = Box::new(progress::Progress::new(args.exec.deploy.tty()));
     let done = execute(prepared, &opts, Arc::new(RealRunner), vec![progress], rx).await?;
     print!("{}", done.table.render());
     println!("audit log: {}", done.audit.display());
@@ -215,7 +209,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::args::{ExecArgs, TargetArgs};
+    use crate::cli::args::{DeployArgs, ExecArgs, TargetArgs};
     use fleetctl::executor::state;
     use std::path::Path;
 
@@ -230,10 +224,12 @@ mod tests {
             exec: ExecArgs {
                 check: false,
                 resume: Some("r1".into()),
-                binary: None,
-                plain: false,
+                deploy: DeployArgs {
+                    binary: None,
+                    plain: false,
+                    state_dir: ".fleetctl".into(),
+                },
                 summary_json: None,
-                state_dir: ".fleetctl".into(),
             },
         }
     }
@@ -257,7 +253,10 @@ mod tests {
         assert_eq!(a.target.inventory.as_deref(), Some(Path::new("fleet.yaml")));
         assert_eq!(a.target.limit.as_deref(), Some("gpu"));
         assert_eq!(a.target.extra_vars, ["drain_timeout=30s"]);
-        assert_eq!(a.exec.binary.as_deref(), Some(Path::new("build/prover")));
+        assert_eq!(
+            a.exec.deploy.binary.as_deref(),
+            Some(Path::new("build/prover"))
+        );
         // The same values given again are no conflict.
         let mut same = args("rollout");
         same.target.inventory = Some("fleet.yaml".into());
@@ -313,7 +312,7 @@ mod tests {
     fn the_resume_command_is_one_that_runs() {
         assert_eq!(resume_command(&args("rollout")), "fleetctl rollout");
         let mut a = args("my playbook.yaml");
-        a.exec.state_dir = "/var/lib/fleet".into();
+        a.exec.deploy.state_dir = "/var/lib/fleet".into();
         assert_eq!(
             resume_command(&a),
             "fleetctl run -p 'my playbook.yaml' --state-dir /var/lib/fleet"

@@ -6,34 +6,16 @@
 
 use super::event::{millis, Emitter, Event, EventKind, HostStatus, Reporter};
 use super::host::{Build, HostEnd, HostJob, Phase};
-use super::state::{self, RunState, StateError};
-use super::Stop;
+use super::runner::HostRunner;
+use super::state::{self, Origin, RunState, StateError};
+use super::stop::Stop;
 use crate::fanout::FanOut;
 use crate::inventory::Host;
 use crate::playbook::Playbook;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, watch};
-
-pub type HostFuture = Pin<Box<dyn Future<Output = HostEnd> + Send>>;
-
-/// Runs one host's steps; emits through the given [`Emitter`].
-pub trait HostRunner: Send + Sync + 'static {
-    fn run(&self, job: HostJob, emit: Emitter, stop: watch::Receiver<Stop>) -> HostFuture;
-}
-
-/// The real host task: transport, lock, steps, rollback.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RealRunner;
-
-impl HostRunner for RealRunner {
-    fn run(&self, job: HostJob, emit: Emitter, stop: watch::Receiver<Stop>) -> HostFuture {
-        Box::pin(super::host::run_host(job, emit, stop))
-    }
-}
 
 /// One run, ready to dispatch.
 #[derive(Debug, Clone)]
@@ -50,7 +32,7 @@ pub struct Dispatch {
     /// State of the run being resumed: its completed hosts are skipped.
     pub resume: Option<RunState>,
     /// What a new run was started with, kept in its state file for a resume.
-    pub origin: super::state::Origin,
+    pub origin: Origin,
 }
 
 /// How a run ended; the binary maps it to the process exit code.
@@ -255,32 +237,35 @@ impl<'a> Dispatcher<'a> {
                 concurrency: limit,
             },
         );
+        self.run_hosts(&hosts, limit, Phase::Stage).await
+    }
+
+    /// Runs `phase` on `hosts`, `limit` at a time, and waits for all of
+    /// them, relaying their events and Ctrl-C as they come.
+    async fn run_hosts(
+        &mut self,
+        hosts: &[usize],
+        limit: usize,
+        phase: Phase,
+    ) -> Result<(), StateError> {
         let mut set: FanOut<HostEnd> = FanOut::new(limit);
-        for i in hosts {
+        for &i in hosts {
             let host = &self.d.hosts[i];
-            let fut = self.runner.run(
-                self.job(i, Phase::Stage),
-                Emitter::new(&self.d.run_id, &host.name, self.events.0.clone()),
-                self.stop.clone(),
-            );
-            set.spawn(i, &host.name, fut);
+            let job = HostJob {
+                host: host.clone(),
+                playbook: self.d.playbook.clone(),
+                release: self.d.release.clone(),
+                run_id: self.d.run_id.clone(),
+                check: self.d.check,
+                phase,
+            };
+            let emit = Emitter::new(&self.d.run_id, &host.name, self.events.0.clone());
+            set.spawn(i, &host.name, self.runner.run(job, emit, self.stop.clone()));
         }
-        self.join(set, true).await
+        self.join(set, phase == Phase::Stage).await
     }
 
-    fn job(&self, i: usize, phase: Phase) -> HostJob {
-        HostJob {
-            host: self.d.hosts[i].clone(),
-            playbook: self.d.playbook.clone(),
-            release: self.d.release.clone(),
-            run_id: self.d.run_id.clone(),
-            check: self.d.check,
-            phase,
-        }
-    }
-
-    /// Starts every host of one batch and waits for all of them, relaying
-    /// their events and Ctrl-C as they come.
+    /// Runs every host of one batch not ended earlier.
     async fn run_batch(
         &mut self,
         bi: usize,
@@ -301,7 +286,7 @@ impl<'a> Dispatcher<'a> {
                     .collect(),
             },
         );
-        let mut set: FanOut<HostEnd> = FanOut::new(batch.len());
+        let mut todo = Vec::with_capacity(batch.len());
         for &i in batch {
             let host = &self.d.hosts[i];
             if self.status[i].is_some() {
@@ -321,14 +306,9 @@ impl<'a> Dispatcher<'a> {
                 );
                 continue;
             }
-            let fut = self.runner.run(
-                self.job(i, phase),
-                Emitter::new(&self.d.run_id, &host.name, self.events.0.clone()),
-                self.stop.clone(),
-            );
-            set.spawn(i, &host.name, fut);
+            todo.push(i);
         }
-        self.join(set, false).await
+        self.run_hosts(&todo, batch.len(), phase).await
     }
 
     /// Waits for every task of `set`, relaying events and Ctrl-C; records
@@ -470,74 +450,11 @@ mod tests {
     //! The dispatcher's own logic (batches, budget, resume) with a scripted
     //! host runner; the real host task runs end to end in `tests/tests/it/rollout.rs`.
     use super::*;
+    use crate::executor::fixtures::{host, strategy, Recorder, Scripted};
+    use crate::executor::runner::HostFuture;
     use crate::playbook::{BatchSize, Strategy};
     use std::collections::HashSet;
     use std::sync::Mutex;
-
-    /// Fails the hosts named in `fail`; records every host it ran.
-    struct Scripted {
-        fail: HashSet<String>,
-        ran: Arc<Mutex<Vec<String>>>,
-    }
-
-    impl HostRunner for Scripted {
-        fn run(&self, job: HostJob, emit: Emitter, _stop: watch::Receiver<Stop>) -> HostFuture {
-            let fails = self.fail.contains(&job.host.name);
-            self.ran.lock().unwrap().push(job.host.name.clone());
-            Box::pin(async move {
-                emit.emit(EventKind::HostStarted);
-                emit.emit(EventKind::StepStarted {
-                    step: "health".into(),
-                });
-                let status = if fails {
-                    HostStatus::Failed
-                } else {
-                    HostStatus::Ok
-                };
-                if fails {
-                    emit.emit(EventKind::StepFailed {
-                        step: "health".into(),
-                        duration_ms: 1,
-                        error: "scripted".into(),
-                        kept: "all".into(),
-                    });
-                } else {
-                    emit.emit(EventKind::StepFinished {
-                        step: "health".into(),
-                        duration_ms: 1,
-                        skipped: false,
-                        detail: String::new(),
-                        flag: None,
-                    });
-                }
-                emit.emit(EventKind::HostFinished {
-                    status,
-                    build: None,
-                    error: None,
-                    duration_ms: 1,
-                });
-                HostEnd {
-                    status,
-                    build: None,
-                    error: fails.then(|| "scripted".to_string()),
-                }
-            })
-        }
-    }
-
-    /// Keeps every event.
-    #[derive(Clone, Default)]
-    struct Recorder(Arc<Mutex<Vec<Event>>>);
-
-    impl Reporter for Recorder {
-        fn on_event(&mut self, e: &Event) {
-            self.0.lock().unwrap().push(e.clone());
-        }
-    }
-
-    fn host(i: usize) -> Host {
-        Host::local(format!("h{i}"), "/tmp/x")
-    }
 
     fn run(
         n: usize,
@@ -639,16 +556,6 @@ mod tests {
             .unwrap();
         assert_eq!(error.0.as_deref(), Some("h1"));
         assert!(error.1.contains("scripted panic"), "{}", error.1);
-    }
-
-    fn strategy(canary: usize, batch: BatchSize, max_fail: usize) -> Strategy {
-        Strategy {
-            canary,
-            batch,
-            max_fail,
-            rollback_on_failure: true,
-            ..Strategy::default()
-        }
     }
 
     fn status_of(s: &RunSummary, h: &str) -> HostStatus {
@@ -857,112 +764,6 @@ mod tests {
         let s = rt.block_on(dispatch(d, runner, &mut [], rx)).unwrap();
         assert_eq!(s.end, RunEnd::Interrupted);
         assert!(ran.lock().unwrap().is_empty());
-    }
-
-    fn prepared(n: usize, strategy: Strategy) -> super::super::Prepared {
-        super::super::Prepared {
-            playbook: Arc::new(Playbook {
-                name: "t".into(),
-                description: None,
-                source: "test".into(),
-                strategy,
-                steps: vec![crate::steps::StepSpec::Health(Default::default())],
-            }),
-            inventory: "i".into(),
-            hosts: (0..n).map(host).collect(),
-            release: Arc::new(Build::new("p".into(), None)),
-        }
-    }
-
-    fn execute(
-        p: super::super::Prepared,
-        opts: &super::super::RunOptions,
-        fail: &[&str],
-    ) -> super::super::Finished {
-        let runner = Arc::new(Scripted {
-            fail: fail.iter().map(|s| s.to_string()).collect(),
-            ran: Arc::new(Mutex::new(Vec::new())),
-        });
-        let (_tx, rx) = watch::channel(Stop::Run);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(super::super::execute(p, opts, runner, Vec::new(), rx))
-            .unwrap()
-    }
-
-    fn files_under(dir: &std::path::Path) -> Vec<(PathBuf, Vec<u8>)> {
-        let mut out: Vec<_> = glob::glob(&format!("{}/**/*", dir.display()))
-            .unwrap()
-            .flatten()
-            .filter(|p| p.is_file())
-            .map(|p| {
-                let bytes = std::fs::read(&p).unwrap();
-                (p, bytes)
-            })
-            .collect();
-        out.sort();
-        out
-    }
-
-    #[test]
-    fn a_check_of_a_resume_writes_nothing_to_the_real_runs_audit_or_state() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut opts = super::super::RunOptions {
-            check: false,
-            resume: None,
-            state_dir: dir.path().to_owned(),
-            origin: Default::default(),
-            resume_with: None,
-        };
-        // A real run that halts: h0 fails, h1..h2 are left to a resume.
-        let first = execute(
-            prepared(3, strategy(1, BatchSize::Count(1), 0)),
-            &opts,
-            &["h0"],
-        );
-        assert_eq!(first.summary.end, RunEnd::Halted);
-        let id = first.summary.run_id.clone();
-        let before = files_under(dir.path());
-        assert!(before
-            .iter()
-            .any(|(p, _)| p.ends_with(format!("{id}.jsonl"))));
-
-        opts.check = true;
-        opts.resume = Some(id.clone());
-        let check = execute(prepared(3, strategy(1, BatchSize::Count(1), 0)), &opts, &[]);
-        assert_ne!(check.summary.run_id, id, "a check runs under its own id");
-        let after = files_under(dir.path());
-        for (path, bytes) in &before {
-            let now = after.iter().find(|(p, _)| p == path).map(|(_, b)| b);
-            assert_eq!(now, Some(bytes), "{} changed by a check", path.display());
-        }
-        let st = state::load(dir.path(), &id).unwrap();
-        assert!(!st.completed("h1"), "the check completed nothing");
-    }
-
-    #[test]
-    fn the_halted_line_prints_the_exact_resume_command() {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = super::super::RunOptions {
-            check: false,
-            resume: None,
-            state_dir: dir.path().to_owned(),
-            origin: Default::default(),
-            resume_with: Some("fleetctl run -p health --state-dir /x".into()),
-        };
-        let done = execute(
-            prepared(3, strategy(1, BatchSize::Count(1), 0)),
-            &opts,
-            &["h0"],
-        );
-        let table = done.table.render();
-        let want = format!(
-            "Fix the cause, then: fleetctl run -p health --state-dir /x --resume {}",
-            done.summary.run_id
-        );
-        assert!(table.contains(&want), "{table}");
     }
 
     /// Records (host, phase) as tasks start; fails the staging of `fail`.

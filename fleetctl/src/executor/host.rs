@@ -3,7 +3,7 @@
 //! changed, give the lock back, close. Emits an event for everything.
 
 use super::event::{millis, Emitter, EventKind, HostStatus};
-use super::Stop;
+use super::stop::Stop;
 use crate::inventory::Host;
 use crate::playbook::Playbook;
 use crate::steps::{self, remote, Release, StartParams, StepCtx, StepSpec};

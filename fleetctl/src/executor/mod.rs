@@ -8,31 +8,29 @@
 
 pub mod dispatch;
 pub mod event;
+#[cfg(test)]
+mod fixtures;
 pub mod host;
 pub mod progress;
+mod runner;
 pub mod state;
+mod stop;
 
-pub use dispatch::{dispatch, Dispatch, HostRunner, RealRunner, RunEnd, RunSummary};
+pub use dispatch::{dispatch, Dispatch, RunEnd, RunSummary};
 pub use event::{Event, EventKind, HostStatus, Reporter};
 pub use host::{Build, HostEnd, HostJob};
+pub use runner::{HostFuture, HostRunner, RealRunner};
+pub use stop::Stop;
 
 use crate::audit::AuditLog;
 use crate::inventory::{self, Host, InventoryError, Target};
 use crate::playbook::{self, Playbook, PlaybookError};
 use crate::steps;
 use crate::summary::Summary;
+use crate::transport::quote::quote_shown;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::sync::watch;
-
-/// Ctrl-C level: the first asks hosts to stop after their current step,
-/// the second aborts the running steps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Stop {
-    Run,
-    Finish,
-    Abort,
-}
 
 /// Everything that can stop a run before any host is touched.
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +117,19 @@ pub struct RunOptions {
 /// The binary shipped when neither `--binary` nor a resumed run names one.
 pub const DEFAULT_BINARY: &str = "target/release/prover";
 
+/// Where state and audit logs are kept unless `--state-dir` says otherwise.
+pub const DEFAULT_STATE_DIR: &str = ".fleetctl";
+
+/// ` --state-dir DIR` for a printed command that must find this state
+/// again, empty for the default. A directory from `FLEETCTL_STATE_DIR` is
+/// written out too: a copied line does not carry the environment.
+pub fn state_dir_flag(dir: &Path) -> String {
+    if dir == Path::new(DEFAULT_STATE_DIR) {
+        return String::new();
+    }
+    format!(" --state-dir {}", quote_shown(&dir.display().to_string()))
+}
+
 /// What a finished run leaves for the caller.
 #[derive(Debug, Clone)]
 pub struct Finished {
@@ -183,4 +194,116 @@ pub async fn execute(
         table,
         audit: audit_path,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! `execute` around the dispatcher: the audit log, the state file and
+    //! the summary table, with a scripted host runner.
+    use super::fixtures::{host, strategy, Scripted};
+    use super::*;
+    use crate::playbook::{BatchSize, Strategy};
+    use std::sync::Mutex;
+
+    fn prepared(n: usize, strategy: Strategy) -> Prepared {
+        Prepared {
+            playbook: Arc::new(Playbook {
+                name: "t".into(),
+                description: None,
+                source: "test".into(),
+                strategy,
+                steps: vec![crate::steps::StepSpec::Health(Default::default())],
+            }),
+            inventory: "i".into(),
+            hosts: (0..n).map(host).collect(),
+            release: Arc::new(Build::new("p".into(), None)),
+        }
+    }
+
+    fn run_scripted(p: Prepared, opts: &RunOptions, fail: &[&str]) -> Finished {
+        let runner = Arc::new(Scripted {
+            fail: fail.iter().map(|s| s.to_string()).collect(),
+            ran: Arc::new(Mutex::new(Vec::new())),
+        });
+        let (_tx, rx) = watch::channel(Stop::Run);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(execute(p, opts, runner, Vec::new(), rx))
+            .unwrap()
+    }
+
+    fn files_under(dir: &std::path::Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out: Vec<_> = glob::glob(&format!("{}/**/*", dir.display()))
+            .unwrap()
+            .flatten()
+            .filter(|p| p.is_file())
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap();
+                (p, bytes)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_check_of_a_resume_writes_nothing_to_the_real_runs_audit_or_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = RunOptions {
+            check: false,
+            resume: None,
+            state_dir: dir.path().to_owned(),
+            origin: Default::default(),
+            resume_with: None,
+        };
+        // A real run that halts: h0 fails, h1..h2 are left to a resume.
+        let first = run_scripted(
+            prepared(3, strategy(1, BatchSize::Count(1), 0)),
+            &opts,
+            &["h0"],
+        );
+        assert_eq!(first.summary.end, RunEnd::Halted);
+        let id = first.summary.run_id.clone();
+        let before = files_under(dir.path());
+        assert!(before
+            .iter()
+            .any(|(p, _)| p.ends_with(format!("{id}.jsonl"))));
+
+        opts.check = true;
+        opts.resume = Some(id.clone());
+        let check = run_scripted(prepared(3, strategy(1, BatchSize::Count(1), 0)), &opts, &[]);
+        assert_ne!(check.summary.run_id, id, "a check runs under its own id");
+        let after = files_under(dir.path());
+        for (path, bytes) in &before {
+            let now = after.iter().find(|(p, _)| p == path).map(|(_, b)| b);
+            assert_eq!(now, Some(bytes), "{} changed by a check", path.display());
+        }
+        let st = state::load(dir.path(), &id).unwrap();
+        assert!(!st.completed("h1"), "the check completed nothing");
+    }
+
+    #[test]
+    fn the_halted_line_prints_the_exact_resume_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = RunOptions {
+            check: false,
+            resume: None,
+            state_dir: dir.path().to_owned(),
+            origin: Default::default(),
+            resume_with: Some("fleetctl run -p health --state-dir /x".into()),
+        };
+        let done = run_scripted(
+            prepared(3, strategy(1, BatchSize::Count(1), 0)),
+            &opts,
+            &["h0"],
+        );
+        let table = done.table.render();
+        let want = format!(
+            "Fix the cause, then: fleetctl run -p health --state-dir /x --resume {}",
+            done.summary.run_id
+        );
+        assert!(table.contains(&want), "{table}");
+    }
 }

@@ -135,23 +135,11 @@ pub fn load(dir: &Path, run_id: &str) -> Result<RunState, StateError> {
     Ok(state)
 }
 
-/// Writes atomically (temporary file + rename): a crash never leaves half a file.
+/// Replaces the file whole: a crash never leaves half of one.
 pub fn save(dir: &Path, state: &mut RunState) -> Result<(), StateError> {
     state.updated = super::event::now_rfc3339();
-    let p = path(dir, &state.run_id);
-    let tmp = p.with_extension("json.tmp");
-    let write = || -> std::io::Result<()> {
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let text = serde_json::to_string_pretty(state).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, &p)
-    };
-    write().map_err(|source| StateError::Write {
-        path: p.clone(),
-        source,
-    })
+    let path = path(dir, &state.run_id);
+    crate::persist::write_json(&path, state).map_err(|source| StateError::Write { path, source })
 }
 
 #[cfg(test)]

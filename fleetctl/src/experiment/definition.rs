@@ -252,19 +252,14 @@ impl Definition {
                     .into(),
             ));
         }
-        let s = raw.promote.strategy;
         // The rollout's own defaults, less the canary: the experiment was it.
-        let base = crate::playbook::load("rollout")
-            .map(|p| p.strategy)
-            .unwrap_or_default();
-        let promote = Strategy {
-            canary: s.canary.unwrap_or(0),
-            batch: s.batch.unwrap_or(base.batch),
-            max_fail: s.max_fail.unwrap_or(base.max_fail),
-            rollback_on_failure: s.rollback_on_failure.unwrap_or(base.rollback_on_failure),
-            max_serving_gap: s.max_serving_gap.or(base.max_serving_gap),
-            stage: s.stage.or(base.stage),
+        let defaults = Strategy {
+            canary: 0,
+            ..crate::playbook::load("rollout")
+                .map(|p| p.strategy)
+                .unwrap_or_default()
         };
+        let promote = Strategy::from_raw(&raw.promote.strategy, &defaults);
         Ok(Definition {
             name: raw.name,
             description: raw.description,

@@ -6,9 +6,8 @@
 use crate::audit::AuditError;
 use crate::executor::event::now_rfc3339;
 use crate::executor::{Event, Reporter};
+use crate::persist::{self, JsonLines};
 use serde::{Deserialize, Serialize};
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -71,27 +70,18 @@ pub enum What {
 /// to the runs it starts.
 #[derive(Debug, Clone)]
 pub struct ExperimentLog {
-    inner: Arc<Mutex<Inner>>,
+    lines: Arc<Mutex<JsonLines>>,
     id: String,
     path: PathBuf,
 }
 
-#[derive(Debug)]
-struct Inner {
-    file: File,
-    broken: bool,
-}
-
 impl ExperimentLog {
     pub fn open(state_dir: &Path, id: &str) -> Result<ExperimentLog, AuditError> {
-        let (path, file) = crate::audit::open_append(state_dir, id)?;
+        let lines = crate::audit::open_append(state_dir, id)?;
         Ok(ExperimentLog {
-            inner: Arc::new(Mutex::new(Inner {
-                file,
-                broken: false,
-            })),
+            path: lines.path().to_owned(),
+            lines: Arc::new(Mutex::new(lines)),
             id: id.to_owned(),
-            path,
         })
     }
 
@@ -106,24 +96,12 @@ impl ExperimentLog {
             stage,
             what,
         };
-        let Ok(mut line) = serde_json::to_string(&entry) else {
-            return;
-        };
-        line.push('\n');
         // A poisoned lock only means another writer panicked mid-line.
-        let mut inner = match self.inner.lock() {
+        let mut lines = match self.lines.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        if let Err(e) = inner.file.write_all(line.as_bytes()) {
-            if !inner.broken {
-                tracing::warn!(
-                    "experiment log {}: {e}; later entries are lost",
-                    self.path.display()
-                );
-                inner.broken = true;
-            }
-        }
+        lines.append(&entry);
     }
 
     pub fn started(&self, stage: Stage, detail: impl Into<String>) {
@@ -190,11 +168,7 @@ impl Reporter for StageReporter {
 
 /// Reads a log back (tests, tools).
 pub fn read(path: &Path) -> std::io::Result<Vec<Entry>> {
-    let text = std::fs::read_to_string(path)?;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).map_err(std::io::Error::other))
-        .collect()
+    persist::read_lines(path)
 }
 
 #[cfg(test)]

@@ -99,21 +99,11 @@ pub fn load(state_dir: &Path, id: &str) -> Result<ExperimentState, StateError> {
     serde_json::from_slice(&bytes).map_err(|source| StateError::Corrupt { path, source })
 }
 
-/// Writes through a temporary file and a rename: a crash leaves the old
-/// state or the new one, never half of one.
+/// Replaces the file whole: a crash leaves the old state or the new one,
+/// never half of one.
 pub fn save(state_dir: &Path, st: &ExperimentState) -> Result<(), StateError> {
     let path = path(state_dir, &st.id);
-    let io = |source| StateError::Io {
-        path: path.clone(),
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io)?;
-    }
-    let tmp = path.with_extension("json.tmp");
-    let bytes = serde_json::to_vec_pretty(st).unwrap_or_default();
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, &path).map_err(io)
+    crate::persist::write_json(&path, st).map_err(|source| StateError::Io { path, source })
 }
 
 #[cfg(test)]

@@ -58,6 +58,23 @@ impl Default for Strategy {
 }
 
 impl Strategy {
+    /// The strategy as written, each key left out taken from `defaults`:
+    /// the one merge of a playbook's `strategy:` and an experiment's
+    /// `promote.strategy:`.
+    pub fn from_raw(raw: &raw::RawStrategy, defaults: &Strategy) -> Strategy {
+        Strategy {
+            canary: raw.canary.unwrap_or(defaults.canary),
+            batch: raw.batch.unwrap_or(defaults.batch),
+            max_fail: raw.max_fail.unwrap_or(defaults.max_fail),
+            rollback_on_failure: raw
+                .rollback_on_failure
+                .unwrap_or(defaults.rollback_on_failure),
+            max_serving_gap: raw.max_serving_gap.or(defaults.max_serving_gap),
+            // Staging 0 at a time would stage nothing and wait forever.
+            stage: raw.stage.map(|n| n.max(1)).or(defaults.stage),
+        }
+    }
+
     /// Hosts per batch for `total` selected hosts (at least 1).
     pub fn batch_len(&self, total: usize) -> usize {
         match self.batch {
@@ -123,22 +140,11 @@ impl Playbook {
     }
 
     fn from_raw(raw: raw::RawPlaybook, source: String) -> Playbook {
-        let d = Strategy::default();
         Playbook {
             name: raw.name,
             description: raw.description,
             source,
-            strategy: Strategy {
-                canary: raw.strategy.canary.unwrap_or(d.canary),
-                batch: raw.strategy.batch.unwrap_or(d.batch),
-                max_fail: raw.strategy.max_fail.unwrap_or(d.max_fail),
-                rollback_on_failure: raw
-                    .strategy
-                    .rollback_on_failure
-                    .unwrap_or(d.rollback_on_failure),
-                max_serving_gap: raw.strategy.max_serving_gap,
-                stage: raw.strategy.stage.map(|n| n.max(1)),
-            },
+            strategy: Strategy::from_raw(&raw.strategy, &Strategy::default()),
             steps: raw.steps,
         }
     }
@@ -212,6 +218,29 @@ mod tests {
             batch,
             ..Strategy::default()
         }
+    }
+
+    #[test]
+    fn a_written_strategy_keeps_its_keys_and_takes_the_rest_from_the_defaults() {
+        let defaults = Strategy {
+            max_fail: 2,
+            max_serving_gap: Some(std::time::Duration::from_secs(9)),
+            stage: Some(4),
+            ..strategy(0, BatchSize::Count(5))
+        };
+        let raw: raw::RawStrategy =
+            serde_yaml::from_str("{ batch: 2, rollback_on_failure: false }").unwrap();
+        let s = Strategy::from_raw(&raw, &defaults);
+        assert_eq!(
+            s,
+            Strategy {
+                batch: BatchSize::Count(2),
+                rollback_on_failure: false,
+                ..defaults.clone()
+            }
+        );
+        let raw: raw::RawStrategy = serde_yaml::from_str("{ stage: 0 }").unwrap();
+        assert_eq!(Strategy::from_raw(&raw, &defaults).stage, Some(1));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! timing store over the run's connection (the same incremental, rotation-safe
 //! fetch as `fleetctl timing collect`). Reads the host, changes nothing there.
 
+use super::ctx::StepCtx;
+use super::outcome::{Cause, Failed, StepOutcome};
 use super::params::duration;
-use super::{Cause, Failed, StepCtx, StepOutcome};
 use crate::timing::collect::{collect_host, timing_log_path, CHUNK};
 use crate::timing::store::Store;
 use serde::{Deserialize, Serialize};

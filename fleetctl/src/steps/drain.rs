@@ -1,9 +1,11 @@
 //! `drain`: SIGTERM the running daemon (found by its pid file, confirmed by
 //! `/proc/<pid>/exe`), wait for it to exit, SIGKILL it at the deadline.
 
+use super::ctx::StepCtx;
+use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show};
+use super::progress::Drained;
 use super::remote::{self, DaemonState, QUICK};
-use super::{kept, Cause, Drained, Failed, StepCtx, StepOutcome};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 

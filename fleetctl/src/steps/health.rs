@@ -1,9 +1,10 @@
 //! `health`: run the deployed binary's probe and gate on it. The gate is one
 //! function over (host, probe) so a richer policy can take its place.
 
+use super::ctx::StepCtx;
+use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, ByteSize};
 use super::remote;
-use super::{kept, Cause, Failed, StepCtx, StepOutcome};
 use crate::health::policy::{evaluate, Finding, Policy, Severity};
 use crate::inventory::Host;
 use fleet_wire::health::Probe;

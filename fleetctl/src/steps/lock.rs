@@ -9,8 +9,9 @@
 //! longer exists here. Anything less (another run, another machine, a live
 //! pid) is still refused, as a lock must be.
 
-use super::remote::{q, Layout, QUICK};
-use super::{Cause, StepError};
+use super::layout::Layout;
+use super::outcome::{Cause, StepError};
+use super::remote::{q, QUICK};
 use crate::inventory::Host;
 use crate::transport::Transport;
 use std::time::{Duration, SystemTime};

@@ -9,11 +9,17 @@
 
 pub mod collect_timing;
 pub mod compress;
+mod ctx;
 pub mod drain;
 pub mod health;
+mod layout;
 pub mod lock;
+mod outcome;
 pub mod params;
 pub mod prepare;
+mod proc;
+mod progress;
+mod release;
 pub mod remote;
 pub mod rollback;
 pub mod smoke;
@@ -22,21 +28,20 @@ pub mod upload;
 pub mod verify;
 pub mod wait_release;
 
-use crate::inventory::Host;
-use crate::transport::{QuoteError, Transport, TransportError};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 pub use collect_timing::CollectTimingParams;
+pub use ctx::{Faults, StepCtx};
 pub use drain::DrainParams;
 pub use health::HealthParams;
+pub use layout::Layout;
 pub use lock::{acquire_lock, release_lock, LockGuard};
+pub use outcome::{Cause, Failed, StepError, StepOutcome};
 pub use params::ByteSize;
 pub use prepare::PrepareParams;
-pub use remote::{Layout, MemInfo};
+pub use proc::MemInfo;
+pub use progress::{Drained, HostProgress, Sent, Started};
+pub use release::{sha256_file, Release};
 pub use rollback::RollbackParams;
 pub use smoke::SmokeParams;
 pub use start::StartParams;
@@ -178,239 +183,6 @@ impl<'de> Deserialize<'de> for StepSpec {
     }
 }
 
-/// How a step ended when it did not fail.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "outcome")]
-pub enum StepOutcome {
-    Done {
-        detail: String,
-    },
-    /// Done, but only by force: `flag` is the word the final table puts in
-    /// the step's cell (`SIGKILL`), because a forced drain may have cut
-    /// proofs short and the detail line alone scrolls by unseen.
-    Forced {
-        detail: String,
-        flag: String,
-    },
-    Skipped {
-        reason: String,
-    },
-}
-
-impl StepOutcome {
-    pub fn done(detail: impl Into<String>) -> StepOutcome {
-        StepOutcome::Done {
-            detail: detail.into(),
-        }
-    }
-    pub fn forced(flag: impl Into<String>, detail: impl Into<String>) -> StepOutcome {
-        StepOutcome::Forced {
-            detail: detail.into(),
-            flag: flag.into(),
-        }
-    }
-    /// What the step did or why it was skipped, in words.
-    pub fn text(&self) -> &str {
-        match self {
-            StepOutcome::Done { detail } | StepOutcome::Forced { detail, .. } => detail,
-            StepOutcome::Skipped { reason } => reason,
-        }
-    }
-    pub fn skipped(reason: impl Into<String>) -> StepOutcome {
-        StepOutcome::Skipped {
-            reason: reason.into(),
-        }
-    }
-}
-
-/// Why a step failed, before the host and step are attached.
-#[derive(Debug, thiserror::Error)]
-pub enum Cause {
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    #[error(transparent)]
-    Quote(#[from] QuoteError),
-    /// A check on the host did not pass; the text has the numbers seen.
-    #[error("{0}")]
-    Check(String),
-    #[error("local file {}: {source}", path.display())]
-    Local {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// A failed step on one host.
-#[derive(Debug, thiserror::Error)]
-#[error("{host}: step {step} failed: {cause}; kept intact: {kept}")]
-pub struct StepError {
-    pub host: String,
-    pub step: &'static str,
-    #[source]
-    pub cause: Cause,
-    /// What the failure left untouched (the operator's starting point).
-    pub kept: String,
-}
-
-/// The build being rolled out, as it is on this machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Release {
-    pub binary: PathBuf,
-    /// Hex sha256 of the binary: the release id on every host.
-    pub sha256: String,
-    /// Daemon config shipped beside the binary as `prover.toml`; `None`
-    /// keeps whatever config the host has at its `config_path`.
-    pub config: Option<PathBuf>,
-    /// The binary compressed for `upload`, made once and shared by every
-    /// host's copy of this release.
-    pub compressed: compress::CompressedOnce,
-}
-
-impl Release {
-    /// Hashes the binary; the config, if any, is checked to exist.
-    pub fn from_files(binary: &Path, config: Option<&Path>) -> Result<Release, Cause> {
-        let sha256 = sha256_file(binary)?;
-        if let Some(config) = config {
-            std::fs::metadata(config).map_err(|source| Cause::Local {
-                path: config.to_owned(),
-                source,
-            })?;
-        }
-        Ok(Release {
-            binary: binary.to_owned(),
-            sha256,
-            config: config.map(Path::to_owned),
-            compressed: Default::default(),
-        })
-    }
-}
-
-/// Hex sha256 of a local file, streamed.
-pub fn sha256_file(path: &Path) -> Result<String, Cause> {
-    let local = |source| Cause::Local {
-        path: path.to_owned(),
-        source,
-    };
-    let mut file = std::fs::File::open(path).map_err(local)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf).map_err(local)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
-}
-
-/// What `drain` saw before it signalled the daemon: `wait_release` compares against it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Drained {
-    pub pid: u32,
-    /// Host memory just before the signal.
-    pub before: MemInfo,
-    /// What the daemon itself held then: `VmLck` (mlock pool), `RssShmem`
-    /// (`cuMemHostAlloc` buffers show up as shared memory) and `RssAnon`
-    /// (registered CUDA slabs, the mlock pool and the heap: anonymous).
-    pub vm_lck: u64,
-    pub rss_shmem: u64,
-    pub rss_anon: u64,
-    pub killed: bool,
-}
-
-impl Drained {
-    /// `Shmem` expected once the daemon's memory is back.
-    pub fn shmem_baseline(&self) -> u64 {
-        self.before.shmem.saturating_sub(self.rss_shmem)
-    }
-    /// `Mlocked` expected once the daemon's memory is back.
-    pub fn mlocked_baseline(&self) -> u64 {
-        self.before.mlocked.saturating_sub(self.vm_lck)
-    }
-    /// Bytes the host gets back once the daemon is gone: all its resident
-    /// anonymous and shared memory. Registered pinned memory is only
-    /// `RssAnon`, so this, not `Shmem` or `Mlocked`, is what shows that
-    /// it came back. (`VmLck` is part of `RssAnon`; it counts alone only
-    /// when an older status file gave no `RssAnon`.)
-    pub fn returned(&self) -> u64 {
-        self.rss_anon.max(self.vm_lck) + self.rss_shmem
-    }
-}
-
-/// What `start` did: `verify` checks exactly this process and log range.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Started {
-    pub pid: u32,
-    pub release: String,
-    /// Size of `logs/prover.log` before the start: the new run's lines follow it.
-    pub log_offset: u64,
-}
-
-/// Per-host state carried from step to step within one run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HostProgress {
-    /// The release `current` pointed at before `start` switched it.
-    pub previous_release: Option<String>,
-    pub drained: Option<Drained>,
-    pub started: Option<Started>,
-    /// When the old daemon stopped taking work (just before `drain`'s
-    /// SIGTERM, or `drain` finding none running).
-    pub serving_stopped: Option<Instant>,
-    /// When `verify` first saw the new daemon ready.
-    pub serving_again: Option<Instant>,
-    /// What `upload` sent, until the host task reports it.
-    pub uploaded: Option<upload::Sent>,
-}
-
-impl HostProgress {
-    /// The serving gap: from the old daemon refusing new work to the new
-    /// one ready; `None` until both ends are known.
-    pub fn serving_gap(&self) -> Option<std::time::Duration> {
-        Some(
-            self.serving_again?
-                .saturating_duration_since(self.serving_stopped?),
-        )
-    }
-}
-
-/// Test hooks that inject faults no healthy host produces.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Faults {
-    /// Flip one byte of the binary on its way to the host.
-    pub corrupt_upload: bool,
-}
-
-/// Everything a step sees on one host.
-#[derive(Debug)]
-pub struct StepCtx<'a> {
-    pub host: &'a Host,
-    pub transport: &'a Transport,
-    pub release: &'a Release,
-    pub state: HostProgress,
-    /// Dry run: describe, read what is cheap to read, change nothing.
-    pub check: bool,
-    pub faults: Faults,
-}
-
-impl<'a> StepCtx<'a> {
-    pub fn new(host: &'a Host, transport: &'a Transport, release: &'a Release) -> StepCtx<'a> {
-        StepCtx {
-            host,
-            transport,
-            release,
-            state: HostProgress::default(),
-            check: false,
-            faults: Faults::default(),
-        }
-    }
-
-    pub fn layout(&self) -> Layout {
-        Layout::new(self.host)
-    }
-}
-
 /// Runs one step on the context's host.
 pub async fn run(spec: &StepSpec, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, StepError> {
     if ctx.check && !matches!(spec, StepSpec::Upload(_)) {
@@ -453,14 +225,6 @@ pub fn describe(spec: &StepSpec, ctx: &StepCtx<'_>) -> String {
         StepSpec::Rollback(p) => rollback::describe(p, ctx),
         StepSpec::CollectTiming(p) => collect_timing::describe(p, ctx),
     }
-}
-
-/// A step's failure: the cause and what it kept intact.
-pub type Failed = (Cause, String);
-
-/// Attaches what was kept intact to any cause.
-pub(crate) fn kept<T, E: Into<Cause>>(r: Result<T, E>, kept: &str) -> Result<T, Failed> {
-    r.map_err(|e| (e.into(), kept.to_owned()))
 }
 
 #[cfg(test)]

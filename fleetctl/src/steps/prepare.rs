@@ -10,9 +10,11 @@
 //! records the config's checksum, so a staged host or a resumed run does
 //! not compile again.
 
+use super::ctx::StepCtx;
+use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show};
+use super::release::sha256_file;
 use super::remote::{q, QUICK};
-use super::{kept, sha256_file, Cause, Failed, StepCtx, StepOutcome};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 

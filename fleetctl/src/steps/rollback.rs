@@ -10,12 +10,13 @@
 //! start step launched (and its session, which `setsid` made its own), and
 //! any process whose `/proc/<pid>/exe` is the failed release's binary.
 
+use super::ctx::StepCtx;
 use super::drain::{self, DrainParams};
+use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::duration;
 use super::remote::{self, is_release_id, q, QUICK};
 use super::start::start_release;
 use super::wait_release::{self, WaitReleaseParams};
-use super::{kept, Cause, Failed, StepCtx, StepOutcome};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

@@ -1,9 +1,10 @@
 //! `smoke`: prove one small statement through the running daemon with the
 //! deployed client, and check that it was verified and left a timing record.
 
+use super::ctx::StepCtx;
+use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show};
 use super::remote::{self, q};
-use super::{kept, Cause, Failed, StepCtx, StepOutcome};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 

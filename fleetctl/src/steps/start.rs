@@ -2,9 +2,11 @@
 //! fully detached (own session, stdin from /dev/null, output to the log), so
 //! the SSH command returns at once and the daemon outlives the connection.
 
+use super::ctx::StepCtx;
+use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show};
+use super::progress::Started;
 use super::remote::{self, q, DaemonState, QUICK};
-use super::{kept, Cause, Failed, Started, StepCtx, StepOutcome};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
@@ -173,7 +175,7 @@ fn launch_script(install: &str) -> Result<String, Cause> {
         bin = q(&format!("{i}/current/prover"))?,
         cfg = q(&format!("{i}/current/prover.toml"))?,
         log = q(&format!("{i}/logs/prover.log"))?,
-        intent = super::remote::INTENT_FILE,
+        intent = crate::health::INTENT_FILE,
     ))
 }
 

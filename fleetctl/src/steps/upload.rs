@@ -2,9 +2,12 @@
 //! `releases/<sha256>/`, verified on the host before it gets its final name.
 
 use super::compress::{self, Compressed, DECODER, ENCODING};
+use super::ctx::StepCtx;
+use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, ByteSize};
+use super::progress::Sent;
+use super::release::sha256_file;
 use super::remote::{self, is_release_id, q, QUICK};
-use super::{kept, sha256_file, Cause, Failed, StepCtx, StepOutcome};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,20 +35,6 @@ impl Default for UploadParams {
             compress: true,
         }
     }
-}
-
-/// What one upload put on the link: recorded in the audit log and the
-/// summary beside the step's time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sent {
-    /// Bytes of the files as they land on the host (binary and config).
-    pub file_bytes: u64,
-    /// Bytes sent for them.
-    pub sent_bytes: u64,
-    /// `gzip` or `plain`.
-    pub encoding: &'static str,
-    /// Why a compressed upload went plain.
-    pub plain_because: Option<String>,
 }
 
 /// How the binary goes over the link.

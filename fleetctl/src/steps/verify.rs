@@ -2,9 +2,10 @@
 //! of its log has the `ready` line), logs no panic or error, is still alive
 //! after a settle period, and runs the build that was uploaded.
 
+use super::ctx::StepCtx;
+use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show};
 use super::remote::{self, DaemonState, QUICK};
-use super::{kept, Cause, Failed, StepCtx, StepOutcome};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 

@@ -10,9 +10,12 @@
 //! `Mlocked` back to their baselines, and `MemAvailable` back up by what
 //! the daemon had resident (anonymous and shared), which covers all three.
 
+use super::ctx::StepCtx;
+use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show, ByteSize};
-use super::remote::{self, MemInfo};
-use super::{kept, Cause, Drained, Failed, StepCtx, StepOutcome};
+use super::proc::MemInfo;
+use super::progress::Drained;
+use super::remote;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 

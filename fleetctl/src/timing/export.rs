@@ -91,8 +91,8 @@ fn histogram(out: &mut String, name: &str, labels: &str, hist: &Histogram<u64>) 
 }
 
 /// Writes `<dir>/prover_timing_<host>.prom` for every host in the scan, each
-/// atomically (temp name without the `.prom` suffix, then rename), so the
-/// collector never reads half a file. Returns the files written.
+/// replaced whole (through `<name>.prom.tmp`, which the collector's `*.prom`
+/// does not match), so it never reads half a file. Returns the files written.
 pub fn write_dir(dir: &Path, scan: &Scan) -> Result<Vec<PathBuf>, ExportError> {
     fs::create_dir_all(dir).map_err(|source| ExportError {
         path: dir.to_path_buf(),
@@ -112,13 +112,12 @@ pub fn write_dir(dir: &Path, scan: &Scan) -> Result<Vec<PathBuf>, ExportError> {
             })
             .collect();
         let path = dir.join(format!("prover_timing_{safe}.prom"));
-        let tmp = dir.join(format!(".prover_timing_{safe}.tmp"));
-        let err = |source| ExportError {
-            path: path.clone(),
-            source,
-        };
-        fs::write(&tmp, host_text(host, scan)).map_err(err)?;
-        fs::rename(&tmp, &path).map_err(err)?;
+        crate::persist::replace(&path, host_text(host, scan).as_bytes()).map_err(|source| {
+            ExportError {
+                path: path.clone(),
+                source,
+            }
+        })?;
         written.push(path);
     }
     Ok(written)

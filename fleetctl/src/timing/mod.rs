@@ -10,6 +10,8 @@
 
 pub mod collect;
 pub mod export;
+#[cfg(test)]
+mod recorded_log_tests;
 pub mod render;
 pub mod report;
 #[cfg(test)]

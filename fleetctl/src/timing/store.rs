@@ -150,17 +150,11 @@ impl Store {
         }
     }
 
-    /// Writes the state atomically (temp file + rename), so an interrupted
-    /// collect leaves either the old or the new state, never half of one.
+    /// Replaces the state whole, so an interrupted collect leaves either
+    /// the old or the new state, never half of one.
     pub fn save_state(&self, host: &str, state: &HostState) -> Result<(), StoreError> {
-        let dir = self.host_dir(host);
-        fs::create_dir_all(&dir).map_err(io_err(&dir, "create"))?;
-        let path = dir.join(".collect.json");
-        let tmp = dir.join(".collect.json.tmp");
-        let bytes = serde_json::to_vec_pretty(state).unwrap_or_default();
-        fs::write(&tmp, bytes).map_err(io_err(&tmp, "write"))?;
-        fs::rename(&tmp, &path).map_err(io_err(&path, "rename"))?;
-        Ok(())
+        let path = self.host_dir(host).join(".collect.json");
+        crate::persist::write_json(&path, state).map_err(io_err(&path, "write"))
     }
 }
 

@@ -1,10 +1,10 @@
 //! Local transport: the same command lines as over SSH, run by `sh -c` on
 //! this machine, so a playbook behaves the same on a laptop and on a fleet.
 
-use super::outcome::{Output, TransportError, UPLOAD_CHUNK};
+use super::feed::feed;
+use super::outcome::{Output, TransportError};
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 #[derive(Debug)]
@@ -58,29 +58,17 @@ impl LocalTransport {
         &self,
         line: &str,
         shown: &str,
-        mut input: tokio::fs::File,
+        input: tokio::fs::File,
         timeout: Duration,
     ) -> Result<Output, TransportError> {
         let fut = async {
             let mut child = Self::command(line, Stdio::piped())
                 .spawn()
                 .map_err(|source| self.io_error(shown, source))?;
-            if let Some(mut stdin) = child.stdin.take() {
-                let mut buf = vec![0u8; UPLOAD_CHUNK];
-                loop {
-                    let n = input
-                        .read(&mut buf)
-                        .await
-                        .map_err(|source| self.io_error(shown, source))?;
-                    if n == 0 {
-                        break;
-                    }
-                    // The reader went away (disk full, killed): its exit status says why.
-                    if stdin.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                }
-                drop(stdin);
+            if let Some(stdin) = child.stdin.take() {
+                feed(input, stdin)
+                    .await
+                    .map_err(|source| self.io_error(shown, source))?;
             }
             child
                 .wait_with_output()

@@ -5,6 +5,7 @@
 //! side: the deadline is enforced where the command runs, and a local deadline
 //! a little later catches a host that stopped answering altogether.
 
+mod feed;
 mod local;
 #[cfg(test)]
 mod local_tests;

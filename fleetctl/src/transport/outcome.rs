@@ -14,8 +14,6 @@ pub(super) const KILL_AFTER_S: u64 = 3;
 /// How long past the remote deadline the local side waits before it gives up
 /// on the connection itself.
 pub(super) const LOCAL_SLACK: Duration = Duration::from_secs(KILL_AFTER_S + 5);
-/// Upload chunk: large enough to keep the channel busy, small enough to bound memory.
-pub(super) const UPLOAD_CHUNK: usize = 256 * 1024;
 
 /// What a finished command left behind.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -52,6 +52,13 @@ pub fn quote(arg: &str) -> Result<String, QuoteError> {
     Ok(out)
 }
 
+/// Quotes a word of a command printed for the operator to copy (a resume
+/// or rollback hint); one that cannot be quoted (a NUL) is shown escaped,
+/// since a printed line must not fail.
+pub fn quote_shown(arg: &str) -> String {
+    quote(arg).unwrap_or_else(|_| format!("{arg:?}"))
+}
+
 /// Quotes an OS string (a local or remote path); non-UTF-8 is refused.
 pub fn quote_os(arg: &OsStr) -> Result<String, QuoteError> {
     match arg.to_str() {

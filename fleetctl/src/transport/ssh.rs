@@ -3,15 +3,15 @@
 //! outlive the invocation for `ssh_persist` idle seconds and are reused by
 //! the next one (see [`super::mux_cache`]).
 
+use super::feed::feed;
 use super::mux_cache::MuxSlot;
-use super::outcome::{ConnectCause, Output, TransportError, UPLOAD_CHUNK};
+use super::outcome::{ConnectCause, Output, TransportError};
 use crate::inventory::Host;
 use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
 /// sshd's default `MaxSessions` is 10 per connection; stay below it so a
@@ -215,7 +215,7 @@ impl SshTransport {
         &self,
         line: &str,
         shown: &str,
-        mut input: tokio::fs::File,
+        input: tokio::fs::File,
         timeout: Duration,
     ) -> Result<Output, TransportError> {
         let _permit = self.permit().await;
@@ -229,23 +229,10 @@ impl SshTransport {
                 .spawn()
                 .await
                 .map_err(|e| self.session_error(shown, e))?;
-            if let Some(mut stdin) = child.stdin().take() {
-                let mut buf = vec![0u8; UPLOAD_CHUNK];
-                loop {
-                    let n = input
-                        .read(&mut buf)
-                        .await
-                        .map_err(|source| self.io_error(shown, source))?;
-                    if n == 0 {
-                        break;
-                    }
-                    // A write error means the remote side stopped reading
-                    // (disk full, killed): its exit status below says why.
-                    if stdin.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                }
-                let _ = stdin.shutdown().await;
+            if let Some(stdin) = child.stdin().take() {
+                feed(input, stdin)
+                    .await
+                    .map_err(|source| self.io_error(shown, source))?;
             }
             child
                 .wait_with_output()

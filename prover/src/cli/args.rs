@@ -90,4 +90,7 @@ pub struct BenchArgs {
     /// Generate TEST-ONLY parameters for sizes the parameter directory lacks.
     #[arg(long)]
     pub test_params: bool,
+    /// Skip synthesis from compiled constraints (the second table).
+    #[arg(long)]
+    pub no_compiled: bool,
 }

@@ -263,6 +263,7 @@ impl From<BenchArgs> for prover::bench::BenchConfig {
             baseline: !a.no_baseline,
             cuda: a.cuda,
             test_params: a.test_params,
+            compiled: !a.no_compiled,
         }
     }
 }
@@ -272,13 +273,19 @@ pub fn run_bench(args: BenchArgs) -> Result<u8> {
     let json = args.json.clone();
     let rows = prover::bench::run(&args.into())?;
     println!("{}", prover::bench::render(&rows));
+    if rows.iter().any(|r| r.compile_ms.is_some()) {
+        println!("synthesis: the bellperson way against compiled constraints");
+        println!("{}", prover::bench::render_synthesis(&rows));
+    }
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(&rows)?;
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    let all_identical = rows
-        .iter()
-        .all(|r| r.identical != Some(false) && r.cuda_identical != Some(false));
+    let all_identical = rows.iter().all(|r| {
+        r.identical != Some(false)
+            && r.cuda_identical != Some(false)
+            && r.compiled_identical != Some(false)
+    });
     Ok(if all_identical {
         exit::OK
     } else {

@@ -216,13 +216,26 @@ pub struct Synthesis {
     /// waiting for a device); workers beyond it idle. 0 turns pipelining off
     /// (each device worker synthesises its own partition, then proves it).
     pub lookahead: u32,
+    /// Synthesise bundled circuits from constraints compiled once per
+    /// circuit and size (kept beside the parameters): a witness-only pass
+    /// and a, b, c by sparse products, instead of building every constraint.
+    pub compiled: bool,
+    /// Partitions of each recording that also check the circuit against it,
+    /// constraint by constraint, before it is trusted.
+    pub check_first: u32,
 }
+
+/// The most `synthesis.check_first` partitions (beyond it, checking every
+/// partition is what `compiled = false` is for).
+pub const MAX_CHECK_FIRST: u32 = 1_000_000;
 
 impl Default for Synthesis {
     fn default() -> Self {
         Self {
             concurrency: 1,
             lookahead: 1,
+            compiled: true,
+            check_first: 1,
         }
     }
 }
@@ -334,6 +347,12 @@ impl Config {
         };
         if self.synthesis.concurrency == 0 {
             return Err(bad("synthesis.concurrency", "must be at least 1".into()));
+        }
+        if self.synthesis.check_first > MAX_CHECK_FIRST {
+            return Err(bad(
+                "synthesis.check_first",
+                format!("must be at most {MAX_CHECK_FIRST}"),
+            ));
         }
         if self.gpu.workers_per_device == 0 {
             return Err(bad("gpu.workers_per_device", "must be at least 1".into()));

@@ -426,6 +426,10 @@ async fn start(
             config.filecoin.param_cache.clone(),
             config.filecoin.allow_test_params,
         ),
+        compiled: crate::daemon::engine::compiled::CompiledSet::new(
+            config.synthesis.compiled,
+            config.synthesis.check_first,
+        ),
         concurrency: config.synthesis.concurrency,
         lookahead: config.synthesis.lookahead,
         max_jobs: config.queue.max_jobs,

@@ -1298,6 +1298,7 @@ fn engine_proofs(devices: Vec<Device>, dir: &std::path::Path) -> Vec<String> {
         timing: Arc::new(TimingLog::open(dir.join("timing.jsonl"), 1 << 20, 1).expect("log")),
         metrics: Arc::new(Metrics::new("test", "test")),
         filecoin: prover::daemon::engine::filecoin::FilecoinKeys::new(std::env::temp_dir(), false),
+        compiled: prover::daemon::engine::compiled::CompiledSet::new(true, 1),
         concurrency: 2,
         lookahead: 2,
         max_jobs: 4,

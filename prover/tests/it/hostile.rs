@@ -61,6 +61,7 @@ fn state(dir: &std::path::Path, test_params: TestParams, http: HttpLimits) -> Ar
         timing,
         metrics: metrics.clone(),
         filecoin: prover::daemon::engine::filecoin::FilecoinKeys::new(std::env::temp_dir(), false),
+        compiled: prover::daemon::engine::compiled::CompiledSet::new(true, 1),
         concurrency: 1,
         lookahead: 1,
         max_jobs: 8,

@@ -1,7 +1,8 @@
 //! Proofs from our pipeline against bellperson's: byte-identical for fixed
 //! r, s, verified by bellperson's verifier. The checks are generic over
 //! `&dyn Backend`, so every backend runs the same ones (the CUDA backend
-//! instantiates them when a device is present).
+//! instantiates them when a device is present), and every proof is made
+//! twice: synthesised the bellperson way and from compiled constraints.
 
 use bellperson::groth16::{self, prepare_verifying_key, verify_proof, Parameters, Proof};
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
@@ -111,11 +112,20 @@ fn proof_matches_bellperson<C: Circuit<Scalar> + Clone + Send>(
     let pool = synthesis::heap_pool(1 << 30);
     let ours =
         prove::create_proof(circuit.clone(), params, r, s, backend, &pool).expect("our proof");
+    let r1cs = prover::compiled::compile(circuit.clone()).expect("compiled constraints");
+    let compiled =
+        prove::create_proof_compiled(circuit.clone(), &r1cs, params, r, s, backend, &pool)
+            .expect("our proof from compiled constraints");
     let theirs = groth16::create_proof(circuit, params, r, s).expect("bellperson proof");
     assert_eq!(
         proof_bytes(&ours),
         proof_bytes(&theirs),
         "proof bytes differ"
+    );
+    assert_eq!(
+        proof_bytes(&compiled),
+        proof_bytes(&theirs),
+        "proof bytes from compiled constraints differ"
     );
 
     let pvk = prepare_verifying_key(&params.vk);

@@ -31,6 +31,7 @@
 //! [`scheduler`] (which device), [`devices`], [`pipeline`] (the threads).
 
 pub mod admission;
+pub mod compiled;
 pub mod devices;
 pub mod filecoin;
 pub mod jobs;
@@ -45,6 +46,7 @@ pub use partition::proof_bytes;
 use crate::budget::MemoryBudget;
 use crate::circuit::CircuitKind;
 use crate::daemon::engine::admission::{ParamsNeed, Room};
+use crate::daemon::engine::compiled::CompiledSet;
 use crate::daemon::engine::filecoin::FilecoinKeys;
 use crate::daemon::engine::jobs::{JobSpec, Jobs};
 use crate::daemon::engine::partition::{Circuit, FilecoinWork, Stages, Task};
@@ -85,6 +87,8 @@ pub struct EngineParts {
     pub metrics: Arc<Metrics>,
     /// Filecoin's parameter cache, for Filecoin jobs.
     pub filecoin: FilecoinKeys,
+    /// Compiled constraints of the bundled circuits.
+    pub compiled: CompiledSet,
     pub concurrency: u32,
     pub lookahead: u32,
     pub max_jobs: u32,
@@ -154,7 +158,8 @@ impl Engine {
                 parts.host,
                 parts.build,
                 backend,
-            ),
+            )
+            .with_compiled(parts.compiled),
             devices: parts.devices,
             unavailable: parts.unavailable,
             queue: DeviceQueue::new(&workers),

@@ -7,6 +7,7 @@ use crate::backend::BackendKind;
 use crate::budget::{BudgetError, MemoryBudget, Reservation};
 use crate::circuit::{self, CircuitError, CircuitKind, ShapeCache};
 use crate::daemon::engine::admission::working_bytes;
+use crate::daemon::engine::compiled::CompiledSet;
 use crate::daemon::engine::devices::{is_device_fault, Device};
 use crate::daemon::engine::filecoin::FilKey;
 use crate::filecoin::statement::{Partition, Statement};
@@ -14,7 +15,7 @@ use crate::filecoin::FilecoinError;
 use crate::params::{ParamStore, Params, ParamsError};
 use crate::pool::PinnedPool;
 use crate::prove::{prove_synthesized, Blinding, IdentifiedKey, ProveError, ProvingKey};
-use crate::synthesis::{synthesize, SynthesisError, Synthesized};
+use crate::synthesis::{synthesize, synthesize_compiled, SynthesisError, Synthesized};
 use crate::timing::{PartitionTimer, TimingLog};
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey, Proof};
 use blstrs::{Bls12, Scalar};
@@ -235,6 +236,7 @@ pub struct Stages {
     /// The engine's backend, for records of partitions that never reached a device.
     pub backend: BackendKind,
     pvks: PvkCache,
+    compiled: CompiledSet,
 }
 
 impl Stages {
@@ -256,7 +258,19 @@ impl Stages {
             build,
             backend,
             pvks: Mutex::new(HashMap::new()),
+            compiled: CompiledSet::new(false, 0),
         }
+    }
+
+    /// Synthesises bundled circuits from the recordings of `compiled`.
+    pub fn with_compiled(mut self, compiled: CompiledSet) -> Self {
+        self.compiled = compiled;
+        self
+    }
+
+    /// Bytes the compiled constraints hold (each under its own reservation).
+    pub fn compiled_bytes(&self) -> u64 {
+        self.compiled.bytes()
     }
 
     pub fn shapes(&self) -> &ShapeCache {
@@ -348,13 +362,24 @@ impl Stages {
             return Err(PartitionError::Cancelled);
         }
         let (circuit, inputs) = circuit::bundled(kind, size, witness_seed)?;
+        // The first partition of a circuit and size may record its
+        // constraints here (one synthesis, once); that is not this
+        // partition's synthesis, so it stays outside the phases.
+        let compiled = self.compiled.get(kind, size, &self.params, &self.budget);
         self.event(timer, TimelineKind::SynthesisStart, device);
         let t = Instant::now();
-        let syn = catch_unwind(AssertUnwindSafe(|| synthesize(circuit, &shape, &self.pool)))
-            .map_err(panic_message)??;
+        let syn = catch_unwind(AssertUnwindSafe(|| match &compiled {
+            Some(c) => synthesize_compiled(circuit, &c.r1cs, &shape, &self.pool, c.check),
+            None => synthesize(circuit, &shape, &self.pool),
+        }))
+        .map_err(panic_message)??;
         let total = t.elapsed().as_secs_f64() * 1e3;
         self.event(timer, TimelineKind::SynthesisEnd, device);
         timer.add(Phase::Synthesis, syn.synthesis_ms);
+        if let Some(parts) = syn.parts {
+            timer.add(Phase::Witness, parts.witness_ms);
+            timer.add(Phase::Abc, parts.abc_ms);
+        }
         timer.add(Phase::PoolCheckout, (total - syn.synthesis_ms).max(0.0));
         let sha256 = self.params.meta(kind, size).ok().map(|m| m.sha256);
         Ok((params, sha256, inputs, reservation, syn))

@@ -225,6 +225,9 @@ fn rig_on(devices: Vec<Device>, lookahead: u32, alloc: Arc<dyn HostAllocator>) -
         timing,
         metrics: metrics.clone(),
         filecoin: crate::daemon::engine::filecoin::FilecoinKeys::new(std::env::temp_dir(), false),
+        // Every rig synthesises from compiled constraints, the first
+        // partition of each checked, as a daemon does by default.
+        compiled: crate::daemon::engine::compiled::CompiledSet::new(true, 1),
         concurrency: 2,
         lookahead,
         max_jobs: 16,
@@ -318,10 +321,16 @@ fn a_panic_in_synthesis_fails_only_that_job_and_leaks_no_memory() {
     assert_eq!(good.state, JobState::Done, "{:?}", good.error);
     assert_eq!(proofs(&good).len(), 3);
     stop(&rig.engine);
-    // What stays reserved is the pool's idle regions and the loaded
-    // parameters; the failed partition left nothing behind.
+    // What stays reserved is the pool's idle regions, the loaded
+    // parameters and their compiled constraints; the failed partition left
+    // nothing behind.
     let stages = &rig.engine.shared.stages;
-    let kept = stages.pool.stats().bytes_pinned + stages.params.loaded_bytes();
+    let kept =
+        stages.pool.stats().bytes_pinned + stages.params.loaded_bytes() + stages.compiled_bytes();
+    assert!(
+        stages.compiled_bytes() > 0,
+        "the rig proved from compiled constraints"
+    );
     assert_eq!(rig.budget.stats().reserved, kept);
 }
 

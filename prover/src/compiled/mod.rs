@@ -1,0 +1,25 @@
+//! Constraints compiled once per circuit and size, and the proof-time path
+//! that uses them: a witness-only pass, then a, b, c by sparse products.
+//!
+//! Synthesis the bellperson way builds every linear combination of every
+//! constraint for every proof, although the constraints of a circuit and size
+//! never change; only the witness does. Here [`compile`] records A, B, C
+//! once ([`CompiledR1cs`]), [`assign`] runs the circuit for its assignments
+//! only, and [`evaluate`] computes a, b, c on every core. [`file`] keeps a
+//! recording on disk next to the parameters, checked by its digest on load.
+
+mod error;
+mod eval;
+pub mod file;
+mod matrix;
+mod record;
+mod witness;
+
+pub use error::{CompileError, FileError, StructureMismatch};
+pub use eval::{evaluate, EvalShapeError};
+pub use matrix::{CompiledR1cs, Matrix};
+pub use record::compile;
+pub use witness::{assign, WitnessError};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,191 @@
+//! Recording a circuit's constraints into a [`CompiledR1cs`]: one synthesis,
+//! once per circuit and size.
+//!
+//! It walks the circuit as the proving system does (ONE as input 0, the
+//! circuit, then `input · 0 = 0` for every input) so that row `i` is the
+//! constraint whose evaluation lands at `a[i]`, `b[i]`, `c[i]`. Zero
+//! coefficients are dropped, as bellperson's evaluator skips them (and so
+//! does not count them in the densities); a term on an unallocated variable
+//! is refused by the one rule of [`crate::lc::walk`].
+
+use super::error::CompileError;
+use super::matrix::{
+    base_table, CompiledR1cs, Matrix, COEFF_MINUS_ONE, COEFF_ONE, INPUT, MAX_VARIABLES,
+};
+use crate::circuit::unnamed_root;
+use crate::lc::{self, Var};
+use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, Variable};
+use blstrs::Scalar;
+use ff::{Field, PrimeField};
+use std::collections::HashMap;
+
+/// Records `circuit`'s constraints. Assignment closures are not called, so
+/// a circuit without a witness records as well as one with.
+pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<CompiledR1cs, CompileError> {
+    let mut rec = Recorder::default();
+    rec.alloc_input(|| "", || Ok(Scalar::ONE))
+        .map_err(|e| rec.explain(e))?;
+    circuit.synthesize(&mut rec).map_err(|e| rec.explain(e))?;
+    for i in 0..rec.inputs {
+        rec.enforce(|| "", |lc| lc + Variable(Index::Input(i)), |lc| lc, |lc| lc);
+    }
+    if let Some(e) = rec.error.take() {
+        return Err(e);
+    }
+    Ok(CompiledR1cs::new(
+        rec.inputs, rec.aux, rec.a, rec.b, rec.c, rec.table,
+    ))
+}
+
+/// The column of a variable (see [`INPUT`]).
+pub(crate) fn column(var: Var) -> u32 {
+    match var {
+        Var::Input(i) => i as u32 | INPUT,
+        Var::Aux(i) => i as u32,
+    }
+}
+
+struct Recorder {
+    inputs: usize,
+    aux: usize,
+    a: Matrix,
+    b: Matrix,
+    c: Matrix,
+    table: Vec<Scalar>,
+    index: HashMap<[u8; 32], u32>,
+    /// The first error `enforce` could not return.
+    error: Option<CompileError>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        let table = base_table();
+        let index = table
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.to_repr(), i as u32))
+            .collect();
+        Recorder {
+            inputs: 0,
+            aux: 0,
+            a: Matrix::default(),
+            b: Matrix::default(),
+            c: Matrix::default(),
+            table,
+            index,
+            error: None,
+        }
+    }
+}
+
+impl Recorder {
+    fn explain(&mut self, e: bellperson::SynthesisError) -> CompileError {
+        self.error.take().unwrap_or(CompileError::Circuit(e))
+    }
+
+    fn fail(&mut self, e: CompileError) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+    }
+
+    fn coefficient(&mut self, s: &Scalar) -> Result<u32, CompileError> {
+        if *s == Scalar::ONE {
+            return Ok(COEFF_ONE);
+        }
+        if *s == -Scalar::ONE {
+            return Ok(COEFF_MINUS_ONE);
+        }
+        let key = s.to_repr();
+        if let Some(&i) = self.index.get(&key) {
+            return Ok(i);
+        }
+        let i = u32::try_from(self.table.len()).map_err(|_| CompileError::TooLarge {
+            what: "distinct coefficients",
+            limit: u32::MAX as usize,
+        })?;
+        self.table.push(*s);
+        self.index.insert(key, i);
+        Ok(i)
+    }
+
+    fn record(&mut self, lc: &LinearCombination<Scalar>, which: usize) -> Result<(), CompileError> {
+        let mut terms = Vec::new();
+        lc::walk(lc, self.inputs, self.aux, |var, coeff| {
+            if !bool::from(coeff.is_zero()) {
+                terms.push((column(var), *coeff));
+            }
+        })
+        .map_err(CompileError::Malformed)?;
+        for (col, coeff) in terms {
+            let id = self.coefficient(&coeff)?;
+            [&mut self.a, &mut self.b, &mut self.c][which].push(col, id);
+        }
+        Ok(())
+    }
+}
+
+impl ConstraintSystem<Scalar> for Recorder {
+    unnamed_root!();
+
+    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, bellperson::SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, bellperson::SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        if self.aux >= MAX_VARIABLES {
+            self.fail(CompileError::TooLarge {
+                what: "aux variables",
+                limit: MAX_VARIABLES,
+            });
+            return Err(bellperson::SynthesisError::PolynomialDegreeTooLarge);
+        }
+        self.aux += 1;
+        Ok(Variable(Index::Aux(self.aux - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, bellperson::SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, bellperson::SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        if self.inputs >= MAX_VARIABLES {
+            self.fail(CompileError::TooLarge {
+                what: "inputs",
+                limit: MAX_VARIABLES,
+            });
+            return Err(bellperson::SynthesisError::PolynomialDegreeTooLarge);
+        }
+        self.inputs += 1;
+        Ok(Variable(Index::Input(self.inputs - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        if self.error.is_some() {
+            return;
+        }
+        let lcs = [
+            a(LinearCombination::zero()),
+            b(LinearCombination::zero()),
+            c(LinearCombination::zero()),
+        ];
+        for (which, lc) in lcs.iter().enumerate() {
+            if let Err(e) = self.record(lc, which) {
+                self.fail(e);
+                return;
+            }
+        }
+        for m in [&mut self.a, &mut self.b, &mut self.c] {
+            m.end_row();
+        }
+    }
+}

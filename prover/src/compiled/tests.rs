@@ -1,0 +1,213 @@
+use super::*;
+use crate::circuit::{self, CircuitKind};
+use crate::synthesis::{self, heap_pool, SynthesisError, Synthesized};
+use bellperson::{Circuit, ConstraintSystem, SynthesisError as BpError};
+use blstrs::Scalar;
+use ff::Field;
+
+fn same(x: &Synthesized, y: &Synthesized) {
+    assert_eq!(x.a.as_slice(), y.a.as_slice(), "a");
+    assert_eq!(x.b.as_slice(), y.b.as_slice(), "b");
+    assert_eq!(x.c.as_slice(), y.c.as_slice(), "c");
+    assert_eq!(x.input_assignment.as_slice(), y.input_assignment.as_slice());
+    assert_eq!(x.aux_assignment.as_slice(), y.aux_assignment.as_slice());
+    assert_eq!(x.a_aux_density, y.a_aux_density);
+    assert_eq!(x.b_input_density, y.b_input_density);
+    assert_eq!(x.b_aux_density, y.b_aux_density);
+    assert_eq!(x.num_constraints, y.num_constraints);
+}
+
+#[test]
+fn compiled_synthesis_equals_synthesis_for_the_bundled_circuits() {
+    let pool = heap_pool(1 << 30);
+    for (kind, size) in [
+        (CircuitKind::Chain, 1usize << 10),
+        (CircuitKind::Chain, 1000),
+        (CircuitKind::Sha256, 1 << 15),
+    ] {
+        let shape = circuit::shape(kind, size).unwrap();
+        let r1cs = compile(circuit::shape_circuit(kind, size).unwrap()).unwrap();
+        assert_eq!(r1cs.num_constraints, shape.padded_constraints(), "{kind}");
+        for seed in [1u64, 2] {
+            let (c, _) = circuit::bundled(kind, size, seed).unwrap();
+            let plain = synthesis::synthesize(c, &shape, &pool).unwrap();
+            for check in [true, false] {
+                let (c, _) = circuit::bundled(kind, size, seed).unwrap();
+                let fast = synthesis::synthesize_compiled(c, &r1cs, &shape, &pool, check).unwrap();
+                same(&plain, &fast);
+                let parts = fast.parts.expect("parts of a compiled synthesis");
+                assert!(parts.witness_ms >= 0.0 && parts.abc_ms >= 0.0);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_recording_does_not_depend_on_the_witness_and_its_digest_names_it() {
+    let kind = CircuitKind::Chain;
+    let blank = compile(circuit::shape_circuit(kind, 256).unwrap()).unwrap();
+    let (with_witness, _) = circuit::bundled(kind, 256, 9).unwrap();
+    let witnessed = compile(with_witness).unwrap();
+    assert_eq!(blank.digest, witnessed.digest);
+    assert_eq!(blank.structure_digest(), blank.digest);
+    let other = compile(circuit::shape_circuit(kind, 512).unwrap()).unwrap();
+    assert_ne!(blank.digest, other.digest);
+    assert_eq!(blank.digest_hex().len(), 64);
+}
+
+/// Enforces `x · x = y` when x is even, `x · 1 = y` when odd: a circuit whose
+/// constraints depend on its witness.
+struct Shifty(u64);
+
+impl Circuit<Scalar> for Shifty {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), BpError> {
+        let x_val = Scalar::from(self.0);
+        let x = cs.alloc(|| "x", || Ok(x_val))?;
+        let y_val = if self.0.is_multiple_of(2) {
+            x_val.square()
+        } else {
+            x_val
+        };
+        let y = cs.alloc(|| "y", || Ok(y_val))?;
+        cs.enforce(|| "warm-up", |lc| lc + x, |lc| lc + CS::one(), |lc| lc + x);
+        let mut ns = cs.namespace(|| "round");
+        if self.0.is_multiple_of(2) {
+            ns.enforce(|| "square", |lc| lc + x, |lc| lc + x, |lc| lc + y);
+        } else {
+            ns.enforce(|| "square", |lc| lc + x, |lc| lc + CS::one(), |lc| lc + y);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_circuit_whose_constraints_follow_its_witness_is_refused_naming_the_constraint() {
+    let pool = heap_pool(1 << 20);
+    let r1cs = compile(Shifty(2)).unwrap();
+    let shape = crate::circuit::CircuitShape::of(Shifty(2)).unwrap();
+    synthesis::synthesize_compiled(Shifty(4), &r1cs, &shape, &pool, true).unwrap();
+    let err = synthesis::synthesize_compiled(Shifty(3), &r1cs, &shape, &pool, true).unwrap_err();
+    match &err {
+        SynthesisError::Witness(WitnessError::Structure(m)) => {
+            assert_eq!(m.index, 1);
+            assert_eq!(m.name, "round/square");
+            assert!(m.what.contains("term 0 of B"), "{}", m.what);
+        }
+        other => panic!("expected a structure mismatch, got {other}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.contains("first at constraint 1 (round/square)"),
+        "{text}"
+    );
+}
+
+/// Enforces one more constraint when its witness says so.
+struct Longer(bool);
+
+impl Circuit<Scalar> for Longer {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), BpError> {
+        let x = cs.alloc(|| "x", || Ok(Scalar::from(3)))?;
+        cs.enforce(|| "one", |lc| lc + x, |lc| lc + CS::one(), |lc| lc + x);
+        if self.0 {
+            cs.enforce(|| "two", |lc| lc + x, |lc| lc + CS::one(), |lc| lc + x);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_circuit_with_fewer_or_more_constraints_than_recorded_is_refused_even_unchecked() {
+    let pool = heap_pool(1 << 20);
+    let r1cs = compile(Longer(true)).unwrap();
+    let shape = crate::circuit::CircuitShape::of(Longer(true)).unwrap();
+    for check in [true, false] {
+        let err =
+            synthesis::synthesize_compiled(Longer(false), &r1cs, &shape, &pool, check).unwrap_err();
+        assert!(err.to_string().contains("constraints"), "{err}");
+    }
+    let short = compile(Longer(false)).unwrap();
+    let err =
+        synthesis::synthesize_compiled(Longer(true), &short, &shape, &pool, false).unwrap_err();
+    assert!(
+        err.to_string().contains("differ") || err.to_string().contains("larger"),
+        "{err}"
+    );
+}
+
+#[test]
+fn recordings_for_another_shape_are_refused_before_synthesis() {
+    let pool = heap_pool(1 << 26);
+    let r1cs = compile(circuit::shape_circuit(CircuitKind::Chain, 256).unwrap()).unwrap();
+    let shape = circuit::shape(CircuitKind::Chain, 512).unwrap();
+    let (c, _) = circuit::bundled(CircuitKind::Chain, 512, 1).unwrap();
+    let err = synthesis::synthesize_compiled(c, &r1cs, &shape, &pool, false).unwrap_err();
+    assert!(matches!(err, SynthesisError::Mismatch { .. }), "{err}");
+}
+
+#[test]
+fn the_file_round_trips_and_refuses_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let r1cs = compile(circuit::shape_circuit(CircuitKind::Sha256, 1 << 15).unwrap()).unwrap();
+    assert!(
+        r1cs.coefficients().len() > 2,
+        "sha256 has coefficients besides ±1"
+    );
+    let path = file::path_for(&dir.path().join("sha256-32768.params"));
+    assert!(path.to_string_lossy().ends_with("sha256-32768.params.r1cs"));
+    file::save(&r1cs, &path).unwrap();
+    let back = file::load(&path).unwrap();
+    assert_eq!(back.digest, r1cs.digest);
+    assert_eq!(back.matrices(), r1cs.matrices());
+    assert_eq!(back.a_aux_density, r1cs.a_aux_density);
+    assert_eq!(back.b_aux_density, r1cs.b_aux_density);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
+
+    let bytes = std::fs::read(&path).unwrap();
+    // One term's coefficient index changed to another valid one.
+    let mut altered = bytes.clone();
+    let last = altered.len() - 4;
+    altered[last] ^= 1;
+    std::fs::write(&path, &altered).unwrap();
+    let err = file::load(&path).unwrap_err();
+    assert!(matches!(err, FileError::Digest { .. }), "{err}");
+    assert!(err.to_string().contains("damaged or was altered"), "{err}");
+
+    std::fs::write(&path, &bytes[..bytes.len() - 9]).unwrap();
+    let err = file::load(&path).unwrap_err();
+    assert!(matches!(err, FileError::Invalid { .. }), "{err}");
+
+    // A header that claims more than the file holds is refused before any
+    // allocation of that size.
+    let mut huge = bytes.clone();
+    huge[40 + 24..40 + 32].copy_from_slice(&u64::MAX.to_le_bytes());
+    std::fs::write(&path, &huge).unwrap();
+    assert!(matches!(
+        file::load(&path).unwrap_err(),
+        FileError::Invalid { .. }
+    ));
+
+    std::fs::write(&path, b"not a recording").unwrap();
+    assert!(file::load(&path)
+        .unwrap_err()
+        .to_string()
+        .contains("shorter than the header"));
+    let missing = file::load(&dir.path().join("absent.r1cs")).unwrap_err();
+    assert!(matches!(
+        missing,
+        FileError::Io {
+            action: "opening",
+            ..
+        }
+    ));
+}
+
+#[test]
+fn evaluate_refuses_assignments_of_another_size() {
+    let r1cs = compile(Longer(true)).unwrap();
+    let mut out = vec![Scalar::ZERO; 8];
+    let (mut b, mut c) = (out.clone(), out.clone());
+    let err = evaluate(&r1cs, &[Scalar::ONE], &[], &mut out, &mut b, &mut c).unwrap_err();
+    assert_eq!(err.want_aux, 1);
+}
