@@ -99,6 +99,7 @@ pub fn render(p: &Prepared) -> String {
                     .clone()
                     .unwrap_or_else(|| "<current>".into()),
                 config: host.config_file.clone(),
+                compressed: p.release.compressed.clone(),
             };
             let ctx = StepCtx::new(host, &transport, &release);
             for (n, spec) in pb.steps.iter().enumerate() {

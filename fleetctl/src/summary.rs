@@ -2,6 +2,8 @@
 //! and the audit log: host, result, release, each step's time.
 
 use crate::executor::event::{Event, EventKind, HostStatus, Reporter};
+use crate::steps::upload::PLAIN;
+use crate::steps::ByteSize;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -64,6 +66,18 @@ pub struct Row {
     pub forced: Vec<(String, String)>,
     /// Drain start to the new daemon ready, when the host got that far.
     pub serving_gap_ms: Option<u64>,
+    /// What `upload` sent, when it sent anything.
+    pub upload: Option<UploadBytes>,
+}
+
+/// One host's upload on the link.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UploadBytes {
+    pub file_bytes: u64,
+    pub sent_bytes: u64,
+    pub encoding: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plain_because: Option<String>,
 }
 
 /// Collects rows from events; shared so the caller can render after the run.
@@ -89,6 +103,16 @@ struct SummaryData {
     duration_ms: Option<u64>,
     /// Hosts staged at once, when the run staged up front.
     staged: Option<usize>,
+}
+
+/// The fleet's uploads: bytes of files landed and bytes sent for them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UploadTotals {
+    pub hosts: usize,
+    pub file_bytes: u64,
+    pub sent_bytes: u64,
+    /// Hosts whose upload went compressed.
+    pub compressed_hosts: usize,
 }
 
 /// The fleet's serving gaps: their sum and the longest (with its host).
@@ -147,6 +171,7 @@ impl Summary {
                     "status": r.status,
                     "release": r.build,
                     "serving_gap_ms": r.serving_gap_ms,
+                    "upload": r.upload,
                     "steps": steps,
                     "error": r.error,
                 })
@@ -158,6 +183,7 @@ impl Summary {
             "duration_ms": d.duration_ms,
             "staged_concurrency": d.staged,
             "serving_gap": gaps(&d),
+            "upload": uploads(&d),
             "hosts": hosts,
         })
     }
@@ -208,6 +234,16 @@ impl Summary {
                 g.max_host
             ));
         }
+        if let Some(u) = uploads(&d) {
+            out.push_str(&format!(
+                "upload to {} host(s): sent {} for {} of files ({}%), compressed on {}\n",
+                u.hosts,
+                ByteSize(u.sent_bytes),
+                ByteSize(u.file_bytes),
+                u.sent_bytes.saturating_mul(100) / u.file_bytes.max(1),
+                u.compressed_hosts
+            ));
+        }
         if let Some(n) = d.staged {
             out.push_str(&format!(
                 "staged: every host uploaded and prepared first, {n} at a time; the batches only swapped\n"
@@ -220,6 +256,9 @@ impl Summary {
             }
             for (step, detail) in &row.forced {
                 out.push_str(&format!("{host}: {step}: {detail}\n"));
+            }
+            if let Some(why) = row.upload.as_ref().and_then(|u| u.plain_because.as_ref()) {
+                out.push_str(&format!("{host}: upload: sent plain: {why}\n"));
             }
         }
         // The errors last, nearest the prompt.
@@ -258,6 +297,23 @@ impl SummaryData {
             self.columns.push(step.to_owned());
         }
     }
+}
+
+fn uploads(d: &SummaryData) -> Option<UploadTotals> {
+    let mut out: Option<UploadTotals> = None;
+    for u in d.listed().filter_map(|r| r.upload.as_ref()) {
+        let t = out.get_or_insert(UploadTotals {
+            hosts: 0,
+            file_bytes: 0,
+            sent_bytes: 0,
+            compressed_hosts: 0,
+        });
+        t.hosts += 1;
+        t.file_bytes = t.file_bytes.saturating_add(u.file_bytes);
+        t.sent_bytes = t.sent_bytes.saturating_add(u.sent_bytes);
+        t.compressed_hosts += usize::from(u.encoding != PLAIN);
+    }
+    out
 }
 
 fn gaps(d: &SummaryData) -> Option<GapTotals> {
@@ -312,6 +368,7 @@ impl Reporter for Summary {
                             smoke: None,
                             forced: Vec::new(),
                             serving_gap_ms: None,
+                            upload: None,
                         },
                     );
                 }
@@ -372,6 +429,21 @@ impl Reporter for Summary {
             EventKind::ServingGap { gap_ms, .. } => {
                 if let Some(row) = d.row_mut(e) {
                     row.serving_gap_ms = Some(*gap_ms);
+                }
+            }
+            EventKind::Uploaded {
+                file_bytes,
+                sent_bytes,
+                encoding,
+                plain_because,
+            } => {
+                if let Some(row) = d.row_mut(e) {
+                    row.upload = Some(UploadBytes {
+                        file_bytes: *file_bytes,
+                        sent_bytes: *sent_bytes,
+                        encoding: encoding.clone(),
+                        plain_because: plain_because.clone(),
+                    });
                 }
             }
             EventKind::StagingStarted { concurrency, .. } => d.staged = Some(*concurrency),
@@ -599,5 +671,61 @@ mod tests {
         assert_eq!(j["serving_gap"]["sum_ms"], 3700);
         assert_eq!(j["hosts"][0]["serving_gap_ms"], 1200);
         assert!(j["hosts"][2]["serving_gap_ms"].is_null());
+    }
+
+    #[test]
+    fn uploads_show_bytes_sent_against_file_bytes_and_why_one_went_plain() {
+        let mut s = Summary::new();
+        s.on_event(&ev(
+            None,
+            EventKind::RunStarted {
+                playbook: "rollout".into(),
+                source: "x".into(),
+                inventory: "i".into(),
+                hosts: vec!["a".into(), "b".into(), "c".into()],
+                batches: 1,
+                check: false,
+                resumed: false,
+                release: None,
+            },
+        ));
+        for (h, sent, encoding, why) in [
+            ("a", 40 << 20, "gzip", None),
+            (
+                "b",
+                100 << 20,
+                "plain",
+                Some("the host has no `gzip` to inflate it"),
+            ),
+        ] {
+            s.on_event(&ev(
+                Some(h),
+                EventKind::Uploaded {
+                    file_bytes: 100 << 20,
+                    sent_bytes: sent,
+                    encoding: encoding.into(),
+                    plain_because: why.map(str::to_owned),
+                },
+            ));
+        }
+        let text = s.render();
+        assert!(
+            text.contains(
+                "upload to 2 host(s): sent 140MiB for 200MiB of files (70%), compressed on 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("b: upload: sent plain: the host has no `gzip` to inflate it"),
+            "{text}"
+        );
+        assert!(!text.contains("a: upload:"), "{text}");
+        let j = s.json();
+        assert_eq!(j["upload"]["sent_bytes"], 140u64 << 20);
+        assert_eq!(j["upload"]["compressed_hosts"], 1);
+        assert_eq!(j["hosts"][0]["upload"]["encoding"], "gzip");
+        assert!(j["hosts"][0]["upload"].get("plain_because").is_none());
+        assert_eq!(j["hosts"][1]["upload"]["file_bytes"], 100u64 << 20);
+        assert!(j["hosts"][2]["upload"].is_null());
     }
 }

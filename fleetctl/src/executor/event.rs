@@ -105,6 +105,16 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         budget_ms: Option<u64>,
     },
+    /// What `upload` put on the link for the host: `sent_bytes` for
+    /// `file_bytes` of files, `encoding` `gzip` or `plain`, and why a
+    /// compressed upload went plain.
+    Uploaded {
+        file_bytes: u64,
+        sent_bytes: u64,
+        encoding: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plain_because: Option<String>,
+    },
     /// The staging pass (upload, prepare) finished on the host without a
     /// failure; its batch later runs the rest.
     HostStaged {

@@ -25,6 +25,18 @@ pub struct Build {
     /// sha256 of `binary`; `None` when the playbook uploads nothing (then
     /// each host's `current` release is the one the steps act on).
     pub sha256: Option<String>,
+    /// `binary` compressed once for every host's upload.
+    pub compressed: steps::compress::CompressedOnce,
+}
+
+impl Build {
+    pub fn new(binary: PathBuf, sha256: Option<String>) -> Build {
+        Build {
+            binary,
+            sha256,
+            compressed: Default::default(),
+        }
+    }
 }
 
 /// Which of the playbook's steps a host task runs.
@@ -200,6 +212,7 @@ async fn with_transport(
         binary: job.release.binary.clone(),
         sha256: job.release.sha256.clone().unwrap_or_default(),
         config: host.config_file.clone(),
+        compressed: job.release.compressed.clone(),
     };
     if job.release.sha256.is_none() {
         // Nothing shipped: the steps act on the release the host runs.
@@ -320,6 +333,14 @@ async fn run_steps(
                 };
             }
         };
+        if let Some(sent) = ctx.state.uploaded.take() {
+            emit.emit(EventKind::Uploaded {
+                file_bytes: sent.file_bytes,
+                sent_bytes: sent.sent_bytes,
+                encoding: sent.encoding.to_owned(),
+                plain_because: sent.plain_because,
+            });
+        }
         match result {
             Ok(outcome) => t.outcome(outcome),
             Err(e) => {

@@ -84,10 +84,7 @@ pub fn prepare(playbook: &str, target: &Target, binary: &Path) -> Result<Prepare
         playbook: Arc::new(playbook),
         inventory: inv.file,
         hosts,
-        release: Arc::new(Build {
-            binary: binary.to_owned(),
-            sha256,
-        }),
+        release: Arc::new(Build::new(binary.to_owned(), sha256)),
     })
 }
 
@@ -219,10 +216,7 @@ mod tests {
             }),
             inventory: "i".into(),
             hosts: (0..n).map(host).collect(),
-            release: Arc::new(Build {
-                binary: "p".into(),
-                sha256: None,
-            }),
+            release: Arc::new(Build::new("p".into(), None)),
         }
     }
 

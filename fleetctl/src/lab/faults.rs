@@ -1,5 +1,6 @@
 //! Fault knobs: take a host's sshd down and up, crash everything deployed on
-//! it, shrink its `/data`, and degrade its network with netem.
+//! it, shrink its `/data`, degrade its network with netem, and slow its
+//! link with a token bucket.
 
 use super::error::LabError;
 use super::host;
@@ -12,6 +13,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 const KNOB_TIMEOUT: Duration = Duration::from_secs(20);
+/// The fastest link [`Lab::limit_bandwidth`] sets (100 Gbit/s).
+const MAX_MBIT: u32 = 100_000;
 const SSHD: &str = "/usr/sbin/sshd";
 
 impl Lab {
@@ -154,17 +157,60 @@ impl Lab {
         }
     }
 
+    /// Limits what the machine sends to host `index` to `mbit` megabits
+    /// per second (a token bucket on the machine's end of its veth), as a
+    /// slower link than loopback would: uploads to the host take their
+    /// size over the rate, whatever the machine's load. Each host has its
+    /// own limit; [`Lab::netem`] on the host's side combines with it.
+    pub fn limit_bandwidth(&self, index: usize, mbit: u32) -> Result<(), LabError> {
+        let host = self.host(index)?;
+        if !(1..=MAX_MBIT).contains(&mbit) {
+            return Err(LabError::Command {
+                host: host.name.clone(),
+                command: "tbf".to_string(),
+                status: "not run".to_string(),
+                stderr: format!("{mbit} Mbit/s is outside 1-{MAX_MBIT}"),
+            });
+        }
+        let args = net::tbf_args(&host.veth, mbit);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = net::tc_root(&host.name, &args)?;
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(LabError::Command {
+            host: host.name.clone(),
+            command: format!("tc {}", args.join(" ")),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+
+    /// Removes what [`Lab::limit_bandwidth`] added. Idempotent.
+    pub fn clear_bandwidth(&self, index: usize) -> Result<(), LabError> {
+        let host = self.host(index)?;
+        let args = ["qdisc", "del", "dev", host.veth.as_str(), "root"];
+        let out = net::tc_root(&host.name, &args)?;
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        if out.status.success() || nothing_to_delete(&stderr) {
+            Ok(())
+        } else {
+            Err(LabError::Command {
+                host: host.name.clone(),
+                command: format!("tc {}", args.join(" ")),
+                status: out.status.to_string(),
+                stderr,
+            })
+        }
+    }
+
     /// Removes what [`Lab::netem`] added. Idempotent.
     pub fn clear_netem(&self, index: usize) -> Result<(), LabError> {
         let host = self.host(index)?;
         let args = ["qdisc", "del", "dev", "eth0", "root"];
         let out = net::tc(&host.name, &host.netns, &args)?;
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        // Deleting the default qdisc is refused: then there was nothing to clear.
-        if out.status.success()
-            || stderr.contains("handle of zero")
-            || stderr.contains("No such file")
-        {
+        if out.status.success() || nothing_to_delete(&stderr) {
             Ok(())
         } else {
             Err(LabError::Command {
@@ -264,6 +310,11 @@ fn data_used(host: &str, init: ProcStamp) -> Result<u64, LabError> {
 }
 
 /// tc's ways of saying the qdisc kind does not exist in this kernel.
+/// Deleting the default qdisc is refused: then there was nothing to clear.
+fn nothing_to_delete(stderr: &str) -> bool {
+    stderr.contains("handle of zero") || stderr.contains("No such file")
+}
+
 fn netem_missing(stderr: &str) -> bool {
     stderr.contains("qdisc kind is unknown")
         || stderr.contains("Unknown qdisc")

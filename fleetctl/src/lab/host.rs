@@ -28,6 +28,9 @@ pub struct LabHost {
     pub address: Ipv4Addr,
     /// Name of its network namespace (`ip netns exec <netns> ...`).
     pub netns: String,
+    /// The machine's end of its veth pair (a qdisc there shapes what the
+    /// host receives).
+    pub veth: String,
     /// Pid (in the root PID namespace) of the host's init, its PID 1.
     pub init_pid: u32,
 }

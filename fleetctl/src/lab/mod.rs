@@ -226,6 +226,7 @@ impl Lab {
                 name: record.name.clone(),
                 address: net::host_address(self.subnet, i + 1),
                 netns: record.netns.clone(),
+                veth: record.veth.clone(),
                 init_pid: init.pid,
             });
             self.paths.push(HostPaths::new(&self.dir, &record.name));

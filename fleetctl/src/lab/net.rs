@@ -287,6 +287,23 @@ pub(crate) fn tc(host: &str, netns: &str, args: &[&str]) -> Result<std::process:
     run_bounded(host, &mut cmd, IP_TIMEOUT)
 }
 
+/// Runs `tc` in the root namespace (on a veth's machine end).
+pub(crate) fn tc_root(host: &str, args: &[&str]) -> Result<std::process::Output, LabError> {
+    run_bounded(host, Command::new("tc").args(args), IP_TIMEOUT)
+}
+
+/// Token bucket for `mbit` megabits per second: a burst of 20 ms at that
+/// rate (at least 32 KiB, above what any kernel tick needs), queueing at
+/// most 100 ms before dropping, as a congested link does.
+pub(crate) fn tbf_args(dev: &str, mbit: u32) -> Vec<String> {
+    let burst = (u64::from(mbit) * 1_000_000 / 8 / 50).max(32 << 10);
+    // Interface names hold no spaces (the kernel refuses them).
+    format!("qdisc replace dev {dev} root tbf rate {mbit}mbit burst {burst} latency 100ms")
+        .split(' ')
+        .map(str::to_owned)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,6 +322,16 @@ mod tests {
         assert_eq!(bridge_address([213, 7]), Ipv4Addr::new(10, 213, 7, 1));
         assert_eq!(host_address([213, 7], 1), Ipv4Addr::new(10, 213, 7, 2));
         assert_eq!(host_address([213, 7], 250), Ipv4Addr::new(10, 213, 7, 251));
+    }
+
+    #[test]
+    fn token_bucket_bursts_twenty_ms_and_never_less_than_32_kib() {
+        let a = tbf_args("flv0a1b2ch01", 100);
+        assert_eq!(
+            a.join(" "),
+            "qdisc replace dev flv0a1b2ch01 root tbf rate 100mbit burst 250000 latency 100ms"
+        );
+        assert!(tbf_args("x", 1).join(" ").contains("burst 32768 "));
     }
 
     #[test]

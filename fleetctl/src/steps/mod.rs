@@ -8,6 +8,7 @@
 //! saying what was kept intact.
 
 pub mod collect_timing;
+pub mod compress;
 mod ctx;
 pub mod drain;
 pub mod health;
@@ -39,7 +40,7 @@ pub use outcome::{Cause, Failed, StepError, StepOutcome};
 pub use params::ByteSize;
 pub use prepare::PrepareParams;
 pub use proc::MemInfo;
-pub use progress::{Drained, HostProgress, Started};
+pub use progress::{Drained, HostProgress, Sent, Started};
 pub use release::{sha256_file, Release};
 pub use rollback::RollbackParams;
 pub use smoke::SmokeParams;

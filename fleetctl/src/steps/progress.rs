@@ -58,6 +58,8 @@ pub struct HostProgress {
     pub serving_stopped: Option<Instant>,
     /// When `verify` first saw the new daemon ready.
     pub serving_again: Option<Instant>,
+    /// What `upload` sent, until the host task reports it.
+    pub uploaded: Option<Sent>,
 }
 
 impl HostProgress {
@@ -69,4 +71,18 @@ impl HostProgress {
                 .saturating_duration_since(self.serving_stopped?),
         )
     }
+}
+
+/// What one upload put on the link: recorded in the audit log and the
+/// summary beside the step's time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// Bytes of the files as they land on the host (binary and config).
+    pub file_bytes: u64,
+    /// Bytes sent for them.
+    pub sent_bytes: u64,
+    /// `gzip` or `plain`.
+    pub encoding: &'static str,
+    /// Why a compressed upload went plain.
+    pub plain_because: Option<String>,
 }

@@ -1,5 +1,6 @@
 //! The build being rolled out, hashed on this machine.
 
+use super::compress::CompressedOnce;
 use super::outcome::Cause;
 use sha2::{Digest, Sha256};
 use std::io::Read;
@@ -14,6 +15,9 @@ pub struct Release {
     /// Daemon config shipped beside the binary as `prover.toml`; `None`
     /// keeps whatever config the host has at its `config_path`.
     pub config: Option<PathBuf>,
+    /// The binary compressed for `upload`, made once and shared by every
+    /// host's copy of this release.
+    pub compressed: CompressedOnce,
 }
 
 impl Release {
@@ -30,6 +34,7 @@ impl Release {
             binary: binary.to_owned(),
             sha256,
             config: config.map(Path::to_owned),
+            compressed: Default::default(),
         })
     }
 }

@@ -1,12 +1,15 @@
 //! `upload`: ship the binary and its config into the content-addressed
 //! `releases/<sha256>/`, verified on the host before it gets its final name.
 
+use super::compress::{self, Compressed, DECODER, ENCODING};
 use super::ctx::StepCtx;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
-use super::params::duration;
+use super::params::{duration, ByteSize};
+use super::progress::Sent;
 use super::release::sha256_file;
 use super::remote::{self, is_release_id, q, QUICK};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,6 +21,10 @@ pub struct UploadParams {
     /// Deadline for each file transfer.
     #[serde(with = "duration")]
     pub timeout: Duration,
+    /// Send the binary gzip-compressed (compressed once per run, inflated
+    /// by the host's `gzip`); plain when the host has no gzip or the build
+    /// does not compress.
+    pub compress: bool,
 }
 
 impl Default for UploadParams {
@@ -25,8 +32,16 @@ impl Default for UploadParams {
         UploadParams {
             keep_releases: 3,
             timeout: Duration::from_secs(300),
+            compress: true,
         }
     }
+}
+
+/// How the binary goes over the link.
+enum Way {
+    Compressed(Arc<Compressed>),
+    /// The reason when compression was asked for.
+    Plain(Option<String>),
 }
 
 pub fn describe(p: &UploadParams, ctx: &StepCtx<'_>) -> String {
@@ -36,9 +51,14 @@ pub fn describe(p: &UploadParams, ctx: &StepCtx<'_>) -> String {
         .as_ref()
         .map_or(String::new(), |c| format!(" and {}", c.display()));
     format!(
-        "upload {}{config} to {}/, keep {} releases",
+        "upload {}{config} to {}/{}, keep {} releases",
         ctx.release.binary.display(),
         ctx.layout().release(&ctx.release.sha256),
+        if p.compress {
+            format!(" ({ENCODING}-compressed where the host has {ENCODING})")
+        } else {
+            String::new()
+        },
         p.keep_releases
     )
 }
@@ -89,12 +109,18 @@ pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepO
 
     kept(same_architecture(ctx).await, KEPT)?;
     let qdir = kept(q(&dir), KEPT)?;
+    // Whether the host's gzip round-trips a word is asked in the same round
+    // trip: a decoder that is missing, not executable or broken reads as absent.
     let mkdirs = format!(
-        "mkdir -p {0} && cd {0} && mkdir -p releases run logs state params && if [ -d {qdir} ]; then echo existed; else mkdir {qdir}; fi",
-        kept(q(&layout.install), KEPT)?
+        "mkdir -p {0} && cd {0} && mkdir -p releases run logs state params && if [ -d {qdir} ]; then echo {EXISTED}; else mkdir {qdir}; fi && if [ \"$(echo ok | {1} -c 2>/dev/null | {2} 2>/dev/null)\" = ok ]; then echo {HAS_DECODER}; fi",
+        kept(q(&layout.install), KEPT)?,
+        DECODER[0],
+        kept(crate::transport::quote::join(DECODER), KEPT)?,
     );
     let out = kept(ctx.transport.run_script_ok(&mkdirs, QUICK).await, KEPT)?;
-    let dir_existed = out.stdout_text() == "existed";
+    let said = out.stdout_text();
+    let dir_existed = said.lines().any(|l| l == EXISTED);
+    let way = choose(p, ctx, said.lines().any(|l| l == HAS_DECODER)).await;
 
     let tag: u64 = rand::random();
     let tmp_bin = format!("{dir}/.prover.{tag:016x}.tmp");
@@ -113,7 +139,28 @@ pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepO
         let source = corrupted
             .as_ref()
             .map_or(ctx.release.binary.as_path(), |t| t.path());
-        ctx.transport.upload(source, &tmp_bin, p.timeout).await?;
+        let mut sent_bin = file_len(ctx);
+        match &way {
+            Way::Compressed(shared) => {
+                // A corrupted copy is this host's own: compressed here.
+                let own =
+                    match &corrupted {
+                        Some(_) => Some(compress::compress_async(source).await.map_err(|e| {
+                            Cause::Local {
+                                path: e.path,
+                                source: e.source,
+                            }
+                        })?),
+                        None => None,
+                    };
+                let c: &Compressed = own.as_ref().unwrap_or(&**shared);
+                sent_bin = c.len;
+                ctx.transport
+                    .upload_through(c.path(), DECODER, &tmp_bin, p.timeout)
+                    .await?;
+            }
+            Way::Plain(_) => ctx.transport.upload(source, &tmp_bin, p.timeout).await?,
+        }
         let mut sum_cmd = format!("sha256sum {}", q(&tmp_bin)?);
         let mut mv_cmd = format!(
             "chmod 0755 {tb} && mv -f {tb} {qdir}/prover",
@@ -141,21 +188,88 @@ pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepO
             }
         }
         ctx.transport.run_script_ok(&mv_cmd, QUICK).await?;
-        Ok::<_, Cause>(())
+        Ok::<_, Cause>(sent_bin)
     };
-    if let Err(cause) = transfer.await {
-        // Cleanup failing too must not hide the first error.
-        if let Err(e) = ctx.transport.run_script(&cleanup, QUICK).await {
-            return Err((cause, format!("{KEPT}; temporary files may remain ({e})")));
+    let sent_bin = match transfer.await {
+        Ok(n) => n,
+        Err(cause) => {
+            // Cleanup failing too must not hide the first error.
+            if let Err(e) = ctx.transport.run_script(&cleanup, QUICK).await {
+                return Err((cause, format!("{KEPT}; temporary files may remain ({e})")));
+            }
+            return Err((disk_full_hint(cause), kept_cleaned));
         }
-        return Err((disk_full_hint(cause), kept_cleaned));
-    }
+    };
+    let config_len = ctx
+        .release
+        .config
+        .as_ref()
+        .and_then(|c| std::fs::metadata(c).ok())
+        .map_or(0, |m| m.len());
+    let sent = Sent {
+        file_bytes: file_len(ctx) + config_len,
+        sent_bytes: sent_bin + config_len,
+        encoding: match way {
+            Way::Compressed(_) => ENCODING,
+            Way::Plain(_) => PLAIN,
+        },
+        plain_because: match way {
+            Way::Compressed(_) => None,
+            Way::Plain(why) => why,
+        },
+    };
+    let how = sent_words(&sent);
+    ctx.state.uploaded = Some(sent);
     kept(runs_here(ctx, &dir).await, KEPT)?;
     let pruned = kept(prune(ctx, p.keep_releases).await, KEPT)?;
     Ok(StepOutcome::done(format!(
-        "uploaded release {short} ({}){swept}{pruned}",
-        super::params::ByteSize(file_len(ctx))
+        "uploaded release {short} ({}; {how}){swept}{pruned}",
+        ByteSize(file_len(ctx))
     )))
+}
+
+/// [`Sent::encoding`] of an upload sent as it is.
+pub const PLAIN: &str = "plain";
+/// What the mkdirs script prints when the release folder was there.
+const EXISTED: &str = "existed";
+/// What it prints when the host has the decoder.
+const HAS_DECODER: &str = "has-decoder";
+
+/// Compressed when asked for, the host can inflate it, and compression
+/// pays; plain otherwise, with the reason logged and recorded.
+async fn choose(p: &UploadParams, ctx: &StepCtx<'_>, host_has_decoder: bool) -> Way {
+    if !p.compress {
+        return Way::Plain(None);
+    }
+    let why = if host_has_decoder {
+        match ctx.release.compressed.get(&ctx.release.binary).await {
+            Ok(c) => match c.pays() {
+                Ok(()) => return Way::Compressed(c),
+                Err(why) => why,
+            },
+            Err(e) => e,
+        }
+    } else {
+        format!("the host has no `{}` to inflate it", DECODER[0])
+    };
+    tracing::info!(host = %ctx.host.name, "upload sent plain: {why}");
+    Way::Plain(Some(why))
+}
+
+/// `sent 17.1MiB gzip (36%)`, or `sent plain: REASON`.
+fn sent_words(s: &Sent) -> String {
+    if s.encoding == PLAIN {
+        return match &s.plain_because {
+            Some(why) => format!("sent {PLAIN}: {why}"),
+            None => format!("sent {PLAIN}"),
+        };
+    }
+    format!(
+        "sent {} {} ({}%)",
+        ByteSize(s.sent_bytes),
+        s.encoding,
+        s.sent_bytes.saturating_mul(100) / s.file_bytes.max(1)
+    )
 }
 
 /// The machine an ELF binary is built for, in `uname -m` words; `None`

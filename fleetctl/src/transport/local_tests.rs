@@ -62,6 +62,48 @@ async fn upload_and_read_range_round_trip() {
     assert_eq!(part, &data[1000..1050]);
 }
 
+/// A stream inflated on the host lands as the original bytes; a corrupt one
+/// fails the upload with the decoder's own words instead of writing
+/// garbage that only the digest check would catch.
+#[tokio::test]
+async fn upload_through_a_decoder_inflates_and_a_corrupt_stream_fails() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 61) as u8).collect();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&data).unwrap();
+    let mut stream = gz.finish().unwrap();
+    let src = dir.path().join("src.gz");
+    std::fs::write(&src, &stream).unwrap();
+    let dst = dir.path().join("dst.bin");
+    let t = local();
+    let gunzip = ["gzip", "-dc"];
+    t.upload_through(
+        &src,
+        &gunzip,
+        dst.to_str().unwrap(),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+
+    let middle = stream.len() / 2;
+    stream[middle] ^= 0x40;
+    std::fs::write(&src, &stream).unwrap();
+    let err = t
+        .upload_through(
+            &src,
+            &gunzip,
+            dst.to_str().unwrap(),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, TransportError::Failed { .. }), "{err}");
+    assert!(err.to_string().contains("gzip"), "{err}");
+}
+
 #[tokio::test]
 async fn a_failed_script_says_why_in_one_line_and_keeps_the_command_for_debugging() {
     let err = local()

@@ -96,8 +96,24 @@ impl Transport {
         remote_path: &str,
         timeout: Duration,
     ) -> Result<(), TransportError> {
+        self.upload_through(local_path, &["cat"], remote_path, timeout)
+            .await
+    }
+
+    /// [`Transport::upload`] with the bytes passed through `decoder` (a
+    /// command reading stdin and writing stdout, like `gzip -dc`) on the
+    /// host before they reach `remote_path`; its failure (a corrupt stream)
+    /// fails the upload.
+    pub async fn upload_through(
+        &self,
+        local_path: &Path,
+        decoder: &[&str],
+        remote_path: &str,
+        timeout: Duration,
+    ) -> Result<(), TransportError> {
         let script = format!(
-            "cat > {}",
+            "{} > {}",
+            quote::join(decoder).map_err(|source| self.quote_error(source))?,
             quote::quote(remote_path).map_err(|source| self.quote_error(source))?
         );
         let line = wrap_deadline(

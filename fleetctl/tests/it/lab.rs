@@ -306,6 +306,58 @@ fn netem_adds_delay_or_says_clearly_that_the_kernel_cannot() {
     lab.clear_netem(0).expect("clearing twice is fine");
 }
 
+/// A bandwidth limit makes an upload to the host take its size over the
+/// rate (a floor the token bucket keeps whatever the machine's load), and
+/// clearing it removes the qdisc.
+#[test]
+fn a_bandwidth_limit_slows_uploads_to_the_host_to_its_rate() {
+    if !have_lab() {
+        return;
+    }
+    let _shared = crate::labs_shared();
+    let lab = Lab::start(1).expect("lab starts");
+    let host = lab.hosts()[0].clone();
+    let qdisc = || {
+        let out = output_within(
+            Command::new("tc").args(["qdisc", "show", "dev", &host.veth]),
+            SHORT,
+        );
+        assert!(out.status.success(), "tc qdisc show: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    assert!(lab.limit_bandwidth(0, 0).is_err(), "0 Mbit/s accepted");
+    lab.limit_bandwidth(0, 20).expect("tbf");
+    let shown = qdisc();
+    assert!(shown.contains("tbf") && shown.contains("20Mbit"), "{shown}");
+
+    // 2.5 MB of random bytes (ssh does not compress them) at 20 Mbit/s: 1 s.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("payload");
+    let bytes: Vec<u8> = (0..2_500_000).map(|_| rand::random::<u8>()).collect();
+    std::fs::write(&file, &bytes).unwrap();
+    let inventory = fleetctl::inventory::load(Some(&lab.inventory_path()), &[]).unwrap();
+    let target = inventory.hosts[0].host.clone();
+    let took = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let t = fleetctl::transport::Transport::connect(&target)
+            .await
+            .expect("connect");
+        let started = Instant::now();
+        t.upload(&file, "/tmp/payload", Duration::from_secs(60))
+            .await
+            .expect("upload");
+        let took = started.elapsed();
+        t.close().await.unwrap();
+        took
+    });
+    assert!(
+        took >= Duration::from_millis(900),
+        "2.5 MB took {took:?} at 20 Mbit/s"
+    );
+    lab.clear_bandwidth(0).expect("clear");
+    assert!(!qdisc().contains("tbf"), "tbf left after clearing");
+    lab.clear_bandwidth(0).expect("clearing twice is fine");
+}
+
 #[test]
 fn a_panic_while_a_lab_is_up_still_tears_it_down() {
     if !have_lab() {

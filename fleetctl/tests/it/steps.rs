@@ -25,8 +25,16 @@ static TERM: AtomicBool = AtomicBool::new(false);
 extern "C" { fn signal(sig: i32, handler: usize) -> usize; }
 extern "C" fn on_term(_: i32) { TERM.store(true, Ordering::SeqCst); }
 fn build_of(exe: &str) -> String {
-    let bytes = std::fs::read(exe).unwrap_or_default();
-    let text = String::from_utf8_lossy(&bytes);
+    // The marker is the file's last line: only the tail is read, so a
+    // release padded to a real build's size costs no more per probe.
+    use std::io::{Read, Seek, SeekFrom};
+    let mut tail = Vec::new();
+    if let Ok(mut f) = std::fs::File::open(exe) {
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = f.seek(SeekFrom::Start(len.saturating_sub(4096)));
+        let _ = f.read_to_end(&mut tail);
+    }
+    let text = String::from_utf8_lossy(&tail);
     text.rsplit("\nFIXTURE_BUILD=").next().unwrap_or("").trim().to_string()
 }
 fn arg(args: &[String], name: &str) -> String {
@@ -327,6 +335,88 @@ fn upload_is_content_addressed_skipped_when_present_and_rejects_corruption() {
             a.sha256
         );
         assert_eq!(sh(&t, "ls -A /data/prover/releases").await, a.sha256);
+        t.close().await.unwrap();
+    });
+}
+
+/// The sha256 of the binary a release landed as on the host.
+async fn landed(t: &Transport, r: &Release) -> String {
+    sh(
+        t,
+        &format!(
+            "sha256sum /data/prover/releases/{}/prover | cut -d' ' -f1",
+            r.sha256
+        ),
+    )
+    .await
+}
+
+/// Compressed where the host's gzip works, plain (with the reason) where it
+/// does not or the playbook says so; the same bytes land either way.
+#[test]
+fn upload_goes_compressed_and_plain_where_the_host_cannot_inflate() {
+    let Some((lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let zipped = release(dir.path(), "zipped", "normal", 4 << 20);
+    let no_gzip = release(dir.path(), "no-gzip", "normal", 4 << 20);
+    let off = release(dir.path(), "off", "normal", 4 << 20);
+    let file_bytes = |r: &Release| {
+        std::fs::metadata(&r.binary).unwrap().len()
+            + std::fs::metadata(r.config.as_ref().unwrap()).unwrap().len()
+    };
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &zipped);
+        let o = ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        assert!(o.text().contains("gzip"), "{o:?}");
+        let sent = ctx.state.uploaded.clone().expect("recorded");
+        assert_eq!(
+            (
+                sent.encoding,
+                sent.file_bytes,
+                sent.plain_because.as_deref()
+            ),
+            ("gzip", file_bytes(&zipped), None)
+        );
+        assert!(sent.sent_bytes * 4 < sent.file_bytes, "{sent:?}");
+        assert_eq!(landed(&t, &zipped).await, zipped.sha256);
+
+        // A host whose gzip cannot run: a plain file over it, on this host only.
+        let hidden = lab
+            .exec(
+                0,
+                &[
+                    "sh",
+                    "-c",
+                    "printf '' > /tmp/not-gzip && mount --bind /tmp/not-gzip /usr/bin/gzip",
+                ],
+            )
+            .unwrap();
+        assert!(hidden.status.success(), "{hidden:?}");
+        let mut ctx = StepCtx::new(&host, &t, &no_gzip);
+        let o = ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        assert!(
+            o.text().contains("sent plain: the host has no `gzip`"),
+            "{o:?}"
+        );
+        let sent = ctx.state.uploaded.clone().expect("recorded");
+        assert_eq!(
+            (sent.encoding, sent.sent_bytes),
+            ("plain", file_bytes(&no_gzip))
+        );
+        assert_eq!(landed(&t, &no_gzip).await, no_gzip.sha256);
+
+        let mut ctx = StepCtx::new(&host, &t, &off);
+        let params = UploadParams {
+            compress: false,
+            ..UploadParams::default()
+        };
+        let o = ok(StepSpec::Upload(params), &mut ctx).await;
+        assert!(o.text().ends_with("sent plain)"), "{o:?}");
+        assert_eq!(ctx.state.uploaded.unwrap().plain_because, None);
+        assert_eq!(landed(&t, &off).await, off.sha256);
         t.close().await.unwrap();
     });
 }
@@ -1371,6 +1461,42 @@ fn local_transport_runs_the_same_rollout() {
     });
 }
 
+/// Over the local transport too, a compressed and a plain upload land the
+/// same bytes; the compressed one sends the release's shared copy.
+#[test]
+fn local_uploads_compressed_and_plain_land_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let install = dir.path().join("install");
+    let a = release(dir.path(), "local-zip", "normal", 1 << 20);
+    let b = release(dir.path(), "local-plain", "normal", 1 << 20);
+    let host = Host::local("local", install.to_str().unwrap());
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        let o = ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        assert!(o.text().contains("gzip"), "{o:?}");
+        let shared = a.compressed.get(&a.binary).await.unwrap();
+        assert_eq!(
+            ctx.state.uploaded.as_ref().map(|s| s.sent_bytes),
+            Some(shared.len + std::fs::metadata(a.config.as_ref().unwrap()).unwrap().len())
+        );
+        let mut ctx = StepCtx::new(&host, &t, &b);
+        let params = UploadParams {
+            compress: false,
+            ..UploadParams::default()
+        };
+        ok(StepSpec::Upload(params), &mut ctx).await;
+        for r in [&a, &b] {
+            let on_host = install.join("releases").join(&r.sha256).join("prover");
+            assert_eq!(
+                std::fs::read(on_host).unwrap(),
+                std::fs::read(&r.binary).unwrap()
+            );
+        }
+        t.close().await.unwrap();
+    });
+}
+
 /// Runs `playbook` on the lab host through the executor (lock, steps,
 /// rollback, events), as `fleetctl run` does; `binary` ships when the
 /// playbook uploads. Returns the run's end and its final table.
@@ -1389,10 +1515,10 @@ async fn run_playbook(
         playbook: std::sync::Arc::new(playbook),
         inventory: "lab".into(),
         hosts: vec![host.clone()],
-        release: std::sync::Arc::new(Build {
-            binary: binary.map_or_else(PathBuf::new, |r| r.binary.clone()),
-            sha256: binary.map(|r| r.sha256.clone()),
-        }),
+        release: std::sync::Arc::new(Build::new(
+            binary.map_or_else(PathBuf::new, |r| r.binary.clone()),
+            binary.map(|r| r.sha256.clone()),
+        )),
     };
     let opts = RunOptions {
         check: false,

@@ -85,6 +85,7 @@ async fn preflight(host: &Host) -> Result<(String, String), String> {
             binary: PathBuf::new(),
             sha256: String::new(),
             config: None,
+            compressed: Default::default(),
         };
         let ctx = StepCtx::new(host, &t, &release);
         let current = remote::current_release(&ctx)

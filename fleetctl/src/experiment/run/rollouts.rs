@@ -131,11 +131,8 @@ impl Exp {
                 Stage::Restore,
                 format!("{} back to release {}", names.join(", "), short(&release)),
             );
-            let spec = Arc::new(Build {
-                // Nothing is uploaded: the release is on the host already.
-                binary: PathBuf::new(),
-                sha256: Some(release.clone()),
-            });
+            // Nothing is uploaded: the release is on the host already.
+            let spec = Arc::new(Build::new(PathBuf::new(), Some(release.clone())));
             let fin = self
                 .sub_run(Stage::Restore, pb, hosts, spec, None, abort_only(stop))
                 .await?;
