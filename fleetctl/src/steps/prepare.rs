@@ -6,9 +6,12 @@
 //! (`prover daemon --check-config`). A failure leaves the old daemon and
 //! `current` untouched; the release folder stays complete but unprepared.
 //!
-//! Done once per release and config: a marker in the release folder
-//! records the config's checksum, so a staged host or a resumed run does
-//! not compile again.
+//! The config check is done once per release and config: a marker in the
+//! release folder records the config's checksum, so a staged host or a
+//! resumed run does not hash the parameter files again. The kernels are
+//! warmed every time: the marker cannot know whether the kernel cache the
+//! new daemon reads still holds them (it may have been emptied, or point
+//! elsewhere), and warming a full cache only loads it.
 
 use super::ctx::StepCtx;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
@@ -100,11 +103,7 @@ pub(super) async fn run(p: &PrepareParams, ctx: &mut StepCtx<'_>) -> Result<Step
             .await,
         KEPT,
     )?;
-    if seen.stdout_text() == config_sha {
-        return Ok(StepOutcome::skipped(
-            "prepared earlier (kernels compiled, config checked)",
-        ));
-    }
+    let checked_earlier = seen.stdout_text() == config_sha;
     let bin = kept(q(&format!("{dir}/prover")), KEPT)?;
     let install = kept(q(&layout.install), KEPT)?;
     let mut details = Vec::new();
@@ -135,7 +134,9 @@ pub(super) async fn run(p: &PrepareParams, ctx: &mut StepCtx<'_>) -> Result<Step
     }
     details.push(format!("kernels warm {}", show(t.elapsed())));
 
-    if p.check_config {
+    if p.check_config && checked_earlier {
+        details.push("config checked earlier".into());
+    } else if p.check_config {
         let cfg = config_path(ctx);
         let qcfg = kept(q(&cfg), KEPT)?;
         let out = kept(
