@@ -215,7 +215,7 @@ impl SshTransport {
         &self,
         line: &str,
         shown: &str,
-        mut input: tokio::fs::File,
+        mut input: impl tokio::io::AsyncRead + Unpin,
         timeout: Duration,
     ) -> Result<Output, TransportError> {
         let _permit = self.permit().await;
