@@ -9,6 +9,7 @@ pub mod raw;
 pub use raw::BatchSize;
 
 use crate::inventory::Host;
+use crate::steps::smoke::{C2Request, FixtureError, SmokeProof};
 use crate::steps::StepSpec;
 use std::path::Path;
 
@@ -159,6 +160,12 @@ pub enum PlaybookError {
     NotFound { name: String, builtins: String },
     #[error("{source_name}: no steps")]
     NoSteps { source_name: String },
+    #[error("{source_name}: {source}")]
+    SmokeFixture {
+        source_name: String,
+        #[source]
+        source: FixtureError,
+    },
 }
 
 /// Reads `name_or_path`: an existing file, else a built-in playbook by name
@@ -192,7 +199,28 @@ pub fn load(name_or_path: &str) -> Result<Playbook, PlaybookError> {
             source_name: pb.source,
         });
     }
+    pb.check_fixtures()?;
     Ok(pb)
+}
+
+impl Playbook {
+    /// Reads every file a step sends from this machine (a PoRep C2 smoke's
+    /// fixture), so a bad one stops the run before any host is touched.
+    fn check_fixtures(&self) -> Result<(), PlaybookError> {
+        for step in &self.steps {
+            if let StepSpec::Smoke(p) = step {
+                if let SmokeProof::PorepC2 { fixture } = &p.proof {
+                    C2Request::load(fixture.as_deref()).map_err(|source| {
+                        PlaybookError::SmokeFixture {
+                            source_name: self.source.clone(),
+                            source,
+                        }
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -293,6 +321,37 @@ mod tests {
         let e = load("nope").unwrap_err().to_string();
         assert!(
             e.contains("not a built-in playbook (rollout, restart"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_porep_c2_smoke_fixture_is_read_when_the_playbook_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, smoke: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, format!("name: c2\nsteps:\n  - smoke: {smoke}\n")).unwrap();
+            path.to_str().unwrap().to_owned()
+        };
+        let built_in = load(&write("built-in.yaml", "{kind: porep-c2}")).unwrap();
+        assert_eq!(
+            built_in.steps,
+            [StepSpec::Smoke(crate::steps::SmokeParams {
+                proof: SmokeProof::PorepC2 { fixture: None },
+                timeout: std::time::Duration::from_secs(120),
+            })]
+        );
+        let missing = dir.path().join("no-such-c2.json");
+        let path = write(
+            "missing.yaml",
+            &format!(
+                "{{kind: porep-c2, fixture: {:?}}}",
+                missing.to_str().unwrap()
+            ),
+        );
+        let e = load(&path).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{path}: smoke fixture {}", missing.display())),
             "{e}"
         );
     }

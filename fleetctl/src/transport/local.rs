@@ -58,7 +58,7 @@ impl LocalTransport {
         &self,
         line: &str,
         shown: &str,
-        input: tokio::fs::File,
+        input: impl tokio::io::AsyncRead + Unpin,
         timeout: Duration,
     ) -> Result<Output, TransportError> {
         let fut = async {

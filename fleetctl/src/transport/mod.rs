@@ -116,13 +116,6 @@ impl Transport {
             quote::join(decoder).map_err(|source| self.quote_error(source))?,
             quote::quote(remote_path).map_err(|source| self.quote_error(source))?
         );
-        let line = wrap_deadline(
-            &format!(
-                "sh -c {}",
-                quote::quote(&script).map_err(|source| self.quote_error(source))?
-            ),
-            timeout,
-        );
         let file = tokio::fs::File::open(local_path).await.map_err(|source| {
             TransportError::LocalFile {
                 host: self.host().to_owned(),
@@ -130,12 +123,7 @@ impl Transport {
                 source,
             }
         })?;
-        let out = match self {
-            Transport::Ssh(t) => t.exec_with_stdin(&line, &script, file, timeout).await?,
-            Transport::Local(t) => t.exec_with_stdin(&line, &script, file, timeout).await?,
-        };
-        self.check_deadline(&script, &out, timeout)
-            .map_err(logged)?;
+        let out = self.script_with_stdin(&script, file, timeout).await?;
         if !out.success() {
             return Err(logged(TransportError::Failed {
                 host: self.host().to_owned(),
@@ -145,6 +133,41 @@ impl Transport {
             }));
         }
         Ok(())
+    }
+
+    /// [`Transport::run_script`] with `input` on the script's stdin (a
+    /// document a remote command reads from `-`): nothing is written to the
+    /// host's disk for it.
+    pub async fn run_script_with_input(
+        &self,
+        script: &str,
+        input: &[u8],
+        timeout: Duration,
+    ) -> Result<Output, TransportError> {
+        self.script_with_stdin(script, input, timeout).await
+    }
+
+    async fn script_with_stdin(
+        &self,
+        script: &str,
+        input: impl tokio::io::AsyncRead + Unpin,
+        timeout: Duration,
+    ) -> Result<Output, TransportError> {
+        let line = wrap_deadline(
+            &format!(
+                "sh -c {}",
+                quote::quote(script).map_err(|source| self.quote_error(source))?
+            ),
+            timeout,
+        );
+        tracing::trace!(host = self.host(), command = %redact(script), "remote command with input");
+        let out = match self {
+            Transport::Ssh(t) => t.exec_with_stdin(&line, script, input, timeout).await,
+            Transport::Local(t) => t.exec_with_stdin(&line, script, input, timeout).await,
+        }
+        .map_err(logged)?;
+        self.check_deadline(script, &out, timeout).map_err(logged)?;
+        Ok(out)
     }
 
     /// Reads at most `max_len` bytes of a remote file starting at byte

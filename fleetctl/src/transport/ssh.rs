@@ -215,7 +215,7 @@ impl SshTransport {
         &self,
         line: &str,
         shown: &str,
-        input: tokio::fs::File,
+        input: impl tokio::io::AsyncRead + Unpin,
         timeout: Duration,
     ) -> Result<Output, TransportError> {
         let _permit = self.permit().await;

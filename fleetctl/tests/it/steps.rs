@@ -143,6 +143,25 @@ fn main() {
                 pid.map_or("null".to_string(), |p| p.to_string())
             );
         }
+        // `client c2`: the C1 output on stdin (`--c1 -`), as the smoke sends
+        // it; `no_fil_params`: a daemon whose Filecoin cache lacks the files.
+        Some("client") if args.get(2).map(String::as_str) == Some("c2") => {
+            if !pid_alive().1 { eprintln!("daemon not running"); std::process::exit(1); }
+            let mut c1 = String::new();
+            let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut c1);
+            if mode == "no_fil_params" {
+                eprintln!("error: the daemon answered 422 params_missing: v28-stand-in.params is not in /var/tmp/filecoin-proof-parameters");
+                std::process::exit(8);
+            }
+            let prover_id = arg(&args, "--prover-id");
+            if arg(&args, "--c1") != "-" || !c1.contains("vanilla_proofs") || prover_id.len() != 64 {
+                eprintln!("error: bad_filecoin_input: {} bytes on stdin, prover id {prover_id:?}", c1.len());
+                std::process::exit(7);
+            }
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open("logs/timing.jsonl").unwrap();
+            writeln!(f, "{{\"circuit\":\"porep-c2:2KiB\",\"sector\":\"{}\",\"total_ms\":1.0}}", arg(&args, "--sector-id")).unwrap();
+            println!("{}", "ab".repeat(192));
+        }
         Some("client") => {
             if !pid_alive().1 { eprintln!("daemon not running"); std::process::exit(1); }
             let mut f = std::fs::OpenOptions::new().create(true).append(true).open("logs/timing.jsonl").unwrap();
@@ -1492,6 +1511,63 @@ fn local_uploads_compressed_and_plain_land_the_same_bytes() {
                 std::fs::read(on_host).unwrap(),
                 std::fs::read(&r.binary).unwrap()
             );
+        }
+        t.close().await.unwrap();
+    });
+}
+
+/// A PoRep C2 smoke over the local transport: the fixture's C1 output
+/// reaches `client c2` on its stdin, and a daemon without the sector size's
+/// parameters fails the step with the fix.
+#[test]
+fn local_transport_smokes_a_porep_c2_and_names_missing_parameters() {
+    use fleetctl::steps::smoke::{SmokeParams, SmokeProof};
+    let dir = tempfile::tempdir().unwrap();
+    let install = dir.path().join("install");
+    let host = Host::local("local", install.to_str().unwrap());
+    let c2 = || {
+        StepSpec::Smoke(SmokeParams {
+            proof: SmokeProof::PorepC2 { fixture: None },
+            timeout: Duration::from_secs(30),
+        })
+    };
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        for (build, mode) in [("c2-ok", "normal"), ("c2-no-params", "no_fil_params")] {
+            let r = release(dir.path(), build, mode, 0);
+            let mut ctx = StepCtx::new(&host, &t, &r);
+            upload_and_start(&mut ctx).await;
+            let v = step(StepSpec::Verify(fast_verify()), &mut ctx).await;
+            let smoke = match &v {
+                Ok(_) => Some(step(c2(), &mut ctx).await),
+                Err(_) => None,
+            };
+            // Stop the daemon whatever the steps said: it runs on this machine.
+            let d = step(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+            v.unwrap();
+            d.unwrap();
+            let smoke = smoke.unwrap();
+            match mode {
+                "normal" => {
+                    let s = smoke.unwrap();
+                    assert!(
+                        matches!(&s, StepOutcome::Done { detail }
+                            if detail.contains("porep-c2 of built-in porep-c2-2KiB.json (StackedDrg2KiBV1_1 sector ")
+                                && detail.contains("1 partition(s) verified")
+                                && detail.contains("1 new timing record")),
+                        "{s:?}"
+                    );
+                }
+                _ => {
+                    let e = smoke.unwrap_err().to_string();
+                    assert!(
+                        e.contains("no usable parameters for StackedDrg2KiBV1_1")
+                            && e.contains("v28-stand-in.params")
+                            && e.contains("prover setup --filecoin StackedDrg2KiBV1_1"),
+                        "{e}"
+                    );
+                }
+            }
         }
         t.close().await.unwrap();
     });
