@@ -216,7 +216,7 @@ pub fn synthesize_into<C: Circuit<Scalar>>(
         return Err(e);
     }
     let num_constraints = cs.a.len();
-    for (what, got, expected) in [
+    same_counts([
         (
             "the number of inputs",
             cs.input_assignment.len(),
@@ -227,15 +227,7 @@ pub fn synthesize_into<C: Circuit<Scalar>>(
             cs.aux_assignment.len(),
             shape.num_aux,
         ),
-    ] {
-        if got != expected {
-            return Err(SynthesisError::Mismatch {
-                what,
-                got,
-                expected,
-            });
-        }
-    }
+    ])?;
     let m = shape.domain_size();
     for v in [&mut cs.a, &mut cs.b, &mut cs.c] {
         v.resize(m, Scalar::ZERO)
@@ -290,7 +282,7 @@ pub fn synthesize_compiled_into<C: Circuit<Scalar>>(
             limit: m,
         });
     }
-    for (what, got, expected) in [
+    same_counts([
         (
             "the compiled number of inputs",
             r1cs.num_inputs,
@@ -301,15 +293,7 @@ pub fn synthesize_compiled_into<C: Circuit<Scalar>>(
             r1cs.num_aux,
             shape.num_aux,
         ),
-    ] {
-        if got != expected {
-            return Err(SynthesisError::Mismatch {
-                what,
-                got,
-                expected,
-            });
-        }
-    }
+    ])?;
     let SynthesisBuffers {
         mut a,
         mut b,
@@ -357,6 +341,23 @@ pub fn synthesize_compiled_into<C: Circuit<Scalar>>(
         synthesis_ms: witness_ms + abc_ms,
         parts: Some(SynthesisParts { witness_ms, abc_ms }),
     })
+}
+
+/// The first of `(what, got, expected)` that differs, as a [`SynthesisError::Mismatch`].
+fn same_counts<const N: usize>(
+    counts: [(&'static str, usize, usize); N],
+) -> Result<(), SynthesisError> {
+    match counts
+        .into_iter()
+        .find(|(_, got, expected)| got != expected)
+    {
+        Some((what, got, expected)) => Err(SynthesisError::Mismatch {
+            what,
+            got,
+            expected,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// bellperson's `ProvingAssignment` over fixed-capacity buffers.
