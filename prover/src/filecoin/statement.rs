@@ -170,7 +170,9 @@ pub fn prove_all(
     let mut reports = Vec::with_capacity(partitions);
     let mut recording: Option<CompiledR1cs> = None;
     for k in 0..partitions {
-        let mode = match (&recording, compiled) {
+        // Recording costs about one more synthesis: it pays only where
+        // later partitions use it.
+        let mode = match (&recording, compiled && partitions > 1) {
             (_, false) => Mode::Plain,
             (None, true) => Mode::Record,
             // Each proof is verified below, so a partition that strayed

@@ -412,7 +412,9 @@ impl Stages {
                 r1cs: &c.r1cs,
                 check: c.check,
             },
-            None if self.compiled.enabled() => Mode::Record,
+            // Recording costs about one more synthesis: an urgent partition
+            // (a WinningPoSt) is not the one to pay it.
+            None if self.compiled.enabled() && !task.urgent => Mode::Record,
             None => Mode::Plain,
         };
         let Partition {
