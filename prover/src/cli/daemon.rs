@@ -23,6 +23,25 @@ pub struct DaemonArgs {
     /// nothing and touches no running daemon.
     #[arg(long)]
     pub check_config: bool,
+    /// Take over from the daemon running on this configuration: start up
+    /// while it still serves, then take its pid file and port as soon as
+    /// it has drained, waiting at most this long (e.g. `5m`; at most 1h).
+    #[arg(long, value_name = "WAIT", value_parser = parse_handover_wait)]
+    pub handover: Option<Duration>,
+}
+
+/// The longest `--handover` wait: a successor holds its memory while it waits.
+const MAX_HANDOVER_WAIT: Duration = Duration::from_secs(3600);
+
+fn parse_handover_wait(s: &str) -> Result<Duration, String> {
+    let d =
+        humantime::parse_duration(s).map_err(|e| format!("`{s}`: {e} (write e.g. 90s or 5m)"))?;
+    if d.is_zero() || d > MAX_HANDOVER_WAIT {
+        return Err(format!(
+            "`{s}`: the wait must be more than 0 and at most 1h"
+        ));
+    }
+    Ok(d)
 }
 
 #[derive(Debug, Args)]
@@ -330,11 +349,26 @@ pub fn run_daemon(args: DaemonArgs) -> Result<u8> {
         .context("starting the async runtime")?;
     // The pid file's lock before the port: of two racing starts, the loser
     // names the daemon that won instead of failing with `Address already in use`.
-    let pid_file = prover::daemon::pidfile::PidFile::acquire(&config.paths.pid_file)?;
+    enum How {
+        Plain(prover::daemon::pidfile::PidFile),
+        Handover(Duration),
+    }
+    let how = match args.handover {
+        Some(wait) => How::Handover(wait),
+        None => How::Plain(prover::daemon::pidfile::PidFile::acquire(
+            &config.paths.pid_file,
+        )?),
+    };
     let result = rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("binding the API to {} (listen)", config.listen))?;
+        let listen = match how {
+            How::Plain(pid_file) => lifecycle::Listen::Bound {
+                pid_file,
+                listener: tokio::net::TcpListener::bind(config.listen)
+                    .await
+                    .with_context(|| format!("binding the API to {} (listen)", config.listen))?,
+            },
+            How::Handover(wait) => lifecycle::Listen::Handover { wait },
+        };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("installing the SIGTERM handler")?;
@@ -353,7 +387,7 @@ pub fn run_daemon(args: DaemonArgs) -> Result<u8> {
                 }
             }
         });
-        Ok::<_, anyhow::Error>(lifecycle::run(config, pid_file, listener, rx).await)
+        Ok::<_, anyhow::Error>(lifecycle::run(config, listen, rx).await)
     });
     // Blocking start-up work (parameter generation) may still run after an
     // early stop; do not wait for it.

@@ -10,6 +10,11 @@
 //! stop request or the drain timeout aborts: `drain aborted: <why>` at error
 //! level, and [`run`] returns [`DaemonError::Aborted`].
 //!
+//! A daemon started with [`Listen::Handover`] logs `started, waiting to take
+//! over` after its start-up, and `took over` once it holds the pid file and
+//! the port its predecessor gave up, then `ready`. Every daemon gives up its
+//! port and pid file when drained, before it releases its pinned pool.
+//!
 //! Signals are not handled here: the caller turns each SIGTERM/SIGINT into one
 //! message on the `shutdown` channel (first = drain, second = abort), so tests
 //! drive the same code with a channel.
@@ -87,6 +92,8 @@ pub enum DaemonError {
     },
     #[error("drain aborted: {0}")]
     Aborted(String),
+    #[error("handover: {0}")]
+    Handover(String),
 }
 
 fn step<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
@@ -98,19 +105,47 @@ fn step<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     }
 }
 
-/// Runs the daemon on `listener` until the `shutdown` channel says stop (or
-/// closes), holding `pid_file` (taken by the caller before it bound
-/// `listener`). Relative paths in `config` resolve against the working
-/// directory.
+/// How the daemon comes by its port and pid file.
+pub enum Listen {
+    /// Taken by the caller before start-up: a plain start.
+    Bound {
+        pid_file: PidFile,
+        listener: TcpListener,
+    },
+    /// A handover: start-up first (devices, pool, parameters, resident
+    /// bases) while the running daemon still serves, then take its pid
+    /// file and port as soon as it lets them go (once drained), waiting
+    /// at most `wait`. The clients' gap is then the old daemon's drain,
+    /// not its drain plus a whole start-up.
+    Handover { wait: Duration },
+}
+
+/// How often a daemon waiting to take over tries the pid file and port.
+const TAKEOVER_POLL: Duration = Duration::from_millis(20);
+
+/// Runs the daemon until the `shutdown` channel says stop (or closes).
+/// Relative paths in `config` resolve against the working directory.
 pub async fn run(
     config: Config,
-    pid_file: PidFile,
-    listener: TcpListener,
+    listen: Listen,
     mut shutdown: mpsc::UnboundedReceiver<()>,
 ) -> Result<(), DaemonError> {
-    let listen = listener
-        .local_addr()
-        .map_err(|e| step("reading the listen address")(e))?;
+    let (bound, handover) = match listen {
+        Listen::Bound { pid_file, listener } => (Some((pid_file, listener)), None),
+        Listen::Handover { wait } => (None, Some(wait)),
+    };
+    let addr = match &bound {
+        Some((_, listener)) => listener
+            .local_addr()
+            .map_err(|e| step("reading the listen address")(e))?,
+        // The successor must bind the very address its clients use.
+        None if config.listen.port() == 0 => {
+            return Err(DaemonError::Handover(
+                "a handover needs a fixed `listen` port, not 0".into(),
+            ))
+        }
+        None => config.listen,
+    };
     tracing::info!(
         version = crate::VERSION,
         build = crate::BUILD_HASH,
@@ -118,26 +153,18 @@ pub async fn run(
         "starting"
     );
     tracing::info!(effective = %config.effective(), "configuration loaded");
-    // A client of a daemon told to listen on port 0 reads the port from here.
-    pid_file.record_listen(listen)?;
 
     let metrics = Arc::new(Metrics::new(crate::VERSION, crate::BUILD_HASH));
     let state = Arc::new(
-        AppState::new(metrics.clone(), config.api_token.clone(), listen)
+        AppState::new(metrics.clone(), config.api_token.clone(), addr)
             .with_http_limits(config.http.clone())
             .with_filecoin_limits(config.filecoin.clone()),
     );
     let stop_http = Arc::new(Notify::new());
-    let server = {
-        let stop = stop_http.clone();
-        let app = api::router(state.clone());
-        let limits = config.http.clone();
-        tokio::spawn(async move {
-            crate::daemon::http::serve(listener, app, &limits, async move { stop.notified().await })
-                .await
-        })
-    };
-    tracing::info!(%listen, "listening");
+    let mut held = None;
+    if let Some((pid_file, listener)) = bound {
+        held = Some(serve_on(&config, &state, &stop_http, pid_file, listener)?);
+    }
 
     let started = tokio::select! {
         r = start(&config, &state, metrics) => Some(r),
@@ -152,19 +179,53 @@ pub async fn run(
         }
         Some(Err(e)) => Err(e),
         Some(Ok(running)) => {
-            state.readiness.ready();
-            tracing::info!(%listen, backend = running.engine.backend_name(), "ready");
-            let result = serve_until_drained(&config, &state, &running, &mut shutdown).await;
-            Ok(Some((running, result)))
+            let taken = match handover {
+                None => Ok(true),
+                Some(wait) => match take_over(&config, wait, &mut shutdown).await {
+                    Ok(Some((pid_file, listener))) => {
+                        serve_on(&config, &state, &stop_http, pid_file, listener).map(|h| {
+                            held = Some(h);
+                            true
+                        })
+                    }
+                    Ok(None) => Ok(false),
+                    Err(e) => Err(e),
+                },
+            };
+            match taken {
+                Ok(true) => {
+                    state.readiness.ready();
+                    tracing::info!(%addr, backend = running.engine.backend_name(), "ready");
+                    let result =
+                        serve_until_drained(&config, &state, &running, &mut shutdown).await;
+                    Ok(Some((running, result)))
+                }
+                Ok(false) => Ok(Some((running, Ok(())))),
+                Err(e) => {
+                    running.finish(true).await;
+                    Err(e)
+                }
+            }
         }
     };
 
     stop_http.notify_waiters();
     stop_http.notify_one();
-    match tokio::time::timeout(HTTP_GRACE, server).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!("http server task: {e}"),
-        Err(_) => tracing::warn!("http server did not stop within {HTTP_GRACE:?}"),
+    let server = held.map(|(pid_file, server)| {
+        // The port and the pid file go before the pool is released: a
+        // successor waiting to take over serves while this process still
+        // unpins its memory (seconds for tens of GiB).
+        if let Err(e) = pid_file.remove() {
+            tracing::warn!("{e}");
+        }
+        server
+    });
+    if let Some(server) = server {
+        match tokio::time::timeout(HTTP_GRACE, server).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("http server task: {e}"),
+            Err(_) => tracing::warn!("http server did not stop within {HTTP_GRACE:?}"),
+        }
     }
 
     let result = match outcome {
@@ -175,14 +236,84 @@ pub async fn run(
             result
         }
     };
-    if let Err(e) = pid_file.remove() {
-        tracing::warn!("{e}");
-    }
     match &result {
         Ok(()) => tracing::info!("exiting"),
         Err(e) => tracing::error!(error = %e, "exiting"),
     }
     result
+}
+
+/// Records the bound address beside the pid file and serves the API on
+/// `listener` until `stop` is notified.
+fn serve_on(
+    config: &Config,
+    state: &Arc<AppState>,
+    stop: &Arc<Notify>,
+    pid_file: PidFile,
+    listener: TcpListener,
+) -> Result<(PidFile, tokio::task::JoinHandle<()>), DaemonError> {
+    let addr = listener
+        .local_addr()
+        .map_err(|e| step("reading the listen address")(e))?;
+    // A client of a daemon told to listen on port 0 reads the port from here.
+    pid_file.record_listen(addr)?;
+    let stop = stop.clone();
+    let app = api::router(state.clone());
+    let limits = config.http.clone();
+    let server = tokio::spawn(async move {
+        crate::daemon::http::serve(listener, app, &limits, async move { stop.notified().await })
+            .await
+    });
+    tracing::info!(listen = %addr, "listening");
+    Ok((pid_file, server))
+}
+
+/// Waits, at most `wait`, for the running daemon to give up the pid file
+/// and the port; `None` when told to stop first.
+async fn take_over(
+    config: &Config,
+    wait: Duration,
+    shutdown: &mut mpsc::UnboundedReceiver<()>,
+) -> Result<Option<(PidFile, TcpListener)>, DaemonError> {
+    let begin = Instant::now();
+    let from = crate::daemon::pidfile::read_pid(&config.paths.pid_file).ok();
+    tracing::info!(
+        listen = %config.listen,
+        from = ?from,
+        wait = %humantime::format_duration(wait),
+        "started, waiting to take over"
+    );
+    loop {
+        let last = match PidFile::acquire(&config.paths.pid_file) {
+            // The old daemon removes its pid file a moment before its
+            // listener is gone: a refused bind is tried again.
+            Ok(pid_file) => match TcpListener::bind(config.listen).await {
+                Ok(listener) => {
+                    tracing::info!(
+                        from = ?from,
+                        waited_ms = begin.elapsed().as_secs_f64() * 1e3,
+                        "took over"
+                    );
+                    return Ok(Some((pid_file, listener)));
+                }
+                Err(e) => format!("binding {}: {e}", config.listen),
+            },
+            Err(e) => e.to_string(),
+        };
+        if begin.elapsed() >= wait {
+            return Err(DaemonError::Handover(format!(
+                "the running daemon did not let go within {}: {last}",
+                humantime::format_duration(wait)
+            )));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(TAKEOVER_POLL) => {}
+            _ = shutdown.recv() => {
+                tracing::info!("stop requested while waiting to take over");
+                return Ok(None);
+            }
+        }
+    }
 }
 
 /// What start-up built.

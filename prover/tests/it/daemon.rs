@@ -1185,3 +1185,117 @@ fn check_config_names_a_missing_preloaded_parameter_file() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(!dir.path().join("run").exists(), "nothing was started");
 }
+
+/// A loopback port free right now (a handover needs a fixed `listen`).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("ephemeral port")
+        .port()
+}
+
+/// `prover daemon --handover WAIT` in `d`'s install dir.
+fn spawn_successor(d: &Daemon, wait: &str) -> fleet_testkit::Within {
+    spawn_within(
+        d.command().args(["--handover", wait]),
+        Duration::from_secs(300),
+    )
+}
+
+/// Polls `what` every 10 ms until it holds or `timeout` passes.
+fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "not within {timeout:?}: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_successor_starts_while_the_daemon_serves_and_takes_over_once_it_drained() {
+    let port = free_port();
+    let mut old = Daemon::start(&format!("listen = \"127.0.0.1:{port}\"\n"));
+    let pid_file = old.path("run/prover.pid");
+    let read_pid = || prover::daemon::pidfile::read_pid(&pid_file).ok();
+    let mut new = spawn_successor(&old, "60s");
+    wait_until(Duration::from_secs(120), "the successor's start-up", || {
+        old.log().contains("started, waiting to take over")
+    });
+    // Started up beside it: the old daemon still holds the pid file and serves.
+    assert_eq!(read_pid(), Some(old.pid()));
+    assert_eq!(old.status().state, fleet_wire::api::DaemonState::Ready);
+    assert!(!new.has_exited(), "{}", old.log());
+
+    // A job in flight when the drain starts finishes on the old daemon.
+    let id =
+        old.submit_ok(json!({"circuit": "chain", "size": SIZE, "partitions": 3, "rs_seed": 5}));
+    wait_running(&old, &id);
+    let waiter = {
+        let (url, http) = (
+            old.url(&format!("/v1/jobs/{id}/wait?timeout=60s")),
+            old.http.clone(),
+        );
+        std::thread::spawn(move || {
+            http.get(url)
+                .bearer_auth(TOKEN)
+                .send()
+                .and_then(|r| r.json::<JobStatus>())
+        })
+    };
+    old.signal(libc::SIGTERM);
+    let job = waiter.join().expect("waiter").expect("wait answer");
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    assert_eq!(old.wait_exit(Duration::from_secs(60)).code(), Some(0));
+
+    wait_until(
+        Duration::from_secs(30),
+        "the successor's pid in the pid file",
+        || read_pid() == Some(new.id()),
+    );
+    old.wait_ready(Duration::from_secs(30));
+    assert!(old.log().contains("took over"), "{}", old.log());
+    let served = old.submit_ok(json!({"circuit": "chain", "size": SIZE, "rs_seed": 5}));
+    let done = old.wait_job(&served);
+    assert!(done.result.expect("result").verified);
+
+    // SAFETY: plain kill(2) on our own child.
+    assert_eq!(unsafe { libc::kill(new.id() as i32, libc::SIGTERM) }, 0);
+    let out = new.output();
+    assert_eq!(out.status.code(), Some(0), "{}", old.log());
+    assert!(!pid_file.exists(), "pid file removed by the successor");
+}
+
+#[test]
+fn a_successor_that_cannot_take_over_exits_1_and_leaves_the_daemon_serving() {
+    let port = free_port();
+    let old = Daemon::start(&format!("listen = \"127.0.0.1:{port}\"\n"));
+    let new = spawn_successor(&old, "1s");
+    let out = new.output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}\n{}", old.log());
+    assert!(
+        old.log()
+            .contains("handover: the running daemon did not let go within 1s"),
+        "{}",
+        old.log()
+    );
+    assert_eq!(
+        prover::daemon::pidfile::read_pid(&old.path("run/prover.pid")).ok(),
+        Some(old.pid())
+    );
+    assert_eq!(old.status().state, fleet_wire::api::DaemonState::Ready);
+
+    // Port 0 cannot be handed over; a wait of 0 or of days is refused by the CLI.
+    let d = Daemon::unstarted("");
+    let out = output_within(d.command().args(["--handover", "10s"]), COMMAND_LIMIT);
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stderr), d.log());
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("a handover needs a fixed `listen` port"),
+        "{said}"
+    );
+    for bad in ["0s", "2days", "soon"] {
+        let out = output_within(d.command().args(["--handover", bad]), COMMAND_LIMIT);
+        assert_eq!(out.status.code(), Some(2), "--handover {bad}");
+    }
+}
