@@ -128,7 +128,10 @@ impl Playbook {
     /// Whether a step changes what runs on the host: a host that fails after
     /// one of these is rolled back.
     pub fn changes_daemon(step: &StepSpec) -> bool {
-        matches!(step, StepSpec::Drain(_) | StepSpec::Start(_))
+        matches!(
+            step,
+            StepSpec::Handover(_) | StepSpec::Drain(_) | StepSpec::Start(_)
+        )
     }
 
     /// How many leading steps run before anything touches the daemon
@@ -309,6 +312,7 @@ mod tests {
             [
                 "upload",
                 "prepare",
+                "handover",
                 "drain",
                 "wait_release",
                 "start",

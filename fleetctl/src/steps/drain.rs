@@ -4,7 +4,9 @@
 use super::ctx::StepCtx;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show};
-use super::progress::Drained;
+use super::daemon_log::{check_alive, is_ready_line, last_lines, new_log};
+use super::handover::TOOK_OVER_LINE;
+use super::progress::{Drained, Handover};
 use super::remote::{self, DaemonState, QUICK};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -81,7 +83,31 @@ async fn drain(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Fa
     // The daemon refuses new work from the SIGTERM on: the serving gap
     // starts here, not when it has finished its proofs.
     ctx.state.serving_stopped.get_or_insert_with(Instant::now);
+    // Taken: a later drain (rollback's) is a plain one.
+    let waiting = match ctx.state.handover.take() {
+        Some(Handover::Waiting { successor }) => ctx
+            .state
+            .started
+            .as_ref()
+            .filter(|s| s.pid == successor)
+            .map(|s| (successor, s.log_offset)),
+        _ => None,
+    };
+    if let Some((successor, offset)) = waiting {
+        // A successor that gave up waiting must not cost the old daemon.
+        kept(check_alive(ctx, successor, offset).await, KEPT).map_err(|(cause, kept)| {
+            (
+                Cause::Check(format!(
+                    "the new daemon exited while it waited to take over, so the old one (pid {pid}) was not signalled: {cause}"
+                )),
+                kept,
+            )
+        })?;
+    }
     kept(signal(ctx, pid, "TERM").await, KEPT)?;
+    if let Some((successor, offset)) = waiting {
+        return hand_over(p, ctx, pid, successor, offset).await;
+    }
     let start = Instant::now();
     if kept(wait_exit(ctx, pid, p.timeout, p.poll).await, KEPT)? {
         return Ok(StepOutcome::done(format!(
@@ -110,6 +136,71 @@ async fn drain(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Fa
         )),
         "releases and `current`; the old daemon is still there, so nothing new was started".to_owned(),
     ))
+}
+
+/// After the SIGTERM of a handover: until the waiting successor has taken
+/// over and says `ready` (the end of the serving gap), the old daemon
+/// SIGKILLed at the drain deadline as in a plain drain. The old process may
+/// still be unpinning its memory: `wait_release` waits for it to be gone.
+async fn hand_over(
+    p: &DrainParams,
+    ctx: &mut StepCtx<'_>,
+    old: u32,
+    successor: u32,
+    offset: u64,
+) -> Result<StepOutcome, Failed> {
+    const KEPT_HANDOVER: &str =
+        "the releases; `current` points at the new release, whose daemon did not take over";
+    let start = Instant::now();
+    let mut killed_at: Option<Instant> = None;
+    loop {
+        let log = kept(new_log(ctx, offset).await, KEPT_HANDOVER)?;
+        if took_over_and_ready(&log) {
+            ctx.state.serving_again.get_or_insert_with(Instant::now);
+            ctx.state.handover = Some(Handover::Done { successor, from: old });
+            let text = format!(
+                "pid {old} drained and handed over to pid {successor} {} after SIGTERM",
+                show(start.elapsed())
+            );
+            return Ok(match killed_at {
+                Some(_) => StepOutcome::forced("SIGKILL", format!("{text} (SIGKILL after {})", show(p.timeout))),
+                None => StepOutcome::done(text),
+            });
+        }
+        kept(check_alive(ctx, successor, offset).await, KEPT_HANDOVER).map_err(|(cause, kept)| {
+            (Cause::Check(format!("the new daemon exited before it took over: {cause}")), kept)
+        })?;
+        match killed_at {
+            None if start.elapsed() >= p.timeout => {
+                kept(signal(ctx, old, "KILL").await, KEPT_HANDOVER)?;
+                if let Some(d) = ctx.state.drained.as_mut() {
+                    d.killed = true;
+                }
+                killed_at = Some(Instant::now());
+            }
+            Some(at) if at.elapsed() >= p.kill_wait => {
+                return Err((
+                    Cause::Check(format!(
+                        "pid {successor} did not take over within {} of SIGKILL to pid {old}; last log lines:\n{}",
+                        show(p.kill_wait),
+                        last_lines(ctx, offset).await
+                    )),
+                    KEPT_HANDOVER.to_owned(),
+                ))
+            }
+            _ => {}
+        }
+        tokio::time::sleep(p.poll.min(HANDOVER_POLL)).await;
+    }
+}
+
+/// How often a handover is looked at: the serving gap is measured by it.
+const HANDOVER_POLL: Duration = Duration::from_millis(25);
+
+/// The successor's `took over` line, then a `ready` line after it.
+fn took_over_and_ready(log: &str) -> bool {
+    log.find(TOOK_OVER_LINE)
+        .is_some_and(|at| log[at..].lines().skip(1).any(is_ready_line))
 }
 
 /// Sends a signal; a process that is already gone is not an error.

@@ -10,7 +10,9 @@
 pub mod collect_timing;
 pub mod compress;
 mod ctx;
+mod daemon_log;
 pub mod drain;
+pub mod handover;
 pub mod health;
 mod layout;
 pub mod lock;
@@ -33,6 +35,7 @@ use serde::{Deserialize, Serialize};
 pub use collect_timing::CollectTimingParams;
 pub use ctx::{Faults, StepCtx};
 pub use drain::DrainParams;
+pub use handover::HandoverParams;
 pub use health::HealthParams;
 pub use layout::Layout;
 pub use lock::{acquire_lock, release_lock, LockGuard};
@@ -97,6 +100,7 @@ macro_rules! steps {
 steps! {
     Upload(UploadParams) = "upload",
     Prepare(PrepareParams) = "prepare",
+    Handover(HandoverParams) = "handover",
     Drain(DrainParams) = "drain",
     WaitRelease(WaitReleaseParams) = "wait_release",
     Start(StartParams) = "start",
@@ -194,6 +198,7 @@ pub async fn run(spec: &StepSpec, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, 
     let result = match spec {
         StepSpec::Upload(p) => upload::run(p, ctx).await,
         StepSpec::Prepare(p) => prepare::run(p, ctx).await,
+        StepSpec::Handover(p) => handover::run(p, ctx).await,
         StepSpec::Drain(p) => drain::run(p, ctx).await,
         StepSpec::WaitRelease(p) => wait_release::run(p, ctx).await,
         StepSpec::Start(p) => start::run(p, ctx).await,
@@ -216,6 +221,7 @@ pub fn describe(spec: &StepSpec, ctx: &StepCtx<'_>) -> String {
     match spec {
         StepSpec::Upload(p) => upload::describe(p, ctx),
         StepSpec::Prepare(p) => prepare::describe(p, ctx),
+        StepSpec::Handover(p) => handover::describe(p, ctx),
         StepSpec::Drain(p) => drain::describe(p, ctx),
         StepSpec::WaitRelease(p) => wait_release::describe(p, ctx),
         StepSpec::Start(p) => start::describe(p, ctx),
@@ -234,9 +240,9 @@ mod tests {
 
     #[test]
     fn playbook_steps_parse_with_humane_units_and_defaults() {
-        let yaml = "- upload: {keep_releases: 5}\n- prepare: {arch: sm_90}\n- drain: {timeout: 45s}\n- wait_release: {tolerance: 512MiB, min_available: 2GiB}\n- start: {}\n- verify: {fail_patterns: [OOM]}\n- smoke: {size: 2048}\n- health: {}\n- rollback: {}\n- collect_timing: {store: t, chunk_bytes: 65536}\n";
+        let yaml = "- upload: {keep_releases: 5}\n- prepare: {arch: sm_90}\n- handover: {margin: 8GiB, wait: 15m}\n- drain: {timeout: 45s}\n- wait_release: {tolerance: 512MiB, min_available: 2GiB}\n- start: {}\n- verify: {fail_patterns: [OOM]}\n- smoke: {size: 2048}\n- health: {}\n- rollback: {}\n- collect_timing: {store: t, chunk_bytes: 65536}\n";
         let steps: Vec<StepSpec> = serde_yaml::from_str(yaml).unwrap();
-        assert_eq!(steps.len(), 10);
+        assert_eq!(steps.len(), 11);
         let StepSpec::Upload(u) = &steps[0] else {
             panic!("{:?}", steps[0])
         };
@@ -245,18 +251,23 @@ mod tests {
             panic!("{:?}", steps[1])
         };
         assert_eq!(p.arch.as_deref(), Some("sm_90"));
-        let StepSpec::Drain(d) = &steps[2] else {
+        let StepSpec::Handover(h) = &steps[2] else {
             panic!("{:?}", steps[2])
+        };
+        assert_eq!((h.margin, h.wait), (ByteSize::gib(8), Duration::from_secs(900)));
+        assert_eq!(h.timeout, HandoverParams::default().timeout);
+        let StepSpec::Drain(d) = &steps[3] else {
+            panic!("{:?}", steps[3])
         };
         assert_eq!(d.timeout, Duration::from_secs(45));
         assert_eq!(d.kill_wait, DrainParams::default().kill_wait);
-        let StepSpec::WaitRelease(w) = &steps[3] else {
-            panic!("{:?}", steps[3])
+        let StepSpec::WaitRelease(w) = &steps[4] else {
+            panic!("{:?}", steps[4])
         };
         assert_eq!(w.tolerance, ByteSize::mib(512));
         assert_eq!(w.min_available, Some(ByteSize::gib(2)));
-        let StepSpec::CollectTiming(c) = &steps[9] else {
-            panic!("{:?}", steps[9])
+        let StepSpec::CollectTiming(c) = &steps[10] else {
+            panic!("{:?}", steps[10])
         };
         assert_eq!((c.store.to_str(), c.chunk_bytes), (Some("t"), 65536));
         assert_eq!(c.timeout, CollectTimingParams::default().timeout);

@@ -46,6 +46,16 @@ pub struct Started {
     pub log_offset: u64,
 }
 
+/// Where a handover stands (`handover` started the new daemon beside the
+/// old one; `drain` sees it take over).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handover {
+    /// The successor is started up and waits for the old daemon to let go.
+    Waiting { successor: u32 },
+    /// The successor took over from `from`, which may still be exiting.
+    Done { successor: u32, from: u32 },
+}
+
 /// Per-host state carried from step to step within one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostProgress {
@@ -53,6 +63,7 @@ pub struct HostProgress {
     pub previous_release: Option<String>,
     pub drained: Option<Drained>,
     pub started: Option<Started>,
+    pub handover: Option<Handover>,
     /// When the old daemon stopped taking work (just before `drain`'s
     /// SIGTERM, or `drain` finding none running).
     pub serving_stopped: Option<Instant>,

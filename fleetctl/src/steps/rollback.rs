@@ -105,7 +105,7 @@ pub(super) async fn run(p: &RollbackParams, ctx: &mut StepCtx<'_>) -> Result<Ste
     let drained = drain::run(&p.drain, ctx).await?;
     let swept = stop_failed_release(ctx, from.as_deref()).await?;
     wait_release::run(&p.wait_release, ctx).await?;
-    start_release(ctx, &prev, p.start_timeout).await?;
+    start_release(ctx, &prev, p.start_timeout, None).await?;
     let pid = ctx.state.started.as_ref().map_or(0, |s| s.pid);
     let short = |s: &str| s[..12.min(s.len())].to_owned();
     let detail = format!(

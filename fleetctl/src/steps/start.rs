@@ -5,7 +5,7 @@
 use super::ctx::StepCtx;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show};
-use super::progress::Started;
+use super::progress::{Handover, Started};
 use super::remote::{self, q, DaemonState, QUICK};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -40,7 +40,13 @@ pub fn describe(_p: &StartParams, ctx: &StepCtx<'_>) -> String {
 pub(super) async fn run(p: &StartParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
     let sha = ctx.release.sha256.clone();
     let begin = Instant::now();
-    let previous = start_release(ctx, &sha, p.timeout).await?;
+    if let Some(Handover::Done { successor, from }) = ctx.state.handover {
+        return Ok(StepOutcome::skipped(format!(
+            "release {} was started before the drain and took over from pid {from} as pid {successor}",
+            &sha[..12.min(sha.len())]
+        )));
+    }
+    let previous = start_release(ctx, &sha, p.timeout, None).await?;
     let Some(started) = &ctx.state.started else {
         return Err((
             Cause::Check("start recorded no process".to_owned()),
@@ -59,16 +65,18 @@ pub(super) async fn run(p: &StartParams, ctx: &mut StepCtx<'_>) -> Result<StepOu
 }
 
 /// Switches `current` to `sha` and starts it; returns the release `current`
-/// pointed at before. Shared with `rollback`.
+/// pointed at before. Shared with `rollback` and `handover`, which passes
+/// the daemon's `--handover` wait: only then may a daemon be running.
 pub(super) async fn start_release(
     ctx: &mut StepCtx<'_>,
     sha: &str,
     timeout: Duration,
+    handover: Option<Duration>,
 ) -> Result<Option<String>, Failed> {
     const KEPT_BEFORE: &str =
         "`current`, `state/previous` and the releases (nothing was switched or started)";
-    if let DaemonState::Running { pid, info } = kept(remote::daemon_state(ctx).await, KEPT_BEFORE)?
-    {
+    let running = kept(remote::daemon_state(ctx).await, KEPT_BEFORE)?;
+    if let (DaemonState::Running { pid, info }, None) = (running, handover) {
         return Err((
             Cause::Check(format!(
                 "a daemon is still running (pid {pid}, {}): drain it first",
@@ -111,7 +119,7 @@ pub(super) async fn start_release(
     const KEPT_SWITCHED: &str =
         "the releases; `current` now points at the new release and `state/previous` at the old one";
     let log_offset = kept(remote::file_size(ctx, &layout.log()).await, KEPT_SWITCHED)?;
-    let launch = kept(launch_script(&layout.install), KEPT_SWITCHED)?;
+    let launch = kept(launch_script(&layout.install, handover), KEPT_SWITCHED)?;
     let out = kept(
         ctx.transport.run_script_ok(&launch, timeout).await,
         KEPT_SWITCHED,
@@ -133,6 +141,15 @@ pub(super) async fn start_release(
         log_offset,
     });
     Ok(previous)
+}
+
+/// Points `current` back at `sha` (a handover that failed before the
+/// drain), with the same atomic swap.
+pub(super) async fn restore_current(ctx: &StepCtx<'_>, sha: &str) -> Result<(), Cause> {
+    let tag: u64 = rand::random();
+    let script = switch_script(&ctx.layout().install, sha, None, tag)?;
+    ctx.transport.run_script_ok(&script, QUICK).await?;
+    Ok(())
 }
 
 /// Records the old release in `state/previous` (temp file + rename) and
@@ -167,10 +184,14 @@ fn switch_script(
 /// (`/bin/sh` on many distributions) runs it in a subshell that keeps the
 /// channel's stdout and waits for the daemon: the command never returns,
 /// and `$!` is that subshell, not the daemon.
-fn launch_script(install: &str) -> Result<String, Cause> {
+fn launch_script(install: &str, handover: Option<Duration>) -> Result<String, Cause> {
     let i = install.trim_end_matches('/');
+    // Whole seconds: what the daemon's duration parser reads back exactly.
+    let handover = handover.map_or(String::new(), |w| {
+        format!(" --handover {}s", w.as_secs().max(1))
+    });
     Ok(format!(
-        "cd {qi} && mkdir -p logs run state && echo running > state/{intent} && {{ setsid {bin} daemon --config {cfg} >> {log} 2>&1 < /dev/null & echo $!; }}",
+        "cd {qi} && mkdir -p logs run state && echo running > state/{intent} && {{ setsid {bin} daemon --config {cfg}{handover} >> {log} 2>&1 < /dev/null & echo $!; }}",
         qi = q(i)?,
         bin = q(&format!("{i}/current/prover"))?,
         cfg = q(&format!("{i}/current/prover.toml"))?,
@@ -237,8 +258,17 @@ mod tests {
     }
 
     #[test]
+    fn a_handover_launch_passes_the_wait_in_whole_seconds() {
+        let s = launch_script("/opt/p", Some(Duration::from_millis(90_500))).unwrap();
+        assert!(
+            s.contains("daemon --config /opt/p/current/prover.toml --handover 90s >>"),
+            "{s}"
+        );
+    }
+
+    #[test]
     fn launch_detaches_every_stream() {
-        let s = launch_script("/opt/my prover/").unwrap();
+        let s = launch_script("/opt/my prover/", None).unwrap();
         assert!(s.contains("setsid '/opt/my prover/current/prover' daemon --config '/opt/my prover/current/prover.toml'"), "{s}");
         assert!(
             s.contains(">> '/opt/my prover/logs/prover.log' 2>&1 < /dev/null & echo $!; }"),
@@ -259,7 +289,7 @@ mod tests {
         std::fs::write(&daemon, "#!/bin/sh\nexec sleep 30\n").unwrap();
         std::fs::set_permissions(&daemon, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::os::unix::fs::symlink("releases/r1", dir.path().join("current")).unwrap();
-        let script = launch_script(dir.path().to_str().unwrap()).unwrap();
+        let script = launch_script(dir.path().to_str().unwrap(), None).unwrap();
         let shells: Vec<&str> = ["sh", "dash", "bash"]
             .into_iter()
             .filter(|sh| {

@@ -5,7 +5,8 @@
 use super::ctx::StepCtx;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show};
-use super::remote::{self, DaemonState, QUICK};
+use super::daemon_log::{check_alive, check_log, is_ready_line, last_lines, new_log};
+use super::remote::{self, DaemonState};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
@@ -13,8 +14,6 @@ use std::time::{Duration, Instant};
 const BUILTIN_PATTERNS: [&str; 2] = ["panicked", " ERROR "];
 /// Identical probe failures in a row that end the wait at once.
 const SAME_FAILURES_FATAL: u32 = 3;
-/// Read at most this much new log per poll.
-const LOG_WINDOW: u64 = 4 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -186,66 +185,6 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
     }
 }
 
-/// The log from `offset` on; nothing yet when the file does not exist.
-async fn new_log(ctx: &StepCtx<'_>, offset: u64) -> Result<String, Cause> {
-    let log = ctx.layout().log();
-    let size = remote::file_size(ctx, &log).await?;
-    if size == 0 {
-        return Ok(String::new());
-    }
-    // A log shorter than where the start left it was truncated or replaced
-    // (a build that opens it with O_TRUNC, a logrotate copytruncate): all of
-    // it is new. Reading from the old offset would show nothing.
-    let offset = if size < offset { 0 } else { offset };
-    let bytes = ctx
-        .transport
-        .read_range(&log, offset, LOG_WINDOW, QUICK)
-        .await?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// The last lines the daemon wrote since the start, read now (a copy read
-/// earlier can miss its last words), or a line that says there are none,
-/// never an empty string under "last log lines:".
-async fn last_lines(ctx: &StepCtx<'_>, offset: u64) -> String {
-    match new_log(ctx, offset).await {
-        Ok(log) if log.trim().is_empty() => format!(
-            "(nothing written to {} since the start, at byte {offset})",
-            ctx.layout().log()
-        ),
-        Ok(log) => tail(&log, 10),
-        Err(e) => format!("(log unreadable: {e})"),
-    }
-}
-
-/// Shows each offending line with the one after it: a Rust panic puts
-/// its message on the line below `panicked at`.
-fn check_log(log: &str, patterns: &[String]) -> Result<(), Cause> {
-    let lines: Vec<&str> = log.lines().collect();
-    let mut bad: Vec<&str> = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        if bad.len() >= 20 {
-            break;
-        }
-        if patterns.iter().any(|p| line.contains(p.as_str())) {
-            if bad.last() != Some(line) {
-                bad.push(line);
-            }
-            if let Some(next) = lines.get(i + 1) {
-                bad.push(next);
-            }
-        }
-    }
-    if bad.is_empty() {
-        Ok(())
-    } else {
-        Err(Cause::Check(format!(
-            "the new log has failure lines:\n{}",
-            bad.join("\n")
-        )))
-    }
-}
-
 /// Without a `start` in this run: the daemon the pid file names. A daemon
 /// launched a moment ago (by another fleetctl, or by hand) may not have
 /// written its pid file yet, so a missing or stale one is polled until the
@@ -263,62 +202,5 @@ async fn running_daemon(ctx: &StepCtx<'_>, p: &VerifyParams) -> Result<u32, Caus
             }
             DaemonState::NotRunning(_) => tokio::time::sleep(p.poll).await,
         }
-    }
-}
-
-async fn check_alive(ctx: &StepCtx<'_>, pid: u32, log_offset: u64) -> Result<(), Cause> {
-    if remote::proc_info(ctx, pid)
-        .await?
-        .is_some_and(|i| !i.zombie())
-    {
-        return Ok(());
-    }
-    // Read the log again now that the process is gone: a copy read before
-    // it died can miss its last words (the reason it exited).
-    let log = last_lines(ctx, log_offset).await;
-    Err(Cause::Check(format!(
-        "daemon pid {pid} has exited; last log lines:\n{log}"
-    )))
-}
-
-/// `ready` as a word of its own (not `ready_reason`, not `already`).
-fn is_ready_line(line: &str) -> bool {
-    line.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
-        .any(|w| w == "ready")
-        && !line.contains("not ready")
-}
-
-fn tail(log: &str, n: usize) -> String {
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ready_is_matched_as_a_word() {
-        assert!(is_ready_line(
-            "2026-11-29T19:00:00Z  INFO prover::daemon: ready listen=127.0.0.1:7070"
-        ));
-        assert!(!is_ready_line("INFO already configured"));
-        assert!(!is_ready_line("INFO ready_reason=warming"));
-        assert!(!is_ready_line("WARN not ready yet"));
-    }
-
-    #[test]
-    fn failure_lines_are_shown() {
-        let log = "INFO starting\nthread 'main' panicked at src/x.rs:1\nboom\nINFO x\n2026 ERROR pool: oom\n";
-        let err = check_log(log, &["panicked".into(), " ERROR ".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("panicked at src/x.rs:1\nboom")
-                && err.contains("ERROR pool: oom")
-                && !err.contains("starting"),
-            "{err}"
-        );
-        assert!(check_log("INFO fine\n", &["panicked".into()]).is_ok());
     }
 }

@@ -14,7 +14,7 @@ use super::ctx::StepCtx;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show, ByteSize};
 use super::proc::MemInfo;
-use super::progress::Drained;
+use super::progress::{Drained, Handover};
 use super::remote;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -62,6 +62,9 @@ pub(super) async fn run(
         return Ok(StepOutcome::skipped("no daemon was drained in this run"));
     };
     let start = Instant::now();
+    if let Some(Handover::Done { successor, from }) = ctx.state.handover {
+        return reaped(p, ctx, from, successor, start).await;
+    }
     loop {
         let (waiting, mem) = kept(still_held(p, ctx, &drained).await, KEPT)?;
         if waiting.is_empty() {
@@ -91,6 +94,39 @@ pub(super) async fn run(
                 .max(Duration::from_millis(10)),
         )
         .await;
+    }
+}
+
+/// After a handover the new daemon holds its own memory, so the baselines
+/// mean nothing: only the old process must be gone (reaped), within the
+/// timeout. One that is not is reported, not failed: the new daemon
+/// serves, and a rollback would only stop it.
+async fn reaped(
+    p: &WaitReleaseParams,
+    ctx: &StepCtx<'_>,
+    from: u32,
+    successor: u32,
+    start: Instant,
+) -> Result<StepOutcome, Failed> {
+    const KEPT_SERVING: &str = "the new daemon, serving";
+    loop {
+        let Some(info) = kept(remote::proc_info(ctx, from).await, KEPT_SERVING)? else {
+            return Ok(StepOutcome::done(format!(
+                "pid {from} gone {} after it handed over to pid {successor} (its memory is not waited for: the host had room for both)",
+                show(start.elapsed())
+            )));
+        };
+        if start.elapsed() >= p.timeout {
+            return Ok(StepOutcome::forced(
+                "not reaped",
+                format!(
+                    "pid {from} handed over to pid {successor} but is still in /proc (state {}) after {}",
+                    info.state,
+                    show(p.timeout)
+                ),
+            ));
+        }
+        tokio::time::sleep(p.poll.min(Duration::from_millis(100))).await;
     }
 }
 

@@ -1,0 +1,182 @@
+//! `handover`: start the new build beside the running daemon before the
+//! drain, where the host has the memory for both, so the drain is the only
+//! time the host does not serve. The new daemon does its whole start-up
+//! (devices, pinned pool, parameters, resident bases) while the old one
+//! serves, then waits (`prover daemon --handover`) for it to give up its
+//! pid file and port, which it does as soon as it has drained and before it
+//! unpins its memory. `drain` then watches the takeover, `wait_release`
+//! waits only for the old process to be gone and `start` has nothing to do.
+//!
+//! Where the memory is not there (the old daemon's resident memory plus
+//! `margin` beyond what is available now), the step is skipped and the
+//! rollout runs as without it: drain, wait for the memory, start.
+
+use super::ctx::StepCtx;
+use super::daemon_log::{check_alive, check_log, last_lines, new_log};
+use super::drain::{signal, wait_exit};
+use super::outcome::{kept, Cause, Failed, StepOutcome};
+use super::params::{duration, show, ByteSize};
+use super::progress::Handover;
+use super::remote::{self, DaemonState, QUICK};
+use super::start::{restore_current, start_release};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+/// What the new daemon logs once its start-up is done and it waits.
+pub(super) const WAITING_LINE: &str = "started, waiting to take over";
+/// What it logs, with the pid it took over from, once it holds both.
+pub(super) const TOOK_OVER_LINE: &str = "took over";
+/// How long the new daemon gets to exit when a failed handover stops it.
+const UNDO_GRACE: Duration = Duration::from_secs(10);
+/// Always fatal in the new daemon's log while it starts.
+const FAILURE_PATTERNS: [&str; 2] = ["panicked", " ERROR "];
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HandoverParams {
+    /// How long the new daemon's start-up may take.
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+    /// How long the started daemon waits for the old one to let go (it
+    /// exits after that): longer than the drain may take.
+    #[serde(with = "duration")]
+    pub wait: Duration,
+    /// Memory that must stay available on top of the old daemon's resident
+    /// memory (what the new one pins at start, with the same config).
+    pub margin: ByteSize,
+    #[serde(with = "duration")]
+    pub poll: Duration,
+}
+
+impl Default for HandoverParams {
+    fn default() -> Self {
+        HandoverParams {
+            timeout: Duration::from_secs(300),
+            wait: Duration::from_secs(600),
+            margin: ByteSize::gib(4),
+            poll: Duration::from_millis(100),
+        }
+    }
+}
+
+pub fn describe(p: &HandoverParams, ctx: &StepCtx<'_>) -> String {
+    format!(
+        "where MemAvailable holds the running daemon's resident memory plus {}: point {} at the new release and start it beside the old daemon, up to {} for its start-up; it takes over once the old one has drained",
+        p.margin,
+        ctx.layout().current(),
+        humantime::format_duration(p.timeout)
+    )
+}
+
+const KEPT: &str = "the old daemon, serving; `current` points at the old release again";
+
+pub(super) async fn run(p: &HandoverParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
+    const KEPT_BEFORE: &str = "everything: nothing was switched or started";
+    let (old, info) = match kept(remote::daemon_state(ctx).await, KEPT_BEFORE)? {
+        DaemonState::NotRunning(reason) => {
+            return Ok(StepOutcome::skipped(format!(
+                "no daemon to hand over from ({reason})"
+            )))
+        }
+        DaemonState::Running { pid, info } => (pid, info),
+    };
+    let mem = kept(remote::meminfo(ctx).await, KEPT_BEFORE)?;
+    let need = (info.rss_anon.max(info.vm_lck) + info.rss_shmem).saturating_add(p.margin.0);
+    if mem.available < need {
+        return Ok(StepOutcome::skipped(format!(
+            "MemAvailable {} < {} (pid {old}'s resident memory plus margin {}): the new daemon starts after the old one's memory is back",
+            ByteSize(mem.available),
+            ByteSize(need),
+            p.margin
+        )));
+    }
+    let sha = ctx.release.sha256.clone();
+    let begin = Instant::now();
+    let previous = start_release(ctx, &sha, QUICK, Some(p.wait)).await?;
+    let Some(started) = ctx.state.started.clone() else {
+        return Err((
+            Cause::Check("the launch recorded no process".to_owned()),
+            KEPT_BEFORE.to_owned(),
+        ));
+    };
+    match wait_started_up(p, ctx, started.pid, started.log_offset).await {
+        Ok(()) => {
+            ctx.state.handover = Some(Handover::Waiting {
+                successor: started.pid,
+            });
+            Ok(StepOutcome::done(format!(
+                "release {} started beside pid {old} as pid {} and up after {}; MemAvailable was {}",
+                &sha[..12.min(sha.len())],
+                started.pid,
+                show(begin.elapsed()),
+                ByteSize(mem.available)
+            )))
+        }
+        Err(cause) => {
+            let undone = undo(ctx, started.pid, previous.as_deref()).await;
+            Err((
+                Cause::Check(format!("{cause}{undone}")),
+                KEPT.to_owned(),
+            ))
+        }
+    }
+}
+
+/// Until the new daemon logs [`WAITING_LINE`]: fails when it dies, logs a
+/// failure, or takes longer than `p.timeout`.
+async fn wait_started_up(
+    p: &HandoverParams,
+    ctx: &StepCtx<'_>,
+    pid: u32,
+    offset: u64,
+) -> Result<(), Cause> {
+    let patterns: Vec<String> = FAILURE_PATTERNS.iter().map(|s| s.to_string()).collect();
+    let begin = Instant::now();
+    loop {
+        let log = new_log(ctx, offset).await?;
+        check_log(&log, &patterns)?;
+        check_alive(ctx, pid, offset).await?;
+        if log.contains(WAITING_LINE) {
+            return Ok(());
+        }
+        if begin.elapsed() >= p.timeout {
+            return Err(Cause::Check(format!(
+                "the new daemon (pid {pid}) did not finish its start-up within {}; last log lines:\n{}",
+                show(p.timeout),
+                last_lines(ctx, offset).await
+            )));
+        }
+        tokio::time::sleep(p.poll).await;
+    }
+}
+
+/// Stops the new daemon and points `current` back; a note for the cause.
+async fn undo(ctx: &mut StepCtx<'_>, pid: u32, previous: Option<&str>) -> String {
+    ctx.state.started = None;
+    let mut notes = String::new();
+    // SIGTERM first: it unpins what it allocated before it goes.
+    let stopped = match signal(ctx, pid, "TERM").await {
+        Ok(()) => wait_exit(ctx, pid, UNDO_GRACE, Duration::from_millis(100))
+            .await
+            .unwrap_or(false),
+        Err(_) => false,
+    };
+    if !stopped
+        && (signal(ctx, pid, "KILL").await.is_err()
+            || !wait_exit(ctx, pid, UNDO_GRACE, Duration::from_millis(100))
+                .await
+                .unwrap_or(false))
+    {
+        notes.push_str(&format!("; the new daemon (pid {pid}) could not be stopped"));
+    }
+    match previous {
+        Some(prev) => {
+            if let Err(e) = restore_current(ctx, prev).await {
+                notes.push_str(&format!("; `current` not pointed back: {e}"));
+            }
+        }
+        None => notes.push_str("; `current` had no release before"),
+    }
+    ctx.state.previous_release = None;
+    notes
+}
