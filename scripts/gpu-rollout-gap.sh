@@ -4,7 +4,10 @@
 #   2. build B (A with bytes appended: same kernels) over A: kernels cached;
 #   3. build A over B with a new, empty kernel cache: a build whose kernels
 #      the host has never compiled (prepare compiles while B serves);
-#   4. the same without the prepare step (the daemon start compiles).
+#   4. the same without the prepare step (the new daemon compiles while
+#      the old one serves: the rollout hands over);
+#   5. build B over A without the handover step (drain, wait for the pinned
+#      memory, start): the sequence the handover replaces.
 # Prints per run the whole rollout time, the serving gap and the prepare
 # step's time, from `--summary-json`.
 #
@@ -61,6 +64,7 @@ cp "$bin_dir/prover" prover-a
 cp "$bin_dir/prover" prover-b
 printf '\nbuild b\n' >>prover-b
 grep -v -- '- prepare' "$repo/playbooks/rollout.yaml" >unprepared.yaml
+grep -v -- '- handover' "$repo/playbooks/rollout.yaml" >no-handover.yaml
 rollout() { # $1: name, $2: binary, $3: kernel cache, $4: playbook
     PROVER_KERNEL_CACHE="$work/$3" "$bin_dir/fleetctl" run -p "$4" -i fleet.yaml --plain \
         --binary "$2" --summary-json "$out/$1.json" >"$out/$1.txt" 2>&1
@@ -75,15 +79,17 @@ rollout 1-first-install prover-a cache1 rollout || exit 1
 rollout 2-kernels-cached prover-b cache1 rollout || exit 1
 rollout 3-kernels-new prover-a cache2 rollout || exit 1
 rollout 4-kernels-new-no-prepare prover-b cache3 unprepared.yaml || exit 1
+rollout 5-no-handover prover-a cache3 no-handover.yaml || exit 1
+cp "$work/deploy/logs/prover.log" "$out/prover.log" 2>/dev/null
 python3 - "$out" <<'PY' | tee "$out/summary.txt"
 import glob, json, os, sys
 out = sys.argv[1]
-print(f"{'rollout':<28} {'total s':>8} {'gap s':>7} {'prepare s':>10} {'verify s':>9}")
+print(f"{'rollout':<28} {'total s':>8} {'gap s':>7} {'prepare s':>10} {'handover s':>11} {'drain s':>8} {'verify s':>9}")
 for path in sorted(glob.glob(f"{out}/*.json")):
     s = json.load(open(path))
     h = s["hosts"][0]
     step = lambda n: h["steps"].get(n, {}).get("ms")
     f = lambda ms: "-" if ms is None else f"{ms / 1e3:.1f}"
     name = os.path.basename(path)[:-5]
-    print(f"{name:<28} {f(s['duration_ms']):>8} {f(h['serving_gap_ms']):>7} {f(step('prepare')):>10} {f(step('verify')):>9}")
+    print(f"{name:<28} {f(s['duration_ms']):>8} {f(h['serving_gap_ms']):>7} {f(step('prepare')):>10} {f(step('handover')):>11} {f(step('drain')):>8} {f(step('verify')):>9}")
 PY

@@ -2,10 +2,10 @@
 //! `/proc/<pid>/exe`), wait for it to exit, SIGKILL it at the deadline.
 
 use super::ctx::StepCtx;
-use super::outcome::{kept, Cause, Failed, StepOutcome};
-use super::params::{duration, show};
 use super::daemon_log::{check_alive, is_ready_line, last_lines, new_log};
 use super::handover::TOOK_OVER_LINE;
+use super::outcome::{kept, Cause, Failed, StepOutcome};
+use super::params::{duration, show};
 use super::progress::{Drained, Handover};
 use super::remote::{self, DaemonState, QUICK};
 use serde::{Deserialize, Serialize};
@@ -157,19 +157,32 @@ async fn hand_over(
         let log = kept(new_log(ctx, offset).await, KEPT_HANDOVER)?;
         if took_over_and_ready(&log) {
             ctx.state.serving_again.get_or_insert_with(Instant::now);
-            ctx.state.handover = Some(Handover::Done { successor, from: old });
+            ctx.state.handover = Some(Handover::Done {
+                successor,
+                from: old,
+            });
             let text = format!(
                 "pid {old} drained and handed over to pid {successor} {} after SIGTERM",
                 show(start.elapsed())
             );
             return Ok(match killed_at {
-                Some(_) => StepOutcome::forced("SIGKILL", format!("{text} (SIGKILL after {})", show(p.timeout))),
+                Some(_) => StepOutcome::forced(
+                    "SIGKILL",
+                    format!("{text} (SIGKILL after {})", show(p.timeout)),
+                ),
                 None => StepOutcome::done(text),
             });
         }
-        kept(check_alive(ctx, successor, offset).await, KEPT_HANDOVER).map_err(|(cause, kept)| {
-            (Cause::Check(format!("the new daemon exited before it took over: {cause}")), kept)
-        })?;
+        kept(check_alive(ctx, successor, offset).await, KEPT_HANDOVER).map_err(
+            |(cause, kept)| {
+                (
+                    Cause::Check(format!(
+                        "the new daemon exited before it took over: {cause}"
+                    )),
+                    kept,
+                )
+            },
+        )?;
         match killed_at {
             None if start.elapsed() >= p.timeout => {
                 kept(signal(ctx, old, "KILL").await, KEPT_HANDOVER)?;

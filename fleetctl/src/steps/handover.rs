@@ -114,10 +114,7 @@ pub(super) async fn run(p: &HandoverParams, ctx: &mut StepCtx<'_>) -> Result<Ste
         }
         Err(cause) => {
             let undone = undo(ctx, started.pid, previous.as_deref()).await;
-            Err((
-                Cause::Check(format!("{cause}{undone}")),
-                KEPT.to_owned(),
-            ))
+            Err((Cause::Check(format!("{cause}{undone}")), KEPT.to_owned()))
         }
     }
 }
@@ -167,7 +164,9 @@ async fn undo(ctx: &mut StepCtx<'_>, pid: u32, previous: Option<&str>) -> String
                 .await
                 .unwrap_or(false))
     {
-        notes.push_str(&format!("; the new daemon (pid {pid}) could not be stopped"));
+        notes.push_str(&format!(
+            "; the new daemon (pid {pid}) could not be stopped"
+        ));
     }
     match previous {
         Some(prev) => {

@@ -254,7 +254,10 @@ mod tests {
         let StepSpec::Handover(h) = &steps[2] else {
             panic!("{:?}", steps[2])
         };
-        assert_eq!((h.margin, h.wait), (ByteSize::gib(8), Duration::from_secs(900)));
+        assert_eq!(
+            (h.margin, h.wait),
+            (ByteSize::gib(8), Duration::from_secs(900))
+        );
         assert_eq!(h.timeout, HandoverParams::default().timeout);
         let StepSpec::Drain(d) = &steps[3] else {
             panic!("{:?}", steps[3])

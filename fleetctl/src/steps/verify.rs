@@ -3,9 +3,9 @@
 //! after a settle period, and runs the build that was uploaded.
 
 use super::ctx::StepCtx;
+use super::daemon_log::{check_alive, check_log, is_ready_line, last_lines, new_log};
 use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show};
-use super::daemon_log::{check_alive, check_log, is_ready_line, last_lines, new_log};
 use super::remote::{self, DaemonState};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};

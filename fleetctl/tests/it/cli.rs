@@ -97,7 +97,11 @@ fn plan_shows_canary_then_batches_of_three_for_the_example_fleet() {
         out.contains("2. prepare: while the old daemon serves: `prover kernels warm`"),
         "{out}"
     );
-    assert!(out.contains("8. health:"), "{out}");
+    assert!(
+        out.contains("3. handover: where MemAvailable holds the running daemon's resident memory"),
+        "{out}"
+    );
+    assert!(out.contains("9. health:"), "{out}");
     // --limit narrows the plan to one group.
     let o = fleetctl(
         dir.path(),

@@ -100,6 +100,21 @@ fn main() {
                 let _child = std::process::Command::new("/proc/self/exe").arg("linger").spawn();
                 loop { std::thread::sleep(std::time::Duration::from_secs(1)); }
             }
+            // `--handover WAITs`: as the real daemon, wait for the running
+            // one to give up its pid file, then take over.
+            if let Some(i) = args.iter().position(|a| a == "--handover") {
+                println!("INFO started, waiting to take over");
+                let secs: u64 = args.get(i + 1).and_then(|w| w.trim_end_matches('s').parse().ok()).unwrap_or(60);
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+                while pid_alive().1 {
+                    if std::time::Instant::now() >= deadline {
+                        eprintln!("Error: handover: the running daemon did not let go within {secs}s");
+                        std::process::exit(1);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                println!("INFO took over");
+            }
             std::fs::write("run/prover.pid", format!("{}\n", std::process::id())).unwrap();
             unsafe { signal(15, if mode == "ignore_term" { 1 } else { on_term as extern "C" fn(i32) as usize }); }
             println!("INFO pinned pool allocated 0 bytes");
@@ -1693,7 +1708,11 @@ fn a_rollback_whose_restored_daemon_fails_verify_ends_rollback_failed() {
         .await;
 
         host.config_file = b.config.clone();
-        let rollout = fleetctl::playbook::load("rollout").unwrap();
+        // Without the handover, which would catch the crash before the drain.
+        let mut rollout = fleetctl::playbook::load("rollout").unwrap();
+        rollout
+            .steps
+            .retain(|s| !matches!(s, StepSpec::Handover(_)));
         let (summary, table, events) = run_playbook(&host, rollout, Some(&b)).await;
         assert_eq!(
             summary.hosts,
@@ -1720,6 +1739,98 @@ fn a_rollback_whose_restored_daemon_fails_verify_ends_rollback_failed() {
             sh(&t, "readlink /data/prover/current").await,
             format!("releases/{}", a.sha256),
             "rolled back onto the last verified release"
+        );
+        t.close().await.unwrap();
+    });
+}
+
+/// The built-in rollout hands over where memory allows: a new build is
+/// started beside the old daemon, which serves until the new one is up.
+/// One that crashes at start is caught there, before the drain: the old
+/// daemon serves on, `current` points at it again. One that starts takes
+/// over, and the serving gap is the drain alone.
+#[test]
+fn the_rollout_hands_over_and_a_build_that_crashes_is_caught_before_the_drain() {
+    let Some((_lab, mut host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "ho-a", "normal", 0);
+    let b = release(dir.path(), "ho-b", "crash", 0);
+    let c = release(dir.path(), "ho-c", "normal", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        let old_pid = sh(&t, "cat /data/prover/run/prover.pid").await;
+
+        host.config_file = b.config.clone();
+        let rollout = fleetctl::playbook::load("rollout").unwrap();
+        let (summary, table, events) = run_playbook(&host, rollout.clone(), Some(&b)).await;
+        assert_eq!(
+            summary.hosts,
+            [(host.name.clone(), fleetctl::executor::HostStatus::Failed)],
+            "{table}"
+        );
+        assert!(
+            table.contains("handover: daemon pid") && table.contains("cannot bind"),
+            "{table}"
+        );
+        let steps: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                fleetctl::executor::EventKind::StepStarted { step } => Some(step.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            !steps.contains(&"drain"),
+            "nothing drained: {steps:?}\n{table}"
+        );
+        assert_eq!(
+            sh(&t, "cat /data/prover/run/prover.pid").await,
+            old_pid,
+            "{table}"
+        );
+        assert_eq!(
+            sh(&t, "readlink /data/prover/current").await,
+            format!("releases/{}", a.sha256),
+            "`current` points at the serving release again"
+        );
+
+        host.config_file = c.config.clone();
+        let (summary, table, events) = run_playbook(&host, rollout, Some(&c)).await;
+        assert_eq!(
+            summary.hosts,
+            [(host.name.clone(), fleetctl::executor::HostStatus::Ok)],
+            "{table}"
+        );
+        let detail = |name: &str| {
+            events
+                .iter()
+                .find_map(|e| match &e.kind {
+                    fleetctl::executor::EventKind::StepFinished { step, detail, .. }
+                        if step == name =>
+                    {
+                        Some(detail.clone())
+                    }
+                    _ => None,
+                })
+                .unwrap_or_default()
+        };
+        assert!(detail("handover").contains("started beside pid"), "{table}");
+        assert!(detail("drain").contains("handed over to pid"), "{table}");
+        assert!(
+            detail("wait_release").contains("after it handed over"),
+            "{table}"
+        );
+        assert!(detail("start").contains("took over from pid"), "{table}");
+        let new_pid = sh(&t, "cat /data/prover/run/prover.pid").await;
+        assert_ne!(new_pid, old_pid, "{table}");
+        assert_eq!(
+            sh(&t, "readlink /data/prover/current").await,
+            format!("releases/{}", c.sha256)
         );
         t.close().await.unwrap();
     });

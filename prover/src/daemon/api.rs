@@ -78,7 +78,11 @@ pub struct AppState {
     pub readiness: Readiness,
     pub metrics: Arc<Metrics>,
     pub token: Option<String>,
+    /// The configured address; [`AppState::bound`] once the port is bound.
     pub listen: SocketAddr,
+    /// What the listener bound (the kernel's port for `listen` on port 0):
+    /// set when serving starts, which a handover does after start-up.
+    pub bound: OnceLock<SocketAddr>,
     pub started: Instant,
     pub http: HttpLimits,
     pub filecoin: Filecoin,
@@ -96,6 +100,7 @@ impl AppState {
             metrics,
             token,
             listen,
+            bound: OnceLock::new(),
             started: Instant::now(),
             http: HttpLimits::default(),
             filecoin: Filecoin::default(),
@@ -160,7 +165,7 @@ impl AppState {
             build: crate::BUILD_HASH.to_string(),
             pid: std::process::id(),
             state: self.readiness.get().0,
-            listen: self.listen.to_string(),
+            listen: self.bound.get().unwrap_or(&self.listen).to_string(),
             uptime_s: self.started.elapsed().as_secs_f64(),
             queue: engine.map(|e| e.queue_stats()).unwrap_or_default(),
             budget: self.budget_stats(),

@@ -138,12 +138,8 @@ pub async fn run(
         Some((_, listener)) => listener
             .local_addr()
             .map_err(|e| step("reading the listen address")(e))?,
-        // The successor must bind the very address its clients use.
-        None if config.listen.port() == 0 => {
-            return Err(DaemonError::Handover(
-                "a handover needs a fixed `listen` port, not 0".into(),
-            ))
-        }
+        // A successor binds once it has taken over (on port 0, a new
+        // port, which clients read from beside the pid file as always).
         None => config.listen,
     };
     tracing::info!(
@@ -257,6 +253,7 @@ fn serve_on(
         .map_err(|e| step("reading the listen address")(e))?;
     // A client of a daemon told to listen on port 0 reads the port from here.
     pid_file.record_listen(addr)?;
+    let _ = state.bound.set(addr);
     let stop = stop.clone();
     let app = api::router(state.clone());
     let limits = config.http.clone();

@@ -1266,7 +1266,7 @@ fn a_successor_starts_while_the_daemon_serves_and_takes_over_once_it_drained() {
 }
 
 #[test]
-fn a_successor_that_cannot_take_over_exits_1_and_leaves_the_daemon_serving() {
+fn a_successor_that_cannot_take_over_exits_1_and_one_on_port_0_binds_a_port_of_its_own() {
     let port = free_port();
     let old = Daemon::start(&format!("listen = \"127.0.0.1:{port}\"\n"));
     let new = spawn_successor(&old, "1s");
@@ -1285,15 +1285,28 @@ fn a_successor_that_cannot_take_over_exits_1_and_leaves_the_daemon_serving() {
     );
     assert_eq!(old.status().state, fleet_wire::api::DaemonState::Ready);
 
-    // Port 0 cannot be handed over; a wait of 0 or of days is refused by the CLI.
+    // On port 0 the successor binds a port of its own once it has taken
+    // over, recorded beside the pid file, where clients look.
+    let mut zero = Daemon::start("");
+    let new = spawn_successor(&zero, "60s");
+    wait_until(Duration::from_secs(120), "the successor's start-up", || {
+        zero.log().contains("started, waiting to take over")
+    });
+    zero.signal(libc::SIGTERM);
+    assert_eq!(zero.wait_exit(Duration::from_secs(60)).code(), Some(0));
+    let pid_file = zero.path("run/prover.pid");
+    wait_until(Duration::from_secs(30), "the successor's pid file", || {
+        prover::daemon::pidfile::read_pid(&pid_file).ok() == Some(new.id())
+    });
+    zero.port = zero.wait_listening(Duration::from_secs(30));
+    zero.wait_ready(Duration::from_secs(30));
+    assert_eq!(zero.status().listen, format!("127.0.0.1:{}", zero.port));
+    // SAFETY: plain kill(2) on our own child.
+    assert_eq!(unsafe { libc::kill(new.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(new.output().status.code(), Some(0), "{}", zero.log());
+
+    // A wait of 0 or of days, or no duration at all, is refused by the CLI.
     let d = Daemon::unstarted("");
-    let out = output_within(d.command().args(["--handover", "10s"]), COMMAND_LIMIT);
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stderr), d.log());
-    assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(
-        said.contains("a handover needs a fixed `listen` port"),
-        "{said}"
-    );
     for bad in ["0s", "2days", "soon"] {
         let out = output_within(d.command().args(["--handover", bad]), COMMAND_LIMIT);
         assert_eq!(out.status.code(), Some(2), "--handover {bad}");

@@ -214,11 +214,25 @@ fn rollout_on_a_lab_of_eight() {
     assert_eq!(again.code, Some(0), "{}", again.show());
     let events = again.audit(cwd);
     for h in ["h01", "h02"] {
+        let steps = steps_of(&events, h);
         assert!(
-            steps_of(&events, h).contains(&("upload", "skipped")),
+            steps.contains(&("upload", "skipped")),
             "{h}\n{}",
             again.show()
         );
+        // Over real ssh, with the real daemon: started beside the old one,
+        // which handed over; nothing was left to start.
+        for step in [
+            ("handover", "done"),
+            ("drain", "done"),
+            ("start", "skipped"),
+        ] {
+            assert!(
+                steps.contains(&step),
+                "{h}: {step:?} in {steps:?}\n{}",
+                again.show()
+            );
+        }
     }
     eprintln!(
         "second rollout of 2 hosts (upload skipped): {:.1}s",
@@ -228,15 +242,19 @@ fn rollout_on_a_lab_of_eight() {
     // 3. A new build whose daemon cannot start on h03: h03 is rolled back to
     //    the previous build and keeps serving it; exit code says a host failed.
     //    (`prepare` would refuse this config before the drain, see
-    //    `prepare_failures_leave_the_old_daemon_serving`: a playbook without
-    //    it exercises the rollback.)
+    //    `prepare_failures_leave_the_old_daemon_serving`, and `handover`
+    //    would catch the daemon that cannot start before it: a playbook
+    //    without either exercises the rollback.)
     let b = work.second_build();
     let unprepared = fleetctl::playbook::BUILTIN
         .iter()
         .find(|(n, _)| *n == "rollout")
         .map(|(_, t)| {
             t.lines()
-                .filter(|l| !l.trim_start().starts_with("- prepare"))
+                .filter(|l| {
+                    let l = l.trim_start();
+                    !l.starts_with("- prepare") && !l.starts_with("- handover")
+                })
                 .collect::<Vec<_>>()
                 .join("\n")
         })
