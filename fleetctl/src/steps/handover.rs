@@ -8,8 +8,9 @@
 //! waits only for the old process to be gone and `start` has nothing to do.
 //!
 //! Where the memory is not there (the old daemon's resident memory plus
-//! `margin` beyond what is available now), the step is skipped and the
-//! rollout runs as without it: drain, wait for the memory, start.
+//! `margin` beyond what is available now, and on every GPU the device
+//! memory it holds plus `gpu_margin`), the step is skipped and the rollout
+//! runs as without it: drain, wait for the memory, start.
 
 use super::ctx::StepCtx;
 use super::daemon_log::{check_alive, check_log, last_lines, new_log};
@@ -19,6 +20,7 @@ use super::params::{duration, show, ByteSize};
 use super::progress::Handover;
 use super::remote::{self, DaemonState, QUICK};
 use super::start::{restore_current, start_release};
+use fleet_wire::health::Gpu;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
@@ -44,6 +46,9 @@ pub struct HandoverParams {
     /// Memory that must stay available on top of the old daemon's resident
     /// memory (what the new one pins at start, with the same config).
     pub margin: ByteSize,
+    /// Device memory that must stay free on every GPU on top of what the
+    /// old daemon holds there.
+    pub gpu_margin: ByteSize,
     #[serde(with = "duration")]
     pub poll: Duration,
 }
@@ -54,6 +59,7 @@ impl Default for HandoverParams {
             timeout: Duration::from_secs(300),
             wait: Duration::from_secs(600),
             margin: ByteSize::gib(4),
+            gpu_margin: ByteSize::gib(2),
             poll: Duration::from_millis(100),
         }
     }
@@ -61,8 +67,9 @@ impl Default for HandoverParams {
 
 pub fn describe(p: &HandoverParams, ctx: &StepCtx<'_>) -> String {
     format!(
-        "where MemAvailable holds the running daemon's resident memory plus {}: point {} at the new release and start it beside the old daemon, up to {} for its start-up; it takes over once the old one has drained",
+        "where MemAvailable holds the running daemon's resident memory plus {} (and every GPU its device memory plus {}): point {} at the new release and start it beside the old daemon, up to {} for its start-up; it takes over once the old one has drained",
         p.margin,
+        p.gpu_margin,
         ctx.layout().current(),
         humantime::format_duration(p.timeout)
     )
@@ -89,6 +96,13 @@ pub(super) async fn run(p: &HandoverParams, ctx: &mut StepCtx<'_>) -> Result<Ste
             ByteSize(need),
             p.margin
         )));
+    }
+    if ctx.host.gpus > 0 {
+        if let Some(why) = gpu_lacks_room(p, ctx, old).await {
+            return Ok(StepOutcome::skipped(format!(
+                "{why}: the new daemon starts after the old one is gone"
+            )));
+        }
     }
     let sha = ctx.release.sha256.clone();
     let begin = Instant::now();
@@ -117,6 +131,49 @@ pub(super) async fn run(p: &HandoverParams, ctx: &mut StepCtx<'_>) -> Result<Ste
             Err((Cause::Check(format!("{cause}{undone}")), KEPT.to_owned()))
         }
     }
+}
+
+/// Why a GPU lacks room for a second daemon's device memory (its resident
+/// bases and tables: what the old daemon holds there, with the same
+/// config), or `None` when every GPU has it. An unreadable GPU counts as
+/// one without room: starting blind could cost the new daemon its start.
+async fn gpu_lacks_room(p: &HandoverParams, ctx: &StepCtx<'_>, old: u32) -> Option<String> {
+    let probe = match remote::probe(ctx, QUICK).await {
+        Ok(probe) => probe,
+        Err(e) => return Some(format!("GPU memory unknown ({e})")),
+    };
+    gpu_shortfall(&probe.gpus.devices, old, p.gpu_margin)
+}
+
+/// The first GPU whose free memory is less than what `old` holds there plus
+/// `margin`, said with the numbers.
+fn gpu_shortfall(gpus: &[Gpu], old: u32, margin: ByteSize) -> Option<String> {
+    if gpus.is_empty() {
+        return Some("the probe lists no GPU".to_owned());
+    }
+    for gpu in gpus {
+        let (Some(used), Some(total)) = (gpu.memory_used_bytes, gpu.memory_total_bytes) else {
+            return Some(format!("GPU {}: memory not reported", gpu.index));
+        };
+        // A process listed without its figure may hold anything in use.
+        let held = gpu
+            .processes
+            .as_ref()
+            .and_then(|ps| ps.iter().find(|proc| proc.pid == old))
+            .map_or(0, |proc| proc.used_memory_bytes.unwrap_or(used));
+        let free = total.saturating_sub(used);
+        let need = held.saturating_add(margin.0);
+        if free < need {
+            return Some(format!(
+                "GPU {}: {} free < {} (pid {old} holds {} there, plus margin {margin})",
+                gpu.index,
+                ByteSize(free),
+                ByteSize(need),
+                ByteSize(held),
+            ));
+        }
+    }
+    None
 }
 
 /// Until the new daemon logs [`WAITING_LINE`]: fails when it dies, logs a
@@ -178,4 +235,59 @@ async fn undo(ctx: &mut StepCtx<'_>, pid: u32, previous: Option<&str>) -> String
     }
     ctx.state.previous_release = None;
     notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleet_wire::health::GpuProcess;
+
+    fn gpu(index: u32, used_gib: u64, old_holds: Option<Option<u64>>) -> Gpu {
+        Gpu {
+            index,
+            memory_used_bytes: Some(used_gib << 30),
+            memory_total_bytes: Some(141 << 30),
+            processes: old_holds.map(|held| {
+                vec![GpuProcess {
+                    pid: 42,
+                    used_memory_bytes: held.map(|g| g << 30),
+                }]
+            }),
+            ..Gpu::default()
+        }
+    }
+
+    #[test]
+    fn a_second_daemon_needs_on_every_gpu_what_the_old_one_holds_there() {
+        let m = ByteSize::gib(2);
+        // 40 GiB of bases resident, 101 free: room for a second copy.
+        assert_eq!(gpu_shortfall(&[gpu(0, 40, Some(Some(40)))], 42, m), None);
+        // 80 GiB held, 61 free: no room, said with the numbers.
+        let why = gpu_shortfall(
+            &[gpu(0, 10, Some(Some(5))), gpu(1, 80, Some(Some(80)))],
+            42,
+            m,
+        )
+        .expect("no room on GPU 1");
+        assert!(
+            why.starts_with(
+                "GPU 1: 61GiB free < 82GiB (pid 42 holds 80GiB there, plus margin 2GiB)"
+            ),
+            "{why}"
+        );
+        // Listed without a figure: everything in use counts as its.
+        assert!(gpu_shortfall(&[gpu(0, 70, Some(None))], 42, m).is_some());
+        // Not on this GPU at all: only the margin is needed.
+        assert_eq!(gpu_shortfall(&[gpu(0, 100, None)], 42, m), None);
+        // Nothing known is no room.
+        assert!(gpu_shortfall(&[], 42, m).is_some());
+        let blind = Gpu {
+            memory_total_bytes: None,
+            ..gpu(0, 1, None)
+        };
+        assert_eq!(
+            gpu_shortfall(&[blind], 42, m).as_deref(),
+            Some("GPU 0: memory not reported")
+        );
+    }
 }
