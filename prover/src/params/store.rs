@@ -18,6 +18,7 @@ use crate::params::file::{self, file_sha256, stage, Staged, TempFile};
 use crate::params::format::{
     read_mapped, read_params, stage_params, MappedParams, Params, ParamsLayout,
 };
+use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
 use crate::setup::{self, TEST_ONLY_WARNING};
 
 /// Version of the sidecar format.
@@ -733,14 +734,29 @@ impl ParamStore {
         size: usize,
         seed: u64,
     ) -> Result<(ParamsMeta, Params), ParamsError> {
+        self.generate_test_on(kind, size, seed, &CpuFixedBase)
+    }
+
+    /// [`ParamStore::generate_test`] with the fixed-base multiplications on
+    /// `engine` (the file is the same whichever engine makes it). The set is
+    /// written through a buffered writer point by point, in bellperson's
+    /// format, straight from the generated vectors: never a second copy.
+    pub fn generate_test_on(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+        seed: u64,
+        engine: &dyn FixedBaseEngine,
+    ) -> Result<(ParamsMeta, Params), ParamsError> {
         self.check_replaceable(kind, size, false)?;
-        tracing::warn!(circuit = %kind, size, seed, "generating parameters: {TEST_ONLY_WARNING}");
+        tracing::warn!(circuit = %kind, size, seed, engine = engine.name(), "generating parameters: {TEST_ONLY_WARNING}");
         let circuit = circuit::shape_circuit(kind, size)?;
-        let params = setup::generate(&circuit, seed).map_err(|source| ParamsError::Generate {
-            kind,
-            size,
-            source,
-        })?;
+        let params =
+            setup::generate_on(&circuit, seed, engine).map_err(|source| ParamsError::Generate {
+                kind,
+                size,
+                source,
+            })?;
         let meta = self.insert(kind, size, &params, ParamsOrigin::TestSetup { seed })?;
         Ok((meta, params))
     }
