@@ -751,12 +751,8 @@ impl ParamStore {
         self.check_replaceable(kind, size, false)?;
         tracing::warn!(circuit = %kind, size, seed, engine = engine.name(), "generating parameters: {TEST_ONLY_WARNING}");
         let circuit = circuit::shape_circuit(kind, size)?;
-        let params =
-            setup::generate_on(&circuit, seed, engine).map_err(|source| ParamsError::Generate {
-                kind,
-                size,
-                source,
-            })?;
+        let params = setup::generate_on(&circuit, seed, engine)
+            .map_err(|source| ParamsError::Generate { kind, size, source })?;
         let meta = self.insert(kind, size, &params, ParamsOrigin::TestSetup { seed })?;
         Ok((meta, params))
     }

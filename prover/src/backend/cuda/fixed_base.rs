@@ -140,11 +140,7 @@ impl CudaFixedBase {
             };
             let load = |step: &str| {
                 let name = format!("fixed_base_{step}_{suffix}");
-                check!(
-                    device,
-                    "cuModuleGetFunction",
-                    module.load_function(&name)
-                )
+                check!(device, "cuModuleGetFunction", module.load_function(&name))
             };
             loaded.push(GroupKernels {
                 mul: load("mul")?,
@@ -331,7 +327,11 @@ where
 {
     fn multiply(&self, scalars: &[Scalar]) -> Result<Vec<D::Affine>, BackendError> {
         debug_assert_eq!(std::mem::size_of::<D::Affine>(), D::AFFINE_BYTES);
-        check!(self.engine.device, "cuCtxSetCurrent", self.engine.ctx.bind_to_thread())?;
+        check!(
+            self.engine.device,
+            "cuCtxSetCurrent",
+            self.engine.ctx.bind_to_thread()
+        )?;
         let mut out = vec![<D::Affine as PrimeCurveAffine>::identity(); scalars.len()];
         self.run(scalars, &mut out)?;
         Ok(out)
@@ -352,7 +352,9 @@ mod tests {
             let ranges: Vec<_> = chunks(n, chunk).collect();
             let flat: Vec<usize> = ranges.iter().flat_map(|r| r.clone()).collect();
             assert_eq!(flat, (0..n).collect::<Vec<_>>(), "n {n} chunk {chunk}");
-            assert!(ranges.iter().all(|r| !r.is_empty() && r.len() <= chunk.max(1)));
+            assert!(ranges
+                .iter()
+                .all(|r| !r.is_empty() && r.len() <= chunk.max(1)));
         }
     }
 

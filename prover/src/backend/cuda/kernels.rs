@@ -151,8 +151,22 @@ pub const BACKEND_UNITS: [KernelUnit; 12] = [
 /// Every unit; the compile test checks that together they cover every
 /// file of `kernels/`.
 pub const UNITS: &[KernelUnit] = &[
-    NTT, MSM_INDEX, MSM_G1[0], MSM_G1[1], MSM_G1[2], MSM_G1[3], MSM_G1[4], MSM_G2[0], MSM_G2[1],
-    MSM_G2[2], MSM_G2[3], MSM_G2[4], OPS_G1, OPS_G2, FIXED_BASE_G1, FIXED_BASE_G2,
+    NTT,
+    MSM_INDEX,
+    MSM_G1[0],
+    MSM_G1[1],
+    MSM_G1[2],
+    MSM_G1[3],
+    MSM_G1[4],
+    MSM_G2[0],
+    MSM_G2[1],
+    MSM_G2[2],
+    MSM_G2[3],
+    MSM_G2[4],
+    OPS_G1,
+    OPS_G2,
+    FIXED_BASE_G1,
+    FIXED_BASE_G2,
 ];
 
 impl KernelUnit {
