@@ -65,8 +65,10 @@ pub enum SetupError {
     #[error("fixed-base multiplication on the {engine} backend: {source}")]
     FixedBase {
         engine: &'static str,
+        /// Boxed: a device error is large, and every `Result` carrying a
+        /// setup error would pay for it.
         #[source]
-        source: BackendError,
+        source: Box<BackendError>,
     },
 }
 
@@ -213,7 +215,7 @@ pub fn generate_with_engine<C: Circuit<Scalar> + Clone>(
 ) -> Result<Parameters<Bls12>, SetupError> {
     let device = |source| SetupError::FixedBase {
         engine: engine.name(),
-        source,
+        source: Box::new(source),
     };
     let started = Instant::now();
     let counted = CircuitShape::of(circuit.clone()).map_err(|source| SetupError::Synthesis {
