@@ -73,6 +73,8 @@ run_setup() {
     local start end
     start=$(date +%s.%N)
     if ! "${cmd[@]}" >"$log" 2>&1; then
+        echo "gpu-setup-check: prover setup --backend $backend --size $size failed:" >&2
+        tail -5 "$log" >&2
         echo "failed - -"
         rm -rf "$dir"
         return
