@@ -109,6 +109,9 @@ pub struct ParamStore {
     /// entry do the work once.
     generating: Mutex<()>,
     test_params: TestParams,
+    /// Where [`ParamStore::get_or_generate`] runs a generation's fixed-base
+    /// multiplications.
+    fixed_base: Arc<dyn FixedBaseEngine + Send + Sync>,
     budget: Option<Arc<MemoryBudget>>,
 }
 
@@ -167,6 +170,7 @@ impl ParamStore {
             shapes: Arc::new(ShapeCache::new()),
             generating: Mutex::new(()),
             test_params: TestParams::Refuse,
+            fixed_base: Arc::new(CpuFixedBase),
             budget: None,
         })
     }
@@ -174,6 +178,13 @@ impl ParamStore {
     /// Lets [`ParamStore::get_or_generate`] make up TEST-ONLY parameters.
     pub fn with_test_params(mut self, test_params: TestParams) -> Self {
         self.test_params = test_params;
+        self
+    }
+
+    /// Runs the fixed-base multiplications of [`ParamStore::get_or_generate`]
+    /// on `engine` (a GPU) instead of the CPU: the same files, sooner.
+    pub fn with_fixed_base(mut self, engine: Arc<dyn FixedBaseEngine + Send + Sync>) -> Self {
+        self.fixed_base = engine;
         self
     }
 
@@ -799,7 +810,7 @@ impl ParamStore {
                 )
             }
         };
-        let (_, params) = self.generate_test(kind, size, seed)?;
+        let (_, params) = self.generate_test_on(kind, size, seed, &*self.fixed_base)?;
         self.keep_loaded_from(kind, size, params, held)
     }
 
