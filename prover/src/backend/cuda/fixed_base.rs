@@ -121,9 +121,12 @@ impl CudaFixedBase {
             arch: arch.to_string(),
             driver: driver_version(),
         };
+        // In DeviceGroup::UNIT order: G1's, then G2's.
         let units: [&KernelUnit; 2] = [&kernels::FIXED_BASE_G1, &kernels::FIXED_BASE_G2];
+        let suffixes = [G1::SUFFIX, G2::SUFFIX];
+        let images = kernels::compile_all(&units, &target);
         let mut loaded = Vec::with_capacity(units.len());
-        for (unit, image) in units.iter().zip(kernels::compile_all(&units, &target)) {
+        for ((unit, suffix), image) in units.iter().zip(suffixes).zip(images) {
             let image = image.map_err(|e| {
                 check::device_error(device, "nvrtcCompileProgram", file!(), line!(), &e)
             })?;
@@ -133,11 +136,6 @@ impl CudaFixedBase {
                 "cuModuleLoadData",
                 ctx.load_module(Ptx::from_binary(image.cubin.as_ref().clone()))
             )?;
-            let suffix = if unit.name.ends_with("g1") {
-                G1::SUFFIX
-            } else {
-                G2::SUFFIX
-            };
             let load = |step: &str| {
                 let name = format!("fixed_base_{step}_{suffix}");
                 check!(device, "cuModuleGetFunction", module.load_function(&name))
@@ -147,23 +145,21 @@ impl CudaFixedBase {
                 affine: load("affine")?,
             });
         }
-        let g2 = loaded.pop();
-        let g1 = loaded.pop();
-        let (Some(g1), Some(g2)) = (g1, g2) else {
-            return Err(check::device_error(
+        let group_kernels: [GroupKernels; 2] = loaded.try_into().map_err(|_| {
+            check::device_error(
                 device,
                 "cuModuleLoadData",
                 file!(),
                 line!(),
-                &"fixed-base units missing",
-            ));
-        };
+                &"a fixed-base unit is missing",
+            )
+        })?;
         let stream = check!(device, "cuStreamCreate", ctx.new_stream())?;
         Ok(Self {
             device,
             ctx,
             stream,
-            kernels: [g1, g2],
+            kernels: group_kernels,
             chunk: DEFAULT_CHUNK,
         })
     }
