@@ -10,7 +10,9 @@
 //! differently: a counting pass sizes the domain, the Lagrange coefficients
 //! `L_j(τ)` come in closed form with batch inversion, the QAP is evaluated at τ
 //! during synthesis ([`qap`]), and all group elements come from fixed-base
-//! window tables in parallel ([`fixed_base`]).
+//! window tables ([`fixed_base`]), walked on the CPU in parallel or on a
+//! GPU ([`fixed_base::FixedBaseEngine`]); the scalars (the QAP at τ, the
+//! powers of τ) are always computed on the host.
 
 pub mod bench;
 pub mod command;
@@ -29,8 +31,9 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 
+use crate::backend::BackendError;
 use crate::circuit::{CircuitError, CircuitShape};
-use fixed_base::FixedBaseTable;
+use fixed_base::{CpuFixedBase, FixedBaseEngine, FixedBaseTable};
 use qap::QapEvaluator;
 
 /// Said wherever generated parameters are announced.
@@ -59,6 +62,14 @@ pub enum SetupError {
     UnconstrainedVariable { index: usize },
     #[error(transparent)]
     Circuit(#[from] CircuitError),
+    #[error("fixed-base multiplication on the {engine} backend: {source}")]
+    FixedBase {
+        engine: &'static str,
+        /// Boxed: a device error is large, and every `Result` carrying a
+        /// setup error would pay for it.
+        #[source]
+        source: Box<BackendError>,
+    },
 }
 
 /// The secret randomness of a Groth16 setup.
@@ -98,7 +109,17 @@ pub fn generate<C: Circuit<Scalar> + Clone>(
     circuit: &C,
     seed: u64,
 ) -> Result<Parameters<Bls12>, SetupError> {
-    generate_with(circuit, &ToxicWaste::from_seed(seed))
+    generate_on(circuit, seed, &CpuFixedBase)
+}
+
+/// [`generate`] with the fixed-base multiplications on `engine`: the same
+/// parameters, byte for byte, whichever engine runs them.
+pub fn generate_on<C: Circuit<Scalar> + Clone>(
+    circuit: &C,
+    seed: u64,
+    engine: &dyn FixedBaseEngine,
+) -> Result<Parameters<Bls12>, SetupError> {
+    generate_with_engine(circuit, &ToxicWaste::from_seed(seed), engine)
 }
 
 /// Inverts every element in place with one field inversion per chunk.
@@ -182,6 +203,20 @@ pub fn generate_with<C: Circuit<Scalar> + Clone>(
     circuit: &C,
     toxic: &ToxicWaste,
 ) -> Result<Parameters<Bls12>, SetupError> {
+    generate_with_engine(circuit, toxic, &CpuFixedBase)
+}
+
+/// Parameters for `circuit` from explicit toxic waste, the group elements
+/// from `engine`.
+pub fn generate_with_engine<C: Circuit<Scalar> + Clone>(
+    circuit: &C,
+    toxic: &ToxicWaste,
+    engine: &dyn FixedBaseEngine,
+) -> Result<Parameters<Bls12>, SetupError> {
+    let device = |source| SetupError::FixedBase {
+        engine: engine.name(),
+        source: Box::new(source),
+    };
     let started = Instant::now();
     let counted = CircuitShape::of(circuit.clone()).map_err(|source| SetupError::Synthesis {
         stage: "counting its shape",
@@ -232,23 +267,28 @@ pub fn generate_with<C: Circuit<Scalar> + Clone>(
 
     let (num_inputs, num_aux) = (counted.num_inputs, counted.num_aux);
     let variables = num_inputs + num_aux;
-    let g1_table = FixedBaseTable::new(toxic.g1, (m - 1) + 3 * variables);
-    let g2_table = FixedBaseTable::new(toxic.g2, variables);
+    let g1_table = engine
+        .g1(FixedBaseTable::new(toxic.g1, (m - 1) + 3 * variables))
+        .map_err(device)?;
+    let g2_table = engine
+        .g2(FixedBaseTable::new(toxic.g2, variables))
+        .map_err(device)?;
     let tables_done = Instant::now();
 
     // h_i = τ^i · t(τ) / δ for i < m − 1
     let mut h_scalars = vec![Scalar::ZERO; m - 1];
     geometric(&mut h_scalars, t_tau * delta_inv, toxic.tau);
-    let h = g1_table.mul_all(&h_scalars);
+    let h = g1_table.multiply(&h_scalars).map_err(device)?;
     drop(h_scalars);
 
     let (inputs, aux) = (&inputs, &aux);
     let at: Vec<Scalar> = inputs.at.iter().chain(&aux.at).copied().collect();
     let bt: Vec<Scalar> = inputs.bt.iter().chain(&aux.bt).copied().collect();
-    let a = nonzero_points(g1_table.mul_all(&at));
-    let b_g1 = nonzero_points(g1_table.mul_all(&bt));
+    let a = nonzero_points(g1_table.multiply(&at).map_err(device)?);
+    let b_g1 = nonzero_points(g1_table.multiply(&bt).map_err(device)?);
     let b_g2: Vec<_> = g2_table
-        .mul_all(&bt)
+        .multiply(&bt)
+        .map_err(device)?
         .into_iter()
         .filter(|p| !bool::from(p.is_identity()))
         .collect();
@@ -262,8 +302,8 @@ pub fn generate_with<C: Circuit<Scalar> + Clone>(
             .map(|((a, b), c)| (toxic.beta * a + toxic.alpha * b + c) * inv)
             .collect()
     };
-    let ic = g1_table.mul_all(&ext(inputs, gamma_inv));
-    let l = g1_table.mul_all(&ext(aux, delta_inv));
+    let ic = g1_table.multiply(&ext(inputs, gamma_inv)).map_err(device)?;
+    let l = g1_table.multiply(&ext(aux, delta_inv)).map_err(device)?;
     if let Some(index) = l.iter().position(|p| bool::from(p.is_identity())) {
         return Err(SetupError::UnconstrainedVariable { index });
     }
@@ -283,6 +323,7 @@ pub fn generate_with<C: Circuit<Scalar> + Clone>(
     tracing::debug!(
         domain_log2 = log2,
         variables,
+        engine = engine.name(),
         g1_window = g1_table.window(),
         g2_window = g2_table.window(),
         lagrange_s = (lagrange_done - started).as_secs_f64(),

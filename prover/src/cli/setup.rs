@@ -1,5 +1,6 @@
 //! `prover setup`: its arguments, converted into [`SetupOptions`].
 
+use prover::backend::BackendKind;
 use prover::circuit::CircuitKind;
 use prover::params::DEFAULT_SEED;
 use prover::setup::command::SetupOptions;
@@ -42,9 +43,30 @@ pub struct SetupArgs {
     /// --param-cache; existing files are never replaced.
     #[arg(long, conflicts_with_all = ["size", "bench", "force"])]
     pub filecoin: Option<prover::filecoin::FilCircuit>,
+    /// Where the fixed-base multiplications run: cpu, or cuda (device 0;
+    /// fails on a host without a usable GPU). The parameters are the same
+    /// byte for byte. With --bench, cuda adds a column next to the CPU's.
+    #[arg(long, value_enum, default_value = "cpu", conflicts_with = "filecoin")]
+    pub backend: SetupBackend,
     /// Filecoin parameter cache folder, for --filecoin.
     #[arg(long, env = prover::filecoin::cache::CACHE_ENV, default_value = prover::filecoin::cache::DEFAULT_CACHE_DIR)]
     pub param_cache: PathBuf,
+}
+
+/// `prover setup --backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SetupBackend {
+    Cpu,
+    Cuda,
+}
+
+impl From<SetupBackend> for BackendKind {
+    fn from(b: SetupBackend) -> Self {
+        match b {
+            SetupBackend::Cpu => BackendKind::Cpu,
+            SetupBackend::Cuda => BackendKind::Cuda,
+        }
+    }
 }
 
 impl From<SetupArgs> for SetupOptions {
@@ -57,6 +79,7 @@ impl From<SetupArgs> for SetupOptions {
             force: a.force,
             bench: a.bench,
             bench_sizes: a.bench_sizes,
+            backend: a.backend.into(),
         }
     }
 }

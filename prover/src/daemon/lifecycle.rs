@@ -20,6 +20,7 @@
 //! drive the same code with a channel.
 
 use crate::backend::cpu::CpuBackend;
+use crate::backend::cuda::fixed_base::CudaFixedBase;
 use crate::backend::cuda::{self, CudaBackend};
 use crate::backend::{Backend, BackendError, BaseQuery, ParamBases};
 use crate::budget::{BudgetError, MemoryBudget};
@@ -467,12 +468,21 @@ async fn start(
         },
         false => TestParams::Refuse,
     };
-    let params = Arc::new(
-        ParamStore::open(&config.paths.params_dir)
-            .map_err(step("opening the parameter directory"))?
-            .with_test_params(test_params)
-            .with_budget(budget.clone()),
-    );
+    let mut store = ParamStore::open(&config.paths.params_dir)
+        .map_err(step("opening the parameter directory"))?
+        .with_test_params(test_params)
+        .with_budget(budget.clone());
+    if let (true, Some(ordinal)) = (config.test_params, cuda_ordinal) {
+        // Generated parameters are the CPU's byte for byte either way; a
+        // device that cannot take the work leaves it to the CPU.
+        match blocking(move || CudaFixedBase::open(ordinal)).await? {
+            Ok(engine) => store = store.with_fixed_base(Arc::new(engine)),
+            Err(e) => {
+                tracing::warn!(device = ordinal, error = %e, "test parameters will be generated on the CPU")
+            }
+        }
+    }
+    let params = Arc::new(store);
 
     state.readiness.starting("allocating the pinned pool");
     let shapes = preload_shapes(config, &params)?;

@@ -18,6 +18,7 @@ use crate::params::file::{self, file_sha256, stage, Staged, TempFile};
 use crate::params::format::{
     read_mapped, read_params, stage_params, MappedParams, Params, ParamsLayout,
 };
+use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
 use crate::setup::{self, TEST_ONLY_WARNING};
 
 /// Version of the sidecar format.
@@ -108,6 +109,9 @@ pub struct ParamStore {
     /// entry do the work once.
     generating: Mutex<()>,
     test_params: TestParams,
+    /// Where [`ParamStore::get_or_generate`] runs a generation's fixed-base
+    /// multiplications.
+    fixed_base: Arc<dyn FixedBaseEngine + Send + Sync>,
     budget: Option<Arc<MemoryBudget>>,
 }
 
@@ -166,6 +170,7 @@ impl ParamStore {
             shapes: Arc::new(ShapeCache::new()),
             generating: Mutex::new(()),
             test_params: TestParams::Refuse,
+            fixed_base: Arc::new(CpuFixedBase),
             budget: None,
         })
     }
@@ -173,6 +178,13 @@ impl ParamStore {
     /// Lets [`ParamStore::get_or_generate`] make up TEST-ONLY parameters.
     pub fn with_test_params(mut self, test_params: TestParams) -> Self {
         self.test_params = test_params;
+        self
+    }
+
+    /// Runs the fixed-base multiplications of [`ParamStore::get_or_generate`]
+    /// on `engine` (a GPU) instead of the CPU: the same files, sooner.
+    pub fn with_fixed_base(mut self, engine: Arc<dyn FixedBaseEngine + Send + Sync>) -> Self {
+        self.fixed_base = engine;
         self
     }
 
@@ -733,14 +745,25 @@ impl ParamStore {
         size: usize,
         seed: u64,
     ) -> Result<(ParamsMeta, Params), ParamsError> {
+        self.generate_test_on(kind, size, seed, &CpuFixedBase)
+    }
+
+    /// [`ParamStore::generate_test`] with the fixed-base multiplications on
+    /// `engine` (the file is the same whichever engine makes it). The set is
+    /// written through a buffered writer point by point, in bellperson's
+    /// format, straight from the generated vectors: never a second copy.
+    pub fn generate_test_on(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+        seed: u64,
+        engine: &dyn FixedBaseEngine,
+    ) -> Result<(ParamsMeta, Params), ParamsError> {
         self.check_replaceable(kind, size, false)?;
-        tracing::warn!(circuit = %kind, size, seed, "generating parameters: {TEST_ONLY_WARNING}");
+        tracing::warn!(circuit = %kind, size, seed, engine = engine.name(), "generating parameters: {TEST_ONLY_WARNING}");
         let circuit = circuit::shape_circuit(kind, size)?;
-        let params = setup::generate(&circuit, seed).map_err(|source| ParamsError::Generate {
-            kind,
-            size,
-            source,
-        })?;
+        let params = setup::generate_on(&circuit, seed, engine)
+            .map_err(|source| ParamsError::Generate { kind, size, source })?;
         let meta = self.insert(kind, size, &params, ParamsOrigin::TestSetup { seed })?;
         Ok((meta, params))
     }
@@ -787,7 +810,7 @@ impl ParamStore {
                 )
             }
         };
-        let (_, params) = self.generate_test(kind, size, seed)?;
+        let (_, params) = self.generate_test_on(kind, size, seed, &*self.fixed_base)?;
         self.keep_loaded_from(kind, size, params, held)
     }
 

@@ -1,4 +1,5 @@
-//! Times our parameter generation against bellperson's `generate_random_parameters`.
+//! Times our parameter generation (on the CPU, and on a GPU when given one)
+//! against bellperson's `generate_random_parameters`.
 
 use std::time::Instant;
 
@@ -8,7 +9,8 @@ use comfy_table::{presets::ASCII_MARKDOWN, Table};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
-use super::{generate, SetupError};
+use super::fixed_base::FixedBaseEngine;
+use super::{generate, generate_on, SetupError};
 use crate::circuit::{self, CircuitKind};
 
 /// One size of the setup benchmark.
@@ -19,8 +21,10 @@ pub struct SetupBenchRow {
     pub log2_domain: u32,
     pub constraints: usize,
     pub ours_s: f64,
+    /// Ours with the fixed-base multiplications on the GPU, when timed.
+    pub cuda_s: Option<f64>,
     pub bellperson_s: f64,
-    /// Whether both produced the very same parameters (same seeded RNG).
+    /// Whether all produced the very same parameters (same seeded RNG).
     pub identical: bool,
 }
 
@@ -30,12 +34,14 @@ impl SetupBenchRow {
     }
 }
 
-/// Generates parameters for `kind` at each size with both generators from the
-/// same seed, timing each and checking they agree.
+/// Generates parameters for `kind` at each size with both generators (and
+/// ours on `device` too, when given) from the same seed, timing each and
+/// checking they agree.
 pub fn bench_setup(
     kind: CircuitKind,
     sizes: &[usize],
     seed: u64,
+    device: Option<&dyn FixedBaseEngine>,
 ) -> Result<Vec<SetupBenchRow>, SetupError> {
     let mut rows = Vec::with_capacity(sizes.len());
     for &size in sizes {
@@ -45,6 +51,15 @@ pub fn bench_setup(
         let started = Instant::now();
         let ours = generate(&circuit, seed)?;
         let ours_s = started.elapsed().as_secs_f64();
+
+        let (cuda_s, device_same) = match device {
+            Some(engine) => {
+                let started = Instant::now();
+                let theirs = generate_on(&circuit, seed, engine)?;
+                (Some(started.elapsed().as_secs_f64()), theirs == ours)
+            }
+            None => (None, true),
+        };
 
         let started = Instant::now();
         let theirs = generate_random_parameters::<Bls12, _, _>(
@@ -63,13 +78,15 @@ pub fn bench_setup(
             log2_domain: shape.log2_domain(),
             constraints: shape.num_constraints,
             ours_s,
+            cuda_s,
             bellperson_s,
-            identical: ours == theirs,
+            identical: device_same && ours == theirs,
         };
         tracing::info!(
             circuit = %kind,
             size,
             ours_s,
+            cuda_s,
             bellperson_s,
             speedup = row.speedup(),
             identical = row.identical,
@@ -80,30 +97,34 @@ pub fn bench_setup(
     Ok(rows)
 }
 
-/// The benchmark as a Markdown-compatible table.
+/// The benchmark as a Markdown-compatible table; a `cuda (s)` column when
+/// any row timed the GPU.
 pub fn render_table(rows: &[SetupBenchRow]) -> String {
+    let cuda = rows.iter().any(|r| r.cuda_s.is_some());
+    let mut header = vec!["circuit", "size", "domain", "constraints", "ours (s)"];
+    if cuda {
+        header.push("cuda (s)");
+    }
+    header.extend(["bellperson (s)", "speedup", "identical"]);
     let mut table = Table::new();
-    table.load_preset(ASCII_MARKDOWN).set_header(vec![
-        "circuit",
-        "size",
-        "domain",
-        "constraints",
-        "ours (s)",
-        "bellperson (s)",
-        "speedup",
-        "identical",
-    ]);
+    table.load_preset(ASCII_MARKDOWN).set_header(header);
     for r in rows {
-        table.add_row(vec![
+        let mut row = vec![
             r.circuit.to_string(),
             r.size.to_string(),
             format!("2^{}", r.log2_domain),
             r.constraints.to_string(),
             format!("{:.3}", r.ours_s),
+        ];
+        if cuda {
+            row.push(r.cuda_s.map_or_else(|| "-".into(), |s| format!("{s:.3}")));
+        }
+        row.extend([
             format!("{:.3}", r.bellperson_s),
             format!("{:.1}x", r.speedup()),
             if r.identical { "yes" } else { "NO" }.to_string(),
         ]);
+        table.add_row(row);
     }
     table.to_string()
 }
@@ -114,12 +135,23 @@ mod tests {
 
     #[test]
     fn benchmark_rows_report_identical_parameters() {
-        let rows = bench_setup(CircuitKind::Chain, &[32], 4).expect("bench");
+        let rows = bench_setup(CircuitKind::Chain, &[32], 4, None).expect("bench");
         assert_eq!(rows.len(), 1);
         assert!(rows[0].identical);
         assert_eq!(rows[0].log2_domain, 5);
         let table = render_table(&rows);
         assert!(table.contains("| chain"), "{table}");
         assert!(table.contains("2^5"), "{table}");
+        assert!(!table.contains("cuda"), "{table}");
+    }
+
+    #[test]
+    fn a_second_engine_gets_a_column_and_joins_the_identity_check() {
+        let cpu = super::super::fixed_base::CpuFixedBase;
+        let rows = bench_setup(CircuitKind::Chain, &[32], 4, Some(&cpu)).expect("bench");
+        assert!(rows[0].identical);
+        assert!(rows[0].cuda_s.is_some());
+        let table = render_table(&rows);
+        assert!(table.contains("cuda (s)"), "{table}");
     }
 }

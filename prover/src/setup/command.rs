@@ -8,8 +8,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 
+use crate::backend::cuda::fixed_base::CudaFixedBase;
+use crate::backend::BackendKind;
 use crate::circuit::CircuitKind;
 use crate::params::store::ParamStore;
+use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
 use crate::setup::{bench, TEST_ONLY_WARNING};
 
 /// What `prover setup` is asked to do (the binary's `cli::setup` parses it).
@@ -26,12 +29,28 @@ pub struct SetupOptions {
     /// Time this generator against bellperson's at `bench_sizes` instead.
     pub bench: bool,
     pub bench_sizes: Vec<usize>,
+    /// Where the fixed-base multiplications run (`--backend`); with
+    /// `bench`, CUDA adds a column next to the CPU's.
+    pub backend: BackendKind,
+}
+
+/// The engine `backend` names: CUDA on device 0, an error (never a panic)
+/// on a host without a usable GPU; or the CPU.
+pub fn engine(backend: BackendKind) -> anyhow::Result<Box<dyn FixedBaseEngine>> {
+    match backend {
+        BackendKind::Cpu => Ok(Box::new(CpuFixedBase)),
+        BackendKind::Cuda => Ok(Box::new(
+            CudaFixedBase::open(0).context("--backend cuda needs a usable GPU")?,
+        )),
+    }
 }
 
 /// Runs `prover setup`.
 pub fn run(args: SetupOptions) -> anyhow::Result<()> {
     if args.bench {
-        let rows = bench::bench_setup(args.circuit, &args.bench_sizes, args.seed)
+        let engine = engine(args.backend)?;
+        let device = (args.backend == BackendKind::Cuda).then_some(&*engine);
+        let rows = bench::bench_setup(args.circuit, &args.bench_sizes, args.seed, device)
             .context("benchmarking parameter generation")?;
         println!("{}", bench::render_table(&rows));
         return Ok(());
@@ -50,20 +69,22 @@ pub fn run(args: SetupOptions) -> anyhow::Result<()> {
             return Ok(());
         }
     }
+    let engine = engine(args.backend)?;
     let started = Instant::now();
     // Refuses to replace a file the store did not generate (an imported or
     // sidecar-less one), even with --force.
     let (meta, _) = store
-        .generate_test(kind, size, args.seed)
+        .generate_test_on(kind, size, args.seed, &*engine)
         .with_context(|| format!("generating parameters for `{kind}` size {size}"))?;
     let generated = started.elapsed();
     println!(
-        "wrote {} ({} bytes, domain 2^{}, sha256 {}) in {:.2}s\n{TEST_ONLY_WARNING}",
+        "wrote {} ({} bytes, domain 2^{}, sha256 {}) in {:.2}s on {}\n{TEST_ONLY_WARNING}",
         store.params_path(kind, size).display(),
         meta.layout.file_len,
         meta.shape.log2_domain(),
         meta.sha256,
         generated.as_secs_f64(),
+        engine.name(),
     );
     Ok(())
 }

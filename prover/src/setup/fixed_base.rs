@@ -7,6 +7,11 @@
 //! bellperson's generator does) spends ~255 doublings. Results are converted
 //! to affine with one field inversion per chunk (Montgomery's trick) instead
 //! of one per point.
+//!
+//! [`FixedBaseEngine`] is where the multiplications run: [`CpuFixedBase`]
+//! walks the tables here; the CUDA backend's
+//! (`backend::cuda::fixed_base`) uploads the same tables and walks them
+//! with the same digits on the device.
 
 use std::ops::{AddAssign, Mul, Neg};
 
@@ -15,6 +20,8 @@ use ff::{Field, PrimeField};
 use group::prime::PrimeCurveAffine;
 use group::Group;
 use rayon::prelude::*;
+
+use crate::backend::BackendError;
 
 /// Points per parallel work item: large enough to amortise the inversion.
 const CHUNK: usize = 1024;
@@ -171,6 +178,17 @@ impl<G: FastCurve> FixedBaseTable<G> {
         self.window
     }
 
+    /// Number of windows (`⌈256 / window⌉`).
+    pub fn windows(&self) -> usize {
+        self.windows
+    }
+
+    /// The multiples, `windows() · 2^(window − 1)` of them, in the order
+    /// [`FixedBaseTable::mul`] indexes them.
+    pub fn multiples(&self) -> &[G::Affine] {
+        &self.table
+    }
+
     /// `scalar · P`, one mixed addition per non-zero signed digit.
     pub fn mul(&self, scalar: &Scalar) -> G {
         let repr = scalar.to_repr();
@@ -222,6 +240,103 @@ impl<G: FastCurve> FixedBaseTable<G> {
         self.mul_batch(scalars, &mut out);
         out
     }
+}
+
+/// Multiplies many scalars by one fixed base into affine points: the one
+/// operation every group element of a setup comes from.
+pub trait FixedBaseMul<G: FastCurve> {
+    /// `scalars[i] · P` for each `i` (the identity for a zero scalar).
+    fn multiply(&self, scalars: &[Scalar]) -> Result<Vec<G::Affine>, BackendError>;
+    /// Window width of the table the multiplications walk.
+    fn window(&self) -> usize;
+}
+
+impl<G: FastCurve> FixedBaseMul<G> for FixedBaseTable<G> {
+    fn multiply(&self, scalars: &[Scalar]) -> Result<Vec<G::Affine>, BackendError> {
+        Ok(self.mul_all(scalars))
+    }
+
+    fn window(&self) -> usize {
+        self.window
+    }
+}
+
+/// Where a setup's fixed-base multiplications run: takes each generator's
+/// table and hands back the multiplier for it.
+pub trait FixedBaseEngine {
+    /// `cpu` or `cuda`, for logs and tables.
+    fn name(&self) -> &'static str;
+    fn g1(
+        &self,
+        table: FixedBaseTable<G1Projective>,
+    ) -> Result<Box<dyn FixedBaseMul<G1Projective> + '_>, BackendError>;
+    fn g2(
+        &self,
+        table: FixedBaseTable<G2Projective>,
+    ) -> Result<Box<dyn FixedBaseMul<G2Projective> + '_>, BackendError>;
+}
+
+/// The multiplications on this host's cores (rayon).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuFixedBase;
+
+impl FixedBaseEngine for CpuFixedBase {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn g1(
+        &self,
+        table: FixedBaseTable<G1Projective>,
+    ) -> Result<Box<dyn FixedBaseMul<G1Projective> + '_>, BackendError> {
+        Ok(Box::new(table))
+    }
+
+    fn g2(
+        &self,
+        table: FixedBaseTable<G2Projective>,
+    ) -> Result<Box<dyn FixedBaseMul<G2Projective> + '_>, BackendError> {
+        Ok(Box::new(table))
+    }
+}
+
+/// Scalars that put every window digit of a `window`-bit table walk at its
+/// edges: every window holding 0, 1, `2^(w−1) − 1`, `2^(w−1)` (the largest
+/// positive digit), `2^(w−1) + 1` (the first negative one) and `2^w − 1`
+/// (−1, carrying), windows alternating between the two sides of the sign
+/// boundary (carries in and out of every window), and 0, 1, 2, −1 (r − 1,
+/// the top window's largest value). Bits from 254 up are cleared, so each
+/// pattern is below r. For tests of every implementation of the walk.
+pub fn edge_scalars(window: usize) -> Vec<Scalar> {
+    let w = window.clamp(2, 24);
+    let half = 1u64 << (w - 1);
+    let all = (1u64 << w) - 1;
+    let repeat = |digits: &dyn Fn(usize) -> u64| -> Scalar {
+        let mut limbs = [0u64; 4];
+        for j in 0..SCALAR_BITS.div_ceil(w) {
+            let d = digits(j);
+            for b in 0..w {
+                let bit = j * w + b;
+                if bit < 254 && (d >> b) & 1 == 1 {
+                    limbs[bit / 64] |= 1 << (bit % 64);
+                }
+            }
+        }
+        let mut repr = [0u8; 32];
+        for (k, l) in limbs.iter().enumerate() {
+            repr[8 * k..8 * k + 8].copy_from_slice(&l.to_le_bytes());
+        }
+        // Below 2^254 < r: always a canonical encoding.
+        Option::from(Scalar::from_repr(repr)).unwrap_or(Scalar::ZERO)
+    };
+    let mut out = vec![Scalar::ZERO, Scalar::ONE, Scalar::from(2u64), -Scalar::ONE];
+    for d in [0, 1, half - 1, half, half + 1, all] {
+        out.push(repeat(&|_| d));
+    }
+    out.push(repeat(&|j| if j % 2 == 0 { half } else { half + 1 }));
+    out.push(repeat(&|j| if j % 2 == 0 { all } else { half }));
+    out.push(repeat(&|j| if j % 2 == 0 { half + 1 } else { all }));
+    out
 }
 
 /// Bits `[start, start + w)` of a 256-bit little-endian number (`mask = 2^w − 1`).
@@ -286,6 +401,43 @@ mod tests {
         for (s, g) in scalars.iter().zip(table.mul_all(&scalars)) {
             assert_eq!((base2 * s).to_affine(), g);
         }
+    }
+
+    #[test]
+    fn edge_digits_match_plain_multiplication_in_both_groups() {
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let base = G1Projective::random(&mut rng);
+        let base2 = G2Projective::random(&mut rng);
+        for window in [2, 3, 4, 7, 8, 13, 14, 16] {
+            let scalars = edge_scalars(window);
+            assert!(scalars.len() >= 13, "window {window}");
+            let table = FixedBaseTable::with_window(base, window);
+            let engine = CpuFixedBase;
+            let got = engine
+                .g1(table)
+                .and_then(|t| t.multiply(&scalars))
+                .expect("cpu never fails");
+            for (s, g) in scalars.iter().zip(&got) {
+                assert_eq!((base * s).to_affine(), *g, "window {window}, scalar {s:?}");
+            }
+            if window <= 8 {
+                let table = FixedBaseTable::with_window(base2, window);
+                for (s, g) in scalars.iter().zip(table.mul_all(&scalars)) {
+                    assert_eq!((base2 * s).to_affine(), g, "G2 window {window}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn edge_scalars_hold_the_digit_they_name_in_every_low_window() {
+        let w = 8;
+        let repr = edge_scalars(w)[4 + 3].to_repr();
+        // Pattern 2^(w-1) = 0x80 in every byte below bit 254.
+        assert!(repr.as_ref()[..31].iter().all(|b| *b == 0x80));
+        let repr = edge_scalars(w)[4 + 5].to_repr();
+        assert!(repr.as_ref()[..31].iter().all(|b| *b == 0xff));
+        assert_eq!(repr.as_ref()[31], 0x3f, "bits 254 and 255 cleared");
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! NTT, a smaller call after a larger one, two threads on one backend,
 //! pinned pool regions from `cuMemHostAlloc`, h left on the device, and
 //! proofs byte-identical to the CPU backend's and bellperson's, two engine
-//! workers on one GPU included. Every test prints why and passes when there is no GPU
+//! workers on one GPU included, and `prover setup --backend cuda`: its
+//! fixed-base kernels against blstrs and its parameter files byte for byte
+//! the CPU setup's. Every test prints why and passes when there is no GPU
 //! (CI has none); `scripts/gpu-check.sh` runs them on a GPU host together
 //! with the ignored benchmark table.
 
@@ -17,6 +19,7 @@ use ff::Field;
 use fleet_wire::api::SubmitRequest;
 use group::{Curve, Group};
 use prover::backend::cpu::CpuBackend;
+use prover::backend::cuda::fixed_base::{CudaFixedBase, DEFAULT_CHUNK};
 use prover::backend::cuda::{self, bench, CudaBackend, CudaHostAllocator};
 use prover::backend::{
     Backend, BackendError, BackendKind, BackendTimes, BaseQuery, G1Bases, G2Bases,
@@ -29,6 +32,7 @@ use prover::memory_plan::MemoryPlan;
 use prover::params::{ParamStore, TestParams};
 use prover::pool::{HostAllocator, PinnedPool, PoolLimits};
 use prover::prove::{self, partition_randomness};
+use prover::setup::fixed_base::{edge_scalars, FixedBaseEngine, FixedBaseTable};
 use prover::synthesis;
 use prover::timing::TimingLog;
 use rand_chacha::ChaCha20Rng;
@@ -1519,4 +1523,121 @@ fn diagnose_quotient_after_other_calls() {
     check("the allocator dropped");
     small(4);
     check("half the size again");
+}
+
+/// The fixed-base kernels of `prover setup --backend cuda` on `gpu`'s
+/// device, in chunks of `chunk` points.
+fn setup_engine(gpu: &CudaBackend, chunk: usize) -> CudaFixedBase {
+    CudaFixedBase::on(gpu)
+        .expect("fixed-base kernels load")
+        .with_chunk(chunk)
+}
+
+#[test]
+fn setup_fixed_base_kernels_match_blstrs_on_random_and_edge_scalars() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha20Rng::seed_from_u64(41);
+    let base1 = G1Projective::random(&mut rng);
+    let base2 = G2Projective::random(&mut rng);
+    // 37-point chunks: every call crosses chunk boundaries, ends on a short
+    // chunk, and each chunk's affine step has runs of unequal length.
+    let engine = setup_engine(gpu, 37);
+    for window in [2, 3, 5, 8, 11, 13, 14, 16] {
+        let mut scalars = edge_scalars(window);
+        scalars.extend((0..60).map(|_| Scalar::random(&mut rng)));
+        let got = engine
+            .g1(FixedBaseTable::with_window(base1, window))
+            .and_then(|t| t.multiply(&scalars))
+            .expect("G1 on the device");
+        assert_eq!(got.len(), scalars.len());
+        for (i, (s, p)) in scalars.iter().zip(&got).enumerate() {
+            assert_eq!(
+                (base1 * s).to_affine(),
+                *p,
+                "G1 window {window}, scalar {i}"
+            );
+        }
+        if window > 13 {
+            continue;
+        }
+        let got = engine
+            .g2(FixedBaseTable::with_window(base2, window))
+            .and_then(|t| t.multiply(&scalars))
+            .expect("G2 on the device");
+        for (i, (s, p)) in scalars.iter().zip(&got).enumerate() {
+            assert_eq!(
+                (base2 * s).to_affine(),
+                *p,
+                "G2 window {window}, scalar {i}"
+            );
+        }
+    }
+    // Nothing to multiply is nothing back, with no launch.
+    let empty = engine
+        .g1(FixedBaseTable::with_window(base1, 4))
+        .and_then(|t| t.multiply(&[]))
+        .expect("empty");
+    assert!(empty.is_empty());
+    // A batch the size of a small set's query in one default chunk and in
+    // several, zeros sprinkled in, byte for byte the CPU table's.
+    let mut scalars: Vec<Scalar> = (0..100_003).map(|_| Scalar::random(&mut rng)).collect();
+    for i in (0..scalars.len()).step_by(101) {
+        scalars[i] = Scalar::ZERO;
+    }
+    let cpu = FixedBaseTable::new(base1, scalars.len());
+    let want = cpu.mul_all(&scalars);
+    for chunk in [DEFAULT_CHUNK, 30_000] {
+        let engine = setup_engine(gpu, chunk);
+        let got = engine
+            .g1(FixedBaseTable::new(base1, scalars.len()))
+            .and_then(|t| t.multiply(&scalars))
+            .expect("G1 batch on the device");
+        assert!(
+            got == want,
+            "chunk {chunk}: device points differ from the CPU's"
+        );
+    }
+    eprintln!(
+        "fixed-base kernels: G1 and G2 exact on edge digits, random scalars and chunk boundaries"
+    );
+}
+
+#[test]
+fn setup_on_the_gpu_writes_the_cpu_setups_bytes() {
+    let Some(gpu) = gpu() else { return };
+    let engine = setup_engine(gpu, DEFAULT_CHUNK);
+    let cases = [
+        (CircuitKind::Chain, 1 << 10),
+        (CircuitKind::Chain, 1 << 12),
+        (CircuitKind::Chain, 1 << 14),
+        (CircuitKind::Chain, 1 << 16),
+        (CircuitKind::Sha256, circuit::MIN_SIZE),
+    ];
+    for (kind, size) in cases {
+        let (cpu_dir, gpu_dir) = (
+            tempfile::tempdir().expect("tempdir"),
+            tempfile::tempdir().expect("tempdir"),
+        );
+        let cpu_store = ParamStore::open(cpu_dir.path()).expect("store");
+        let gpu_store = ParamStore::open(gpu_dir.path()).expect("store");
+        let t = std::time::Instant::now();
+        let (cpu_meta, cpu_params) = cpu_store.generate_test(kind, size, 5).expect("cpu setup");
+        let cpu_s = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let (gpu_meta, gpu_params) = gpu_store
+            .generate_test_on(kind, size, 5, &engine)
+            .expect("cuda setup");
+        let gpu_s = t.elapsed().as_secs_f64();
+        assert!(gpu_params == cpu_params, "{kind} {size}: parameters differ");
+        assert_eq!(gpu_meta.sha256, cpu_meta.sha256, "{kind} {size}");
+        let read = |s: &ParamStore| std::fs::read(s.params_path(kind, size)).expect("read");
+        assert!(
+            read(&gpu_store) == read(&cpu_store),
+            "{kind} {size}: files differ"
+        );
+        eprintln!(
+            "setup {kind} {size}: {} bytes identical, cpu {cpu_s:.2}s, cuda {gpu_s:.2}s",
+            cpu_meta.layout.file_len
+        );
+    }
 }

@@ -11,6 +11,7 @@ use bellperson::groth16::{
 };
 use blstrs::{Bls12, Scalar};
 use ff::Field;
+use prover::backend::BackendKind;
 use prover::circuit::{self, CircuitKind};
 use prover::params::{
     memory_bytes, read_mapped, read_params, write_params, ParamStore, ParamsError, ParamsLayout,
@@ -183,6 +184,7 @@ fn setup_command_writes_the_cache_and_skips_valid_entries() {
         force: false,
         bench: false,
         bench_sizes: vec![],
+        backend: BackendKind::Cpu,
     };
     run_setup(args.clone()).expect("setup");
     let store = ParamStore::open(dir.path()).expect("store");
@@ -543,6 +545,7 @@ fn setup_never_replaces_a_file_it_did_not_write_even_with_force() {
         force: true,
         bench: false,
         bench_sizes: vec![],
+        backend: BackendKind::Cpu,
     };
     let err = run_setup(args.clone()).expect_err("setup overwrote a foreign file");
     assert!(format!("{err:#}").contains("never replaced"), "{err:#}");
@@ -693,6 +696,7 @@ fn a_test_setup_sidecar_beside_a_foreign_file_does_not_make_it_replaceable() {
         force: true,
         bench: false,
         bench_sizes: vec![],
+        backend: BackendKind::Cpu,
     };
     let err = run_setup(args).expect_err("setup --force replaced a foreign file");
     let text = format!("{err:#}");

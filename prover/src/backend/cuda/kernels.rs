@@ -122,6 +122,23 @@ pub const OPS_G2: KernelUnit = KernelUnit {
     files: &[FR, FP, FP2, CURVE, OPS, kernel_file!("ec/ops_g2.cu")],
 };
 
+const FIXED_BASE: KernelFile = kernel_file!("ec/fixed_base.cu");
+
+/// Fixed-base multiplications of parameter generation in G1 (`prover
+/// setup --backend cuda`); the MSM file lends its digit recoding only.
+pub const FIXED_BASE_G1: KernelUnit = KernelUnit {
+    name: "fixed_base_g1",
+    defines: &["MSM_ONLY", "FIXED_BASE_G1"],
+    files: &[FR, FP, CURVE, MSM_STEPS, FIXED_BASE],
+};
+
+/// The same in G2.
+pub const FIXED_BASE_G2: KernelUnit = KernelUnit {
+    name: "fixed_base_g2",
+    defines: &["MSM_ONLY", "FIXED_BASE_G2"],
+    files: &[FR, FP, FP2, CURVE, MSM_STEPS, FIXED_BASE],
+};
+
 include!(concat!(env!("OUT_DIR"), "/kernel_tree.rs"));
 
 /// The units the backend loads at start: what `prover kernels warm`
@@ -134,8 +151,22 @@ pub const BACKEND_UNITS: [KernelUnit; 12] = [
 /// Every unit; the compile test checks that together they cover every
 /// file of `kernels/`.
 pub const UNITS: &[KernelUnit] = &[
-    NTT, MSM_INDEX, MSM_G1[0], MSM_G1[1], MSM_G1[2], MSM_G1[3], MSM_G1[4], MSM_G2[0], MSM_G2[1],
-    MSM_G2[2], MSM_G2[3], MSM_G2[4], OPS_G1, OPS_G2,
+    NTT,
+    MSM_INDEX,
+    MSM_G1[0],
+    MSM_G1[1],
+    MSM_G1[2],
+    MSM_G1[3],
+    MSM_G1[4],
+    MSM_G2[0],
+    MSM_G2[1],
+    MSM_G2[2],
+    MSM_G2[3],
+    MSM_G2[4],
+    OPS_G1,
+    OPS_G2,
+    FIXED_BASE_G1,
+    FIXED_BASE_G2,
 ];
 
 impl KernelUnit {

@@ -14,6 +14,7 @@
 //! - [`msm`]: the G1 and G2 multi-scalar multiplications (Pippenger on the device).
 //! - [`resident`]: parameter bases kept on the device across proofs.
 //! - [`selftest`]: single field and curve operations, for tests against blstrs.
+//! - [`fixed_base`]: parameter generation's fixed-base multiplications (`prover setup --backend cuda`).
 //! - [`bench`]: H2D, NTT and MSM measurements for `scripts/gpu-check.sh`.
 //!
 //! Multi-exponentiations (G1 and G2) of at least [`MIN_DEVICE_MSM`] points
@@ -23,6 +24,7 @@ pub mod bench;
 pub(crate) mod check;
 pub mod domain;
 pub mod driver;
+pub mod fixed_base;
 pub mod host_alloc;
 pub mod kernels;
 pub mod memory;
