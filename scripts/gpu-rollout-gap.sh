@@ -93,3 +93,7 @@ for path in sorted(glob.glob(f"{out}/*.json")):
     name = os.path.basename(path)[:-5]
     print(f"{name:<28} {f(s['duration_ms']):>8} {f(h['serving_gap_ms']):>7} {f(step('prepare')):>10} {f(step('handover')):>11} {f(step('drain')):>8} {f(step('verify')):>9}")
 PY
+# What prepare and the new daemon did with the kernels in each run (a
+# prepare that finds them cached is quick; one that compiles is not).
+grep -H "kernels warm\|compiled .* units\|from cache" "$out"/*.txt 2>/dev/null | head -20
+grep -c "kernels compiled by NVRTC" "$out/prover.log" 2>/dev/null | sed 's/^/units the last daemon compiled itself: /'

@@ -6,6 +6,10 @@
 # only) 2^26 into a scratch parameter folder, each set deleted once timed
 # (a 2^26 set is about 40 GB), the CPU and CUDA digests compared where
 # both ran. Prints a table and writes it to OUT_DIR/setup-table.md.
+# For the sizes in SETUP_CHECK_PROVE_LOGS the CUDA set is kept long enough
+# to prove with it: `prover bench --cuda --no-cpu` (whole proof, device
+# time from CUDA events, bellperson's verifier), with the GPU's memory in
+# use sampled by nvidia-smi; the bench tables go to OUT_DIR/bench-*.txt.
 #
 # Usage: scripts/gpu-setup-check.sh BIN_DIR OUT_DIR
 #   BIN_DIR  holds the prover's `it-*` integration-test binary and the
@@ -14,7 +18,8 @@
 # Environment: SETUP_CHECK_LOGS (chain sizes as log2, default
 # "20 22 24 26"), SETUP_CHECK_CPU_MAX_LOG (largest CPU run, default 22:
 # the CPU takes about 48 s at 2^22 on 16 cores), SETUP_CHECK_TIMEOUT
-# (seconds per setup run, default 300).
+# (seconds per setup run, default 300), SETUP_CHECK_PROVE_LOGS (chain
+# sizes proven with the CUDA set, default "26"; "" for none).
 set -uo pipefail
 
 bin_dir=${1:?usage: scripts/gpu-setup-check.sh BIN_DIR OUT_DIR}
@@ -22,6 +27,7 @@ out=${2:?usage: scripts/gpu-setup-check.sh BIN_DIR OUT_DIR}
 logs=${SETUP_CHECK_LOGS:-20 22 24 26}
 cpu_max=${SETUP_CHECK_CPU_MAX_LOG:-22}
 limit=${SETUP_CHECK_TIMEOUT:-300}
+prove_logs=${SETUP_CHECK_PROVE_LOGS-26}
 cd "$(dirname "$0")/.."
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -55,16 +61,36 @@ fi
 grep -E '^test |^setup |^fixed-base|test result' "$out/setup-tests.log"
 
 scratch="$out/scratch-params"
-rm -rf "$scratch"
+rm -rf "$scratch" "$out/bench-failed"
 
 # Peak resident memory of a run, where GNU time is installed.
 gnu_time=""
 [ -x /usr/bin/time ] && /usr/bin/time -f %M true >/dev/null 2>&1 && gnu_time=/usr/bin/time
 
+# A chain proof with the parameters in DIR: prover bench on CUDA alone,
+# the GPU's memory sampled every 200 ms; the largest sample is printed.
+prove_with() {
+    local dir=$1 log=$2 bench="$out/bench-chain-$2.txt" smi="$out/smi-chain-$2.csv"
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$smi" 2>/dev/null &
+    local smi_pid=$!
+    timeout "$limit" "$prover" bench --cuda --no-cpu --no-baseline --no-compiled \
+        --circuits chain --log-sizes "$log" --params-dir "$dir" >"$bench" 2>&1 || {
+        echo "gpu-setup-check: prover bench at 2^$log failed:" >&2
+        tail -5 "$bench" >&2
+        # run_setup runs in a subshell: the failure is told through a file.
+        touch "$out/bench-failed"
+    }
+    kill "$smi_pid" 2>/dev/null
+    wait "$smi_pid" 2>/dev/null
+    grep -v '^[[:space:]]*$' "$bench" | grep -v ' INFO \| DEBUG ' >&2
+    echo "gpu-setup-check: GPU memory in use at most $(sort -n "$smi" | tail -1) MiB during the 2^$log proof" >&2
+}
+
 # One `prover setup` run: prints "SECONDS SHA256 PEAK_GB" ("failed - -"
-# when it fails), then deletes the set.
+# when it fails), proves with the set where asked (PROVE_LOG), then
+# deletes it.
 run_setup() {
-    local backend=$1 size=$2 dir="$scratch/$1"
+    local backend=$1 size=$2 dir="$scratch/$1" prove_log=${3:-}
     mkdir -p "$dir"
     local log="$out/setup-$backend-$size.log" rss="$out/setup-$backend-$size.rss"
     local cmd=(timeout "$limit" "$prover" setup --circuit chain --size "$size"
@@ -86,6 +112,7 @@ run_setup() {
     sha=$(grep -o '"sha256": *"[0-9a-f]*"' "$dir/chain-$size.json" | grep -o '[0-9a-f]\{64\}')
     [ -s "$rss" ] && peak=$(awk '{ printf "%.1f", $1 / 1048576 }' "$rss")
     echo "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') ${sha:--} $peak"
+    [ -n "$prove_log" ] && prove_with "$dir" "$prove_log"
     rm -rf "$dir"
 }
 
@@ -99,7 +126,9 @@ for log in $logs; do
         read -r cpu_s cpu_sha cpu_peak < <(run_setup cpu "$size")
     fi
     echo "== chain 2^$log on CUDA"
-    read -r cuda_s cuda_sha cuda_peak < <(run_setup cuda "$size")
+    prove=""
+    case " $prove_logs " in *" $log "*) prove=$log ;; esac
+    read -r cuda_s cuda_sha cuda_peak < <(run_setup cuda "$size" "$prove")
     if [ "$cpu_s" = failed ] || [ "$cuda_s" = failed ]; then
         status=1
     fi
@@ -112,6 +141,7 @@ for log in $logs; do
 | 2^$log | $cpu_s | $cuda_s | $speedup | $same | $cpu_peak | $cuda_peak |"
 done
 rm -rf "$scratch"
+[ -e "$out/bench-failed" ] && status=1
 
 echo
 echo "$table" | tee "$out/setup-table.md"

@@ -10,9 +10,16 @@
 //! times are the fastest of `repeat` runs; memory is the peak resident set
 //! above the resident set at the start of the run (`VmHWM` after resetting it
 //! through `/proc/self/clear_refs`), so the parameters, loaded before, are not
-//! counted for either prover. The two proofs must be byte-identical.
+//! counted for either prover. The two proofs must be byte-identical, and
+//! every proof of ours is also checked by bellperson's verifier.
+//!
+//! At the sizes users prove (2^26 and up) the CPU backend takes minutes a
+//! proof: `cpu: false` leaves it out, and the CUDA proofs are then judged
+//! by the verifier (and against bellperson's bytes where it runs). With
+//! `cuda`, missing TEST-ONLY parameters are generated on the GPU.
 
 use crate::backend::cpu::CpuBackend;
+use crate::backend::cuda::fixed_base::CudaFixedBase;
 use crate::backend::cuda::{CudaBackend, CudaHostAllocator};
 use crate::backend::{Backend, BackendError, BackendTimes};
 use crate::budget::MemoryBudget;
@@ -39,6 +46,8 @@ pub struct BenchConfig {
     pub baseline: bool,
     /// Also run the CUDA backend on device 0.
     pub cuda: bool,
+    /// Run the CPU backend (the reference for the CUDA proof's bytes).
+    pub cpu: bool,
     /// Generate TEST-ONLY parameters for sizes `params_dir` lacks.
     pub test_params: bool,
     /// Also prove with synthesis from compiled constraints.
@@ -52,6 +61,10 @@ pub enum BenchError {
     Cuda(#[source] BackendError),
     #[error("bench: the pinned pool for the CUDA backend")]
     CudaPool(#[source] BackendError),
+    #[error("bench: the GPU parameter generator")]
+    CudaSetup(#[source] BackendError),
+    #[error("bench: leaving out the CPU backend needs the CUDA backend (--cuda)")]
+    NothingToRun,
     #[error("bench {circuit} 2^{log_size}: {source}")]
     Circuit {
         circuit: CircuitKind,
@@ -96,14 +109,21 @@ pub struct BenchRow {
     pub log_size: u32,
     /// Evaluation domain of the parameters.
     pub domain: usize,
-    pub ours_ms: f64,
+    /// The CPU backend (absent where it was left out).
+    pub ours_ms: Option<f64>,
     /// Of `ours_ms`: after synthesis (NTT phase, MSMs, assembly).
-    pub ours_prove_ms: f64,
+    pub ours_prove_ms: Option<f64>,
     /// The CUDA backend, synthesis included, and after synthesis.
     pub cuda_ms: Option<f64>,
     pub cuda_prove_ms: Option<f64>,
-    /// Whether the CUDA proof had the CPU backend's bytes.
+    /// Of the CUDA proof: the device's own time for its copies and kernels
+    /// (CUDA events), not host timestamps.
+    pub cuda_device_ms: Option<f64>,
+    /// Whether the CUDA proof had the CPU backend's bytes (bellperson's
+    /// where the CPU backend was left out).
     pub cuda_identical: Option<bool>,
+    /// Whether every proof of ours that ran passed bellperson's verifier.
+    pub verified: bool,
     /// CPU seconds (user + system, all threads) our run consumed: robust
     /// where other processes share the cores.
     pub ours_cpu_s: Option<f64>,
@@ -117,7 +137,8 @@ pub struct BenchRow {
     pub identical: Option<bool>,
     pub threads: usize,
     /// Synthesis the bellperson way (every linear combination built and
-    /// evaluated; the same work as bellperson's `ProvingAssignment`), ms.
+    /// evaluated; the same work as bellperson's `ProvingAssignment`), ms:
+    /// the CPU backend's run, or the CUDA one's where the CPU was left out.
     pub synthesis_ms: f64,
     /// Recording the constraints once (not part of any proof), ms.
     pub compile_ms: Option<f64>,
@@ -222,6 +243,7 @@ struct OurRun {
     proof: bellperson::groth16::Proof<blstrs::Bls12>,
     synthesis_ms: f64,
     parts: Option<synthesis::SynthesisParts>,
+    device_ms: f64,
 }
 
 /// Synthesises (from `compiled` constraints where given) and proves on
@@ -244,24 +266,38 @@ fn our_proof(
     };
     *synthesised = Some(Instant::now());
     let (synthesis_ms, parts) = (syn.synthesis_ms, syn.parts);
-    let proof = prove::prove_synthesized(backend, key, syn, r, s, &mut BackendTimes::default())?;
+    let mut times = BackendTimes::default();
+    let proof = prove::prove_synthesized(backend, key, syn, r, s, &mut times)?;
     Ok(OurRun {
         proof,
         synthesis_ms,
         parts,
+        device_ms: times.device_ms,
     })
 }
 
-/// The fastest of `runs`, by whole-proof wall time.
-#[derive(Default)]
+/// The fastest of `runs`, by whole-proof wall time; and whether every
+/// run's proof passed the verifier.
 struct Best {
-    run: Option<(Measured, Vec<u8>, f64, Option<synthesis::SynthesisParts>)>,
+    run: Option<(Measured, Vec<u8>, f64, Option<synthesis::SynthesisParts>, f64)>,
+    verified: bool,
+}
+
+impl Default for Best {
+    fn default() -> Self {
+        Best {
+            run: None,
+            verified: true,
+        }
+    }
 }
 
 impl Best {
-    fn offer(&mut self, m: Measured, run: &OurRun) {
+    fn offer(&mut self, m: Measured, run: &OurRun, verified: bool) {
+        self.verified &= verified;
         if self.run.as_ref().is_none_or(|(best, ..)| m.ms < best.ms) {
-            self.run = Some((m, proof_bytes(&run.proof), run.synthesis_ms, run.parts));
+            let bytes = proof_bytes(&run.proof);
+            self.run = Some((m, bytes, run.synthesis_ms, run.parts, run.device_ms));
         }
     }
 
@@ -275,21 +311,25 @@ impl Best {
 }
 
 /// The CUDA backend on device 0 and a pinned pool on it.
-fn open_cuda() -> Result<(CudaBackend, PinnedPool), BenchError> {
+fn open_cuda() -> Result<(CudaBackend, PinnedPool, Arc<CudaFixedBase>), BenchError> {
     let backend = CudaBackend::new(0).map_err(BenchError::Cuda)?;
+    let fixed_base = CudaFixedBase::open(0).map_err(BenchError::CudaSetup)?;
     let alloc = CudaHostAllocator::new(0).map_err(BenchError::CudaPool)?;
     let pool = PinnedPool::new(
         Arc::new(alloc),
         MemoryBudget::new(u64::MAX),
         PoolLimits::default(),
     );
-    Ok((backend, pool))
+    Ok((backend, pool, Arc::new(fixed_base)))
 }
 
 /// Runs the benchmark, logging each row as it finishes.
 pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
     let threads = rayon::current_num_threads();
     let backend = CpuBackend::new();
+    if !cfg.cpu && !cfg.cuda {
+        return Err(BenchError::NothingToRun);
+    }
     let cuda = cfg.cuda.then(open_cuda).transpose()?;
     let mut rows = Vec::new();
     for &kind in &cfg.circuits {
@@ -305,13 +345,27 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
             } else {
                 TestParams::Refuse
             };
-            let store = ParamStore::open(&cfg.params_dir)
+            let mut store = ParamStore::open(&cfg.params_dir)
                 .map_err(ctx_params)?
                 .with_test_params(test_params);
+            if let Some((.., fixed_base)) = &cuda {
+                store = store.with_fixed_base(fixed_base.clone());
+            }
             tracing::info!("bench {kind} 2^{log_size}: loading parameters");
             let params = store.get_or_generate(kind, size).map_err(ctx_params)?;
             let domain = params.h.len() + 1;
             let (r, s) = partition_randomness(1, 0);
+            let pvk = bellperson::groth16::prepare_verifying_key(&params.vk);
+            let inputs = circuit::bundled(kind, size, 1)
+                .map_err(|source| BenchError::Circuit {
+                    circuit: kind,
+                    log_size,
+                    source,
+                })?
+                .1;
+            let verifies = |proof: &bellperson::groth16::Proof<blstrs::Bls12>| {
+                bellperson::groth16::verify_proof(&pvk, proof, &inputs).unwrap_or(false)
+            };
             let witness = || {
                 circuit::bundled(kind, size, 1).map_err(|source| BenchError::Circuit {
                     circuit: kind,
@@ -345,22 +399,20 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                     let (run, m) = measure_split(|mark| {
                         our_proof(&backend, params.as_ref(), c, with, &heap, (r, s), mark)
                     });
-                    best.offer(m, &run.map_err(prove_err)?);
+                    let run = run.map_err(prove_err)?;
+                    best.offer(m, &run, verifies(&run.proof));
                 }
                 Ok(best)
             };
-            let ours = cpu_runs(None)?;
-            let Some((ours_m, our_bytes, synthesis_ms, _)) = ours.run else {
-                continue;
-            };
+            let ours = if cfg.cpu { cpu_runs(None)? } else { Best::default() };
             let ours_compiled = match &compiled {
-                Some((r1cs, _)) => Some(cpu_runs(Some(r1cs))?),
-                None => None,
+                Some((r1cs, _)) if cfg.cpu => Some(cpu_runs(Some(r1cs))?),
+                _ => None,
             };
 
             let mut on_gpu = Best::default();
             let mut on_gpu_compiled = Best::default();
-            if let Some((gpu, pinned)) = &cuda {
+            if let Some((gpu, pinned, _)) = &cuda {
                 // The bases stay resident under this name for the process's
                 // life, as a daemon keeps them under the file's checksum.
                 let set = format!("bench:{kind}:{log_size}:{DEFAULT_SEED}");
@@ -380,9 +432,12 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                             our_proof(gpu, &key, c, with, pinned, (r, s), mark)
                         });
                         let proof = proof.map_err(prove_err)?;
+                        let verified = verifies(&proof.proof);
                         // Run 0 warms up: kernels compiled, bases uploaded.
                         if run > 0 {
-                            best.offer(m, &proof);
+                            best.offer(m, &proof, verified);
+                        } else {
+                            best.verified &= verified;
                         }
                     }
                 }
@@ -404,35 +459,63 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                     }
                 }
             }
+            // Where the CPU backend was left out the compiled proofs are
+            // compared with the CUDA backend's, and that with bellperson's.
+            let reference = ours.bytes().or(on_gpu.bytes());
             let best_parts = ours_compiled
                 .as_ref()
+                .or(Some(&on_gpu_compiled))
                 .and_then(|b| b.run.as_ref())
                 .and_then(|r| r.3);
-            let compiled_identical = compiled.as_ref().map(|_| {
-                [
-                    ours_compiled.as_ref().and_then(Best::bytes),
-                    on_gpu_compiled.bytes(),
-                ]
-                .into_iter()
-                .flatten()
-                .all(|b| b == our_bytes.as_slice())
+            let compiled_identical = compiled.as_ref().and_then(|_| {
+                let reference = reference?;
+                Some(
+                    [
+                        ours_compiled.as_ref().and_then(Best::bytes),
+                        on_gpu_compiled.bytes(),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .all(|b| b == reference),
+                )
             });
+            let cuda_reference = ours.bytes().or(theirs.as_ref().map(|t| t.1.as_slice()));
+            let Some(synthesis_ms) = ours
+                .run
+                .as_ref()
+                .or(on_gpu.run.as_ref())
+                .map(|r| r.2)
+            else {
+                continue;
+            };
+            let ours_m = ours.run.as_ref().map(|r| &r.0);
+            let verified = [&ours, &on_gpu, &on_gpu_compiled]
+                .into_iter()
+                .chain(ours_compiled.as_ref())
+                .all(|b| b.verified);
             let row = BenchRow {
                 circuit: kind.to_string(),
                 log_size,
                 domain,
-                ours_ms: ours_m.ms,
-                ours_prove_ms: ours_m.prove_ms,
+                ours_ms: ours_m.map(|m| m.ms),
+                ours_prove_ms: ours_m.map(|m| m.prove_ms),
                 cuda_ms: on_gpu.ms(),
                 cuda_prove_ms: on_gpu.run.as_ref().map(|g| g.0.prove_ms),
-                cuda_identical: on_gpu.bytes().map(|b| b == our_bytes.as_slice()),
-                ours_cpu_s: ours_m.cpu_s,
-                ours_peak_bytes: ours_m.peak,
+                cuda_device_ms: on_gpu.run.as_ref().map(|g| g.4),
+                cuda_identical: on_gpu.bytes().zip(cuda_reference).map(|(a, b)| a == b),
+                verified,
+                ours_cpu_s: ours_m.and_then(|m| m.cpu_s),
+                ours_peak_bytes: ours_m
+                    .and_then(|m| m.peak)
+                    .or(on_gpu.run.as_ref().and_then(|g| g.0.peak)),
                 bellperson_ms: theirs.as_ref().map(|t| t.0.ms),
                 bellperson_cpu_s: theirs.as_ref().and_then(|t| t.0.cpu_s),
                 bellperson_peak_bytes: theirs.as_ref().and_then(|t| t.0.peak),
-                speedup: theirs.as_ref().map(|t| t.0.ms / ours_m.ms),
-                identical: theirs.as_ref().map(|t| t.1 == our_bytes),
+                speedup: theirs.as_ref().zip(ours_m).map(|(t, m)| t.0.ms / m.ms),
+                identical: theirs
+                    .as_ref()
+                    .zip(ours.bytes())
+                    .map(|(t, ours)| t.1 == ours),
                 threads,
                 synthesis_ms,
                 compile_ms: compiled.as_ref().map(|c| c.1),
@@ -445,11 +528,12 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 compiled_identical,
             };
             tracing::info!(
-                "bench {kind} 2^{log_size}: ours {:.0} ms, cuda {:?} ms, bellperson {:?} ms, identical {:?}",
-                row.ours_ms,
+                "bench {kind} 2^{log_size}: ours {:?} ms, cuda {:?} ms, bellperson {:?} ms, identical {:?}, verified {}",
+                row.ours_ms.map(|v| v.round()),
                 row.cuda_ms.map(|v| v.round()),
                 row.bellperson_ms.map(|v| v.round()),
-                row.identical
+                row.identical,
+                row.verified
             );
             rows.push(row);
         }
@@ -482,6 +566,7 @@ pub fn render(rows: &[BenchRow]) -> Table {
         "after synthesis",
         "cuda ms",
         "cuda after synthesis",
+        "cuda device ms",
         "cuda identical",
         "bellperson ms",
         "speedup",
@@ -490,6 +575,7 @@ pub fn render(rows: &[BenchRow]) -> Table {
         "ours peak MiB",
         "bellperson peak MiB",
         "identical",
+        "verified",
     ]);
     for r in rows {
         let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
@@ -497,10 +583,11 @@ pub fn render(rows: &[BenchRow]) -> Table {
             Cell::new(&r.circuit),
             right(format!("2^{}", r.log_size)),
             right(r.domain.to_string()),
-            right(format!("{:.0}", r.ours_ms)),
-            right(format!("{:.0}", r.ours_prove_ms)),
+            right(opt_ms(r.ours_ms)),
+            right(opt_ms(r.ours_prove_ms)),
             right(opt_ms(r.cuda_ms)),
             right(opt_ms(r.cuda_prove_ms)),
+            right(opt_ms(r.cuda_device_ms)),
             Cell::new(
                 r.cuda_identical
                     .map(|v| v.to_string())
@@ -525,6 +612,7 @@ pub fn render(rows: &[BenchRow]) -> Table {
                     .map(|v| v.to_string())
                     .unwrap_or_else(|| "-".into()),
             ),
+            Cell::new(r.verified.to_string()),
         ]);
     }
     t
@@ -568,7 +656,7 @@ pub fn render_synthesis(rows: &[BenchRow]) -> Table {
             right(opt_ms(r.compile_ms)),
             right(r.nnz.map(|n| n.to_string()).unwrap_or_else(|| "-".into())),
             right(mib(r.compiled_bytes.map(|b| b as u64))),
-            right(format!("{:.0}", r.ours_ms)),
+            right(opt_ms(r.ours_ms)),
             right(opt_ms(r.compiled_ms)),
             right(opt_ms(r.cuda_ms)),
             right(opt_ms(r.cuda_compiled_ms)),

@@ -9,6 +9,11 @@ use super::remote::{self, QUICK};
 /// Read at most this much new log per poll.
 const LOG_WINDOW: u64 = 4 << 20;
 
+/// What the new daemon logs once its start-up is done and it waits.
+pub(super) const WAITING_LINE: &str = "started, waiting to take over";
+/// What it logs, with the pid it took over from, once it holds both.
+pub(super) const TOOK_OVER_LINE: &str = "took over";
+
 /// The log from `offset` on; nothing yet when the file does not exist.
 pub(super) async fn new_log(ctx: &StepCtx<'_>, offset: u64) -> Result<String, Cause> {
     let log = ctx.layout().log();

@@ -2,12 +2,11 @@
 //! `/proc/<pid>/exe`), wait for it to exit, SIGKILL it at the deadline.
 
 use super::ctx::StepCtx;
-use super::daemon_log::{check_alive, is_ready_line, last_lines, new_log};
-use super::handover::TOOK_OVER_LINE;
+use super::daemon_log::{check_alive, is_ready_line, last_lines, new_log, TOOK_OVER_LINE};
 use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show};
 use super::progress::{Drained, Handover};
-use super::remote::{self, DaemonState, QUICK};
+use super::remote::{self, DaemonState};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
@@ -104,22 +103,22 @@ async fn drain(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Fa
             )
         })?;
     }
-    kept(signal(ctx, pid, "TERM").await, KEPT)?;
+    kept(remote::signal(ctx, pid, "TERM").await, KEPT)?;
     if let Some((successor, offset)) = waiting {
         return hand_over(p, ctx, pid, successor, offset).await;
     }
     let start = Instant::now();
-    if kept(wait_exit(ctx, pid, p.timeout, p.poll).await, KEPT)? {
+    if kept(remote::wait_exit(ctx, pid, p.timeout, p.poll).await, KEPT)? {
         return Ok(StepOutcome::done(format!(
             "pid {pid} exited {} after SIGTERM",
             show(start.elapsed())
         )));
     }
-    kept(signal(ctx, pid, "KILL").await, KEPT)?;
+    kept(remote::signal(ctx, pid, "KILL").await, KEPT)?;
     drained.killed = true;
     ctx.state.drained = Some(drained);
     let killed_at = Instant::now();
-    if kept(wait_exit(ctx, pid, p.kill_wait, p.poll).await, KEPT)? {
+    if kept(remote::wait_exit(ctx, pid, p.kill_wait, p.poll).await, KEPT)? {
         return Ok(StepOutcome::forced(
             "SIGKILL",
             format!(
@@ -185,7 +184,7 @@ async fn hand_over(
         )?;
         match killed_at {
             None if start.elapsed() >= p.timeout => {
-                kept(signal(ctx, old, "KILL").await, KEPT_HANDOVER)?;
+                kept(remote::signal(ctx, old, "KILL").await, KEPT_HANDOVER)?;
                 if let Some(d) = ctx.state.drained.as_mut() {
                     d.killed = true;
                 }
@@ -214,50 +213,4 @@ const HANDOVER_POLL: Duration = Duration::from_millis(25);
 fn took_over_and_ready(log: &str) -> bool {
     log.find(TOOK_OVER_LINE)
         .is_some_and(|at| log[at..].lines().skip(1).any(is_ready_line))
-}
-
-/// Sends a signal; a process that is already gone is not an error.
-pub(super) async fn signal(ctx: &StepCtx<'_>, pid: u32, sig: &str) -> Result<(), Cause> {
-    let out = ctx
-        .transport
-        .run(&["kill", &format!("-{sig}"), &pid.to_string()], QUICK)
-        .await?;
-    if out.success()
-        || remote::proc_info(ctx, pid)
-            .await?
-            .is_none_or(|i| i.zombie())
-    {
-        return Ok(());
-    }
-    Err(Cause::Check(format!(
-        "cannot send SIG{sig} to pid {pid}: {}",
-        out.stderr_text()
-    )))
-}
-
-/// Polls /proc until the process has exited (gone or a zombie) or the
-/// deadline passes; true when it exited.
-pub(super) async fn wait_exit(
-    ctx: &StepCtx<'_>,
-    pid: u32,
-    deadline: Duration,
-    poll: Duration,
-) -> Result<bool, Cause> {
-    let start = Instant::now();
-    loop {
-        if remote::proc_info(ctx, pid)
-            .await?
-            .is_none_or(|i| i.zombie())
-        {
-            return Ok(true);
-        }
-        if start.elapsed() >= deadline {
-            return Ok(false);
-        }
-        tokio::time::sleep(
-            poll.min(deadline.saturating_sub(start.elapsed()))
-                .max(Duration::from_millis(10)),
-        )
-        .await;
-    }
 }

@@ -13,8 +13,7 @@
 //! runs as without it: drain, wait for the memory, start.
 
 use super::ctx::StepCtx;
-use super::daemon_log::{check_alive, check_log, last_lines, new_log};
-use super::drain::{signal, wait_exit};
+use super::daemon_log::{check_alive, check_log, last_lines, new_log, WAITING_LINE};
 use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{duration, show, ByteSize};
 use super::progress::Handover;
@@ -24,10 +23,6 @@ use fleet_wire::health::Gpu;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
-/// What the new daemon logs once its start-up is done and it waits.
-pub(super) const WAITING_LINE: &str = "started, waiting to take over";
-/// What it logs, with the pid it took over from, once it holds both.
-pub(super) const TOOK_OVER_LINE: &str = "took over";
 /// How long the new daemon gets to exit when a failed handover stops it.
 const UNDO_GRACE: Duration = Duration::from_secs(10);
 /// Always fatal in the new daemon's log while it starts.
@@ -209,15 +204,15 @@ async fn undo(ctx: &mut StepCtx<'_>, pid: u32, previous: Option<&str>) -> String
     ctx.state.started = None;
     let mut notes = String::new();
     // SIGTERM first: it unpins what it allocated before it goes.
-    let stopped = match signal(ctx, pid, "TERM").await {
-        Ok(()) => wait_exit(ctx, pid, UNDO_GRACE, Duration::from_millis(100))
+    let stopped = match remote::signal(ctx, pid, "TERM").await {
+        Ok(()) => remote::wait_exit(ctx, pid, UNDO_GRACE, Duration::from_millis(100))
             .await
             .unwrap_or(false),
         Err(_) => false,
     };
     if !stopped
-        && (signal(ctx, pid, "KILL").await.is_err()
-            || !wait_exit(ctx, pid, UNDO_GRACE, Duration::from_millis(100))
+        && (remote::signal(ctx, pid, "KILL").await.is_err()
+            || !remote::wait_exit(ctx, pid, UNDO_GRACE, Duration::from_millis(100))
                 .await
                 .unwrap_or(false))
     {

@@ -7,7 +7,7 @@ use super::outcome::Cause;
 use super::proc::{parse_meminfo, parse_proc_status, MemInfo, ProcInfo};
 use crate::transport::quote::quote;
 use fleet_wire::health::Probe;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Short commands (cat, readlink, stat) get this long.
 pub const QUICK: Duration = Duration::from_secs(15);
@@ -230,5 +230,51 @@ mod tests {
         assert!(is_release_id(&"a".repeat(64)));
         assert!(!is_release_id(&"A".repeat(64)));
         assert!(!is_release_id("../../etc"));
+    }
+}
+
+/// Sends a signal; a process that is already gone is not an error.
+pub async fn signal(ctx: &StepCtx<'_>, pid: u32, sig: &str) -> Result<(), Cause> {
+    let out = ctx
+        .transport
+        .run(&["kill", &format!("-{sig}"), &pid.to_string()], QUICK)
+        .await?;
+    if out.success()
+        || proc_info(ctx, pid)
+            .await?
+            .is_none_or(|i| i.zombie())
+    {
+        return Ok(());
+    }
+    Err(Cause::Check(format!(
+        "cannot send SIG{sig} to pid {pid}: {}",
+        out.stderr_text()
+    )))
+}
+
+/// Polls /proc until the process has exited (gone or a zombie) or the
+/// deadline passes; true when it exited.
+pub async fn wait_exit(
+    ctx: &StepCtx<'_>,
+    pid: u32,
+    deadline: Duration,
+    poll: Duration,
+) -> Result<bool, Cause> {
+    let start = Instant::now();
+    loop {
+        if proc_info(ctx, pid)
+            .await?
+            .is_none_or(|i| i.zombie())
+        {
+            return Ok(true);
+        }
+        if start.elapsed() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(
+            poll.min(deadline.saturating_sub(start.elapsed()))
+                .max(Duration::from_millis(10)),
+        )
+        .await;
     }
 }

@@ -81,9 +81,14 @@ pub struct BenchArgs {
     /// Skip bellperson (only time this prover).
     #[arg(long)]
     pub no_baseline: bool,
-    /// Also time the CUDA backend on device 0 (fails without a usable GPU).
+    /// Also time the CUDA backend on device 0 (fails without a usable GPU);
+    /// missing TEST-ONLY parameters are then generated on the GPU.
     #[arg(long)]
     pub cuda: bool,
+    /// Leave out the CPU backend (minutes a proof at 2^26): the CUDA proofs
+    /// are then judged by the verifier and against bellperson's bytes.
+    #[arg(long, requires = "cuda")]
+    pub no_cpu: bool,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,

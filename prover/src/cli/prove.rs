@@ -262,6 +262,7 @@ impl From<BenchArgs> for prover::bench::BenchConfig {
             repeat: a.repeat,
             baseline: !a.no_baseline,
             cuda: a.cuda,
+            cpu: !a.no_cpu,
             test_params: a.test_params,
             compiled: !a.no_compiled,
         }
