@@ -61,7 +61,7 @@ fi
 grep -E '^test |^setup |^fixed-base|test result' "$out/setup-tests.log"
 
 scratch="$out/scratch-params"
-rm -rf "$scratch" "$out/bench-failed"
+rm -rf "$scratch"
 
 # Peak resident memory of a run, where GNU time is installed.
 gnu_time=""
@@ -77,8 +77,7 @@ prove_with() {
         --circuits chain --log-sizes "$log" --params-dir "$dir" >"$bench" 2>&1 || {
         echo "gpu-setup-check: prover bench at 2^$log failed:" >&2
         tail -5 "$bench" >&2
-        # run_setup runs in a subshell: the failure is told through a file.
-        touch "$out/bench-failed"
+        status=1
     }
     kill "$smi_pid" 2>/dev/null
     wait "$smi_pid" 2>/dev/null
@@ -86,22 +85,24 @@ prove_with() {
     echo "gpu-setup-check: GPU memory in use at most $(sort -n "$smi" | tail -1) MiB during the 2^$log proof" >&2
 }
 
-# One `prover setup` run: prints "SECONDS SHA256 PEAK_GB" ("failed - -"
-# when it fails), proves with the set where asked (PROVE_LOG), then
-# deletes it.
+# One `prover setup` run: writes "SECONDS SHA256 PEAK_GB" ("failed - -"
+# when it fails) to $result, proves with the set where asked (PROVE_LOG),
+# then deletes it. Run in this shell, not a subshell: the next run must
+# not start before this one's set is gone.
+result="$out/.setup-result"
 run_setup() {
     local backend=$1 size=$2 dir="$scratch/$1" prove_log=${3:-}
     mkdir -p "$dir"
     local log="$out/setup-$backend-$size.log" rss="$out/setup-$backend-$size.rss"
     local cmd=(timeout "$limit" "$prover" setup --circuit chain --size "$size"
-        --params-dir "$dir" --backend "$backend" --force)
+        --params-dir "$dir" --backend "$backend" --force --log info,prover=debug)
     [ -n "$gnu_time" ] && cmd=("$gnu_time" -f %M -o "$rss" "${cmd[@]}")
     local start end
     start=$(date +%s.%N)
     if ! "${cmd[@]}" >"$log" 2>&1; then
         echo "gpu-setup-check: prover setup --backend $backend --size $size failed:" >&2
         tail -5 "$log" >&2
-        echo "failed - -"
+        echo "failed - -" >"$result"
         rm -rf "$dir"
         return
     fi
@@ -111,7 +112,7 @@ run_setup() {
     local sha peak=-
     sha=$(grep -o '"sha256": *"[0-9a-f]*"' "$dir/chain-$size.json" | grep -o '[0-9a-f]\{64\}')
     [ -s "$rss" ] && peak=$(awk '{ printf "%.1f", $1 / 1048576 }' "$rss")
-    echo "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') ${sha:--} $peak"
+    echo "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') ${sha:--} $peak" >"$result"
     [ -n "$prove_log" ] && prove_with "$dir" "$prove_log"
     rm -rf "$dir"
 }
@@ -123,12 +124,14 @@ for log in $logs; do
     cpu_s=- cpu_sha=- cpu_peak=- speedup=- same=-
     if [ "$log" -le "$cpu_max" ]; then
         echo "== chain 2^$log on the CPU"
-        read -r cpu_s cpu_sha cpu_peak < <(run_setup cpu "$size")
+        run_setup cpu "$size"
+        read -r cpu_s cpu_sha cpu_peak <"$result"
     fi
     echo "== chain 2^$log on CUDA"
     prove=""
     case " $prove_logs " in *" $log "*) prove=$log ;; esac
-    read -r cuda_s cuda_sha cuda_peak < <(run_setup cuda "$size" "$prove")
+    run_setup cuda "$size" "$prove"
+    read -r cuda_s cuda_sha cuda_peak <"$result"
     if [ "$cpu_s" = failed ] || [ "$cuda_s" = failed ]; then
         status=1
     fi
@@ -140,8 +143,12 @@ for log in $logs; do
     table="$table
 | 2^$log | $cpu_s | $cuda_s | $speedup | $same | $cpu_peak | $cuda_peak |"
 done
-rm -rf "$scratch"
-[ -e "$out/bench-failed" ] && status=1
+rm -rf "$scratch" "$result"
+
+# Where each run's time went (the generator's and the writer's debug lines).
+for f in "$out"/setup-*.log; do
+    grep -ho 'generated parameters.*\|staged a file path=[^ ]*params .*' "$f" | sed "s|^|$(basename "$f" .log): |"
+done
 
 echo
 echo "$table" | tee "$out/setup-table.md"

@@ -276,10 +276,19 @@ fn our_proof(
     })
 }
 
+/// A kept run: its measurement, proof bytes, synthesis and device time.
+struct Kept {
+    m: Measured,
+    bytes: Vec<u8>,
+    synthesis_ms: f64,
+    parts: Option<synthesis::SynthesisParts>,
+    device_ms: f64,
+}
+
 /// The fastest of `runs`, by whole-proof wall time; and whether every
 /// run's proof passed the verifier.
 struct Best {
-    run: Option<(Measured, Vec<u8>, f64, Option<synthesis::SynthesisParts>, f64)>,
+    run: Option<Kept>,
     verified: bool,
 }
 
@@ -295,18 +304,24 @@ impl Default for Best {
 impl Best {
     fn offer(&mut self, m: Measured, run: &OurRun, verified: bool) {
         self.verified &= verified;
-        if self.run.as_ref().is_none_or(|(best, ..)| m.ms < best.ms) {
+        if self.run.as_ref().is_none_or(|best| m.ms < best.m.ms) {
             let bytes = proof_bytes(&run.proof);
-            self.run = Some((m, bytes, run.synthesis_ms, run.parts, run.device_ms));
+            self.run = Some(Kept {
+                m,
+                bytes,
+                synthesis_ms: run.synthesis_ms,
+                parts: run.parts,
+                device_ms: run.device_ms,
+            });
         }
     }
 
     fn ms(&self) -> Option<f64> {
-        self.run.as_ref().map(|r| r.0.ms)
+        self.run.as_ref().map(|r| r.m.ms)
     }
 
     fn bytes(&self) -> Option<&[u8]> {
-        self.run.as_ref().map(|r| r.1.as_slice())
+        self.run.as_ref().map(|r| r.bytes.as_slice())
     }
 }
 
@@ -404,7 +419,11 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 }
                 Ok(best)
             };
-            let ours = if cfg.cpu { cpu_runs(None)? } else { Best::default() };
+            let ours = if cfg.cpu {
+                cpu_runs(None)?
+            } else {
+                Best::default()
+            };
             let ours_compiled = match &compiled {
                 Some((r1cs, _)) if cfg.cpu => Some(cpu_runs(Some(r1cs))?),
                 _ => None,
@@ -466,7 +485,7 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 .as_ref()
                 .or(Some(&on_gpu_compiled))
                 .and_then(|b| b.run.as_ref())
-                .and_then(|r| r.3);
+                .and_then(|r| r.parts);
             let compiled_identical = compiled.as_ref().and_then(|_| {
                 let reference = reference?;
                 Some(
@@ -484,11 +503,11 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 .run
                 .as_ref()
                 .or(on_gpu.run.as_ref())
-                .map(|r| r.2)
+                .map(|r| r.synthesis_ms)
             else {
                 continue;
             };
-            let ours_m = ours.run.as_ref().map(|r| &r.0);
+            let ours_m = ours.run.as_ref().map(|r| &r.m);
             let verified = [&ours, &on_gpu, &on_gpu_compiled]
                 .into_iter()
                 .chain(ours_compiled.as_ref())
@@ -500,14 +519,14 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 ours_ms: ours_m.map(|m| m.ms),
                 ours_prove_ms: ours_m.map(|m| m.prove_ms),
                 cuda_ms: on_gpu.ms(),
-                cuda_prove_ms: on_gpu.run.as_ref().map(|g| g.0.prove_ms),
-                cuda_device_ms: on_gpu.run.as_ref().map(|g| g.4),
+                cuda_prove_ms: on_gpu.run.as_ref().map(|g| g.m.prove_ms),
+                cuda_device_ms: on_gpu.run.as_ref().map(|g| g.device_ms),
                 cuda_identical: on_gpu.bytes().zip(cuda_reference).map(|(a, b)| a == b),
                 verified,
                 ours_cpu_s: ours_m.and_then(|m| m.cpu_s),
                 ours_peak_bytes: ours_m
                     .and_then(|m| m.peak)
-                    .or(on_gpu.run.as_ref().and_then(|g| g.0.peak)),
+                    .or(on_gpu.run.as_ref().and_then(|g| g.m.peak)),
                 bellperson_ms: theirs.as_ref().map(|t| t.0.ms),
                 bellperson_cpu_s: theirs.as_ref().and_then(|t| t.0.cpu_s),
                 bellperson_peak_bytes: theirs.as_ref().and_then(|t| t.0.peak),

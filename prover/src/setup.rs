@@ -19,11 +19,12 @@ pub mod command;
 pub mod fixed_base;
 pub mod qap;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use bellperson::groth16::{Parameters, VerifyingKey};
 use bellperson::{Circuit, SynthesisError};
-use blstrs::{Bls12, G1Affine, G1Projective, G2Projective, Scalar};
+use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::{Field, PrimeField};
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
@@ -70,6 +71,19 @@ pub enum SetupError {
         #[source]
         source: Box<BackendError>,
     },
+    #[error("the parameter set's writer stopped taking parts")]
+    WriterStopped,
+}
+
+/// A part of a parameter set as generation finishes it, in the order of
+/// bellperson's file: the verifying key, then h, l, a and b_g1 (G1), then
+/// b_g2 (G2). Handed out while the next part is computed, so a set can be
+/// written as it is made.
+pub enum SetPart {
+    /// Boxed: the key is large beside a part's shared vector.
+    Vk(Box<VerifyingKey<Bls12>>),
+    G1(Arc<Vec<G1Affine>>),
+    G2(Arc<Vec<G2Affine>>),
 }
 
 /// The secret randomness of a Groth16 setup.
@@ -120,6 +134,18 @@ pub fn generate_on<C: Circuit<Scalar> + Clone>(
     engine: &dyn FixedBaseEngine,
 ) -> Result<Parameters<Bls12>, SetupError> {
     generate_with_engine(circuit, &ToxicWaste::from_seed(seed), engine)
+}
+
+/// [`generate_on`], handing each part of the set to `emit` as soon as it
+/// is done (see [`SetPart`]); `emit` returning false stops generation with
+/// [`SetupError::WriterStopped`].
+pub fn generate_streaming<C: Circuit<Scalar> + Clone>(
+    circuit: &C,
+    seed: u64,
+    engine: &dyn FixedBaseEngine,
+    emit: &mut dyn FnMut(SetPart) -> bool,
+) -> Result<Parameters<Bls12>, SetupError> {
+    generate_parts(circuit, &ToxicWaste::from_seed(seed), engine, emit)
 }
 
 /// Inverts every element in place with one field inversion per chunk.
@@ -213,6 +239,17 @@ pub fn generate_with_engine<C: Circuit<Scalar> + Clone>(
     toxic: &ToxicWaste,
     engine: &dyn FixedBaseEngine,
 ) -> Result<Parameters<Bls12>, SetupError> {
+    generate_parts(circuit, toxic, engine, &mut |_| true)
+}
+
+/// The generator: the parts in the file's order, each emitted once made.
+fn generate_parts<C: Circuit<Scalar> + Clone>(
+    circuit: &C,
+    toxic: &ToxicWaste,
+    engine: &dyn FixedBaseEngine,
+    emit: &mut dyn FnMut(SetPart) -> bool,
+) -> Result<Parameters<Bls12>, SetupError> {
+    let mut emit = |part| emit(part).then_some(()).ok_or(SetupError::WriterStopped);
     let device = |source| SetupError::FixedBase {
         engine: engine.name(),
         source: Box::new(source),
@@ -275,26 +312,8 @@ pub fn generate_with_engine<C: Circuit<Scalar> + Clone>(
         .map_err(device)?;
     let tables_done = Instant::now();
 
-    // h_i = τ^i · t(τ) / δ for i < m − 1
-    let mut h_scalars = vec![Scalar::ZERO; m - 1];
-    geometric(&mut h_scalars, t_tau * delta_inv, toxic.tau);
-    let h = g1_table.multiply(&h_scalars).map_err(device)?;
-    drop(h_scalars);
-
-    let (inputs, aux) = (&inputs, &aux);
-    let at: Vec<Scalar> = inputs.at.iter().chain(&aux.at).copied().collect();
-    let bt: Vec<Scalar> = inputs.bt.iter().chain(&aux.bt).copied().collect();
-    let a = nonzero_points(g1_table.multiply(&at).map_err(device)?);
-    let b_g1 = nonzero_points(g1_table.multiply(&bt).map_err(device)?);
-    let b_g2: Vec<_> = g2_table
-        .multiply(&bt)
-        .map_err(device)?
-        .into_iter()
-        .filter(|p| !bool::from(p.is_identity()))
-        .collect();
-    drop((at, bt));
-
     // (β·u_i(τ) + α·v_i(τ) + w_i(τ)) / γ for inputs, / δ for aux
+    let (inputs, aux) = (&inputs, &aux);
     let ext = |e: &qap::Evaluations, inv: Scalar| -> Vec<Scalar> {
         e.at.par_iter()
             .zip(e.bt.par_iter())
@@ -302,12 +321,9 @@ pub fn generate_with_engine<C: Circuit<Scalar> + Clone>(
             .map(|((a, b), c)| (toxic.beta * a + toxic.alpha * b + c) * inv)
             .collect()
     };
+    // The file's order: the verifying key (ic is its input query) first,
+    // then h, l, a, b_g1, b_g2.
     let ic = g1_table.multiply(&ext(inputs, gamma_inv)).map_err(device)?;
-    let l = g1_table.multiply(&ext(aux, delta_inv)).map_err(device)?;
-    if let Some(index) = l.iter().position(|p| bool::from(p.is_identity())) {
-        return Err(SetupError::UnconstrainedVariable { index });
-    }
-
     let g1 = toxic.g1.to_affine();
     let g2 = toxic.g2.to_affine();
     let vk = VerifyingKey::<Bls12> {
@@ -319,6 +335,40 @@ pub fn generate_with_engine<C: Circuit<Scalar> + Clone>(
         delta_g2: (g2 * toxic.delta).to_affine(),
         ic,
     };
+    emit(SetPart::Vk(Box::new(vk.clone())))?;
+
+    // h_i = τ^i · t(τ) / δ for i < m − 1
+    let mut h_scalars = vec![Scalar::ZERO; m - 1];
+    geometric(&mut h_scalars, t_tau * delta_inv, toxic.tau);
+    let h = Arc::new(g1_table.multiply(&h_scalars).map_err(device)?);
+    drop(h_scalars);
+    emit(SetPart::G1(h.clone()))?;
+
+    let l = g1_table.multiply(&ext(aux, delta_inv)).map_err(device)?;
+    if let Some(index) = l.iter().position(|p| bool::from(p.is_identity())) {
+        return Err(SetupError::UnconstrainedVariable { index });
+    }
+    let l = Arc::new(l);
+    emit(SetPart::G1(l.clone()))?;
+
+    let at: Vec<Scalar> = inputs.at.iter().chain(&aux.at).copied().collect();
+    let a = Arc::new(nonzero_points(g1_table.multiply(&at).map_err(device)?));
+    drop(at);
+    emit(SetPart::G1(a.clone()))?;
+    let bt: Vec<Scalar> = inputs.bt.iter().chain(&aux.bt).copied().collect();
+    let b_g1 = Arc::new(nonzero_points(g1_table.multiply(&bt).map_err(device)?));
+    emit(SetPart::G1(b_g1.clone()))?;
+    let b_g2: Arc<Vec<_>> = Arc::new(
+        g2_table
+            .multiply(&bt)
+            .map_err(device)?
+            .into_iter()
+            .filter(|p| !bool::from(p.is_identity()))
+            .collect(),
+    );
+    drop(bt);
+    emit(SetPart::G2(b_g2.clone()))?;
+
     let done = Instant::now();
     tracing::debug!(
         domain_log2 = log2,
@@ -334,11 +384,11 @@ pub fn generate_with_engine<C: Circuit<Scalar> + Clone>(
     );
     Ok(Parameters {
         vk,
-        h: h.into(),
-        l: l.into(),
-        a: a.into(),
-        b_g1: b_g1.into(),
-        b_g2: b_g2.into(),
+        h,
+        l,
+        a,
+        b_g1,
+        b_g2,
     })
 }
 

@@ -221,29 +221,13 @@ pub async fn record_verified(ctx: &StepCtx<'_>, sha: &str) -> Result<(), Cause> 
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn release_ids_are_sha256_hex_only() {
-        assert!(is_release_id(&"a".repeat(64)));
-        assert!(!is_release_id(&"A".repeat(64)));
-        assert!(!is_release_id("../../etc"));
-    }
-}
-
 /// Sends a signal; a process that is already gone is not an error.
 pub async fn signal(ctx: &StepCtx<'_>, pid: u32, sig: &str) -> Result<(), Cause> {
     let out = ctx
         .transport
         .run(&["kill", &format!("-{sig}"), &pid.to_string()], QUICK)
         .await?;
-    if out.success()
-        || proc_info(ctx, pid)
-            .await?
-            .is_none_or(|i| i.zombie())
-    {
+    if out.success() || proc_info(ctx, pid).await?.is_none_or(|i| i.zombie()) {
         return Ok(());
     }
     Err(Cause::Check(format!(
@@ -262,10 +246,7 @@ pub async fn wait_exit(
 ) -> Result<bool, Cause> {
     let start = Instant::now();
     loop {
-        if proc_info(ctx, pid)
-            .await?
-            .is_none_or(|i| i.zombie())
-        {
+        if proc_info(ctx, pid).await?.is_none_or(|i| i.zombie()) {
             return Ok(true);
         }
         if start.elapsed() >= deadline {
@@ -276,5 +257,17 @@ pub async fn wait_exit(
                 .max(Duration::from_millis(10)),
         )
         .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_ids_are_sha256_hex_only() {
+        assert!(is_release_id(&"a".repeat(64)));
+        assert!(!is_release_id(&"A".repeat(64)));
+        assert!(!is_release_id("../../etc"));
     }
 }

@@ -186,7 +186,9 @@ fn write_entry(
     // Sidecar first (under a temporary name), so no reader ever sees the
     // parameter file without the mark that says it is TEST-ONLY.
     let params_tmp = tmp_of(&entry.params);
-    let ((), sha256, bytes) = write_atomic(&params_tmp, |w| params.write(w))?;
+    // Our writer: bellperson's bytes, the points encoded on every core and
+    // hashed beside the write (its own `write` is one thread, point by point).
+    let (sha256, bytes) = crate::params::write_params(&params_tmp, params)?;
     let blake2b = cache::blake2b_digest(&params_tmp)?;
     let sidecar = TestOnlySidecar {
         warning: crate::setup::TEST_ONLY_WARNING.to_string(),

@@ -105,11 +105,8 @@ impl Drop for Staged {
     }
 }
 
-/// Writes what `write` produces to a synced temporary file beside `path`.
-pub(crate) fn stage<T>(
-    path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> io::Result<T>,
-) -> Result<(T, Staged), ParamsError> {
+/// A not yet written [`Staged`] file beside `path`.
+fn staged_beside(path: &Path) -> Staged {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()
@@ -121,13 +118,21 @@ pub(crate) fn stage<T>(
         std::process::id(),
         TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let mut staged = Staged {
+    Staged {
         tmp,
         path: path.to_path_buf(),
         sha256: String::new(),
         bytes: 0,
         committed: false,
-    };
+    }
+}
+
+/// Writes what `write` produces to a synced temporary file beside `path`.
+pub(crate) fn stage<T>(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<T>,
+) -> Result<(T, Staged), ParamsError> {
+    let mut staged = staged_beside(path);
     let tmp = staged.tmp.clone();
     let file = File::create(&tmp).map_err(io_err(&tmp, "creating"))?;
     let mut writer = Hashing::new(BufWriter::with_capacity(1 << 20, file));
@@ -141,6 +146,104 @@ pub(crate) fn stage<T>(
     staged.sha256 = sha256;
     staged.bytes = bytes;
     Ok((value, staged))
+}
+
+/// Buffers in flight to each of [`stage_chunks`]' threads.
+const CHUNKS_IN_FLIGHT: usize = 2;
+/// [`stage_chunks`] asks the kernel to start writing back every this many bytes.
+const WRITEBACK_EVERY: u64 = 256 << 20;
+
+/// [`stage`] for a producer of owned buffers (a parameter set, tens of GB
+/// at production sizes): each buffer is hashed on one thread and written on
+/// another, so SHA-256, which runs on one core, overlaps the write and the
+/// producer instead of following them; and writeback to the disk is started
+/// as the file grows (`sync_file_range`), so the final sync waits for the
+/// last part rather than the whole file. Memory beyond the producer's is
+/// a few buffers.
+pub(crate) fn stage_chunks<T>(
+    path: &Path,
+    produce: impl FnOnce(&mut dyn FnMut(Vec<u8>) -> io::Result<()>) -> io::Result<T>,
+) -> Result<(T, Staged), ParamsError> {
+    use std::sync::mpsc::sync_channel;
+    use std::sync::Arc;
+    let mut staged = staged_beside(path);
+    let tmp = staged.tmp.clone();
+    let file = File::create(&tmp).map_err(io_err(&tmp, "creating"))?;
+    let started = std::time::Instant::now();
+    let (to_hash, hash_rx) = sync_channel::<Arc<Vec<u8>>>(CHUNKS_IN_FLIGHT);
+    let (to_write, write_rx) = sync_channel::<Arc<Vec<u8>>>(CHUNKS_IN_FLIGHT);
+    let (produced, sha256, wrote) = std::thread::scope(|scope| {
+        let hasher = scope.spawn(move || {
+            let mut hasher = Sha256::new();
+            for buf in hash_rx {
+                hasher.update(&buf[..]);
+            }
+            hex::encode(hasher.finalize())
+        });
+        let writer = scope.spawn(move || -> io::Result<(File, u64)> {
+            let mut file = file;
+            let (mut written, mut flushed) = (0u64, 0u64);
+            for buf in write_rx {
+                file.write_all(&buf)?;
+                written += buf.len() as u64;
+                if written - flushed >= WRITEBACK_EVERY {
+                    start_writeback(&file, flushed, written - flushed);
+                    flushed = written;
+                }
+            }
+            Ok((file, written))
+        });
+        let produced = {
+            let mut sink = |buf: Vec<u8>| -> io::Result<()> {
+                let buf = Arc::new(buf);
+                let stopped = || io::Error::other("the file's writer stopped");
+                to_hash.send(Arc::clone(&buf)).map_err(|_| stopped())?;
+                to_write.send(buf).map_err(|_| stopped())
+            };
+            produce(&mut sink)
+        };
+        drop((to_hash, to_write));
+        let sha256 = hasher.join().unwrap_or_default();
+        let wrote = writer
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the file's writer panicked")));
+        (produced, sha256, wrote)
+    });
+    // The writer's own error says more than the producer's "stopped".
+    let (file, bytes) = wrote.map_err(io_err(&tmp, "writing"))?;
+    let value = produced.map_err(io_err(&tmp, "writing"))?;
+    let written = started.elapsed();
+    file.sync_all().map_err(io_err(&tmp, "syncing"))?;
+    tracing::debug!(
+        path = %path.display(),
+        bytes,
+        write_s = written.as_secs_f64(),
+        sync_s = (started.elapsed() - written).as_secs_f64(),
+        "staged a file"
+    );
+    staged.sha256 = sha256;
+    staged.bytes = bytes;
+    Ok((value, staged))
+}
+
+/// Asks the kernel to start writing `len` bytes at `offset` back to the
+/// disk without waiting for them; advisory, so a failure is ignored (the
+/// final sync still covers the range).
+fn start_writeback(file: &File, offset: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return;
+        };
+        // SAFETY: the descriptor is open for the call's duration; the call
+        // reads no memory of ours.
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, offset, len);
 }
 
 /// Writes `path` through a temporary file in the same directory that is

@@ -3,7 +3,7 @@
 //! ([`ParamsLayout`]), then read, mapped or written.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use bellperson::groth16::{MappedParameters, Parameters};
@@ -11,7 +11,8 @@ use blstrs::Bls12;
 
 use crate::circuit::{CircuitKind, CircuitShape};
 use crate::params::error::{io_err, ParamsError};
-use crate::params::file::{stage, write_atomic, Hashing, Staged};
+use crate::params::file::{stage_chunks, Hashing, Staged};
+use crate::setup::SetPart;
 
 /// Groth16 parameters over BLS12-381.
 pub type Params = Parameters<Bls12>;
@@ -242,77 +243,131 @@ pub fn read_mapped(
 
 /// Writes parameters atomically in bellperson's format; returns SHA-256 and length.
 pub fn write_params(path: &Path, params: &Params) -> Result<(String, u64), ParamsError> {
-    let ((), sha256, bytes) = write_atomic(path, |w| write_encoded(params, w))?;
+    let staged = stage_params(path, params)?;
+    let (sha256, bytes) = (staged.sha256.clone(), staged.bytes);
+    staged.commit()?;
     Ok((sha256, bytes))
 }
 
 /// Writes `params` in full beside `path` without replacing anything yet
 /// (see [`Staged`]).
 pub(crate) fn stage_params(path: &Path, params: &Params) -> Result<Staged, ParamsError> {
-    stage(path, |w| write_encoded(params, w)).map(|((), staged)| staged)
+    stage_chunks(path, |sink| {
+        write_parts(&parts_of(params), sink, WRITE_BATCH)
+    })
+    .map(|((), staged)| staged)
 }
 
-/// Points encoded per batch by [`write_encoded`]: 24 MiB of G1, 48 MiB of
-/// G2, two batches in flight.
-const WRITE_BATCH: usize = 1 << 18;
-
-/// Writes `params` exactly as bellperson's `Parameters::write` does (the
-/// verifying key through it, then each query's big-endian `u32` length and
-/// its points uncompressed), with the encoding of the points, one field
-/// conversion out of Montgomery form per coordinate, spread over every core
-/// a batch at a time while the caller's thread hashes and writes the batch
-/// before: written point by point on one thread, a 2^26 set (about 40 GB)
-/// spent longer encoding than generating. Memory beyond the set itself is
-/// two batches.
-pub(crate) fn write_encoded(params: &Params, w: &mut dyn Write) -> io::Result<()> {
-    write_batched(params, w, WRITE_BATCH)
-}
-
-fn write_batched(params: &Params, w: &mut dyn Write, batch: usize) -> io::Result<()> {
-    params.vk.write(&mut *w)?;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(1);
+/// Stages the file of a set while `generate` makes it: `generate` hands
+/// each [`SetPart`] to the function it is given, in the file's order (false
+/// back: the writer has stopped), and each part is encoded and written
+/// while the next is computed. Returns what `generate` returned and the
+/// staged file, each with its own error: a writer's error is the cause of
+/// a generation stopped with [`crate::setup::SetupError::WriterStopped`].
+pub(crate) fn stage_streamed<T, E>(
+    path: &Path,
+    generate: impl FnOnce(&mut dyn FnMut(SetPart) -> bool) -> Result<T, E>,
+) -> (Result<T, E>, Result<Staged, ParamsError>) {
+    // One part waiting: the generator runs at most one part ahead.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<SetPart>(1);
     std::thread::scope(|scope| {
-        let encoder = scope.spawn(move || {
-            let send = |buf: Vec<u8>| tx.send(buf).is_ok();
-            encode_section(&params.h[..], batch, &send)
-                && encode_section(&params.l[..], batch, &send)
-                && encode_section(&params.a[..], batch, &send)
-                && encode_section(&params.b_g1[..], batch, &send)
-                && encode_section(&params.b_g2[..], batch, &send)
+        let writer = scope.spawn(move || {
+            stage_chunks(path, |sink| {
+                rx.iter()
+                    .try_for_each(|part| write_part(&part, sink, WRITE_BATCH))
+            })
+            .map(|((), staged)| staged)
         });
-        // Dropping the receiver on a write error stops the encoder at its
-        // next send.
-        let written = rx.iter().try_for_each(|buf| w.write_all(&buf));
-        drop(rx);
-        let _ = encoder.join();
-        written
+        let generated = generate(&mut |part| tx.send(part).is_ok());
+        drop(tx);
+        let staged = writer.join().unwrap_or_else(|_| {
+            Err(io_err(path, "writing")(io::Error::other(
+                "the parameter writer panicked",
+            )))
+        });
+        (generated, staged)
     })
 }
 
-/// Sends one query's length field, then its points encoded in batches;
-/// false once the receiver is gone.
-fn encode_section<P>(points: &[P], batch: usize, send: &dyn Fn(Vec<u8>) -> bool) -> bool
+/// Points encoded per batch: 24 MiB of G1, 48 MiB of G2.
+const WRITE_BATCH: usize = 1 << 18;
+
+/// The parts of `params` in the file's order.
+fn parts_of(params: &Params) -> [SetPart; 6] {
+    [
+        SetPart::Vk(Box::new(params.vk.clone())),
+        SetPart::G1(params.h.clone()),
+        SetPart::G1(params.l.clone()),
+        SetPart::G1(params.a.clone()),
+        SetPart::G1(params.b_g1.clone()),
+        SetPart::G2(params.b_g2.clone()),
+    ]
+}
+
+fn write_parts(
+    parts: &[SetPart],
+    sink: &mut dyn FnMut(Vec<u8>) -> io::Result<()>,
+    batch: usize,
+) -> io::Result<()> {
+    parts.iter().try_for_each(|p| write_part(p, sink, batch))
+}
+
+/// One part exactly as bellperson's `Parameters::write` writes it (the
+/// verifying key through it; a query as its big-endian `u32` length and
+/// its points uncompressed), the points encoded (one field conversion out
+/// of Montgomery form per coordinate) on every core a batch at a time:
+/// written point by point on one thread, a 2^26 set (about 40 GB) spent
+/// longer encoding than generating.
+fn write_part(
+    part: &SetPart,
+    sink: &mut dyn FnMut(Vec<u8>) -> io::Result<()>,
+    batch: usize,
+) -> io::Result<()> {
+    match part {
+        SetPart::Vk(vk) => {
+            let mut buf = Vec::new();
+            vk.write(&mut buf)?;
+            sink(buf)
+        }
+        SetPart::G1(points) => encode_section(&points[..], batch, sink),
+        SetPart::G2(points) => encode_section(&points[..], batch, sink),
+    }
+}
+
+/// A query's length field, then its points encoded in batches.
+fn encode_section<P>(
+    points: &[P],
+    batch: usize,
+    sink: &mut dyn FnMut(Vec<u8>) -> io::Result<()>,
+) -> io::Result<()>
 where
     P: group::UncompressedEncoding + Sync,
 {
     use rayon::prelude::*;
-    if !send((points.len() as u32).to_be_bytes().to_vec()) {
-        return false;
-    }
+    let len = u32::try_from(points.len())
+        .map_err(|_| io::Error::other("a query of more than 2^32 - 1 points"))?;
+    sink(len.to_be_bytes().to_vec())?;
     let width = P::Uncompressed::default().as_ref().len();
-    points.chunks(batch.max(1)).all(|batch| {
+    points.chunks(batch.max(1)).try_for_each(|batch| {
         let mut buf = vec![0u8; batch.len() * width];
         buf.par_chunks_mut(width)
             .zip(batch.par_iter())
             .for_each(|(out, p)| out.copy_from_slice(p.to_uncompressed().as_ref()));
-        send(buf)
+        sink(buf)
     })
+}
+
+/// `params` in the file's format into `w`, in batches of `batch` points.
+#[cfg(test)]
+fn write_batched(params: &Params, w: &mut dyn io::Write, batch: usize) -> io::Result<()> {
+    write_parts(&parts_of(params), &mut |buf| w.write_all(&buf), batch)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::circuit::ChainCircuit;
+    use std::io::Write;
 
     #[test]
     fn batched_encoding_writes_bellpersons_bytes() {

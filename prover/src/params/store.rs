@@ -16,7 +16,7 @@ use crate::circuit::{self, CircuitKind, CircuitShape, ShapeCache};
 use crate::params::error::{io_err, ParamsError};
 use crate::params::file::{self, file_sha256, stage, Staged, TempFile};
 use crate::params::format::{
-    read_mapped, read_params, stage_params, MappedParams, Params, ParamsLayout,
+    read_mapped, read_params, stage_params, stage_streamed, MappedParams, Params, ParamsLayout,
 };
 use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
 use crate::setup::{self, TEST_ONLY_WARNING};
@@ -670,11 +670,27 @@ impl ParamStore {
     ) -> Result<ParamsMeta, ParamsError> {
         let shape = self.shape(kind, size)?;
         let path = self.params_path(kind, size);
+        layout_of(params).check_fits(&path, kind, size, &shape)?;
+        self.check_replaceable(kind, size, false)?;
+        let staged = stage_params(&path, params)?;
+        self.insert_staged(kind, size, params, staged, origin)
+    }
+
+    /// Puts `staged`, the file of `params`, in place with its sidecar.
+    fn insert_staged(
+        &self,
+        kind: CircuitKind,
+        size: usize,
+        params: &Params,
+        staged: Staged,
+        origin: ParamsOrigin,
+    ) -> Result<ParamsMeta, ParamsError> {
+        let shape = self.shape(kind, size)?;
+        let path = self.params_path(kind, size);
         let layout = layout_of(params);
         layout.check_fits(&path, kind, size, &shape)?;
         self.check_replaceable(kind, size, false)?;
         self.loaded.lock().remove(&(kind, size));
-        let staged = stage_params(&path, params)?;
         if staged.bytes != layout.file_len {
             return Err(ParamsError::Malformed {
                 path,
@@ -762,10 +778,21 @@ impl ParamStore {
         self.check_replaceable(kind, size, false)?;
         tracing::warn!(circuit = %kind, size, seed, engine = engine.name(), "generating parameters: {TEST_ONLY_WARNING}");
         let circuit = circuit::shape_circuit(kind, size)?;
-        let params = setup::generate_on(&circuit, seed, engine)
-            .map_err(|source| ParamsError::Generate { kind, size, source })?;
-        let meta = self.insert(kind, size, &params, ParamsOrigin::TestSetup { seed })?;
-        Ok((meta, params))
+        let path = self.params_path(kind, size);
+        // Written while it is made: each part goes to disk while the next
+        // is computed.
+        let (generated, staged) = stage_streamed(&path, |emit| {
+            setup::generate_streaming(&circuit, seed, engine, emit)
+        });
+        match (generated, staged) {
+            (Err(setup::SetupError::WriterStopped), Err(write)) | (Ok(_), Err(write)) => Err(write),
+            (Err(source), _) => Err(ParamsError::Generate { kind, size, source }),
+            (Ok(params), Ok(staged)) => {
+                let origin = ParamsOrigin::TestSetup { seed };
+                let meta = self.insert_staged(kind, size, &params, staged, origin)?;
+                Ok((meta, params))
+            }
+        }
     }
 
     /// Loads `kind`/`size`; when the directory has no file for it and the
@@ -892,5 +919,45 @@ mod tests {
         assert_eq!(parse_entry_name("chain-01024.params"), None);
         assert_eq!(parse_entry_name("chain-1024.json"), None);
         assert_eq!(parse_entry_name("Chain-1024.params"), None);
+    }
+
+    #[test]
+    fn a_set_written_while_it_is_generated_has_bellpersons_bytes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ParamStore::open(dir.path()).expect("store");
+        let (meta, params) = store
+            .generate_test(CircuitKind::Chain, 1024, 4)
+            .expect("generate");
+        let mut theirs = Vec::new();
+        params.write(&mut theirs).expect("bellperson writes");
+        let ours = fs::read(store.params_path(CircuitKind::Chain, 1024)).expect("read");
+        assert!(
+            ours == theirs,
+            "the streamed file differs from bellperson's bytes"
+        );
+        assert_eq!(
+            meta.sha256,
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&ours))
+        );
+        let loaded = store.load(CircuitKind::Chain, 1024).expect("loads");
+        assert!(*loaded == params, "what loads is not what was generated");
+    }
+
+    #[test]
+    fn a_generation_that_fails_leaves_no_file() {
+        // A circuit whose QAP cannot be evaluated stops generation after
+        // the writer started: nothing of it may stay in the directory.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("chain-64.params");
+        let (generated, staged) = stage_streamed(&path, |emit| {
+            emit(setup::SetPart::G1(Arc::new(vec![
+                <blstrs::G1Affine as group::prime::PrimeCurveAffine>::generator(),
+            ])));
+            Err::<(), _>("generation failed")
+        });
+        assert_eq!(generated, Err("generation failed"));
+        drop(staged);
+        let left: Vec<_> = fs::read_dir(dir.path()).expect("list").collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
     }
 }
