@@ -22,7 +22,7 @@ use storage_proofs_core::parameter_cache::{
     get_parameter_data_from_id, parameter_id, verifying_key_id,
 };
 
-use crate::params::{format, ParamsError, ParamsLayout};
+use crate::params::{read, ParamsError, ParamsLayout};
 
 /// Where Filecoin keeps its parameters when `FIL_PROOFS_PARAMETER_CACHE` is unset.
 pub const DEFAULT_CACHE_DIR: &str = "/var/tmp/filecoin-proof-parameters";
@@ -169,8 +169,12 @@ pub fn blake2b_digest(path: &Path) -> Result<String, ParamsError> {
         };
         state.update(&buf[..n]);
     }
-    let hex = state.finalize().to_hex();
-    Ok(hex[..32].to_string())
+    Ok(filecoin_digest(&state.finalize().to_hex()))
+}
+
+/// Filecoin's digest from a BLAKE2b-512 in hex: its first 32 digits.
+fn filecoin_digest(blake2b_512_hex: &str) -> String {
+    blake2b_512_hex.chars().take(32).collect()
 }
 
 /// The digest parameters.json lists for a file name, if it lists it.
@@ -204,12 +208,9 @@ fn read_sidecar(entry: &CacheEntry) -> Result<Option<TestOnlySidecar>, CacheErro
         })
 }
 
-/// Checks the entry's `.params` file exists, is whole and is what it claims
-/// to be (see the module docs); returns its layout and provenance.
-pub fn check(
-    entry: &CacheEntry,
-    allow_test_only: bool,
-) -> Result<(ParamsLayout, Provenance), CacheError> {
+/// The file is there and its length fields add up to its size: a
+/// truncated download is named as such before any digest is computed.
+fn check_whole(entry: &CacheEntry) -> Result<ParamsLayout, CacheError> {
     match fs::metadata(&entry.params) {
         Ok(_) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -229,13 +230,20 @@ pub fn check(
             .into())
         }
     }
-    // Length fields first: a truncated download is named as such before
-    // any digest is computed.
-    let layout = ParamsLayout::read(&entry.params)?;
-    let actual = blake2b_digest(&entry.params)?;
+    Ok(ParamsLayout::read(&entry.params)?)
+}
+
+/// What a file of Filecoin digest `actual` is: a production file that
+/// `parameters.json` lists with that digest, or a TEST-ONLY one whose
+/// sidecar records it (refused unless `allow_test_only`).
+fn provenance(
+    entry: &CacheEntry,
+    actual: String,
+    allow_test_only: bool,
+) -> Result<Provenance, CacheError> {
     if let Some(expected) = production_digest(&entry.params_name()) {
         if actual == expected {
-            return Ok((layout, Provenance::Production { blake2b: actual }));
+            return Ok(Provenance::Production { blake2b: actual });
         }
         match read_sidecar(entry)? {
             Some(side) if side.blake2b == actual => {}
@@ -255,13 +263,10 @@ pub fn check(
                     path: entry.params.clone(),
                 });
             }
-            Ok((
-                layout,
-                Provenance::TestOnly {
-                    blake2b: actual,
-                    seed: side.seed,
-                },
-            ))
+            Ok(Provenance::TestOnly {
+                blake2b: actual,
+                seed: side.seed,
+            })
         }
         Some(side) => Err(CacheError::Sidecar {
             path: entry.sidecar(),
@@ -276,7 +281,7 @@ pub fn check(
     }
 }
 
-/// Parameters read from the cache, checked by [`check`].
+/// Parameters read from the cache and identified by their digest ([`load`]).
 pub struct Loaded {
     pub params: Parameters<Bls12>,
     pub layout: ParamsLayout,
@@ -290,20 +295,26 @@ pub struct Loaded {
 /// Points are read without the subgroup check: production files are pinned
 /// by their digest, TEST-ONLY ones by their sidecar, and every proof is
 /// verified against the same verifying key before it is handed out.
+///
+/// One pass over the file: its BLAKE2b (Filecoin's digest), SHA-256 and
+/// points come out of the same read ([`read::read_file`]); nothing read is
+/// handed out before the digest says what the file is.
 pub fn load(entry: &CacheEntry, allow_test_only: bool) -> Result<Loaded, CacheError> {
-    let (layout, provenance) = check(entry, allow_test_only)?;
-    let (params, read_layout, sha256) = format::read_params(&entry.params, false)?;
-    if read_layout != layout {
+    let layout = check_whole(entry)?;
+    let (params, digests) = read::read_file(&entry.params, &layout, false, true)?;
+    let blake2b = digests.blake2b_512.as_deref().map(filecoin_digest);
+    let Some(actual) = blake2b else {
         return Err(ParamsError::Malformed {
             path: entry.params.clone(),
-            reason: "the file changed while it was being read".into(),
+            reason: "no BLAKE2b digest came out of the read".into(),
         }
         .into());
-    }
+    };
+    let provenance = provenance(entry, actual, allow_test_only)?;
     Ok(Loaded {
         params,
         layout,
         provenance,
-        sha256,
+        sha256: digests.sha256,
     })
 }

@@ -3,7 +3,7 @@
 //! ([`ParamsLayout`]), then read, mapped or written.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use bellperson::groth16::{MappedParameters, Parameters};
@@ -11,7 +11,8 @@ use blstrs::Bls12;
 
 use crate::circuit::{CircuitKind, CircuitShape};
 use crate::params::error::{io_err, ParamsError};
-use crate::params::file::{stage_chunks, Hashing, Staged};
+use crate::params::file::{stage_chunks, Staged};
+use crate::params::read;
 use crate::setup::SetPart;
 
 /// Groth16 parameters over BLS12-381.
@@ -24,7 +25,7 @@ pub const G1_BYTES: u64 = 96;
 /// Uncompressed G2 point (x, y over Fp2).
 pub const G2_BYTES: u64 = 192;
 /// The fixed verifying-key prefix: α₁, β₁, β₂, γ₂, δ₁, δ₂.
-const VK_FIXED_BYTES: u64 = 3 * G1_BYTES + 3 * G2_BYTES;
+pub(crate) const VK_FIXED_BYTES: u64 = 3 * G1_BYTES + 3 * G2_BYTES;
 /// Element counts of a parameter file, read from its length fields and
 /// checked to add up to exactly the file's size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -201,28 +202,17 @@ fn malformed(path: &Path, err: io::Error) -> ParamsError {
     }
 }
 
-/// Reads a parameter file fully into memory after checking its layout.
+/// Reads a parameter file fully into memory after checking its layout, in
+/// one pass with the points decoded on every core ([`read::read_file`]).
 /// `checked` also verifies every point is on the curve and in the subgroup
-/// (slow; needed for files of unknown origin). Returns the file's SHA-256.
+/// (needed for files of unknown origin). Returns the file's SHA-256.
 pub fn read_params(
     path: &Path,
     checked: bool,
 ) -> Result<(Params, ParamsLayout, String), ParamsError> {
     let layout = ParamsLayout::read(path)?;
-    let file = File::open(path).map_err(io_err(path, "opening"))?;
-    let mut reader = Hashing::new(BufReader::with_capacity(1 << 20, file));
-    let params = Params::read(&mut reader, checked).map_err(|e| malformed(path, e))?;
-    let (_, sha256, bytes) = reader.finish();
-    if bytes != layout.file_len {
-        return Err(ParamsError::Malformed {
-            path: path.to_path_buf(),
-            reason: format!(
-                "read {bytes} bytes but the file has {} (changed while reading?)",
-                layout.file_len
-            ),
-        });
-    }
-    Ok((params, layout, sha256))
+    let (params, digests) = read::read_file(path, &layout, checked, false)?;
+    Ok((params, layout, digests.sha256))
 }
 
 /// Maps a parameter file after checking its layout; points are decoded when

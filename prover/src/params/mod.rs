@@ -10,12 +10,14 @@
 //! Every write goes to a temporary file that is synced and renamed into place.
 //!
 //! Layout: [`format`] (the file format, layout check, read, map, write),
+//! [`read`] (one pass: read, hashes and decoding side by side),
 //! [`file`] (streamed hashing, atomic replacement), [`store`] (the
 //! directory, sidecars, the in-memory cache), [`error`].
 
 pub mod error;
 pub mod file;
 pub mod format;
+pub mod read;
 pub mod store;
 
 pub use error::ParamsError;
