@@ -371,22 +371,16 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
             let domain = params.h.len() + 1;
             let (r, s) = partition_randomness(1, 0);
             let pvk = bellperson::groth16::prepare_verifying_key(&params.vk);
-            let inputs = circuit::bundled(kind, size, 1)
-                .map_err(|source| BenchError::Circuit {
-                    circuit: kind,
-                    log_size,
-                    source,
-                })?
-                .1;
-            let verifies = |proof: &bellperson::groth16::Proof<blstrs::Bls12>| {
-                bellperson::groth16::verify_proof(&pvk, proof, &inputs).unwrap_or(false)
-            };
             let witness = || {
                 circuit::bundled(kind, size, 1).map_err(|source| BenchError::Circuit {
                     circuit: kind,
                     log_size,
                     source,
                 })
+            };
+            let inputs = witness()?.1;
+            let verifies = |proof: &bellperson::groth16::Proof<blstrs::Bls12>| {
+                bellperson::groth16::verify_proof(&pvk, proof, &inputs).unwrap_or(false)
             };
 
             let prove_err = |source| BenchError::Prove {

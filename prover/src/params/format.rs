@@ -12,7 +12,6 @@ use blstrs::Bls12;
 use crate::circuit::{CircuitKind, CircuitShape};
 use crate::params::error::{io_err, ParamsError};
 use crate::params::file::{stage_chunks, Staged};
-use crate::params::read;
 use crate::setup::SetPart;
 
 /// Groth16 parameters over BLS12-381.
@@ -200,19 +199,6 @@ fn malformed(path: &Path, err: io::Error) -> ParamsError {
         path: path.to_path_buf(),
         reason: err.to_string(),
     }
-}
-
-/// Reads a parameter file fully into memory after checking its layout, in
-/// one pass with the points decoded on every core ([`read::read_file`]).
-/// `checked` also verifies every point is on the curve and in the subgroup
-/// (needed for files of unknown origin). Returns the file's SHA-256.
-pub fn read_params(
-    path: &Path,
-    checked: bool,
-) -> Result<(Params, ParamsLayout, String), ParamsError> {
-    let layout = ParamsLayout::read(path)?;
-    let (params, digests) = read::read_file(path, &layout, checked, false)?;
-    Ok((params, layout, digests.sha256))
 }
 
 /// Maps a parameter file after checking its layout; points are decoded when

@@ -23,8 +23,9 @@ pub mod store;
 pub use error::ParamsError;
 pub use file::{file_sha256, TempFile};
 pub use format::{
-    read_mapped, read_params, write_params, MappedParams, Params, ParamsLayout, G1_BYTES, G2_BYTES,
+    read_mapped, write_params, MappedParams, Params, ParamsLayout, G1_BYTES, G2_BYTES,
 };
+pub use read::read_params;
 pub use store::{
     generation_bytes, memory_bytes, ListedEntry, ParamStore, ParamsMeta, ParamsOrigin, TestParams,
     DEFAULT_SEED, META_FORMAT,

@@ -188,6 +188,19 @@ pub fn read_file(
     })
 }
 
+/// Reads a parameter file fully into memory after checking its layout, in
+/// one pass with the points decoded on every core ([`read_file`]).
+/// `checked` also verifies every point is on the curve and in the subgroup
+/// (needed for files of unknown origin). Returns the file's SHA-256.
+pub fn read_params(
+    path: &Path,
+    checked: bool,
+) -> Result<(Params, ParamsLayout, String), ParamsError> {
+    let layout = ParamsLayout::read(path)?;
+    let (params, digests) = read_file(path, &layout, checked, false)?;
+    Ok((params, layout, digests.sha256))
+}
+
 /// Builds the parameters from the blocks of `pieces` as `blocks` delivers them.
 fn decode(
     path: &Path,

@@ -16,8 +16,9 @@ use crate::circuit::{self, CircuitKind, CircuitShape, ShapeCache};
 use crate::params::error::{io_err, ParamsError};
 use crate::params::file::{self, file_sha256, stage, Staged, TempFile};
 use crate::params::format::{
-    read_mapped, read_params, stage_params, stage_streamed, MappedParams, Params, ParamsLayout,
+    read_mapped, stage_params, stage_streamed, MappedParams, Params, ParamsLayout,
 };
+use crate::params::read::read_params;
 use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
 use crate::setup::{self, TEST_ONLY_WARNING};
 
