@@ -243,6 +243,17 @@ fn distribution_svg(j: &Judgement, canary: &[f64], baseline: &[f64]) -> String {
                 (x(b) - x(a)).max(1.0)
             );
         }
+        // The tick goes under the dots: a group whose samples are all equal
+        // sits on its median, and the tick must not hide it.
+        if let Some(m) = st.median {
+            let _ = write!(
+                s,
+                r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1:.1}" y2="{2:.1}" stroke="#1a202c" stroke-width="2"/>"##,
+                x(m),
+                y - 10.0,
+                y + 10.0
+            );
+        }
         // Dots spread vertically by their index, so equal values stay visible.
         for (i, v) in samples.iter().enumerate() {
             let dy = ((i * 7) % 11) as f64 - 5.0;
@@ -251,15 +262,6 @@ fn distribution_svg(j: &Judgement, canary: &[f64], baseline: &[f64]) -> String {
                 r#"<circle cx="{:.1}" cy="{:.1}" r="2" fill="{color}"/>"#,
                 x(*v),
                 y + dy
-            );
-        }
-        if let Some(m) = st.median {
-            let _ = write!(
-                s,
-                r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1:.1}" y2="{2:.1}" stroke="#1a202c" stroke-width="2"/>"##,
-                x(m),
-                y - 10.0,
-                y + 10.0
             );
         }
     }
