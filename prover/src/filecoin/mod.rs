@@ -149,4 +149,6 @@ pub enum FilecoinError {
         "partition {partition}'s proof does not verify against the parameters' verifying key; nothing was written"
     )]
     ProofRejected { partition: usize },
+    #[error("synthesising partition {partition}: its thread panicked; nothing was written")]
+    SynthesisPanicked { partition: usize },
 }
