@@ -276,7 +276,7 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
     let (lagrange, t_tau) = lagrange_at(toxic.tau, log2)?;
     let lagrange_done = Instant::now();
 
-    let mut qap = QapEvaluator::new(&lagrange);
+    let mut qap = QapEvaluator::new(&lagrange, counted.num_inputs, counted.num_aux);
     circuit
         .clone()
         .synthesize(&mut qap)

@@ -23,6 +23,16 @@ pub struct Evaluations {
 }
 
 impl Evaluations {
+    /// Room for `n` variables: the vectors never grow (and copy) during
+    /// synthesis.
+    fn with_capacity(n: usize) -> Self {
+        Evaluations {
+            at: Vec::with_capacity(n),
+            bt: Vec::with_capacity(n),
+            ct: Vec::with_capacity(n),
+        }
+    }
+
     fn push(&mut self) -> usize {
         self.at.push(Scalar::ZERO);
         self.bt.push(Scalar::ZERO);
@@ -45,6 +55,7 @@ pub struct QapEvaluator<'a> {
     pub inputs: Evaluations,
     pub aux: Evaluations,
     pub num_constraints: usize,
+    minus_one: Scalar,
     /// Set when the circuit enforces more constraints than the domain holds
     /// (its shape is not deterministic) or uses a variable it never
     /// allocated; `enforce` cannot fail, so the caller checks this after.
@@ -53,15 +64,17 @@ pub struct QapEvaluator<'a> {
 
 impl<'a> QapEvaluator<'a> {
     /// An evaluator over Lagrange coefficients `lagrange[j] = L_j(τ)`, with the
-    /// ONE input already allocated.
-    pub fn new(lagrange: &'a [Scalar]) -> Self {
-        let mut inputs = Evaluations::default();
-        inputs.push();
+    /// ONE input already allocated, sized for the variables counted before
+    /// (`inputs` with ONE, `aux`); a circuit that allocates more still works.
+    pub fn new(lagrange: &'a [Scalar], inputs: usize, aux: usize) -> Self {
+        let mut ins = Evaluations::with_capacity(inputs.max(1));
+        ins.push();
         QapEvaluator {
             lagrange,
-            inputs,
-            aux: Evaluations::default(),
+            inputs: ins,
+            aux: Evaluations::with_capacity(aux),
             num_constraints: 0,
+            minus_one: -Scalar::ONE,
             malformed: None,
         }
     }
@@ -87,14 +100,25 @@ const UNKNOWN_VARIABLE: &str = "a constraint uses a variable that was never allo
 fn fold(
     lc: &LinearCombination<Scalar>,
     l: Scalar,
+    minus_one: Scalar,
     inputs: &mut [Scalar],
     aux: &mut [Scalar],
 ) -> Result<(), UnknownVariable> {
     let (n_inputs, n_aux) = (inputs.len(), aux.len());
-    lc::walk(lc, n_inputs, n_aux, |var, coeff| match var {
+    lc::walk(lc, n_inputs, n_aux, |var, coeff| {
         // `walk` checked the index against these very lengths.
-        Var::Input(i) => inputs[i] += *coeff * l,
-        Var::Aux(i) => aux[i] += *coeff * l,
+        let slot = match var {
+            Var::Input(i) => &mut inputs[i],
+            Var::Aux(i) => &mut aux[i],
+        };
+        // Most coefficients are ±1: an addition, not a multiplication.
+        if *coeff == Scalar::ONE {
+            *slot += l;
+        } else if *coeff == minus_one {
+            *slot -= l;
+        } else {
+            *slot += *coeff * l;
+        }
     })
 }
 
@@ -133,10 +157,12 @@ impl ConstraintSystem<Scalar> for QapEvaluator<'_> {
             return;
         };
         self.num_constraints += 1;
+        let minus_one = self.minus_one;
         let (inputs, aux) = (&mut self.inputs, &mut self.aux);
         let folded = fold(
             &a(LinearCombination::zero()),
             l,
+            minus_one,
             &mut inputs.at,
             &mut aux.at,
         )
@@ -144,6 +170,7 @@ impl ConstraintSystem<Scalar> for QapEvaluator<'_> {
             fold(
                 &b(LinearCombination::zero()),
                 l,
+                minus_one,
                 &mut inputs.bt,
                 &mut aux.bt,
             )
@@ -152,6 +179,7 @@ impl ConstraintSystem<Scalar> for QapEvaluator<'_> {
             fold(
                 &c(LinearCombination::zero()),
                 l,
+                minus_one,
                 &mut inputs.ct,
                 &mut aux.ct,
             )
