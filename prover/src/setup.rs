@@ -242,6 +242,38 @@ pub fn generate_with_engine<C: Circuit<Scalar> + Clone>(
     generate_parts(circuit, toxic, engine, &mut |_| true)
 }
 
+/// Synthesises `circuit` for its QAP evaluations at τ (inputs, aux),
+/// checking that it has the shape it was counted with.
+fn evaluate_qap<C: Circuit<Scalar> + Clone>(
+    circuit: &C,
+    lagrange: &[Scalar],
+    counted: &CircuitShape,
+) -> Result<(qap::Evaluations, qap::Evaluations), SetupError> {
+    let mut qap = QapEvaluator::new(lagrange, counted.num_inputs, counted.num_aux);
+    circuit
+        .clone()
+        .synthesize(&mut qap)
+        .map_err(|source| SetupError::Synthesis {
+            stage: "evaluating the QAP at τ",
+            source,
+        })?;
+    qap.pad_inputs();
+    if let Some(reason) = qap.malformed {
+        return Err(SetupError::ShapeChanged(reason.into()));
+    }
+    let evaluated = CircuitShape {
+        num_inputs: qap.inputs.len(),
+        num_aux: qap.aux.len(),
+        num_constraints: qap.num_constraints - qap.inputs.len(),
+    };
+    if evaluated != *counted {
+        return Err(SetupError::ShapeChanged(format!(
+            "counted {counted:?}, evaluated {evaluated:?}"
+        )));
+    }
+    Ok((qap.inputs, qap.aux))
+}
+
 /// The generator: the parts in the file's order, each emitted once made.
 fn generate_parts<C: Circuit<Scalar> + Clone>(
     circuit: &C,
@@ -276,32 +308,6 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
     let (lagrange, t_tau) = lagrange_at(toxic.tau, log2)?;
     let lagrange_done = Instant::now();
 
-    let mut qap = QapEvaluator::new(&lagrange, counted.num_inputs, counted.num_aux);
-    circuit
-        .clone()
-        .synthesize(&mut qap)
-        .map_err(|source| SetupError::Synthesis {
-            stage: "evaluating the QAP at τ",
-            source,
-        })?;
-    qap.pad_inputs();
-    if let Some(reason) = qap.malformed {
-        return Err(SetupError::ShapeChanged(reason.into()));
-    }
-    let evaluated = CircuitShape {
-        num_inputs: qap.inputs.len(),
-        num_aux: qap.aux.len(),
-        num_constraints: qap.num_constraints - qap.inputs.len(),
-    };
-    if evaluated != counted {
-        return Err(SetupError::ShapeChanged(format!(
-            "counted {counted:?}, evaluated {evaluated:?}"
-        )));
-    }
-    let (inputs, aux) = (qap.inputs, qap.aux);
-    drop(lagrange);
-    let qap_done = Instant::now();
-
     let (num_inputs, num_aux) = (counted.num_inputs, counted.num_aux);
     let variables = num_inputs + num_aux;
     let g1_table = engine
@@ -311,6 +317,31 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
         .g2(FixedBaseTable::new(toxic.g2, variables))
         .map_err(device)?;
     let tables_done = Instant::now();
+
+    // h_i = τ^i · t(τ) / δ for i < m − 1 needs neither the circuit nor its
+    // QAP, so it is multiplied on a thread of its own while this one
+    // synthesises the circuit for the QAP, which is single-threaded.
+    let g1_mul = &*g1_table;
+    let (qap, h) = std::thread::scope(|scope| {
+        let h = scope.spawn(move || {
+            let started = Instant::now();
+            let mut h_scalars = vec![Scalar::ZERO; m - 1];
+            geometric(&mut h_scalars, t_tau * delta_inv, toxic.tau);
+            g1_mul
+                .multiply(&h_scalars)
+                .map(|h| (h, started.elapsed().as_secs_f64()))
+        });
+        let qap = evaluate_qap(circuit, &lagrange, &counted).map(|q| (q, Instant::now()));
+        (qap, h.join())
+    });
+    drop(lagrange);
+    let ((inputs, aux), qap_done) = qap?;
+    let (h, h_s) = match h {
+        Ok(h) => h.map_err(device)?,
+        // A panic in the multiplication is a bug: it stays a panic.
+        Err(panic) => std::panic::resume_unwind(panic),
+    };
+    let parallel_done = Instant::now();
 
     // (β·u_i(τ) + α·v_i(τ) + w_i(τ)) / γ for inputs, / δ for aux
     let (inputs, aux) = (&inputs, &aux);
@@ -337,11 +368,7 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
     };
     emit(SetPart::Vk(Box::new(vk.clone())))?;
 
-    // h_i = τ^i · t(τ) / δ for i < m − 1
-    let mut h_scalars = vec![Scalar::ZERO; m - 1];
-    geometric(&mut h_scalars, t_tau * delta_inv, toxic.tau);
-    let h = Arc::new(g1_table.multiply(&h_scalars).map_err(device)?);
-    drop(h_scalars);
+    let h = Arc::new(h);
     emit(SetPart::G1(h.clone()))?;
 
     let l = g1_table.multiply(&ext(aux, delta_inv)).map_err(device)?;
@@ -377,9 +404,11 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
         g1_window = g1_table.window(),
         g2_window = g2_table.window(),
         lagrange_s = (lagrange_done - started).as_secs_f64(),
-        qap_s = (qap_done - lagrange_done).as_secs_f64(),
-        tables_s = (tables_done - qap_done).as_secs_f64(),
-        points_s = (done - tables_done).as_secs_f64(),
+        tables_s = (tables_done - lagrange_done).as_secs_f64(),
+        qap_s = (qap_done - tables_done).as_secs_f64(),
+        h_s,
+        overlapped_s = (parallel_done - tables_done).as_secs_f64(),
+        points_s = (done - parallel_done).as_secs_f64(),
         "generated parameters"
     );
     Ok(Parameters {

@@ -243,8 +243,9 @@ impl<G: FastCurve> FixedBaseTable<G> {
 }
 
 /// Multiplies many scalars by one fixed base into affine points: the one
-/// operation every group element of a setup comes from.
-pub trait FixedBaseMul<G: FastCurve> {
+/// operation every group element of a setup comes from. `Sync`: the h
+/// query is multiplied on a thread of its own while the QAP is evaluated.
+pub trait FixedBaseMul<G: FastCurve>: Sync {
     /// `scalars[i] · P` for each `i` (the identity for a zero scalar).
     fn multiply(&self, scalars: &[Scalar]) -> Result<Vec<G::Affine>, BackendError>;
     /// Window width of the table the multiplications walk.

@@ -225,7 +225,9 @@ pub struct DeviceTable<'a, D: DeviceGroup> {
     table: DeviceBuffer,
     window: usize,
     windows: usize,
-    group: PhantomData<D>,
+    // The group is a marker only: the table is shared between threads
+    // whatever it is.
+    group: PhantomData<fn() -> D>,
 }
 
 /// What one kernel launch of `threads` threads takes.
