@@ -190,15 +190,24 @@ fn rows_after(text: &str, header_start: &str) -> Vec<BTreeMap<String, String>> {
 
 /// The summary and per-device rows as printed on the H200, from the same
 /// log. The phase table is left out: it changes when the wire learns the
-/// newer prover's phases, which this log carries.
+/// newer prover's phases, which this log carries. A column added since is
+/// left out of the comparison too; every printed one must read the same.
 #[test]
 fn h200_log_summary_reads_as_printed_on_the_h200() {
     let printed = std::fs::read_to_string(fixture(PRINTED)).unwrap();
     let text = render::table(&report());
     let summary = rows_after(&text, "┌");
     let printed_summary = rows_after(&printed, "┌");
-    assert_eq!(summary, printed_summary, "{text}");
+    assert_eq!(summary.len(), printed_summary.len(), "{text}");
+    for (ours, printed) in summary.iter().zip(&printed_summary) {
+        for (column, cell) in printed {
+            assert_eq!(ours.get(column), Some(cell), "{column}\n{text}");
+        }
+    }
     assert_eq!(summary.len(), 1);
+    // Added after the fixture was printed: 2.9 s of synthesis against 3.0 s
+    // on the device over the same 16 partitions, one core keeps it busy.
+    assert_eq!(summary[0]["cores/device"], "1.0");
     assert_eq!(summary[0]["h2d GB/s"], "52.8");
     assert_eq!(summary[0]["partitions"], "16");
     assert_eq!(summary[0]["kernel busy"], "99%");

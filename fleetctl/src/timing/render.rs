@@ -47,6 +47,7 @@ pub fn table(report: &Report) -> String {
         "kernel busy",
         "synth s",
         "device s",
+        "cores/device",
         "bottleneck",
     ]);
     for s in &report.sections {
@@ -62,6 +63,7 @@ pub fn table(report: &Report) -> String {
             Cell::new(kpct(s.kernel_busy_fraction)),
             Cell::new(format!("{:.1}", s.synthesis_ms / 1000.0)),
             Cell::new(format!("{:.1}", s.device_ms / 1000.0)),
+            Cell::new(opt(s.synthesis_cores_per_device, 1)),
             Cell::new(bottleneck(s.bottleneck)),
         ]);
     }
@@ -519,11 +521,11 @@ td:first-child,th:first-child{text-align:left}.flag{color:#c53030}svg.chart{disp
         report.bytes as f64 / 1e6,
         report.malformed_count
     );
-    page.push_str("<h2>Hosts</h2><table><tr><th>host</th><th>build</th><th>partitions</th><th>failed</th><th>h2d GB/s</th><th>pinned</th><th>occupied</th><th>kernel busy</th><th>bottleneck</th></tr>");
+    page.push_str("<h2>Hosts</h2><table><tr><th>host</th><th>build</th><th>partitions</th><th>failed</th><th>h2d GB/s</th><th>pinned</th><th>occupied</th><th>kernel busy</th><th title=\"synthesis cores that keep one device busy\">cores/device</th><th>bottleneck</th></tr>");
     for s in &report.sections {
         let _ = write!(
             page,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&s.host),
             esc(&s.build),
             s.partitions,
@@ -532,6 +534,7 @@ td:first-child,th:first-child{text-align:left}.flag{color:#c53030}svg.chart{disp
             pct(s.h2d.pinned_fraction),
             pct(s.busy_fraction),
             kpct(s.kernel_busy_fraction),
+            opt(s.synthesis_cores_per_device, 1),
             bottleneck(s.bottleneck)
         );
     }

@@ -149,6 +149,10 @@ pub struct Section {
     pub devices: Vec<DeviceBusy>,
     pub synthesis_ms: f64,
     pub device_ms: f64,
+    /// Cores of synthesis one device needs to be kept busy: a partition's
+    /// mean synthesis over its mean device time (each synthesis thread
+    /// takes one partition at a time, on one core). None without both.
+    pub synthesis_cores_per_device: Option<f64>,
     pub bottleneck: Bottleneck,
     /// Latest occupied (gpu_start..gpu_end) intervals per device, Unix µs, for charts.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -349,6 +353,8 @@ fn section(host: &str, build: &str, acc: &Acc) -> Section {
         devices: devices(acc),
         synthesis_ms: acc.synthesis_ms,
         device_ms: acc.device_ms,
+        synthesis_cores_per_device: (acc.synthesis_ms > 0.0 && acc.device_ms > 0.0)
+            .then(|| acc.synthesis_ms / acc.device_ms),
         bottleneck,
         timeline,
         kernel_timeline,

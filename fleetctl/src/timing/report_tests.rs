@@ -403,6 +403,12 @@ fn a_device_held_all_the_time_is_the_bottleneck_whatever_synthesis_sums_to() {
     assert!(sec.synthesis_ms > 10.0 * sec.device_ms);
     assert!(sec.busy_fraction.unwrap() > 0.99);
     assert_eq!(sec.bottleneck, Bottleneck::Device);
+    // 3.6 s of synthesis for each ~0.3 s on the device: twelve cores keep
+    // the one device busy, as the twelve threads of this run did.
+    let cores = sec.synthesis_cores_per_device.expect("both measured");
+    assert!((11.5..12.5).contains(&cores), "{cores}");
+    let text = crate::timing::render::table(&build(&s, &Thresholds::default(), None));
+    assert!(text.contains("cores/device"), "{text}");
 }
 
 #[test]
