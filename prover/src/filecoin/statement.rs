@@ -216,6 +216,9 @@ pub fn prove_all(
         Ok(())
     };
 
+    if partitions == 0 {
+        return Ok((proof_bytes, reports));
+    }
     // Recording costs about one more synthesis: it pays only where later
     // partitions use it.
     let first_mode = if compiled && partitions > 1 {
@@ -467,6 +470,14 @@ mod tests {
         }
         // Every buffer went back to the pool.
         assert_eq!(pool.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn a_statement_without_partitions_proves_nothing() {
+        let pool = crate::synthesis::heap_pool(u64::MAX);
+        let (proof, reports) =
+            prove_all(&chains(0), &loaded(), &CpuBackend::new(), &pool, None, true).expect("empty");
+        assert!(proof.is_empty() && reports.is_empty());
     }
 
     #[test]
