@@ -9,6 +9,16 @@ use crate::budget::BudgetError;
 use crate::circuit::{CircuitError, CircuitKind};
 use crate::setup::SetupError;
 
+impl ParamsError {
+    /// The file at `path` is not a parameter file as its layout says, for `reason`.
+    pub fn malformed(path: &Path, reason: impl Into<String>) -> Self {
+        ParamsError::Malformed {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// Why parameters could not be read, written, found or used.
 #[derive(Debug, thiserror::Error)]
 pub enum ParamsError {

@@ -195,10 +195,7 @@ impl ParamsLayout {
 }
 
 fn malformed(path: &Path, err: io::Error) -> ParamsError {
-    ParamsError::Malformed {
-        path: path.to_path_buf(),
-        reason: err.to_string(),
-    }
+    ParamsError::malformed(path, err.to_string())
 }
 
 /// Maps a parameter file after checking its layout; points are decoded when

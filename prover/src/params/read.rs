@@ -115,7 +115,7 @@ pub fn read_file(
     let pieces = plan(layout);
     let total: u64 = pieces.iter().map(|p| p.bytes(layout)).sum();
     if total != layout.file_len {
-        return Err(malformed(
+        return Err(ParamsError::malformed(
             path,
             format!(
                 "its length fields add up to {total} bytes, the layout to {}",
@@ -135,12 +135,14 @@ pub fn read_file(
             }
             hex::encode(h.finalize())
         });
-        let blake = scope.spawn(move || {
-            let mut state = blake2b_simd::Params::new().to_state();
-            for block in blake_rx {
-                state.update(&block[..]);
-            }
-            state.finalize().to_hex().to_string()
+        let blake = blake2b.then(|| {
+            scope.spawn(move || {
+                let mut state = blake2b_simd::Params::new().to_state();
+                for block in blake_rx {
+                    state.update(&block[..]);
+                }
+                state.finalize().to_hex().to_string()
+            })
         });
         let pieces_for_reader = &pieces;
         let reader = scope.spawn(move || -> io::Result<()> {
@@ -173,7 +175,7 @@ pub fn read_file(
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("the reader thread panicked")));
         let sha256 = sha.join().unwrap_or_default();
-        let blake2b_512 = blake.join().ok().filter(|_| blake2b);
+        let blake2b_512 = blake.and_then(|b| b.join().ok());
         // The reader's error (a short file, an I/O error) explains a
         // decoder that ran out of blocks.
         read.map_err(io_err(path, "reading"))?;
@@ -221,20 +223,20 @@ fn decode(
     for piece in pieces {
         let block = blocks
             .recv()
-            .map_err(|_| malformed(path, "the file ended early".into()))?;
+            .map_err(|_| ParamsError::malformed(path, "the file ended early"))?;
         match *piece {
             Piece::Vk => {
                 let key = VerifyingKey::<Bls12>::read(&block[..])
-                    .map_err(|e| malformed(path, format!("verifying key: {e}")))?;
+                    .map_err(|e| ParamsError::malformed(path, format!("verifying key: {e}")))?;
                 vk = Some(key);
             }
             Piece::Len(q) => {
                 let field: [u8; 4] = block[..]
                     .try_into()
-                    .map_err(|_| malformed(path, "a short length field".into()))?;
+                    .map_err(|_| ParamsError::malformed(path, "a short length field"))?;
                 let len = u64::from(u32::from_be_bytes(field));
                 if len != q.count(layout) {
-                    return Err(malformed(
+                    return Err(ParamsError::malformed(
                         path,
                         format!(
                             "{q:?} has {len} points, {} when its layout was read (changed while reading?)",
@@ -257,7 +259,7 @@ fn decode(
             }
         }
     }
-    let vk = vk.ok_or_else(|| malformed(path, "no verifying key".into()))?;
+    let vk = vk.ok_or_else(|| ParamsError::malformed(path, "no verifying key"))?;
     let [h, l, a, b_g1] = g1;
     Ok(Params {
         vk,
@@ -294,14 +296,7 @@ where
             Ok(point)
         })
         .collect::<Result<Vec<P>, &str>>()
-        .map_err(|why| malformed(path, why.into()))
-}
-
-fn malformed(path: &Path, reason: String) -> ParamsError {
-    ParamsError::Malformed {
-        path: path.to_path_buf(),
-        reason,
-    }
+        .map_err(|why| ParamsError::malformed(path, why))
 }
 
 #[cfg(test)]
