@@ -23,7 +23,7 @@ use crate::backend::cuda::fixed_base::CudaFixedBase;
 use crate::backend::cuda::{CudaBackend, CudaHostAllocator};
 use crate::backend::{Backend, BackendError, BackendTimes};
 use crate::budget::MemoryBudget;
-use crate::circuit::{self, CircuitError, CircuitKind};
+use crate::circuit::{self, CircuitError, CircuitKind, SplitWitness};
 use crate::compiled::{self, CompiledR1cs};
 use crate::params::{ParamStore, ParamsError, TestParams, DEFAULT_SEED};
 use crate::pool::{PinnedPool, PoolLimits};
@@ -142,8 +142,12 @@ pub struct BenchRow {
     pub synthesis_ms: f64,
     /// Recording the constraints once (not part of any proof), ms.
     pub compile_ms: Option<f64>,
-    /// Synthesis from compiled constraints: the witness pass and a, b, c.
+    /// Synthesis from compiled constraints: the witness pass (in pieces on
+    /// every core where the circuit comes in pieces) and a, b, c.
     pub witness_ms: Option<f64>,
+    /// The witness pass of the whole circuit on one thread, as the checked
+    /// first proofs of a shape run it.
+    pub witness_whole_ms: Option<f64>,
     pub abc_ms: Option<f64>,
     /// Terms of A, B, C and bytes the recording takes in memory.
     pub nnz: Option<usize>,
@@ -251,7 +255,7 @@ struct OurRun {
 fn our_proof(
     backend: &dyn Backend,
     key: &dyn prove::ProvingKey,
-    circuit: impl bellperson::Circuit<blstrs::Scalar>,
+    circuit: impl SplitWitness,
     compiled: Option<&CompiledR1cs>,
     pool: &PinnedPool,
     (r, s): (blstrs::Scalar, blstrs::Scalar),
@@ -261,7 +265,7 @@ fn our_proof(
     let syn = match compiled {
         // Unchecked, as a daemon runs after its first proofs of a shape;
         // the proof's bytes are compared with the CPU backend's below.
-        Some(r1cs) => synthesis::synthesize_compiled(circuit, r1cs, &shape, pool, false)?,
+        Some(r1cs) => synthesis::synthesize_compiled_split(circuit, r1cs, &shape, pool, false)?,
         None => synthesis::synthesize(circuit, &shape, pool)?,
     };
     *synthesised = Some(Instant::now());
@@ -401,6 +405,18 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 None
             };
             let heap = synthesis::heap_pool(u64::MAX);
+            // The whole circuit's witness pass on this thread, once: what
+            // the pieces are measured against.
+            let witness_whole_ms = match &compiled {
+                Some((r1cs, _)) => {
+                    let (c, _) = witness()?;
+                    let shape = prove::shape_of_key(params.as_ref());
+                    let syn = synthesis::synthesize_compiled(c, r1cs, &shape, &heap, false)
+                        .map_err(|e| prove_err(ProveError::from(e)))?;
+                    syn.parts.map(|p| p.witness_ms)
+                }
+                None => None,
+            };
             let cpu_runs = |with: Option<&CompiledR1cs>| -> Result<Best, BenchError> {
                 let mut best = Best::default();
                 for _ in 0..cfg.repeat.max(1) {
@@ -533,6 +549,7 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 synthesis_ms,
                 compile_ms: compiled.as_ref().map(|c| c.1),
                 witness_ms: best_parts.map(|p| p.witness_ms),
+                witness_whole_ms,
                 abc_ms: best_parts.map(|p| p.abc_ms),
                 nnz: compiled.as_ref().map(|c| c.0.nnz()),
                 compiled_bytes: compiled.as_ref().map(|c| c.0.bytes()),
@@ -640,6 +657,7 @@ pub fn render_synthesis(rows: &[BenchRow]) -> Table {
         "circuit",
         "size",
         "synthesis ms",
+        "witness ms (1 thread)",
         "witness ms",
         "a/b/c ms",
         "synthesis speedup",
@@ -659,6 +677,7 @@ pub fn render_synthesis(rows: &[BenchRow]) -> Table {
             Cell::new(&r.circuit),
             right(format!("2^{}", r.log_size)),
             right(format!("{:.0}", r.synthesis_ms)),
+            right(opt_ms(r.witness_whole_ms)),
             right(opt_ms(r.witness_ms)),
             right(opt_ms(r.abc_ms)),
             right(

@@ -7,7 +7,7 @@
 //! outgrows them fails with [`SynthesisError::TooLarge`], never a panic.
 
 use crate::budget::MemoryBudget;
-use crate::circuit::{unnamed_root, CircuitShape};
+use crate::circuit::{unnamed_root, CircuitShape, SplitWitness};
 use crate::compiled::{self, CompiledR1cs};
 pub use crate::density::Density;
 use crate::lc::{self, UnknownVariable, Var};
@@ -81,6 +81,12 @@ pub fn pool_bytes(shape: &CircuitShape) -> u64 {
 }
 
 impl SynthesisBuffers {
+    /// The input and aux assignment buffers alone (a witness pass's own tests).
+    #[cfg(test)]
+    pub(crate) fn into_assignments(self) -> (PinnedVec<Scalar>, PinnedVec<Scalar>) {
+        (self.input_assignment, self.aux_assignment)
+    }
+
     /// Checks out all five buffers at once (all or nothing, so two partitions
     /// never deadlock holding half each): a, b, c of the domain size, and the
     /// input and aux assignments.
@@ -275,6 +281,44 @@ pub fn synthesize_compiled_into<C: Circuit<Scalar>>(
     bufs: SynthesisBuffers,
     check: bool,
 ) -> Result<Synthesized, SynthesisError> {
+    from_compiled(r1cs, shape, bufs, |inputs, aux| {
+        compiled::assign(circuit, r1cs, inputs, aux, check)
+    })
+}
+
+/// [`synthesize_compiled`] for a circuit that comes in pieces: unchecked,
+/// its witness pass runs one piece per core of the rayon pool
+/// ([`compiled::assign_split`]); checked, or where the circuit is one
+/// piece, the whole circuit runs on this thread. The result is the same,
+/// value for value.
+pub fn synthesize_compiled_split<C: SplitWitness>(
+    circuit: C,
+    r1cs: &CompiledR1cs,
+    shape: &CircuitShape,
+    pool: &PinnedPool,
+    check: bool,
+) -> Result<Synthesized, SynthesisError> {
+    let pieces = circuit.pieces(rayon::current_num_threads());
+    if check || pieces <= 1 {
+        return synthesize_compiled(circuit, r1cs, shape, pool, check);
+    }
+    let bufs = SynthesisBuffers::checkout(pool, "synthesis", shape)?;
+    from_compiled(r1cs, shape, bufs, |inputs, aux| {
+        compiled::assign_split(&circuit, pieces, r1cs, inputs, aux)
+    })
+}
+
+/// The compiled path after its checks: `witness` fills the assignments,
+/// then a, b, c come from the matrices.
+fn from_compiled(
+    r1cs: &CompiledR1cs,
+    shape: &CircuitShape,
+    bufs: SynthesisBuffers,
+    witness: impl FnOnce(
+        &mut PinnedVec<Scalar>,
+        &mut PinnedVec<Scalar>,
+    ) -> Result<(), compiled::WitnessError>,
+) -> Result<Synthesized, SynthesisError> {
     let m = shape.domain_size();
     if r1cs.num_constraints > m {
         return Err(SynthesisError::TooLarge {
@@ -302,13 +346,7 @@ pub fn synthesize_compiled_into<C: Circuit<Scalar>>(
         mut aux_assignment,
     } = bufs;
     let start = Instant::now();
-    compiled::assign(
-        circuit,
-        r1cs,
-        &mut input_assignment,
-        &mut aux_assignment,
-        check,
-    )?;
+    witness(&mut input_assignment, &mut aux_assignment)?;
     let witness_ms = start.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     for v in [&mut a, &mut b, &mut c] {

@@ -11,6 +11,7 @@ pub mod chain;
 pub mod sha256;
 mod shape;
 mod shapes;
+pub mod split;
 mod unnamed;
 
 use std::fmt;
@@ -23,6 +24,7 @@ pub use chain::ChainCircuit;
 pub use sha256::Sha256Circuit;
 pub use shape::{CircuitShape, ShapeCounter};
 pub use shapes::ShapeCache;
+pub use split::SplitWitness;
 pub(crate) use unnamed::unnamed_root;
 
 /// Smallest accepted size (2^4).
@@ -116,6 +118,30 @@ impl Circuit<Scalar> for BundledCircuit {
         match self {
             BundledCircuit::Chain(c) => c.synthesize(cs),
             BundledCircuit::Sha256(c) => c.synthesize(cs),
+        }
+    }
+}
+
+/// The chain's steps each take the one before: it is one piece. SHA-256
+/// splits between blocks.
+impl SplitWitness for BundledCircuit {
+    fn pieces(&self, max: usize) -> usize {
+        match self {
+            BundledCircuit::Chain(_) => 1,
+            BundledCircuit::Sha256(c) => c.pieces(max),
+        }
+    }
+
+    fn synthesize_piece<CS: ConstraintSystem<Scalar>>(
+        &self,
+        piece: usize,
+        pieces: usize,
+        cs: &mut CS,
+    ) -> Result<(), SynthesisError> {
+        match self {
+            BundledCircuit::Chain(c) if piece == 0 && pieces == 1 => c.clone().synthesize(cs),
+            BundledCircuit::Chain(_) => Err(SynthesisError::Unsatisfiable),
+            BundledCircuit::Sha256(c) => c.synthesize_piece(piece, pieces, cs),
         }
     }
 }

@@ -8,15 +8,20 @@
 
 use std::sync::OnceLock;
 
+use std::ops::Range;
+
 use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
-use bellperson::gadgets::{multipack, sha256::sha256};
+use bellperson::gadgets::sha256::sha256_compression_function;
+use bellperson::gadgets::{multipack, uint32::UInt32};
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
+use sha2::digest::generic_array::GenericArray;
 use sha2::{Digest, Sha256};
 
 use super::shape::CircuitShape;
+use super::split::{piece_range, Detached, SplitWitness};
 
 /// Bytes of the SHA-256 length field plus the mandatory `0x80` padding byte.
 const PADDING_BYTES: usize = 9;
@@ -76,23 +81,142 @@ pub fn digest_inputs(digest: &[u8]) -> Vec<Scalar> {
 
 impl Circuit<Scalar> for Sha256Circuit {
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        self.synthesize_piece(0, 1, cs)
+    }
+}
+
+/// SHA-256's initial hash value (FIPS 180-4, section 5.3.3).
+const IV: [u32; 8] = [
+    0x6a09_e667,
+    0xbb67_ae85,
+    0x3c6e_f372,
+    0xa54f_f53a,
+    0x510e_527f,
+    0x9b05_688c,
+    0x1f83_d9ab,
+    0x5be0_cd19,
+];
+
+/// Bits in a block.
+const BLOCK_BITS: usize = 512;
+
+/// The pieces are runs of whole blocks. A piece after the first starts from
+/// the chaining state after the blocks before it, computed natively (a
+/// microsecond a block) and allocated detached, as are the preimage bits it
+/// hashes: the first piece allocates every preimage bit, as the circuit does
+/// before hashing, and the last one packs the digest into the inputs.
+impl SplitWitness for Sha256Circuit {
+    fn pieces(&self, max: usize) -> usize {
+        if self.preimage.is_none() {
+            return 1;
+        }
+        max.clamp(1, self.blocks)
+    }
+
+    fn synthesize_piece<CS: ConstraintSystem<Scalar>>(
+        &self,
+        piece: usize,
+        pieces: usize,
+        cs: &mut CS,
+    ) -> Result<(), SynthesisError> {
         let len = preimage_len(self.blocks);
-        let mut bits = Vec::with_capacity(8 * len);
-        for i in 0..len {
-            let byte = self.preimage.as_ref().and_then(|p| p.get(i).copied());
-            // SHA-256 reads each byte most significant bit first.
-            for bit in (0..8).rev() {
-                let value = byte.map(|b| (b >> bit) & 1 == 1);
-                let allocated = AllocatedBit::alloc(
-                    cs.namespace(|| format!("preimage bit {}", 8 * i + 7 - bit)),
-                    value,
+        let blocks = piece_range(self.blocks, piece, pieces);
+        let data_bits = 8 * len;
+        let bit_range = if piece == 0 {
+            0..data_bits
+        } else {
+            (BLOCK_BITS * blocks.start).min(data_bits)..(BLOCK_BITS * blocks.end).min(data_bits)
+        };
+        let bits = if piece == 0 {
+            self.alloc_bits(cs, bit_range.clone())?
+        } else {
+            self.alloc_bits(&mut Detached, bit_range.clone())?
+        };
+        let mut cur: Vec<UInt32> = if blocks.start == 0 {
+            IV.iter().map(|&v| UInt32::constant(v)).collect()
+        } else {
+            let preimage = self
+                .preimage
+                .as_deref()
+                .ok_or(SynthesisError::AssignmentMissing)?;
+            chaining_state(preimage, blocks.start)
+                .iter()
+                .map(|&v| UInt32::alloc(Detached, Some(v)))
+                .collect::<Result<_, _>>()?
+        };
+        {
+            let mut cs = cs.namespace(|| "sha256");
+            let mut block = Vec::with_capacity(BLOCK_BITS);
+            for b in blocks.clone() {
+                block.clear();
+                block.extend((BLOCK_BITS * b..BLOCK_BITS * (b + 1)).map(|i| {
+                    if i < data_bits {
+                        bits[i - bit_range.start].clone()
+                    } else {
+                        padding_bit(i, data_bits)
+                    }
+                }));
+                cur = sha256_compression_function(
+                    cs.namespace(|| format!("block {b}")),
+                    &block,
+                    &cur,
                 )?;
-                bits.push(Boolean::from(allocated));
             }
         }
-        let digest = sha256(cs.namespace(|| "sha256"), &bits)?;
-        multipack::pack_into_inputs(cs.namespace(|| "digest"), &digest)
+        if blocks.end == self.blocks {
+            let digest: Vec<Boolean> = cur.into_iter().flat_map(|e| e.into_bits_be()).collect();
+            multipack::pack_into_inputs(cs.namespace(|| "digest"), &digest)?;
+        }
+        Ok(())
     }
+}
+
+impl Sha256Circuit {
+    /// The preimage bits `range` (in message order, each byte most
+    /// significant bit first, as SHA-256 reads them), allocated into `cs`.
+    fn alloc_bits<CS: ConstraintSystem<Scalar>>(
+        &self,
+        cs: &mut CS,
+        range: Range<usize>,
+    ) -> Result<Vec<Boolean>, SynthesisError> {
+        let mut bits = Vec::with_capacity(range.len());
+        for n in range {
+            let byte = self.preimage.as_ref().and_then(|p| p.get(n / 8).copied());
+            let value = byte.map(|b| (b >> (7 - n % 8)) & 1 == 1);
+            let allocated =
+                AllocatedBit::alloc(cs.namespace(|| format!("preimage bit {n}")), value)?;
+            bits.push(Boolean::from(allocated));
+        }
+        Ok(bits)
+    }
+}
+
+/// Bit `i` of the padding after `data_bits` bits of message: a one, zeros,
+/// then the message length in bits as a 64-bit big-endian number ending the
+/// last block (FIPS 180-4, section 5.1.1).
+fn padding_bit(i: usize, data_bits: usize) -> Boolean {
+    let total = (data_bits + 1 + 64).div_ceil(BLOCK_BITS) * BLOCK_BITS;
+    let length_start = total - 64;
+    if i == data_bits {
+        Boolean::constant(true)
+    } else if i < length_start {
+        Boolean::constant(false)
+    } else {
+        let shift = 63 - (i - length_start);
+        Boolean::constant((data_bits as u64 >> shift) & 1 == 1)
+    }
+}
+
+/// SHA-256's chaining state after the first `blocks` blocks of `preimage`,
+/// which must all be message (no padding).
+fn chaining_state(preimage: &[u8], blocks: usize) -> [u32; 8] {
+    let mut state = IV;
+    let whole: Vec<_> = preimage[..64 * blocks]
+        .chunks_exact(64)
+        .map(|c| *GenericArray::from_slice(c))
+        .collect();
+    sha2::compress256(&mut state, &whole);
+    state
 }
 
 /// Padded constraint counts (circuit constraints + inputs) of 1, 2 and 3 blocks,

@@ -5,19 +5,22 @@
 //! constraint for every proof, although the constraints of a circuit and size
 //! never change; only the witness does. Here [`compile`] records A, B, C
 //! once ([`CompiledR1cs`]), [`assign`] runs the circuit for its assignments
-//! only, and [`evaluate`] computes a, b, c on every core. [`file`] keeps a
+//! only ([`assign_split`] in pieces on every core, where the circuit comes in
+//! pieces), and [`evaluate`] computes a, b, c on every core. [`file`] keeps a
 //! recording on disk next to the parameters, checked by its digest on load.
 
 mod error;
 mod eval;
 pub mod file;
 mod matrix;
+mod pieces;
 mod record;
 mod witness;
 
 pub use error::{CompileError, FileError, StructureMismatch};
 pub use eval::{evaluate, EvalShapeError};
 pub use matrix::{CompiledR1cs, Matrix};
+pub use pieces::assign_split;
 pub use record::compile;
 pub use witness::{assign, WitnessError};
 

@@ -211,3 +211,71 @@ fn evaluate_refuses_assignments_of_another_size() {
     let err = evaluate(&r1cs, &[Scalar::ONE], &[], &mut out, &mut b, &mut c).unwrap_err();
     assert_eq!(err.want_aux, 1);
 }
+
+/// The SHA-256 circuit's witness in pieces, on pools of 1 to 4 threads
+/// (so 1 to 4 pieces, at most one a block), is the whole circuit's,
+/// value for value, and so are a, b, c from it.
+#[test]
+fn sha256_witness_in_pieces_equals_the_whole_circuits() {
+    use crate::circuit::{CircuitShape, Sha256Circuit, SplitWitness};
+    let pool = heap_pool(1 << 30);
+    for blocks in [1usize, 3] {
+        let shape = CircuitShape::of(Sha256Circuit::shape(blocks)).unwrap();
+        let r1cs = compile(Sha256Circuit::shape(blocks)).unwrap();
+        let plain =
+            synthesis::synthesize(Sha256Circuit::from_seed(blocks, 5), &shape, &pool).unwrap();
+        for threads in 1..=4 {
+            let circuit = Sha256Circuit::from_seed(blocks, 5);
+            assert_eq!(circuit.pieces(threads), threads.min(blocks));
+            let split = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| {
+                    synthesis::synthesize_compiled_split(circuit, &r1cs, &shape, &pool, false)
+                })
+                .unwrap();
+            same(&plain, &split);
+        }
+    }
+    // Without a witness there is nothing to start later pieces from.
+    assert_eq!(Sha256Circuit::shape(3).pieces(4), 1);
+}
+
+/// A recording of a shorter circuit refuses the pieces of a longer one by
+/// their counts, and a piece never writes past the recording's bounds.
+#[test]
+fn pieces_against_another_circuits_recording_are_refused() {
+    use crate::circuit::{CircuitShape, Sha256Circuit};
+    let pool = heap_pool(1 << 30);
+    let shape = CircuitShape::of(Sha256Circuit::shape(3)).unwrap();
+    let short = compile(Sha256Circuit::shape(2)).unwrap();
+    let long = compile(Sha256Circuit::shape(3)).unwrap();
+    let bufs = synthesis::SynthesisBuffers::checkout(&pool, "test", &shape).unwrap();
+    let (mut inputs, mut aux) = bufs.into_assignments();
+    let err = assign_split(
+        &Sha256Circuit::from_seed(3, 1),
+        3,
+        &short,
+        &mut inputs,
+        &mut aux,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            WitnessError::TooLarge { .. } | WitnessError::Structure(_)
+        ),
+        "{err}"
+    );
+    let err = assign_split(
+        &Sha256Circuit::from_seed(2, 1),
+        2,
+        &long,
+        &mut inputs,
+        &mut aux,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("the recording"), "{err}");
+}

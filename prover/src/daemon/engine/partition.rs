@@ -15,7 +15,7 @@ use crate::filecoin::FilecoinError;
 use crate::params::{ParamStore, Params, ParamsError};
 use crate::pool::PinnedPool;
 use crate::prove::{prove_synthesized, Blinding, IdentifiedKey, ProveError, ProvingKey};
-use crate::synthesis::{synthesize, synthesize_compiled, SynthesisError, Synthesized};
+use crate::synthesis::{synthesize, synthesize_compiled_split, SynthesisError, Synthesized};
 use crate::timing::{PartitionTimer, TimingLog};
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey, Proof};
 use blstrs::{Bls12, Scalar};
@@ -369,7 +369,7 @@ impl Stages {
         self.event(timer, TimelineKind::SynthesisStart, device);
         let t = Instant::now();
         let syn = catch_unwind(AssertUnwindSafe(|| match &compiled {
-            Some(c) => synthesize_compiled(circuit, &c.r1cs, &shape, &self.pool, c.check),
+            Some(c) => synthesize_compiled_split(circuit, &c.r1cs, &shape, &self.pool, c.check),
             None => synthesize(circuit, &shape, &self.pool),
         }))
         .map_err(panic_message)??;
