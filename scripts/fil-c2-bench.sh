@@ -10,6 +10,9 @@
 #   Default proof types: StackedDrg2KiBV1_1 StackedDrg8MiBV1_1.
 # Parameters are generated TEST-ONLY (prover setup --filecoin) into a
 # scratch parameter cache; every step's output and timings go to OUT_DIR.
+# FIL_BENCH_SEALED=DIR takes DIR/SEAL_PROOF/{c1.json,sector.json,seal.log}
+# from an earlier `fil_bench seal` (the seal is seeded, so it is the one this
+# script would make) instead of sealing here: a 512 MiB seal is minutes.
 # Then (FIL_BENCH_DAEMON=1, the default) the same C1 output goes three
 # times through a running daemon (`prover client c2`): the first job loads
 # the parameter file and makes its bases resident on the GPU, the later
@@ -106,7 +109,15 @@ for p in "${proofs[@]}"; do
     d="$out/$p"
     mkdir -p "$d"
     timed "$p.setup" "$bin/prover" setup --filecoin "$p" --param-cache "$FIL_PROOFS_PARAMETER_CACHE" --log warn
-    timed "$p.seal" "$bin/fil_bench" seal "$p" "$scratch/sector-$p" "$d"
+    if [ -n "${FIL_BENCH_SEALED:-}" ] && [ -f "$FIL_BENCH_SEALED/$p/c1.json" ]; then
+        # Sealed elsewhere with the same seed (`fil_bench seal`, its stdout
+        # kept as seal.log): C2 needs only the C1 output and the sector.
+        cp "$FIL_BENCH_SEALED/$p/c1.json" "$FIL_BENCH_SEALED/$p/sector.json" "$d/"
+        cp "$FIL_BENCH_SEALED/$p/seal.log" "$out/$p.seal.log"
+        log "$p: sealed beforehand ($(cat "$out/$p.seal.log"))"
+    else
+        timed "$p.seal" "$bin/fil_bench" seal "$p" "$scratch/sector-$p" "$d"
+    fi
     sector=$(sed -n 's/.*"sector_id": *\([0-9]*\).*/\1/p' "$d/sector.json" | head -1)
     prover_id=$(sed -n 's/.*"prover_id":"\([0-9a-f]*\)".*/\1/p' "$out/$p.seal.log" | head -1)
     c2() { # NAME BACKEND [ARGS]

@@ -167,6 +167,9 @@ pub struct SynthesisParts {
     pub witness_ms: f64,
     /// a, b, c from the compiled matrices.
     pub abc_ms: f64,
+    /// Pieces the witness pass ran in, on as many threads (1: the whole
+    /// circuit on one thread).
+    pub pieces: usize,
 }
 
 impl Synthesized {
@@ -281,7 +284,7 @@ pub fn synthesize_compiled_into<C: Circuit<Scalar>>(
     bufs: SynthesisBuffers,
     check: bool,
 ) -> Result<Synthesized, SynthesisError> {
-    from_compiled(r1cs, shape, bufs, |inputs, aux| {
+    from_compiled(r1cs, shape, bufs, 1, |inputs, aux| {
         compiled::assign(circuit, r1cs, inputs, aux, check)
     })
 }
@@ -303,7 +306,7 @@ pub fn synthesize_compiled_split<C: SplitWitness>(
         return synthesize_compiled(circuit, r1cs, shape, pool, check);
     }
     let bufs = SynthesisBuffers::checkout(pool, "synthesis", shape)?;
-    from_compiled(r1cs, shape, bufs, |inputs, aux| {
+    from_compiled(r1cs, shape, bufs, pieces, |inputs, aux| {
         compiled::assign_split(&circuit, pieces, r1cs, inputs, aux)
     })
 }
@@ -314,6 +317,7 @@ fn from_compiled(
     r1cs: &CompiledR1cs,
     shape: &CircuitShape,
     bufs: SynthesisBuffers,
+    pieces: usize,
     witness: impl FnOnce(
         &mut PinnedVec<Scalar>,
         &mut PinnedVec<Scalar>,
@@ -377,7 +381,11 @@ fn from_compiled(
         b_aux_density: r1cs.b_aux_density.clone(),
         num_constraints: r1cs.num_constraints,
         synthesis_ms: witness_ms + abc_ms,
-        parts: Some(SynthesisParts { witness_ms, abc_ms }),
+        parts: Some(SynthesisParts {
+            witness_ms,
+            abc_ms,
+            pieces,
+        }),
     })
 }
 

@@ -561,6 +561,25 @@ fn the_daemon_proves_a_c2_and_a_winning_post_that_filecoin_proofs_accepts() {
         "filecoin-proofs' verify_seal rejected the daemon's proof"
     );
 
+    // The second C2 of this sector size runs from the recording the first
+    // one made (checked then): unchecked now, its witness pass in pieces of
+    // the partition's two challenges on the two threads CI has.
+    let again = dir.join("c2-again.proof");
+    let (code, err) = d.client(&["c2"], &c2_args(&f.c1, &again, &[]));
+    assert_eq!(code, Some(0), "{err}\n{}", d.log());
+    let proof = fs::read(&again).expect("proof written");
+    assert!(
+        seal::verify(&f.sealed, &proof).expect("verify_seal runs"),
+        "filecoin-proofs' verify_seal rejected the daemon's proof from pieces"
+    );
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        let log = d.log();
+        assert!(
+            log.contains("witness pass in pieces") && log.contains("pieces=2"),
+            "the second C2 did not run its witness in pieces:\n{log}"
+        );
+    }
+
     // Another sector's number: refused before any proving, exit 7, no file.
     let wrong = dir.join("wrong.proof");
     let other = (f.sealed.sector_id + 1).to_string();

@@ -25,7 +25,21 @@ use super::unnamed_root;
 /// for `i` in `0..n` allocates the same values, inputs and aux, in the same
 /// order as `synthesize` does (ONE, which the proving system allocates
 /// itself, excluded). Each piece may run on its own thread.
+///
+/// Where [`SplitWitness::repeats_preamble`] is true the contract is looser:
+/// every piece first allocates the same preamble (the same number of inputs,
+/// aux variables and constraints, and the same values), then its share of
+/// the circuit; the whole circuit is the preamble once, then every piece's
+/// share in order. That is what a circuit built from a subset of its
+/// sections gives (a PoRep partition from some of its challenges): the
+/// preamble's length follows from the counts, and its repeats are checked
+/// value for value and dropped.
 pub trait SplitWitness: Circuit<Scalar> + Sync {
+    /// Whether every piece repeats the circuit's preamble (see above).
+    fn repeats_preamble(&self) -> bool {
+        false
+    }
+
     /// How many pieces to cut the witness into when `max` threads are free
     /// (1 when the circuit cannot be cut or has no witness).
     fn pieces(&self, max: usize) -> usize;

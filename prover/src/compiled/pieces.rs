@@ -41,10 +41,32 @@ pub fn assign_split<C: SplitWitness>(
             }
         })
         .collect::<Result<_, _>>()?;
-    let num_inputs = 1 + done.iter().map(|p| p.inputs.len()).sum::<usize>();
-    let num_aux = done.iter().map(|p| p.aux.len()).sum::<usize>();
+    let preamble = if circuit.repeats_preamble() {
+        preamble(&done, r1cs)?
+    } else {
+        Preamble::default()
+    };
+    // Pieces after the first drop their copy of the preamble.
+    let skip = |k: usize, p: &Piece| {
+        if k == 0 {
+            (0, 0, 0)
+        } else {
+            (
+                preamble.inputs.min(p.inputs.len()),
+                preamble.aux.min(p.aux.len()),
+                preamble.constraints.min(p.constraints),
+            )
+        }
+    };
+    let (mut num_inputs, mut num_aux, mut constraints) = (1, 0, 0);
+    for (k, p) in done.iter().enumerate() {
+        let (i, a, c) = skip(k, p);
+        num_inputs += p.inputs.len() - i;
+        num_aux += p.aux.len() - a;
+        constraints += p.constraints - c;
+    }
     // bellperson's `input · 0 = 0` constraints close the recording.
-    let enforced = done.iter().map(|p| p.constraints).sum::<usize>() + num_inputs;
+    let enforced = constraints + num_inputs;
     let counts = [
         ("inputs", num_inputs, r1cs.num_inputs),
         ("aux variables", num_aux, r1cs.num_aux),
@@ -53,7 +75,7 @@ pub fn assign_split<C: SplitWitness>(
     for (what, got, recorded) in counts {
         if got != recorded {
             return Err(StructureMismatch {
-                index: (enforced - num_inputs).min(r1cs.num_constraints),
+                index: constraints.min(r1cs.num_constraints),
                 name: "the end of the circuit".into(),
                 what: format!("it has {got} {what}, the recording {recorded}"),
             }
@@ -66,24 +88,100 @@ pub fn assign_split<C: SplitWitness>(
     inputs
         .push(Scalar::ONE)
         .map_err(|_| full("inputs", inputs.capacity()))?;
-    for p in &done {
+    for (k, p) in done.iter().enumerate() {
         inputs
-            .extend_from_slice(&p.inputs)
+            .extend_from_slice(&p.inputs[skip(k, p).0..])
             .map_err(|_| full("inputs", inputs.capacity()))?;
     }
     aux.resize(num_aux, Scalar::ZERO)
         .map_err(|_| full("aux variables", aux.capacity()))?;
     let mut rest = aux.as_mut_slice();
     let mut targets = Vec::with_capacity(done.len());
-    for p in &done {
-        let (head, tail) = rest.split_at_mut(p.aux.len());
-        targets.push((head, &p.aux));
+    for (k, p) in done.iter().enumerate() {
+        let from = &p.aux[skip(k, p).1..];
+        let (head, tail) = rest.split_at_mut(from.len());
+        targets.push((head, from));
         rest = tail;
     }
     targets
         .into_par_iter()
         .for_each(|(to, from)| to.copy_from_slice(from));
     Ok(())
+}
+
+/// What every piece allocated and enforced before its own share.
+#[derive(Default)]
+struct Preamble {
+    inputs: usize,
+    aux: usize,
+    constraints: usize,
+}
+
+/// The preamble's length, from the pieces' counts against the recording's:
+/// `n` pieces allocate the preamble `n` times, the whole circuit once. The
+/// repeats must hold the first piece's values, else the circuit does not
+/// come in such pieces and is refused rather than proved from a wrong
+/// witness.
+fn preamble(done: &[Piece], r1cs: &CompiledR1cs) -> Result<Preamble, WitnessError> {
+    let repeats = done.len().saturating_sub(1);
+    if repeats == 0 {
+        return Ok(Preamble::default());
+    }
+    let refuse = |what: String| {
+        WitnessError::from(StructureMismatch {
+            index: 0,
+            name: "the preamble its pieces repeat".into(),
+            what,
+        })
+    };
+    // Recorded: ONE, then the circuit's inputs; its constraints, then one
+    // `input · 0 = 0` per input.
+    let sums = [
+        (
+            "inputs",
+            done.iter().map(|p| p.inputs.len()).sum::<usize>(),
+            r1cs.num_inputs.saturating_sub(1),
+        ),
+        (
+            "aux variables",
+            done.iter().map(|p| p.aux.len()).sum::<usize>(),
+            r1cs.num_aux,
+        ),
+        (
+            "constraints",
+            done.iter().map(|p| p.constraints).sum::<usize>(),
+            r1cs.num_constraints.saturating_sub(r1cs.num_inputs),
+        ),
+    ];
+    let mut len = [0usize; 3];
+    for (slot, (what, pieces, whole)) in len.iter_mut().zip(sums) {
+        let extra = pieces.checked_sub(whole).filter(|e| e % repeats == 0);
+        *slot = extra.map(|e| e / repeats).ok_or_else(|| {
+            refuse(format!(
+                "{} pieces have {pieces} {what} together against the recording's {whole}, which \
+                 is not the same preamble repeated",
+                done.len()
+            ))
+        })?;
+    }
+    let [inputs, aux, constraints] = len;
+    let first = &done[0];
+    for (k, p) in done.iter().enumerate().skip(1) {
+        let same = p.inputs.get(..inputs) == first.inputs.get(..inputs)
+            && p.aux.get(..aux) == first.aux.get(..aux)
+            && p.constraints >= constraints;
+        if !same {
+            return Err(refuse(format!(
+                "piece {k} does not start with the first piece's {inputs} inputs and {aux} aux \
+                 variables"
+            )));
+        }
+    }
+    Ok(Preamble {
+        inputs,
+        aux,
+        constraints,
+    })
 }
 
 /// One piece's assignment: allocation only, bounded by the recording.

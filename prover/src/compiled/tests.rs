@@ -279,3 +279,126 @@ fn pieces_against_another_circuits_recording_are_refused() {
     .to_string();
     assert!(err.contains("the recording"), "{err}");
 }
+
+/// A preamble (an input and two aux values) and then `sections` sections of
+/// three constraints each over it, like a PoRep partition's challenges; a
+/// piece is the circuit over some of its sections, so it repeats the
+/// preamble. `honest == false` gives a preamble that depends on the piece's
+/// sections, which `assign_split` must refuse.
+#[derive(Clone)]
+struct Sections {
+    seed: u64,
+    sections: std::ops::Range<u64>,
+    honest: bool,
+}
+
+impl Sections {
+    fn synthesize_sections<CS: ConstraintSystem<Scalar>>(
+        &self,
+        sections: std::ops::Range<u64>,
+        cs: &mut CS,
+    ) -> Result<(), BpError> {
+        let tag = if self.honest { 0 } else { sections.start };
+        let p = Scalar::from(self.seed + tag);
+        let input = cs.alloc_input(|| "p", || Ok(p))?;
+        let q = cs.alloc(|| "q", || Ok(p.square()))?;
+        cs.enforce(|| "q", |lc| lc + input, |lc| lc + input, |lc| lc + q);
+        let r = cs.alloc(|| "r", || Ok(p + Scalar::ONE))?;
+        cs.enforce(
+            || "r",
+            |lc| lc + input + CS::one(),
+            |lc| lc + CS::one(),
+            |lc| lc + r,
+        );
+        for s in sections {
+            let v = p * Scalar::from(s + 2);
+            let x = cs.alloc(|| "x", || Ok(v))?;
+            let y = cs.alloc(|| "y", || Ok(v.square()))?;
+            cs.enforce(
+                || "x",
+                |lc| lc + input,
+                |lc| lc + (Scalar::from(s + 2), CS::one()),
+                |lc| lc + x,
+            );
+            cs.enforce(|| "y", |lc| lc + x, |lc| lc + x, |lc| lc + y);
+            cs.enforce(
+                || "qr",
+                |lc| lc + q,
+                |lc| lc + r,
+                |lc| lc + (p.square() * (p + Scalar::ONE), CS::one()),
+            );
+            let out = cs.alloc_input(|| "out", || Ok(v.square() + Scalar::ONE))?;
+            cs.enforce(
+                || "out",
+                |lc| lc + y + CS::one(),
+                |lc| lc + CS::one(),
+                |lc| lc + out,
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Circuit<Scalar> for Sections {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), BpError> {
+        self.synthesize_sections(self.sections.clone(), cs)
+    }
+}
+
+impl crate::circuit::SplitWitness for Sections {
+    fn repeats_preamble(&self) -> bool {
+        true
+    }
+
+    fn pieces(&self, max: usize) -> usize {
+        max.clamp(1, self.sections.clone().count())
+    }
+
+    fn synthesize_piece<CS: ConstraintSystem<Scalar>>(
+        &self,
+        piece: usize,
+        pieces: usize,
+        cs: &mut CS,
+    ) -> Result<(), BpError> {
+        let r = crate::circuit::split::piece_range(self.sections.clone().count(), piece, pieces);
+        self.synthesize_sections(r.start as u64..r.end as u64, cs)
+    }
+}
+
+#[test]
+fn pieces_that_repeat_a_preamble_drop_the_repeats_and_refuse_a_preamble_that_differs() {
+    use crate::circuit::CircuitShape;
+    let pool = heap_pool(1 << 26);
+    let honest = Sections {
+        seed: 11,
+        sections: 0..7,
+        honest: true,
+    };
+    let shape = CircuitShape::of(honest.clone()).unwrap();
+    let r1cs = compile(honest.clone()).unwrap();
+    let whole = synthesis::synthesize(honest.clone(), &shape, &pool).unwrap();
+    for threads in 1..=4 {
+        let split = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                synthesis::synthesize_compiled_split(honest.clone(), &r1cs, &shape, &pool, false)
+            })
+            .unwrap();
+        same(&whole, &split);
+    }
+    let bufs = synthesis::SynthesisBuffers::checkout(&pool, "test", &shape).unwrap();
+    let (mut inputs, mut aux) = bufs.into_assignments();
+    let dishonest = Sections {
+        honest: false,
+        ..honest
+    };
+    let err = assign_split(&dishonest, 3, &r1cs, &mut inputs, &mut aux)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("piece 1 does not start with the first piece's"),
+        "{err}"
+    );
+}

@@ -12,6 +12,7 @@
 use std::path::Path;
 use std::time::Instant;
 
+use bellperson::Circuit;
 use blstrs::Scalar;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::constants::{DefaultPieceDomain, DefaultPieceHasher};
@@ -20,10 +21,13 @@ use fleet_wire::api::FilecoinKind;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
-use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCompound, StackedDrg};
+use storage_proofs_porep::stacked::{
+    self, generate_replica_id, StackedCircuit, StackedCompound, StackedDrg,
+};
 
 use crate::backend::Backend;
-use crate::circuit::CircuitShape;
+use crate::circuit::split::piece_range;
+use crate::circuit::{CircuitShape, SplitWitness};
 use crate::filecoin::c1::C1Document;
 use crate::filecoin::cache::{self, CacheEntry, Provenance};
 use crate::filecoin::registered::SealProof;
@@ -182,14 +186,6 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
             field: "vanilla_proofs",
             reason: format!("no partition {k}"),
         })?;
-        let circuit = <Compound<Tree> as CompoundProof<Scheme<Tree>, _>>::circuit(
-            &self.public_inputs,
-            (),
-            vanilla,
-            &self.pub_params.vanilla_params,
-            Some(k),
-        )
-        .map_err(crates_err("building a partition's circuit"))?;
         let inputs: Vec<Scalar> =
             <Compound<Tree> as CompoundProof<Scheme<Tree>, _>>::generate_public_inputs(
                 &self.public_inputs,
@@ -197,7 +193,94 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
                 Some(k),
             )
             .map_err(crates_err("computing a partition's public inputs"))?;
+        if let Mode::Compiled { r1cs, check: false } = mode {
+            let circuit = Challenges {
+                statement: self,
+                vanilla,
+                k,
+            };
+            return Partition::synthesize_split(k, circuit, inputs, t, shape, pool, r1cs);
+        }
+        let circuit = self
+            .circuit(vanilla, k)
+            .map_err(crates_err("building a partition's circuit"))?;
         Partition::synthesize(k, circuit, inputs, t, shape, pool, mode)
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> C2Statement<Tree> {
+    /// Partition `k`'s circuit over `vanilla`, its challenges' vanilla
+    /// proofs (all of them, or some for a piece of the witness).
+    fn circuit(
+        &self,
+        vanilla: &[VanillaSealProof<Tree>],
+        k: usize,
+    ) -> anyhow::Result<StackedCircuit<Tree, DefaultPieceHasher>> {
+        <Compound<Tree> as CompoundProof<Scheme<Tree>, _>>::circuit(
+            &self.public_inputs,
+            (),
+            &vanilla.to_vec(),
+            &self.pub_params.vanilla_params,
+            Some(k),
+        )
+    }
+
+    /// [`Self::circuit`] inside a synthesis, where errors are bellperson's.
+    fn circuit_in_synthesis(
+        &self,
+        vanilla: &[VanillaSealProof<Tree>],
+        k: usize,
+    ) -> Result<StackedCircuit<Tree, DefaultPieceHasher>, bellperson::SynthesisError> {
+        self.circuit(vanilla, k).map_err(|e| {
+            bellperson::SynthesisError::IoError(std::io::Error::other(format!(
+                "building partition {k}'s circuit: {e:#}"
+            )))
+        })
+    }
+}
+
+/// A PoRep partition's circuit, whose witness comes in pieces of its
+/// challenges: the crates' own circuit built over some of the challenges
+/// allocates the statement's preamble (replica id, commitments) and then
+/// those challenges, so every piece repeats the preamble and
+/// `compiled::assign_split` drops the repeats (checked value for value).
+/// A 32 GiB partition has 18 challenges, the test sizes 2.
+struct Challenges<'a, Tree: 'static + MerkleTreeTrait> {
+    statement: &'a C2Statement<Tree>,
+    vanilla: &'a [VanillaSealProof<Tree>],
+    k: usize,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> bellperson::Circuit<Scalar> for Challenges<'_, Tree> {
+    fn synthesize<CS: bellperson::ConstraintSystem<Scalar>>(
+        self,
+        cs: &mut CS,
+    ) -> Result<(), bellperson::SynthesisError> {
+        self.statement
+            .circuit_in_synthesis(self.vanilla, self.k)?
+            .synthesize(cs)
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> SplitWitness for Challenges<'_, Tree> {
+    fn repeats_preamble(&self) -> bool {
+        true
+    }
+
+    fn pieces(&self, max: usize) -> usize {
+        max.clamp(1, self.vanilla.len().max(1))
+    }
+
+    fn synthesize_piece<CS: bellperson::ConstraintSystem<Scalar>>(
+        &self,
+        piece: usize,
+        pieces: usize,
+        cs: &mut CS,
+    ) -> Result<(), bellperson::SynthesisError> {
+        let range = piece_range(self.vanilla.len(), piece, pieces);
+        self.statement
+            .circuit_in_synthesis(&self.vanilla[range], self.k)?
+            .synthesize(cs)
     }
 }
 

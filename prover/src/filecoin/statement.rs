@@ -11,7 +11,7 @@ use blstrs::Scalar;
 use fleet_wire::api::FilecoinKind;
 
 use crate::backend::{Backend, BackendTimes};
-use crate::circuit::CircuitShape;
+use crate::circuit::{CircuitShape, SplitWitness};
 use crate::compiled::CompiledR1cs;
 use crate::filecoin::cache::{CacheEntry, Loaded};
 use crate::filecoin::FilecoinError;
@@ -122,6 +122,42 @@ impl Partition {
             inputs,
             circuit_ms,
             recorded,
+        })
+    }
+}
+
+impl Partition {
+    /// Synthesises partition `k` from `r1cs`, unchecked, with the witness
+    /// pass in `circuit`'s pieces on every core (see
+    /// [`crate::circuit::SplitWitness`]).
+    pub fn synthesize_split<C: SplitWitness>(
+        k: usize,
+        circuit: C,
+        inputs: Vec<Scalar>,
+        started: Instant,
+        shape: &CircuitShape,
+        pool: &PinnedPool,
+        r1cs: &CompiledR1cs,
+    ) -> Result<Partition, FilecoinError> {
+        let circuit_ms = ms(started);
+        let syn = crate::synthesis::synthesize_compiled_split(circuit, r1cs, shape, pool, false)
+            .map_err(|source| FilecoinError::Prove {
+                partition: k,
+                source: source.into(),
+            })?;
+        if let Some(parts) = syn.parts {
+            tracing::info!(
+                partition = k,
+                pieces = parts.pieces,
+                witness_ms = parts.witness_ms,
+                "witness pass in pieces"
+            );
+        }
+        Ok(Partition {
+            syn,
+            inputs,
+            circuit_ms,
+            recorded: None,
         })
     }
 }
