@@ -29,6 +29,7 @@ use crate::params::{ParamStore, ParamsError, TestParams, DEFAULT_SEED};
 use crate::pool::{PinnedPool, PoolLimits};
 use crate::prove::{self, partition_randomness, ProveError};
 use crate::synthesis;
+use fleet_wire::timing::Phase;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -148,6 +149,8 @@ pub struct BenchRow {
     /// The witness pass of the whole circuit on one thread, as the checked
     /// first proofs of a shape run it.
     pub witness_whole_ms: Option<f64>,
+    /// a, b, c: on the host's cores, or on the device (CUDA events, the
+    /// witness upload included) where the compiled proofs ran there.
     pub abc_ms: Option<f64>,
     /// Terms of A, B, C and bytes the recording takes in memory.
     pub nnz: Option<usize>,
@@ -256,7 +259,7 @@ fn our_proof(
     backend: &dyn Backend,
     key: &dyn prove::ProvingKey,
     circuit: impl SplitWitness,
-    compiled: Option<&CompiledR1cs>,
+    compiled: Option<&Arc<CompiledR1cs>>,
     pool: &PinnedPool,
     (r, s): (blstrs::Scalar, blstrs::Scalar),
     synthesised: &mut Option<Instant>,
@@ -264,7 +267,11 @@ fn our_proof(
     let shape = prove::shape_of_key(key);
     let syn = match compiled {
         // Unchecked, as a daemon runs after its first proofs of a shape;
-        // the proof's bytes are compared with the CPU backend's below.
+        // the proof's bytes are compared with the CPU backend's below. A
+        // backend that computes a, b, c off the host gets the witness alone.
+        Some(r1cs) if backend.abc_off_host(shape.domain_size()) => {
+            synthesis::synthesize_witness_split(circuit, r1cs, &shape, pool, false)?
+        }
         Some(r1cs) => synthesis::synthesize_compiled_split(circuit, r1cs, &shape, pool, false)?,
         None => synthesis::synthesize(circuit, &shape, pool)?,
     };
@@ -272,6 +279,14 @@ fn our_proof(
     let (synthesis_ms, parts) = (syn.synthesis_ms, syn.parts);
     let mut times = BackendTimes::default();
     let proof = prove::prove_synthesized(backend, key, syn, r, s, &mut times)?;
+    // a, b, c computed on the device: their time is the device's (events,
+    // the witness upload included), not the host's.
+    let parts = parts.map(|mut p| {
+        if let Some(&ms) = times.phases_ms.get(&Phase::AbcDevice) {
+            p.abc_ms = ms;
+        }
+        p
+    });
     Ok(OurRun {
         proof,
         synthesis_ms,
@@ -400,7 +415,7 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                     log_size,
                     source,
                 })?;
-                Some((r1cs, t.elapsed().as_secs_f64() * 1e3))
+                Some((Arc::new(r1cs), t.elapsed().as_secs_f64() * 1e3))
             } else {
                 None
             };
@@ -417,7 +432,7 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
                 }
                 None => None,
             };
-            let cpu_runs = |with: Option<&CompiledR1cs>| -> Result<Best, BenchError> {
+            let cpu_runs = |with: Option<&Arc<CompiledR1cs>>| -> Result<Best, BenchError> {
                 let mut best = Best::default();
                 for _ in 0..cfg.repeat.max(1) {
                     let (c, _) = witness()?;

@@ -262,9 +262,14 @@ pub fn prove_synthesized(
         a_aux_density,
         b_input_density,
         b_aux_density,
+        abc_from,
         ..
     } = syn;
-    let m = a.len();
+    // a, b, c left to the backend: the domain is the parameters'.
+    let m = match &abc_from {
+        Some(_) => key.h().len() + 1,
+        None => a.len(),
+    };
     let num_inputs = input_assignment.len();
     check("the domain size (h query + 1)", key.h().len() + 1, m)?;
     check("the number of inputs (vk.ic)", vk.ic.len(), num_inputs)?;
@@ -283,9 +288,41 @@ pub fn prove_synthesized(
     }
 
     let pinned = a.page_locked() && b.page_locked() && c.page_locked();
-    backend
-        .quotient(&mut a, &mut b, &mut c, pinned, times)
-        .map_err(backend_err)?;
+    match &abc_from {
+        None => backend.quotient(&mut a, &mut b, &mut c, pinned, times),
+        Some(r1cs) => {
+            check(
+                "the domain of the compiled constraints",
+                r1cs.num_constraints.max(1).next_power_of_two(),
+                m,
+            )?;
+            // h comes back in `a`; `b` and `c` are needed where a, b, c
+            // are computed on the host.
+            let off_host = backend.abc_off_host(m);
+            let bufs = [&mut a, &mut b, &mut c];
+            for (k, v) in bufs.into_iter().enumerate() {
+                v.clear();
+                if k == 0 || !off_host {
+                    v.resize(m, Scalar::ZERO)
+                        .map_err(|_| ProveError::from(SynthesisError::TooLarge {
+                            what: "domain elements",
+                            limit: v.capacity(),
+                        }))?;
+                }
+            }
+            backend.quotient_compiled(
+                r1cs,
+                &input_assignment,
+                &aux_assignment,
+                &mut a,
+                &mut b,
+                &mut c,
+                pinned,
+                times,
+            )
+        }
+    }
+    .map_err(backend_err)?;
     drop((b, c));
 
     let msm_start = Instant::now();

@@ -158,6 +158,10 @@ pub struct Synthesized {
     pub synthesis_ms: f64,
     /// How `synthesis_ms` divides, where the circuit ran from compiled constraints.
     pub parts: Option<SynthesisParts>,
+    /// Set where a, b, c were left to the backend, to compute from these
+    /// constraints and the assignments when proving ([`synthesize_witness_split`]);
+    /// `a`, `b`, `c` are then empty buffers of the domain's capacity.
+    pub abc_from: Option<Arc<CompiledR1cs>>,
 }
 
 /// The two parts of a synthesis from compiled constraints.
@@ -175,7 +179,11 @@ pub struct SynthesisParts {
 impl Synthesized {
     /// Domain size m.
     pub fn domain(&self) -> usize {
-        self.a.len()
+        match &self.abc_from {
+            // The recording's rows, padded as the parameters pad them.
+            Some(r1cs) => r1cs.num_constraints.max(1).next_power_of_two(),
+            None => self.a.len(),
+        }
     }
 
     /// Whether a, b, c live in page-locked memory.
@@ -257,6 +265,7 @@ pub fn synthesize_into<C: Circuit<Scalar>>(
         num_constraints,
         synthesis_ms: start.elapsed().as_secs_f64() * 1e3,
         parts: None,
+        abc_from: None,
     })
 }
 
@@ -284,7 +293,7 @@ pub fn synthesize_compiled_into<C: Circuit<Scalar>>(
     bufs: SynthesisBuffers,
     check: bool,
 ) -> Result<Synthesized, SynthesisError> {
-    from_compiled(r1cs, shape, bufs, 1, |inputs, aux| {
+    from_compiled(r1cs, shape, bufs, 1, None, |inputs, aux| {
         compiled::assign(circuit, r1cs, inputs, aux, check)
     })
 }
@@ -301,23 +310,54 @@ pub fn synthesize_compiled_split<C: SplitWitness>(
     pool: &PinnedPool,
     check: bool,
 ) -> Result<Synthesized, SynthesisError> {
-    let pieces = circuit.pieces(rayon::current_num_threads());
-    if check || pieces <= 1 {
-        return synthesize_compiled(circuit, r1cs, shape, pool, check);
-    }
+    split(circuit, r1cs, shape, pool, check, None)
+}
+
+/// [`synthesize_compiled_split`]'s witness pass alone: a, b, c are left to
+/// the backend ([`Synthesized::abc_from`]; the CUDA backend computes them
+/// on the device, the others on the host when proving).
+pub fn synthesize_witness_split<C: SplitWitness>(
+    circuit: C,
+    r1cs: &Arc<CompiledR1cs>,
+    shape: &CircuitShape,
+    pool: &PinnedPool,
+    check: bool,
+) -> Result<Synthesized, SynthesisError> {
+    split(circuit, r1cs, shape, pool, check, Some(r1cs.clone()))
+}
+
+fn split<C: SplitWitness>(
+    circuit: C,
+    r1cs: &CompiledR1cs,
+    shape: &CircuitShape,
+    pool: &PinnedPool,
+    check: bool,
+    defer: Option<Arc<CompiledR1cs>>,
+) -> Result<Synthesized, SynthesisError> {
+    let pieces = if check {
+        1
+    } else {
+        circuit.pieces(rayon::current_num_threads())
+    };
     let bufs = SynthesisBuffers::checkout(pool, "synthesis", shape)?;
-    from_compiled(r1cs, shape, bufs, pieces, |inputs, aux| {
+    if pieces <= 1 {
+        return from_compiled(r1cs, shape, bufs, 1, defer, |inputs, aux| {
+            compiled::assign(circuit, r1cs, inputs, aux, check)
+        });
+    }
+    from_compiled(r1cs, shape, bufs, pieces, defer, |inputs, aux| {
         compiled::assign_split(&circuit, pieces, r1cs, inputs, aux)
     })
 }
 
 /// The compiled path after its checks: `witness` fills the assignments,
-/// then a, b, c come from the matrices.
+/// then a, b, c come from the matrices, here or (`defer`) when proving.
 fn from_compiled(
     r1cs: &CompiledR1cs,
     shape: &CircuitShape,
     bufs: SynthesisBuffers,
     pieces: usize,
+    defer: Option<Arc<CompiledR1cs>>,
     witness: impl FnOnce(
         &mut PinnedVec<Scalar>,
         &mut PinnedVec<Scalar>,
@@ -352,6 +392,29 @@ fn from_compiled(
     let start = Instant::now();
     witness(&mut input_assignment, &mut aux_assignment)?;
     let witness_ms = start.elapsed().as_secs_f64() * 1e3;
+    if defer.is_some() {
+        for v in [&mut a, &mut b, &mut c] {
+            v.clear();
+        }
+        return Ok(Synthesized {
+            a,
+            b,
+            c,
+            input_assignment,
+            aux_assignment,
+            a_aux_density: r1cs.a_aux_density.clone(),
+            b_input_density: r1cs.b_input_density.clone(),
+            b_aux_density: r1cs.b_aux_density.clone(),
+            num_constraints: r1cs.num_constraints,
+            synthesis_ms: witness_ms,
+            parts: Some(SynthesisParts {
+                witness_ms,
+                abc_ms: 0.0,
+                pieces,
+            }),
+            abc_from: defer,
+        });
+    }
     let t = Instant::now();
     for v in [&mut a, &mut b, &mut c] {
         v.clear();
@@ -386,6 +449,7 @@ fn from_compiled(
             abc_ms,
             pieces,
         }),
+        abc_from: None,
     })
 }
 

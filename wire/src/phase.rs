@@ -156,6 +156,8 @@ phases! {
         "Waiting for a device worker (its queue) after synthesis.";
     H2d = "h2d", Device, Device, Some(Phase::NttKernels),
         "Host-to-device copy of a, b, c (the record's `h2d_*` fields cover every copy).";
+    AbcDevice = "abc_device", Device, Device, Some(Phase::NttKernels),
+        "Of an h computation from compiled constraints on a device: the witness upload and a, b, c as sparse products there (in place of h2d of a, b, c).";
     NttIfft = "ntt_ifft", Device, Device, Some(Phase::NttKernels),
         "Inverse NTT of a, b and c.";
     NttCosetFft = "ntt_coset_fft", Device, Device, Some(Phase::NttKernels),

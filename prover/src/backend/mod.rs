@@ -50,6 +50,8 @@ pub enum BackendError {
     },
     #[error("device {device} is out of memory: need {need} bytes, {free} free")]
     DeviceMemory { device: u32, need: u64, free: u64 },
+    #[error(transparent)]
+    CompiledShape(#[from] crate::compiled::EvalShapeError),
 }
 
 /// The rule every MSM entry checks first: as many bases as scalars, and no
@@ -238,6 +240,37 @@ pub trait Backend: Send + Sync {
         pinned: bool,
         times: &mut BackendTimes,
     ) -> Result<(), BackendError>;
+
+    /// Whether [`Backend::quotient_compiled`] computes a, b, c of a domain
+    /// of `m` elements off the host, so that `b` and `c` need not be
+    /// allocated or zeroed for it.
+    fn abc_off_host(&self, _m: usize) -> bool {
+        false
+    }
+
+    /// The quotient from a witness and a circuit's compiled constraints:
+    /// a, b, c are computed where the backend computes them, then h as
+    /// [`Backend::quotient`] computes it. `a` has the domain's length and
+    /// holds h on return; `b` and `c` are zeroed buffers of the same length,
+    /// or empty where [`Backend::abc_off_host`] said so. Here, on the host:
+    /// sparse products on every core, then [`Backend::quotient`].
+    #[allow(clippy::too_many_arguments)]
+    fn quotient_compiled(
+        &self,
+        r1cs: &crate::compiled::CompiledR1cs,
+        inputs: &[Scalar],
+        aux: &[Scalar],
+        a: &mut [Scalar],
+        b: &mut [Scalar],
+        c: &mut [Scalar],
+        pinned: bool,
+        times: &mut BackendTimes,
+    ) -> Result<(), BackendError> {
+        let t = Instant::now();
+        crate::compiled::evaluate(r1cs, inputs, aux, a, b, c)?;
+        times.add(Phase::Abc, t.elapsed().as_secs_f64() * 1e3);
+        self.quotient(a, b, c, pinned, times)
+    }
 
     /// Σ scalars[i]·bases[i] in G1. Bases at infinity contribute nothing.
     fn msm_g1(

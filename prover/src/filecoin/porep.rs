@@ -193,13 +193,20 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
                 Some(k),
             )
             .map_err(crates_err("computing a partition's public inputs"))?;
-        if let Mode::Compiled { r1cs, check: false } = mode {
+        if let Mode::Compiled {
+            r1cs,
+            check: false,
+            defer_abc,
+        } = mode
+        {
             let circuit = Challenges {
                 statement: self,
                 vanilla,
                 k,
             };
-            return Partition::synthesize_split(k, circuit, inputs, t, shape, pool, r1cs);
+            return Partition::synthesize_split(
+                k, circuit, inputs, t, shape, pool, r1cs, defer_abc,
+            );
         }
         let circuit = self
             .circuit(vanilla, k)

@@ -4,6 +4,7 @@
 //! crates' types (the merkle tree shape of the sector size stays inside).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof};
@@ -62,8 +63,14 @@ pub enum Mode<'a> {
     /// from the recording (checked); the recording comes back in the
     /// [`Partition`].
     Record,
-    /// From an earlier partition's recording.
-    Compiled { r1cs: &'a CompiledR1cs, check: bool },
+    /// From an earlier partition's recording; with `defer_abc` (and
+    /// unchecked) a, b, c are left to the backend, which computes them on
+    /// its device ([`crate::synthesis::synthesize_witness_split`]).
+    Compiled {
+        r1cs: &'a Arc<CompiledR1cs>,
+        check: bool,
+        defer_abc: bool,
+    },
 }
 
 /// One partition, synthesised.
@@ -97,7 +104,7 @@ impl Partition {
         let mut recorded = None;
         let syn = match mode {
             Mode::Plain => crate::synthesis::synthesize(circuit, shape, pool).map_err(failed)?,
-            Mode::Compiled { r1cs, check } => {
+            Mode::Compiled { r1cs, check, .. } => {
                 crate::synthesis::synthesize_compiled(circuit, r1cs, shape, pool, check)
                     .map_err(failed)?
             }
@@ -130,6 +137,7 @@ impl Partition {
     /// Synthesises partition `k` from `r1cs`, unchecked, with the witness
     /// pass in `circuit`'s pieces on every core (see
     /// [`crate::circuit::SplitWitness`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn synthesize_split<C: SplitWitness>(
         k: usize,
         circuit: C,
@@ -137,14 +145,19 @@ impl Partition {
         started: Instant,
         shape: &CircuitShape,
         pool: &PinnedPool,
-        r1cs: &CompiledR1cs,
+        r1cs: &Arc<CompiledR1cs>,
+        defer_abc: bool,
     ) -> Result<Partition, FilecoinError> {
         let circuit_ms = ms(started);
-        let syn = crate::synthesis::synthesize_compiled_split(circuit, r1cs, shape, pool, false)
-            .map_err(|source| FilecoinError::Prove {
-                partition: k,
-                source: source.into(),
-            })?;
+        let syn = if defer_abc {
+            crate::synthesis::synthesize_witness_split(circuit, r1cs, shape, pool, false)
+        } else {
+            crate::synthesis::synthesize_compiled_split(circuit, r1cs, shape, pool, false)
+        }
+        .map_err(|source| FilecoinError::Prove {
+            partition: k,
+            source: source.into(),
+        })?;
         if let Some(parts) = syn.parts {
             tracing::info!(
                 partition = k,
@@ -263,11 +276,15 @@ pub fn prove_all(
         Mode::Plain
     };
     let mut first = statement.synthesize(0, &shape, pool, first_mode)?;
-    let recording = first.recorded.take();
+    let recording = first.recorded.take().map(Arc::new);
     // Each proof is verified, so a partition that strayed from the
     // recording cannot pass unnoticed.
     let rest_mode = match &recording {
-        Some(r1cs) => Mode::Compiled { r1cs, check: false },
+        Some(r1cs) => Mode::Compiled {
+            r1cs,
+            check: false,
+            defer_abc: backend.abc_off_host(shape.domain_size()),
+        },
         None => Mode::Plain,
     };
     let ahead = synthesis_ahead(partitions, &shape, pool);

@@ -362,6 +362,79 @@ fn a_cuda_sha256_proof_runs_its_msms_on_the_device_and_is_byte_identical() {
     );
 }
 
+/// a, b, c from compiled constraints on the device, with and without the
+/// kernel's boolean fast paths: h bit-exact with the host's a, b, c through
+/// the CPU quotient, for sha256 (mostly bits) and chain (no bits) at 2^16
+/// and 2^20; and whole proofs from the witness alone byte-identical to
+/// bellperson's. Prints the a/b/c device time of both paths.
+#[test]
+fn abc_on_the_device_from_compiled_constraints_is_bit_exact_and_proves_the_same_bytes() {
+    let Some(gpu) = gpu() else { return };
+    let pool = synthesis::heap_pool(4 << 30);
+    let cpu = CpuBackend::new();
+    for (kind, log) in [
+        (CircuitKind::Sha256, 16u32),
+        (CircuitKind::Chain, 16),
+        (CircuitKind::Sha256, 20),
+        (CircuitKind::Chain, 20),
+    ] {
+        let size = 1usize << log;
+        let shape = circuit::shape(kind, size).expect("shape");
+        let r1cs = Arc::new(
+            prover::compiled::compile(circuit::shape_circuit(kind, size).expect("shape circuit"))
+                .expect("compile"),
+        );
+        let (c, _) = circuit::bundled(kind, size, 7).expect("circuit");
+        let host = synthesis::synthesize_compiled(c.clone(), &r1cs, &shape, &pool, true)
+            .expect("host synthesis");
+        let (mut a, mut b, mut cc) = (host.a.to_vec(), host.b.to_vec(), host.c.to_vec());
+        cpu.quotient(&mut a, &mut b, &mut cc, false, &mut BackendTimes::default())
+            .expect("cpu quotient");
+        for boolean_paths in [true, false] {
+            let mut h = vec![Scalar::ONE; shape.domain_size()];
+            let mut times = BackendTimes::default();
+            gpu.quotient_compiled_with(
+                &r1cs,
+                &host.input_assignment,
+                &host.aux_assignment,
+                &mut h,
+                boolean_paths,
+                &mut times,
+            )
+            .expect("a, b, c and h on the device");
+            assert_eq!(
+                first_difference(&h, &a),
+                None,
+                "{kind} 2^{log}, boolean paths {boolean_paths}: h differs"
+            );
+            eprintln!(
+                "{kind} 2^{log}: a/b/c on the device {:.3} ms (boolean paths {boolean_paths}), \
+                 h bit-exact",
+                times.phases_ms.get(&fleet_wire::timing::Phase::AbcDevice).copied().unwrap_or(0.0)
+            );
+        }
+        if log == 16 {
+            let params = params_for(kind, size, 3);
+            let (r, s) = partition_randomness(3, 0);
+            let (c, inputs) = circuit::bundled(kind, size, 8).expect("circuit");
+            let syn = synthesis::synthesize_witness_split(c.clone(), &r1cs, &shape, &pool, false)
+                .expect("witness");
+            assert!(syn.abc_from.is_some() && syn.a.is_empty());
+            let mut times = BackendTimes::default();
+            let ours =
+                prove::prove_synthesized(gpu, &params, syn, r, s, &mut times).expect("cuda proof");
+            assert!(
+                times.phases_ms.contains_key(&fleet_wire::timing::Phase::AbcDevice),
+                "{times:?}"
+            );
+            let theirs = groth16::create_proof(c, &params, r, s).expect("bellperson proof");
+            assert_eq!(proof_bytes(&ours), proof_bytes(&theirs), "{kind}: cuda != bellperson");
+            let pvk = groth16::prepare_verifying_key(&params.vk);
+            assert!(groth16::verify_proof(&pvk, &ours, &inputs).expect("verify"));
+        }
+    }
+}
+
 fn msm_max_log() -> u32 {
     std::env::var("PROVER_MSM_MAX_LOG")
         .ok()

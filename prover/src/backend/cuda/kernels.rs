@@ -45,12 +45,12 @@ const CURVE: KernelFile = kernel_file!("ec/xyzz.cuh");
 const MSM_STEPS: KernelFile = kernel_file!("msm/msm.cu");
 const OPS: KernelFile = kernel_file!("ec/ops.cu");
 
-/// The NTT phase: passes (with the coefficient-wise steps fused into
-/// them) and table expansion.
+/// The h phase: NTT passes (with the coefficient-wise steps fused into
+/// them), table expansion, and a, b, c from compiled constraints.
 pub const NTT: KernelUnit = KernelUnit {
     name: "ntt",
     defines: &[],
-    files: &[FR, kernel_file!("ntt/ntt.cu")],
+    files: &[FR, kernel_file!("ntt/ntt.cu"), kernel_file!("r1cs/abc.cu")],
 };
 
 const MSM_G1_FILES: &[KernelFile] = &[FR, FP, CURVE, MSM_STEPS, kernel_file!("msm/msm_g1.cu")];

@@ -20,6 +20,7 @@
 //! Multi-exponentiations (G1 and G2) of at least [`MIN_DEVICE_MSM`] points
 //! run on the device; smaller ones (the inputs' few points) run on the CPU.
 
+pub mod abc;
 pub mod bench;
 pub(crate) mod check;
 pub mod domain;
@@ -209,6 +210,11 @@ impl CudaBackend {
                 "cuModuleGetFunction(expand_powers)",
                 ntt.load_function("expand_powers")
             )?,
+            abc: check!(
+                dev,
+                "cuModuleGetFunction(r1cs_abc)",
+                ntt.load_function("r1cs_abc")
+            )?,
         };
         let index = &modules[1];
         let msm_kernels = MsmKernels::load(dev, index, &modules[2..7], G1::SUFFIX)?;
@@ -248,6 +254,7 @@ impl CudaBackend {
                 msm: MsmWorkspace::default(),
                 bases: ResidentBases::new(bases_budget),
                 transient_bases: None,
+                r1cs: abc::ResidentR1cs::default(),
             }),
             cpu: CpuBackend::new(),
         })
@@ -372,6 +379,126 @@ impl CudaBackend {
         times.h2d_ms += dt.h2d_ms;
         times.add(Phase::H2d, dt.h2d_ms);
         Ok(())
+    }
+
+    /// Runs the h phase from a witness and compiled constraints: a, b, c
+    /// computed on the device into the workspace (the matrices resident,
+    /// the witness uploaded), then the transforms; h in logical vector 0
+    /// with everything complete. Records times, the a/b/c part (the
+    /// witness upload and the sparse products) from events.
+    #[allow(clippy::too_many_arguments)]
+    fn h_from_witness(
+        &self,
+        st: &mut DeviceState,
+        r1cs: &crate::compiled::CompiledR1cs,
+        inputs: &[Scalar],
+        aux: &[Scalar],
+        log_n: u32,
+        boolean_paths: bool,
+        times: &mut BackendTimes,
+    ) -> Result<(), BackendError> {
+        let dev = self.ordinal;
+        let tables = self.prepare(st, log_n)?;
+        let compute = st.compute.clone();
+        let event = || {
+            check!(
+                dev,
+                "cuEventCreate",
+                self.ctx
+                    .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            )
+        };
+        let (abc_start, uploaded, abc_end) = (event()?, event()?, event()?);
+        let out = {
+            let ws = st.workspace()?;
+            [ws.ptr(0), ws.ptr(1), ws.ptr(2)]
+        };
+        check!(dev, "cuEventRecord", abc_start.record(&compute))?;
+        let run = abc::AbcRun {
+            device: dev,
+            ctx: &self.ctx,
+            stream: &compute,
+            kernel: &self.kernels.abc,
+            boolean_paths,
+        };
+        let up_bytes = st.r1cs.upload(&run, r1cs, inputs, aux)?;
+        check!(dev, "cuEventRecord", uploaded.record(&compute))?;
+        st.r1cs.launch(&run, r1cs, 1usize << log_n, out)?;
+        check!(dev, "cuEventRecord", abc_end.record(&compute))?;
+        let mut run = Run {
+            device: dev,
+            ctx: &self.ctx,
+            st,
+            kernels: &self.kernels,
+            tables: &tables,
+        };
+        let tl = run.enqueue_on_device()?;
+        let dt = tl.read()?;
+        let abc_ms = f64::from(check!(
+            dev,
+            "cuEventElapsedTime",
+            abc_start.elapsed_ms(&abc_end)
+        )?);
+        // The witness upload, for the record's copy figures (bytes and time
+        // together); its time is inside `abc_device`, not `h2d`. A first
+        // proof of a recording also uploads its matrices here.
+        let upload_ms = f64::from(check!(
+            dev,
+            "cuEventElapsedTime",
+            abc_start.elapsed_ms(&uploaded)
+        )?);
+        dt.add_to(times);
+        times.add(Phase::AbcDevice, abc_ms);
+        times.device_ms += abc_ms + dt.ntt_total_ms();
+        times.h2d_bytes += up_bytes;
+        times.h2d_ms += upload_ms;
+        Ok(())
+    }
+
+    /// [`Backend::quotient_compiled`] on the device, with the boolean fast
+    /// paths of the a/b/c kernel on or off (to measure them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn quotient_compiled_with(
+        &self,
+        r1cs: &crate::compiled::CompiledR1cs,
+        inputs: &[Scalar],
+        aux: &[Scalar],
+        a: &mut [Scalar],
+        boolean_paths: bool,
+        times: &mut BackendTimes,
+    ) -> Result<(), BackendError> {
+        let m = a.len();
+        if !self.abc_off_host(m) {
+            return Err(BackendError::BadDomain {
+                size: m,
+                max_log: MAX_DEVICE_LOG_N,
+            });
+        }
+        let start = Instant::now();
+        let mut st = self.state.lock();
+        let mut out = self.h_from_witness(
+            &mut st,
+            r1cs,
+            inputs,
+            aux,
+            m.trailing_zeros(),
+            boolean_paths,
+            times,
+        );
+        if out.is_ok() {
+            out = (|| {
+                let ws = st.workspace()?;
+                // SAFETY: h holds a.len() scalars; synchronous copy.
+                check!(self.ordinal, "cuMemcpyDtoH", unsafe {
+                    result::memcpy_dtoh_sync(scalar_bytes_mut(a), ws.ptr(0))
+                })
+            })();
+        }
+        if out.is_err() {
+            self.drain(&st);
+        }
+        times.add(Phase::NttKernels, start.elapsed().as_secs_f64() * 1e3);
+        out
     }
 
     /// The quotient with h left on the device (for a device h-MSM): the
@@ -691,6 +818,7 @@ impl CudaBackend {
         st.msm = MsmWorkspace::default();
         st.bases = ResidentBases::new(budget);
         st.transient_bases = None;
+        st.r1cs = abc::ResidentR1cs::default();
         before
     }
 
@@ -764,6 +892,32 @@ impl Backend for CudaBackend {
         }
         times.add(Phase::NttKernels, start.elapsed().as_secs_f64() * 1e3);
         out
+    }
+
+    fn abc_off_host(&self, m: usize) -> bool {
+        m.is_power_of_two() && (MIN_DEVICE_LOG_N..=MAX_DEVICE_LOG_N).contains(&m.trailing_zeros())
+    }
+
+    /// a, b, c on the device where the domain is large enough for the
+    /// device's h phase; below, on the host as the CPU backend does it.
+    fn quotient_compiled(
+        &self,
+        r1cs: &crate::compiled::CompiledR1cs,
+        inputs: &[Scalar],
+        aux: &[Scalar],
+        a: &mut [Scalar],
+        b: &mut [Scalar],
+        c: &mut [Scalar],
+        pinned: bool,
+        times: &mut BackendTimes,
+    ) -> Result<(), BackendError> {
+        if !self.abc_off_host(a.len()) {
+            let t = Instant::now();
+            crate::compiled::evaluate(r1cs, inputs, aux, a, b, c)?;
+            times.add(Phase::Abc, t.elapsed().as_secs_f64() * 1e3);
+            return self.quotient(a, b, c, pinned, times);
+        }
+        self.quotient_compiled_with(r1cs, inputs, aux, a, true, times)
     }
 
     /// On the device from [`MIN_DEVICE_MSM`] points, on the CPU below.

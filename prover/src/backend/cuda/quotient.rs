@@ -73,6 +73,8 @@ fn elapsed(device: u32, start: &CudaEvent, end: &CudaEvent) -> Result<f64, Backe
 pub struct NttKernels {
     pub pass: CudaFunction,
     pub expand_powers: CudaFunction,
+    /// a, b, c from compiled constraints (`kernels/r1cs/abc.cu`).
+    pub abc: CudaFunction,
 }
 
 /// Enqueues the chunked upload of `src` into `dst` on `stream`.

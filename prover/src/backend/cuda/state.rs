@@ -21,6 +21,8 @@ pub struct DeviceState {
     pub(super) bases: ResidentBases,
     /// Bases of an MSM whose parameter set is unknown, uploaded per call.
     pub(super) transient_bases: Option<DeviceBuffer>,
+    /// Compiled constraints kept for a, b, c on the device.
+    pub(super) r1cs: super::abc::ResidentR1cs,
 }
 
 impl DeviceState {

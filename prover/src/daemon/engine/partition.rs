@@ -15,7 +15,9 @@ use crate::filecoin::FilecoinError;
 use crate::params::{ParamStore, Params, ParamsError};
 use crate::pool::PinnedPool;
 use crate::prove::{prove_synthesized, Blinding, IdentifiedKey, ProveError, ProvingKey};
-use crate::synthesis::{synthesize, synthesize_compiled_split, SynthesisError, Synthesized};
+use crate::synthesis::{
+    synthesize, synthesize_compiled_split, synthesize_witness_split, SynthesisError, Synthesized,
+};
 use crate::timing::{PartitionTimer, TimingLog};
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey, Proof};
 use blstrs::{Bls12, Scalar};
@@ -369,6 +371,11 @@ impl Stages {
         self.event(timer, TimelineKind::SynthesisStart, device);
         let t = Instant::now();
         let syn = catch_unwind(AssertUnwindSafe(|| match &compiled {
+            // The CUDA backend computes a, b, c on the device from the
+            // witness: synthesis stops after the witness pass.
+            Some(c) if self.backend == BackendKind::Cuda => {
+                synthesize_witness_split(circuit, &c.r1cs, &shape, &self.pool, c.check)
+            }
             Some(c) => synthesize_compiled_split(circuit, &c.r1cs, &shape, &self.pool, c.check),
             None => synthesize(circuit, &shape, &self.pool),
         }))
@@ -378,7 +385,9 @@ impl Stages {
         timer.add(Phase::Synthesis, syn.synthesis_ms);
         if let Some(parts) = syn.parts {
             timer.add(Phase::Witness, parts.witness_ms);
-            timer.add(Phase::Abc, parts.abc_ms);
+            if syn.abc_from.is_none() {
+                timer.add(Phase::Abc, parts.abc_ms);
+            }
         }
         timer.add(Phase::PoolCheckout, (total - syn.synthesis_ms).max(0.0));
         let sha256 = self.params.meta(kind, size).ok().map(|m| m.sha256);
@@ -411,6 +420,7 @@ impl Stages {
             Some(c) => Mode::Compiled {
                 r1cs: &c.r1cs,
                 check: c.check,
+                defer_abc: self.backend == BackendKind::Cuda,
             },
             // Recording costs about one more synthesis: an urgent partition
             // (a WinningPoSt) is not the one to pay it.
@@ -437,7 +447,9 @@ impl Stages {
         timer.add(Phase::Synthesis, build_and_synthesis);
         if let Some(parts) = syn.parts {
             timer.add(Phase::Witness, parts.witness_ms);
-            timer.add(Phase::Abc, parts.abc_ms);
+            if syn.abc_from.is_none() {
+                timer.add(Phase::Abc, parts.abc_ms);
+            }
         }
         Ok((
             work.key.params.clone(),
