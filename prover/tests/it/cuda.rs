@@ -390,7 +390,10 @@ fn abc_on_the_device_from_compiled_constraints_is_bit_exact_and_proves_the_same_
         let (mut a, mut b, mut cc) = (host.a.to_vec(), host.b.to_vec(), host.c.to_vec());
         cpu.quotient(&mut a, &mut b, &mut cc, false, &mut BackendTimes::default())
             .expect("cpu quotient");
-        for boolean_paths in [true, false] {
+        // The first call uploads the recording's matrices: a warm-up, then
+        // each path twice, the faster kept.
+        let mut best = [f64::INFINITY; 2];
+        for (round, boolean_paths) in [true, true, false, true, false].into_iter().enumerate() {
             let mut h = vec![Scalar::ONE; shape.domain_size()];
             let mut times = BackendTimes::default();
             gpu.quotient_compiled_with(
@@ -407,12 +410,21 @@ fn abc_on_the_device_from_compiled_constraints_is_bit_exact_and_proves_the_same_
                 None,
                 "{kind} 2^{log}, boolean paths {boolean_paths}: h differs"
             );
-            eprintln!(
-                "{kind} 2^{log}: a/b/c on the device {:.3} ms (boolean paths {boolean_paths}), \
-                 h bit-exact",
-                times.phases_ms.get(&fleet_wire::timing::Phase::AbcDevice).copied().unwrap_or(0.0)
-            );
+            let ms = times
+                .phases_ms
+                .get(&fleet_wire::timing::Phase::AbcDevice)
+                .copied()
+                .unwrap_or(0.0);
+            if round > 0 {
+                let slot = &mut best[usize::from(!boolean_paths)];
+                *slot = slot.min(ms);
+            }
         }
+        eprintln!(
+            "{kind} 2^{log}: h bit-exact; a/b/c on the device (witness upload included) \
+             {:.3} ms with the boolean paths, {:.3} ms without",
+            best[0], best[1]
+        );
         if log == 16 {
             let params = params_for(kind, size, 3);
             let (r, s) = partition_randomness(3, 0);
