@@ -6,7 +6,12 @@
 //! fil_bench seal SEAL_PROOF WORK_DIR OUT_DIR   # OUT_DIR/c1.json, OUT_DIR/sector.json
 //! fil_bench filecoin-c2 OUT_DIR PROOF_FILE     # filecoin-proofs' own C2, timed
 //! fil_bench verify OUT_DIR PROOF_FILE          # exit 0 accepted, 3 rejected
+//! fil_bench post-vanilla KIND WORK_DIR OUT_DIR # OUT_DIR/KIND-vanilla.json
+//! fil_bench verify-post KIND OUT_DIR PROOF_FILE  # exit 0 accepted, 3 rejected
 //! ```
+//!
+//! KIND is `winning` or `window`; the PoSt randomness is [`POST_RANDOMNESS`]
+//! (`prover post --randomness` takes it as 64 hex digits, all `07`).
 //!
 //! `FIL_PROOFS_PARAMETER_CACHE` names the parameter folder filecoin-proofs uses.
 
@@ -16,13 +21,32 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use prover::filecoin::seal::{self, Sealed};
+use prover::filecoin::post::PostKind;
 use prover::filecoin::SealProof;
+
+/// The PoSt challenge randomness of `post-vanilla` and `verify-post`.
+const POST_RANDOMNESS: [u8; 32] = [7; 32];
+
+fn post_kind(s: &str) -> Result<PostKind> {
+    match s {
+        "winning" => Ok(PostKind::Winning),
+        "window" => Ok(PostKind::Window),
+        _ => bail!("PoSt kind {s:?}: winning or window"),
+    }
+}
 
 fn load(dir: &Path) -> Result<Sealed> {
     let meta = std::fs::read(dir.join("sector.json")).context("reading sector.json")?;
     let mut sealed: Sealed = serde_json::from_slice(&meta).context("parsing sector.json")?;
     sealed.c1_json = std::fs::read(dir.join("c1.json")).context("reading c1.json")?;
     Ok(sealed)
+}
+
+fn kind_arg(kind: PostKind) -> &'static str {
+    match kind {
+        PostKind::Winning => "winning",
+        PostKind::Window => "window",
+    }
 }
 
 fn run(args: &[String]) -> Result<u8> {
@@ -69,7 +93,27 @@ fn run(args: &[String]) -> Result<u8> {
             );
             Ok(if ok { 0 } else { 3 })
         }
-        _ => bail!("usage: fil_bench seal SEAL_PROOF WORK_DIR OUT_DIR | filecoin-c2 OUT_DIR PROOF_FILE | verify OUT_DIR PROOF_FILE"),
+        [cmd, kind, work, dir] if cmd == "post-vanilla" => {
+            let kind = post_kind(kind)?;
+            let sealed = load(Path::new(dir))?;
+            let vanilla = seal::post_vanilla(kind, &sealed, Path::new(work), POST_RANDOMNESS)?;
+            let out = Path::new(dir).join(format!("{}-vanilla.json", kind_arg(kind)));
+            std::fs::write(&out, &vanilla)?;
+            println!(
+                "{}",
+                serde_json::json!({"vanilla": out, "bytes": vanilla.len(), "randomness": hex::encode(POST_RANDOMNESS)})
+            );
+            Ok(0)
+        }
+        [cmd, kind, dir, proof_file] if cmd == "verify-post" => {
+            let kind = post_kind(kind)?;
+            let sealed = load(Path::new(dir))?;
+            let proof = std::fs::read(proof_file).context("reading the proof")?;
+            let ok = seal::verify_post(kind, &sealed, POST_RANDOMNESS, &proof)?;
+            println!("{}", serde_json::json!({"verify_post": ok, "kind": kind_arg(kind), "proof": proof_file}));
+            Ok(if ok { 0 } else { 3 })
+        }
+        _ => bail!("usage: fil_bench seal SEAL_PROOF WORK_DIR OUT_DIR | filecoin-c2 OUT_DIR PROOF_FILE | verify OUT_DIR PROOF_FILE | post-vanilla KIND WORK_DIR OUT_DIR | verify-post KIND OUT_DIR PROOF_FILE"),
     }
 }
 
