@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # A pipelined daemon run on the CUDA backend: start `prover daemon` with a
-# preloaded chain parameter set (bases resident before ready), submit one
+# preloaded parameter set (bases resident before ready), submit one
 # job of many partitions, wait for it, drain, and print proofs per minute
 # and `fleetctl timing report` (occupied and kernel busy per device).
 #
 # Usage: scripts/gpu-daemon-run.sh BIN_DIR OUT_DIR
 #   BIN_DIR holds `prover` and `fleetctl`; OUT_DIR receives daemon.out,
 #   submit.json, report.txt and the daemon's logs.
-# Environment: GPU_DAEMON_SIZE (constraints, default 4194304 = 2^22),
+# Environment: GPU_DAEMON_CIRCUIT (chain or sha256, default chain),
+# GPU_DAEMON_SIZE (constraints, default 4194304 = 2^22),
 # GPU_DAEMON_PARTITIONS (default 16), GPU_DAEMON_WORKERS (workers per
 # device, default 2), GPU_DAEMON_SYNTH (synthesis threads, default 12),
 # GPU_DAEMON_BUDGET (memory budget, default 96GiB), GPU_DAEMON_DEVICES
@@ -20,6 +21,7 @@ set -uo pipefail
 
 bin_dir=${1:?usage: gpu-daemon-run.sh BIN_DIR OUT_DIR}
 out=${2:?usage: gpu-daemon-run.sh BIN_DIR OUT_DIR}
+circuit=${GPU_DAEMON_CIRCUIT:-chain}
 size=${GPU_DAEMON_SIZE:-4194304}
 parts=${GPU_DAEMON_PARTITIONS:-16}
 mkdir -p "$out"
@@ -47,7 +49,7 @@ concurrency = ${GPU_DAEMON_SYNTH:-12}
 lookahead = 12
 compiled = ${GPU_DAEMON_COMPILED:-true}
 [[preload]]
-circuit = "chain"
+circuit = "$circuit"
 size = $size
 EOF
 "$bin_dir/prover" daemon --config "$work/daemon.toml" >"$out/daemon.out" 2>&1 &
@@ -74,14 +76,14 @@ if [ -z "$ready" ]; then
 fi
 echo "daemon ready after about ${ready} s"
 t0=$(date +%s.%N)
-"$bin_dir/prover" client submit --config "$work/daemon.toml" --size "$size" \
+"$bin_dir/prover" client submit --config "$work/daemon.toml" --circuit "$circuit" --size "$size" \
     --partitions "$parts" --rs-seed "${GPU_DAEMON_RS_SEED:-7}" --wait --timeout 600s \
     >"$out/submit.json" 2>&1
 rc=$?
 t1=$(date +%s.%N)
-python3 - "$out/submit.json" "$t0" "$t1" "$parts" "$size" "$rc" <<'PY'
+python3 - "$out/submit.json" "$t0" "$t1" "$parts" "$size" "$rc" "$circuit" <<'PY'
 import json, sys
-path, t0, t1, parts, size, rc = sys.argv[1:]
+path, t0, t1, parts, size, rc, circuit = sys.argv[1:]
 wall = float(t1) - float(t0)
 try:
     job = json.load(open(path))
@@ -90,7 +92,7 @@ try:
     state = job.get("state")
 except (OSError, ValueError) as e:
     verified, state = 0, f"unreadable ({e})"
-print(f"submit rc {rc}, job {state}: {parts} partitions of chain {size} in {wall:.2f} s "
+print(f"submit rc {rc}, job {state}: {parts} partitions of {circuit} {size} in {wall:.2f} s "
       f"from submit to result, {int(parts) * 60 / wall:.1f} partitions a minute, {verified} verified")
 PY
 kill -TERM "$pid"
