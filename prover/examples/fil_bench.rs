@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use prover::filecoin::seal::{self, Sealed};
 use prover::filecoin::post::PostKind;
+use prover::filecoin::seal::{self, Sealed};
 use prover::filecoin::SealProof;
 
 /// The PoSt challenge randomness of `post-vanilla` and `verify-post`.

@@ -303,11 +303,12 @@ pub fn prove_synthesized(
             for (k, v) in bufs.into_iter().enumerate() {
                 v.clear();
                 if k == 0 || !off_host {
-                    v.resize(m, Scalar::ZERO)
-                        .map_err(|_| ProveError::from(SynthesisError::TooLarge {
+                    v.resize(m, Scalar::ZERO).map_err(|_| {
+                        ProveError::from(SynthesisError::TooLarge {
                             what: "domain elements",
                             limit: v.capacity(),
-                        }))?;
+                        })
+                    })?;
                 }
             }
             backend.quotient_compiled(

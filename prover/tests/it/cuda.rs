@@ -436,11 +436,17 @@ fn abc_on_the_device_from_compiled_constraints_is_bit_exact_and_proves_the_same_
             let ours =
                 prove::prove_synthesized(gpu, &params, syn, r, s, &mut times).expect("cuda proof");
             assert!(
-                times.phases_ms.contains_key(&fleet_wire::timing::Phase::AbcDevice),
+                times
+                    .phases_ms
+                    .contains_key(&fleet_wire::timing::Phase::AbcDevice),
                 "{times:?}"
             );
             let theirs = groth16::create_proof(c, &params, r, s).expect("bellperson proof");
-            assert_eq!(proof_bytes(&ours), proof_bytes(&theirs), "{kind}: cuda != bellperson");
+            assert_eq!(
+                proof_bytes(&ours),
+                proof_bytes(&theirs),
+                "{kind}: cuda != bellperson"
+            );
             let pvk = groth16::prepare_verifying_key(&params.vk);
             assert!(groth16::verify_proof(&pvk, &ours, &inputs).expect("verify"));
         }

@@ -149,7 +149,12 @@ impl ResidentR1cs {
         }
         let witness = self.witness_ptr(dev)?;
         upload_ordered(dev, run.stream, witness, scalar_bytes(inputs))?;
-        upload_ordered(dev, run.stream, witness + in_bytes as u64, scalar_bytes(aux))?;
+        upload_ordered(
+            dev,
+            run.stream,
+            witness + in_bytes as u64,
+            scalar_bytes(aux),
+        )?;
         self.uploaded = Some((r1cs.digest, inputs.len()));
         Ok((matrices + need) as u64)
     }
@@ -174,7 +179,12 @@ impl ResidentR1cs {
         let dev = run.device;
         let num_inputs = match self.uploaded {
             Some((digest, n)) if digest == r1cs.digest => n,
-            _ => return Err(shape_error(dev, "the witness uploaded is another circuit's")),
+            _ => {
+                return Err(shape_error(
+                    dev,
+                    "the witness uploaded is another circuit's",
+                ))
+            }
         };
         let rows = u32::try_from(r1cs.num_constraints)
             .ok()
