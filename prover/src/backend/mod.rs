@@ -57,6 +57,22 @@ pub enum BackendError {
 /// The rule every MSM entry checks first: as many bases as scalars, and no
 /// more of either than `max` (the device kernels' index range; `usize::MAX`
 /// on the CPU).
+/// a, b, c from compiled constraints on the host's cores, timed as
+/// [`Phase::Abc`]: [`Backend::quotient_compiled`] where a, b, c are not
+/// computed off the host.
+pub fn abc_on_host(
+    r1cs: &crate::compiled::CompiledR1cs,
+    inputs: &[Scalar],
+    aux: &[Scalar],
+    [a, b, c]: [&mut [Scalar]; 3],
+    times: &mut BackendTimes,
+) -> Result<(), BackendError> {
+    let t = Instant::now();
+    crate::compiled::evaluate(r1cs, inputs, aux, a, b, c)?;
+    times.add(Phase::Abc, t.elapsed().as_secs_f64() * 1e3);
+    Ok(())
+}
+
 pub fn check_msm_len(bases: usize, scalars: usize, max: usize) -> Result<(), BackendError> {
     if bases != scalars {
         return Err(BackendError::MsmLength { bases, scalars });
@@ -266,9 +282,7 @@ pub trait Backend: Send + Sync {
         pinned: bool,
         times: &mut BackendTimes,
     ) -> Result<(), BackendError> {
-        let t = Instant::now();
-        crate::compiled::evaluate(r1cs, inputs, aux, a, b, c)?;
-        times.add(Phase::Abc, t.elapsed().as_secs_f64() * 1e3);
+        abc_on_host(r1cs, inputs, aux, [a, b, c], times)?;
         self.quotient(a, b, c, pinned, times)
     }
 

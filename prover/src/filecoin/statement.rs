@@ -131,9 +131,7 @@ impl Partition {
             recorded,
         })
     }
-}
 
-impl Partition {
     /// Synthesises partition `k` from `r1cs`, unchecked, with the witness
     /// pass in `circuit`'s pieces on every core (see
     /// [`crate::circuit::SplitWitness`]).

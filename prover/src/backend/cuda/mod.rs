@@ -476,7 +476,7 @@ impl CudaBackend {
         }
         let start = Instant::now();
         let mut st = self.state.lock();
-        let mut out = self.h_from_witness(
+        let computed = self.h_from_witness(
             &mut st,
             r1cs,
             inputs,
@@ -485,19 +485,30 @@ impl CudaBackend {
             boolean_paths,
             times,
         );
-        if out.is_ok() {
-            out = (|| {
-                let ws = st.workspace()?;
-                // SAFETY: h holds a.len() scalars; synchronous copy.
-                check!(self.ordinal, "cuMemcpyDtoH", unsafe {
-                    result::memcpy_dtoh_sync(scalar_bytes_mut(a), ws.ptr(0))
-                })
-            })();
-        }
-        if out.is_err() {
-            self.drain(&st);
-        }
+        let out = self.h_to_host(&mut st, computed, a);
         times.add(Phase::NttKernels, start.elapsed().as_secs_f64() * 1e3);
+        out
+    }
+
+    /// After an h computation: h (logical vector 0) copied into `a` where it
+    /// succeeded; on any error both streams drained first, since the copy
+    /// engine may still read the caller's host buffers.
+    fn h_to_host(
+        &self,
+        st: &mut DeviceState,
+        computed: Result<(), BackendError>,
+        a: &mut [Scalar],
+    ) -> Result<(), BackendError> {
+        let out = computed.and_then(|()| {
+            let ws = st.workspace()?;
+            // SAFETY: h holds a.len() scalars; synchronous copy.
+            check!(self.ordinal, "cuMemcpyDtoH", unsafe {
+                result::memcpy_dtoh_sync(scalar_bytes_mut(a), ws.ptr(0))
+            })
+        });
+        if out.is_err() {
+            self.drain(st);
+        }
         out
     }
 
@@ -877,19 +888,8 @@ impl Backend for CudaBackend {
         // which is exactly the slow path the flag exists to measure.
         let start = Instant::now();
         let mut st = self.state.lock();
-        let mut out = self.h_from_host(&mut st, a, b, c, times);
-        if out.is_ok() {
-            out = (|| {
-                let ws = st.workspace()?;
-                // SAFETY: h holds a.len() scalars; synchronous copy.
-                check!(self.ordinal, "cuMemcpyDtoH", unsafe {
-                    result::memcpy_dtoh_sync(scalar_bytes_mut(a), ws.ptr(0))
-                })
-            })();
-        }
-        if out.is_err() {
-            self.drain(&st);
-        }
+        let computed = self.h_from_host(&mut st, a, b, c, times);
+        let out = self.h_to_host(&mut st, computed, a);
         times.add(Phase::NttKernels, start.elapsed().as_secs_f64() * 1e3);
         out
     }
@@ -912,9 +912,7 @@ impl Backend for CudaBackend {
         times: &mut BackendTimes,
     ) -> Result<(), BackendError> {
         if !self.abc_off_host(a.len()) {
-            let t = Instant::now();
-            crate::compiled::evaluate(r1cs, inputs, aux, a, b, c)?;
-            times.add(Phase::Abc, t.elapsed().as_secs_f64() * 1e3);
+            crate::backend::abc_on_host(r1cs, inputs, aux, [&mut *a, &mut *b, &mut *c], times)?;
             return self.quotient(a, b, c, pinned, times);
         }
         self.quotient_compiled_with(r1cs, inputs, aux, a, true, times)
