@@ -17,7 +17,7 @@
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 
-use super::unnamed_root;
+use super::unnamed::unnamed_root;
 
 /// A circuit whose witness comes in `pieces(max)` pieces.
 ///
