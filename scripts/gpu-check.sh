@@ -28,8 +28,12 @@
 # GPU_CHECK_PROVE_SIZES (chain sizes proven on the CUDA backend, default
 # "65536 1048576"), GPU_CHECK_CHAIN_LOGS / GPU_CHECK_SHA_LOGS (whole-proof
 # bench sizes, default 16,18,20,22 and 18,20,22; add 24 for the largest),
-# GPU_CHECK_SKIP_PROOFS, GPU_CHECK_SKIP_DAEMON (leave those parts out), and
-# the GPU_DAEMON_* settings of scripts/gpu-daemon-run.sh.
+# GPU_CHECK_BIG_LOGS (production-size proofs with parameters made in
+# memory, default "26,27"; sha256, whose set at 2^27 is larger than most
+# disks), GPU_CHECK_SKIP_PROOFS, GPU_CHECK_SKIP_SETUP, GPU_CHECK_SKIP_BIG,
+# GPU_CHECK_SKIP_DAEMON (leave those parts out), and the settings of
+# scripts/gpu-setup-check.sh (SETUP_CHECK_*) and scripts/gpu-daemon-run.sh
+# (GPU_DAEMON_*).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -133,6 +137,22 @@ else
     echo "no prover binary in $bin_dir, or GPU_CHECK_SKIP_PROOFS set: skipped"
 fi
 
+echo "== parameter generation per size (CPU, CUDA, bellperson)"
+if [ -x "$bin_dir/prover" ] && [ -z "${GPU_CHECK_SKIP_SETUP:-}" ]; then
+    SETUP_CHECK_PROVE_LOGS=${SETUP_CHECK_PROVE_LOGS-} scripts/gpu-setup-check.sh "$bin_dir" "$out/setup" 2>&1 |
+        tee "$out/setup_run.txt" || status=1
+else
+    echo "no prover binary in $bin_dir, or GPU_CHECK_SKIP_SETUP set: skipped"
+fi
+
+echo "== production sizes: sha256 with parameters made in memory on the GPU"
+if [ -x "$bin_dir/prover" ] && [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
+    "$bin_dir/prover" --log info,prover=debug bench --cuda --no-cpu --no-baseline --params-in-memory --circuits sha256 \
+        --log-sizes "${GPU_CHECK_BIG_LOGS:-26,27}" 2>&1 | tee "$out/bench_big.txt" || status=1
+else
+    echo "no prover binary in $bin_dir, or GPU_CHECK_SKIP_BIG set: skipped"
+fi
+
 echo "== pipelined daemon run"
 if [ -x "$bin_dir/prover" ] && [ -x "$bin_dir/fleetctl" ] && [ -z "${GPU_CHECK_SKIP_DAEMON:-}" ]; then
     scripts/gpu-daemon-run.sh "$bin_dir" "$out/daemon" 2>&1 | tee "$out/daemon_run.txt" || status=1
@@ -145,5 +165,7 @@ grep -E "^test |test result" "$out/kernels_compile.txt" "$out/cuda_tests.txt" | 
 grep -E '^\||^device|pinned/pageable' "$out/bench.txt"
 [ -f "$out/prove_cuda.txt" ] && grep -E '│|partition\(s\)' "$out/prove_cuda.txt"
 [ -f "$out/bench_proofs.txt" ] && grep -E '│' "$out/bench_proofs.txt"
+[ -f "$out/setup/setup-table.md" ] && cat "$out/setup/setup-table.md" "$out/setup/setup-bellperson.md" 2>/dev/null
+[ -f "$out/bench_big.txt" ] && grep -E '│|generated in memory|generated parameters' "$out/bench_big.txt"
 [ -f "$out/daemon_run.txt" ] && grep -E 'partitions a minute|kernel busy|occupied' "$out/daemon_run.txt"
 exit $status

@@ -19,7 +19,9 @@
 # "20 22 24 26"), SETUP_CHECK_CPU_MAX_LOG (largest CPU run, default 22:
 # the CPU takes about 48 s at 2^22 on 16 cores), SETUP_CHECK_TIMEOUT
 # (seconds per setup run, default 300), SETUP_CHECK_PROVE_LOGS (chain
-# sizes proven with the CUDA set, default "26"; "" for none).
+# sizes proven with the CUDA set, default "26"; "" for none),
+# SETUP_CHECK_BELLPERSON_SIZES (sizes timed against bellperson's generator,
+# default "2^16,2^18"; "" for none).
 set -uo pipefail
 
 bin_dir=${1:?usage: scripts/gpu-setup-check.sh BIN_DIR OUT_DIR}
@@ -145,9 +147,20 @@ for log in $logs; do
 done
 rm -rf "$scratch" "$result"
 
+# bellperson's generator beside ours (CPU and CUDA, all three sets compared)
+# at the sizes where it finishes in reason: it spends about 255 doublings
+# a point on one core per query.
+if [ -n "${SETUP_CHECK_BELLPERSON_SIZES-2^16,2^18}" ]; then
+    echo "== bellperson's generator beside ours"
+    timeout "$limit" "$prover" setup --circuit chain --bench --backend cuda \
+        --bench-sizes "${SETUP_CHECK_BELLPERSON_SIZES-2^16,2^18}" >"$out/setup-bellperson.md" 2>"$out/setup-bellperson.log" ||
+        { echo "gpu-setup-check: prover setup --bench failed:" >&2; tail -5 "$out/setup-bellperson.log" >&2; status=1; }
+    cat "$out/setup-bellperson.md"
+fi
+
 # Where each run's time went (the generator's and the writer's debug lines).
 for f in "$out"/setup-*.log; do
-    grep -ho 'generated parameters.*\|staged a file path=[^ ]*params .*' "$f" | sed "s|^|$(basename "$f" .log): |"
+    grep -ho 'generated parameters.*\|staged a file path=[^ ]*params .*\|parameter writer waited.*' "$f" | sed "s|^|$(basename "$f" .log): |"
 done
 
 echo

@@ -28,6 +28,7 @@ use crate::compiled::{self, CompiledR1cs};
 use crate::params::{ParamStore, ParamsError, TestParams, DEFAULT_SEED};
 use crate::pool::{PinnedPool, PoolLimits};
 use crate::prove::{self, partition_randomness, ProveError};
+use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
 use crate::synthesis;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use fleet_wire::timing::Phase;
@@ -51,6 +52,9 @@ pub struct BenchConfig {
     pub cpu: bool,
     /// Generate TEST-ONLY parameters for sizes `params_dir` lacks.
     pub test_params: bool,
+    /// Generate TEST-ONLY parameters in memory for every size, never
+    /// written nor read from `params_dir`.
+    pub params_in_memory: bool,
     /// Also prove with synthesis from compiled constraints.
     pub compiled: bool,
 }
@@ -357,6 +361,31 @@ fn open_cuda() -> Result<(CudaBackend, PinnedPool, Arc<CudaFixedBase>), BenchErr
     Ok((backend, pool, Arc::new(fixed_base)))
 }
 
+/// TEST-ONLY parameters for `kind`/`size` made in memory (on the GPU
+/// when `fixed_base` is given), logged with the time they took.
+fn in_memory_params(
+    kind: CircuitKind,
+    size: usize,
+    fixed_base: Option<&Arc<CudaFixedBase>>,
+) -> Result<Arc<crate::params::Params>, ParamsError> {
+    let engine: &dyn FixedBaseEngine = match fixed_base {
+        Some(f) => f.as_ref(),
+        None => &CpuFixedBase,
+    };
+    let circuit = circuit::shape_circuit(kind, size)?;
+    tracing::warn!(circuit = %kind, size, engine = engine.name(), "generating parameters in memory: {}", crate::setup::TEST_ONLY_WARNING);
+    let started = Instant::now();
+    let params = crate::setup::generate_on(&circuit, DEFAULT_SEED, engine)
+        .map_err(|source| ParamsError::Generate { kind, size, source })?;
+    tracing::info!(
+        circuit = %kind,
+        size,
+        seconds = started.elapsed().as_secs_f64(),
+        "bench: TEST-ONLY parameters generated in memory"
+    );
+    Ok(Arc::new(params))
+}
+
 /// Runs the benchmark, logging each row as it finishes.
 pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
     let threads = rayon::current_num_threads();
@@ -379,14 +408,18 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
             } else {
                 TestParams::Refuse
             };
-            let mut store = ParamStore::open(&cfg.params_dir)
-                .map_err(ctx_params)?
-                .with_test_params(test_params);
-            if let Some((.., fixed_base)) = &cuda {
-                store = store.with_fixed_base(fixed_base.clone());
-            }
-            tracing::info!("bench {kind} 2^{log_size}: loading parameters");
-            let params = store.get_or_generate(kind, size).map_err(ctx_params)?;
+            let params = if cfg.params_in_memory {
+                in_memory_params(kind, size, cuda.as_ref().map(|(.., f)| f)).map_err(ctx_params)?
+            } else {
+                let mut store = ParamStore::open(&cfg.params_dir)
+                    .map_err(ctx_params)?
+                    .with_test_params(test_params);
+                if let Some((.., fixed_base)) = &cuda {
+                    store = store.with_fixed_base(fixed_base.clone());
+                }
+                tracing::info!("bench {kind} 2^{log_size}: loading parameters");
+                store.get_or_generate(kind, size).map_err(ctx_params)?
+            };
             let domain = params.h.len() + 1;
             let (r, s) = partition_randomness(1, 0);
             let pvk = bellperson::groth16::prepare_verifying_key(&params.vk);

@@ -7,12 +7,13 @@
 //! Output is exactly what `bellperson::groth16::generate_random_parameters`
 //! returns for an RNG in the same state (same points, same filtering of the
 //! identity out of `a`/`b_g1`/`b_g2`, same order of `h` and `l`), computed
-//! differently: a counting pass sizes the domain, the Lagrange coefficients
-//! `L_j(τ)` come in closed form with batch inversion, the QAP is evaluated at τ
-//! during synthesis ([`qap`]), and all group elements come from fixed-base
-//! window tables ([`fixed_base`]), walked on the CPU in parallel or on a
-//! GPU ([`fixed_base::FixedBaseEngine`]); the scalars (the QAP at τ, the
-//! powers of τ) are always computed on the host.
+//! differently: one synthesis records the constraints (and so sizes the
+//! domain), the Lagrange coefficients `L_j(τ)` come in closed form with batch
+//! inversion, the QAP is evaluated at τ from the recording on every core
+//! ([`qap`]), and all group elements come from fixed-base window tables
+//! ([`fixed_base`]), walked on the CPU in parallel or on a GPU
+//! ([`fixed_base::FixedBaseEngine`]); the scalars (the QAP at τ, the powers
+//! of τ) are always computed on the host.
 
 pub mod bench;
 pub mod command;
@@ -34,8 +35,8 @@ use rayon::prelude::*;
 
 use crate::backend::BackendError;
 use crate::circuit::{CircuitError, CircuitShape};
+use crate::compiled::CompileError;
 use fixed_base::{CpuFixedBase, FixedBaseEngine, FixedBaseTable};
-use qap::QapEvaluator;
 
 /// Said wherever generated parameters are announced.
 pub const TEST_ONLY_WARNING: &str =
@@ -55,8 +56,10 @@ pub enum SetupError {
     },
     #[error("the circuit needs a domain of 2^{log2}, beyond the field's 2^{max} roots of unity")]
     DomainTooLarge { log2: u32, max: u32 },
-    #[error("the circuit is not deterministic in shape: {0}")]
-    ShapeChanged(String),
+    #[error("recording the circuit for its QAP: {0}")]
+    Record(#[from] CompileError),
+    #[error("evaluating the QAP at τ: {0}")]
+    Qap(#[from] qap::DomainTooSmall),
     #[error("the seed drew a degenerate trapdoor ({0}); pick another seed")]
     DegenerateTrapdoor(&'static str),
     #[error("private variable {index} is unconstrained (its L query point is the identity)")]
@@ -216,11 +219,13 @@ fn lagrange_at(tau: Scalar, log2: u32) -> Result<(Vec<Scalar>, Scalar), SetupErr
     Ok((powers, t_tau))
 }
 
-/// Points for every non-zero scalar, identity filtered out as bellperson does.
-fn nonzero_points(points: Vec<G1Affine>) -> Vec<G1Affine> {
-    points
-        .into_iter()
-        .filter(|p| !bool::from(p.is_identity()))
+/// The non-zero scalars of `inputs` then `aux`, in order.
+fn nonzero(inputs: &[Scalar], aux: &[Scalar]) -> Vec<Scalar> {
+    inputs
+        .par_iter()
+        .chain(aux.par_iter())
+        .filter(|s| !bool::from(s.is_zero()))
+        .copied()
         .collect()
 }
 
@@ -242,38 +247,6 @@ pub fn generate_with_engine<C: Circuit<Scalar> + Clone>(
     generate_parts(circuit, toxic, engine, &mut |_| true)
 }
 
-/// Synthesises `circuit` for its QAP evaluations at τ (inputs, aux),
-/// checking that it has the shape it was counted with.
-fn evaluate_qap<C: Circuit<Scalar> + Clone>(
-    circuit: &C,
-    lagrange: &[Scalar],
-    counted: &CircuitShape,
-) -> Result<(qap::Evaluations, qap::Evaluations), SetupError> {
-    let mut qap = QapEvaluator::new(lagrange, counted.num_inputs, counted.num_aux);
-    circuit
-        .clone()
-        .synthesize(&mut qap)
-        .map_err(|source| SetupError::Synthesis {
-            stage: "evaluating the QAP at τ",
-            source,
-        })?;
-    qap.pad_inputs();
-    if let Some(reason) = qap.malformed {
-        return Err(SetupError::ShapeChanged(reason.into()));
-    }
-    let evaluated = CircuitShape {
-        num_inputs: qap.inputs.len(),
-        num_aux: qap.aux.len(),
-        num_constraints: qap.num_constraints - qap.inputs.len(),
-    };
-    if evaluated != *counted {
-        return Err(SetupError::ShapeChanged(format!(
-            "counted {counted:?}, evaluated {evaluated:?}"
-        )));
-    }
-    Ok((qap.inputs, qap.aux))
-}
-
 /// The generator: the parts in the file's order, each emitted once made.
 fn generate_parts<C: Circuit<Scalar> + Clone>(
     circuit: &C,
@@ -287,10 +260,13 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
         source: Box::new(source),
     };
     let started = Instant::now();
-    let counted = CircuitShape::of(circuit.clone()).map_err(|source| SetupError::Synthesis {
-        stage: "counting its shape",
-        source,
-    })?;
+    let recorded = crate::compiled::record(circuit.clone())?;
+    let counted = CircuitShape {
+        num_inputs: recorded.num_inputs,
+        num_aux: recorded.num_aux,
+        num_constraints: recorded.num_constraints() - recorded.num_inputs,
+    };
+    let recorded_at = Instant::now();
     let log2 = counted.log2_domain();
     if log2 >= Scalar::S {
         return Err(SetupError::DomainTooLarge {
@@ -319,8 +295,8 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
     let tables_done = Instant::now();
 
     // h_i = τ^i · t(τ) / δ for i < m − 1 needs neither the circuit nor its
-    // QAP, so it is multiplied on a thread of its own while this one
-    // synthesises the circuit for the QAP, which is single-threaded.
+    // QAP, so it is multiplied on a thread of its own (the device's, for a
+    // GPU engine) while the QAP is evaluated.
     let g1_mul = &*g1_table;
     let (qap, h) = std::thread::scope(|scope| {
         let h = scope.spawn(move || {
@@ -331,10 +307,10 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
                 .multiply(&h_scalars)
                 .map(|h| (h, started.elapsed().as_secs_f64()))
         });
-        let qap = evaluate_qap(circuit, &lagrange, &counted).map(|q| (q, Instant::now()));
+        let qap = qap::evaluate(&recorded, &lagrange).map(|q| (q, Instant::now()));
         (qap, h.join())
     });
-    drop(lagrange);
+    drop((lagrange, recorded));
     let ((inputs, aux), qap_done) = qap?;
     let (h, h_s) = match h {
         Ok(h) => h.map_err(device)?,
@@ -378,21 +354,19 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
     let l = Arc::new(l);
     emit(SetPart::G1(l.clone()))?;
 
-    let at: Vec<Scalar> = inputs.at.iter().chain(&aux.at).copied().collect();
-    let a = Arc::new(nonzero_points(g1_table.multiply(&at).map_err(device)?));
-    drop(at);
-    emit(SetPart::G1(a.clone()))?;
-    let bt: Vec<Scalar> = inputs.bt.iter().chain(&aux.bt).copied().collect();
-    let b_g1 = Arc::new(nonzero_points(g1_table.multiply(&bt).map_err(device)?));
-    emit(SetPart::G1(b_g1.clone()))?;
-    let b_g2: Arc<Vec<_>> = Arc::new(
-        g2_table
-            .multiply(&bt)
-            .map_err(device)?
-            .into_iter()
-            .filter(|p| !bool::from(p.is_identity()))
-            .collect(),
+    // A multiple of a generator of prime order is the identity exactly
+    // when its scalar is zero: dropping zero scalars before multiplying
+    // drops the points bellperson filters out afterwards, without making them.
+    let a = Arc::new(
+        g1_table
+            .multiply(&nonzero(&inputs.at, &aux.at))
+            .map_err(device)?,
     );
+    emit(SetPart::G1(a.clone()))?;
+    let bt = nonzero(&inputs.bt, &aux.bt);
+    let b_g1 = Arc::new(g1_table.multiply(&bt).map_err(device)?);
+    emit(SetPart::G1(b_g1.clone()))?;
+    let b_g2 = Arc::new(g2_table.multiply(&bt).map_err(device)?);
     drop(bt);
     emit(SetPart::G2(b_g2.clone()))?;
 
@@ -403,7 +377,8 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
         engine = engine.name(),
         g1_window = g1_table.window(),
         g2_window = g2_table.window(),
-        lagrange_s = (lagrange_done - started).as_secs_f64(),
+        record_s = (recorded_at - started).as_secs_f64(),
+        lagrange_s = (lagrange_done - recorded_at).as_secs_f64(),
         tables_s = (tables_done - lagrange_done).as_secs_f64(),
         qap_s = (qap_done - tables_done).as_secs_f64(),
         h_s,
@@ -520,11 +495,41 @@ mod tests {
     }
 
     #[test]
-    fn a_circuit_that_changes_shape_between_passes_is_rejected() {
-        let err = generate(&Growing(Default::default()), 1)
-            .map(drop)
-            .expect_err("shape changed");
-        assert!(matches!(err, SetupError::ShapeChanged(_)), "{err}");
+    fn the_circuit_is_synthesised_once_as_bellperson_does() {
+        // A circuit whose shape changed between a counting pass and an
+        // evaluating one used to be refused; one recording has no such gap,
+        // and the set is bellperson's for that one synthesis.
+        let ours_runs = Growing(Default::default());
+        let ours = generate(&ours_runs, 3).expect("ours");
+        assert_eq!(ours_runs.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let theirs = bellperson::groth16::generate_random_parameters::<Bls12, _, _>(
+            Growing(Default::default()),
+            &mut ChaCha20Rng::seed_from_u64(3),
+        )
+        .expect("bellperson");
+        assert!(ours == theirs, "parameters differ from bellperson's");
+    }
+
+    /// Uses a variable it never allocated.
+    #[derive(Clone)]
+    struct Dangling;
+
+    impl Circuit<Scalar> for Dangling {
+        fn synthesize<CS: bellperson::ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), SynthesisError> {
+            let x = cs.alloc(|| "x", || Ok(Scalar::ONE))?;
+            let ghost = bellperson::Variable::new_unchecked(bellperson::Index::Aux(5));
+            cs.enforce(|| "c", |lc| lc + x, |lc| lc + ghost, |lc| lc + x);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_term_on_an_unallocated_variable_is_refused() {
+        let err = generate(&Dangling, 1).map(drop).expect_err("dangling");
+        assert!(matches!(err, SetupError::Record(_)), "{err}");
     }
 
     #[test]

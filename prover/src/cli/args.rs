@@ -95,6 +95,11 @@ pub struct BenchArgs {
     /// Generate TEST-ONLY parameters for sizes the parameter directory lacks.
     #[arg(long)]
     pub test_params: bool,
+    /// Generate TEST-ONLY parameters for every size in memory and never
+    /// write them (nor read the parameter directory): for sets larger
+    /// than the disk, such as 2^27 (about 77 GB).
+    #[arg(long, conflicts_with = "test_params")]
+    pub params_in_memory: bool,
     /// Skip synthesis from compiled constraints (the second table).
     #[arg(long)]
     pub no_compiled: bool,

@@ -264,6 +264,7 @@ impl From<BenchArgs> for prover::bench::BenchConfig {
             cuda: a.cuda,
             cpu: !a.no_cpu,
             test_params: a.test_params,
+            params_in_memory: a.params_in_memory,
             compiled: !a.no_compiled,
         }
     }

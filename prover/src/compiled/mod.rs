@@ -19,9 +19,9 @@ mod witness;
 
 pub use error::{CompileError, FileError, StructureMismatch};
 pub use eval::{evaluate, EvalShapeError};
-pub use matrix::{CompiledR1cs, Matrix};
+pub use matrix::{CompiledR1cs, Matrix, COEFF_MINUS_ONE, COEFF_ONE, INPUT};
 pub use pieces::assign_split;
-pub use record::compile;
+pub use record::{compile, record, Recorded};
 pub use witness::{assign, WitnessError};
 
 #[cfg(test)]

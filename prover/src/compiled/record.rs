@@ -22,6 +22,34 @@ use std::collections::HashMap;
 /// Records `circuit`'s constraints. Assignment closures are not called, so
 /// a circuit without a witness records as well as one with.
 pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<CompiledR1cs, CompileError> {
+    let r = record(circuit)?;
+    let [a, b, c] = r.matrices;
+    Ok(CompiledR1cs::new(r.num_inputs, r.num_aux, a, b, c, r.table))
+}
+
+/// A circuit's constraints as recorded, before [`CompiledR1cs`] derives
+/// its densities and digest: what parameter generation needs (it reads the
+/// matrices once and keeps nothing, so it skips hashing gigabytes).
+#[derive(Debug)]
+pub struct Recorded {
+    /// Inputs, ONE included.
+    pub num_inputs: usize,
+    pub num_aux: usize,
+    /// A, B, C; bellperson's `input · 0 = 0` rows included.
+    pub matrices: [Matrix; 3],
+    /// Distinct coefficients; [`COEFF_ONE`] and [`COEFF_MINUS_ONE`] first.
+    pub table: Vec<Scalar>,
+}
+
+impl Recorded {
+    /// Rows of each matrix (constraints, padding included).
+    pub fn num_constraints(&self) -> usize {
+        self.matrices[0].rows()
+    }
+}
+
+/// Records `circuit`'s constraints without deriving anything from them.
+pub fn record<C: Circuit<Scalar>>(circuit: C) -> Result<Recorded, CompileError> {
     let mut rec = Recorder::default();
     rec.alloc_input(|| "", || Ok(Scalar::ONE))
         .map_err(|e| rec.explain(e))?;
@@ -32,9 +60,12 @@ pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<CompiledR1cs, CompileEr
     if let Some(e) = rec.error.take() {
         return Err(e);
     }
-    Ok(CompiledR1cs::new(
-        rec.inputs, rec.aux, rec.a, rec.b, rec.c, rec.table,
-    ))
+    Ok(Recorded {
+        num_inputs: rec.inputs,
+        num_aux: rec.aux,
+        matrices: [rec.a, rec.b, rec.c],
+        table: rec.table,
+    })
 }
 
 /// The column of a variable (see [`INPUT`]).
@@ -53,6 +84,9 @@ struct Recorder {
     c: Matrix,
     table: Vec<Scalar>,
     index: HashMap<[u8; 32], u32>,
+    /// One linear combination's terms, reused: a fresh vector per
+    /// combination was a measurable part of recording a large circuit.
+    terms: Vec<(u32, Scalar)>,
     /// The first error `enforce` could not return.
     error: Option<CompileError>,
 }
@@ -73,6 +107,7 @@ impl Default for Recorder {
             c: Matrix::default(),
             table,
             index,
+            terms: Vec::new(),
             error: None,
         }
     }
@@ -110,18 +145,23 @@ impl Recorder {
     }
 
     fn record(&mut self, lc: &LinearCombination<Scalar>, which: usize) -> Result<(), CompileError> {
-        let mut terms = Vec::new();
-        lc::walk(lc, self.inputs, self.aux, |var, coeff| {
+        let mut terms = std::mem::take(&mut self.terms);
+        terms.clear();
+        let walked = lc::walk(lc, self.inputs, self.aux, |var, coeff| {
             if !bool::from(coeff.is_zero()) {
                 terms.push((column(var), *coeff));
             }
         })
-        .map_err(CompileError::Malformed)?;
-        for (col, coeff) in terms {
-            let id = self.coefficient(&coeff)?;
-            [&mut self.a, &mut self.b, &mut self.c][which].push(col, id);
-        }
-        Ok(())
+        .map_err(CompileError::Malformed);
+        let pushed = walked.and_then(|()| {
+            terms.iter().try_for_each(|(col, coeff)| {
+                let id = self.coefficient(coeff)?;
+                [&mut self.a, &mut self.b, &mut self.c][which].push(*col, id);
+                Ok(())
+            })
+        });
+        self.terms = terms;
+        pushed
     }
 }
 

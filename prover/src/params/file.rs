@@ -149,76 +149,110 @@ pub(crate) fn stage<T>(
 }
 
 /// Buffers in flight to each of [`stage_chunks`]' threads.
-const CHUNKS_IN_FLIGHT: usize = 2;
+const CHUNKS_IN_FLIGHT: usize = 4;
 /// [`stage_chunks`] asks the kernel to start writing back every this many bytes.
 const WRITEBACK_EVERY: u64 = 256 << 20;
+/// Ranges the flusher may lag behind the writer before the writer waits.
+const RANGES_IN_FLIGHT: usize = 16;
 
 /// [`stage`] for a producer of owned buffers (a parameter set, tens of GB
 /// at production sizes): each buffer is hashed on one thread and written on
 /// another, so SHA-256, which runs on one core, overlaps the write and the
 /// producer instead of following them; and writeback to the disk is started
-/// as the file grows (`sync_file_range`), so the final sync waits for the
-/// last part rather than the whole file. Memory beyond the producer's is
-/// a few buffers.
+/// as the file grows (`sync_file_range`) from a third thread, so the final
+/// sync waits for the last part rather than the whole file, and copying into
+/// the page cache goes on while the disk takes the ranges before (started
+/// from the writer itself, each range held the writer until the disk had
+/// accepted it, so the two alternated). Memory beyond the producer's is a
+/// few buffers.
 pub(crate) fn stage_chunks<T>(
     path: &Path,
     produce: impl FnOnce(&mut dyn FnMut(Vec<u8>) -> io::Result<()>) -> io::Result<T>,
 ) -> Result<(T, Staged), ParamsError> {
     use std::sync::mpsc::sync_channel;
     use std::sync::Arc;
+    use std::time::{Duration, Instant};
     let mut staged = staged_beside(path);
     let tmp = staged.tmp.clone();
     let file = File::create(&tmp).map_err(io_err(&tmp, "creating"))?;
-    let started = std::time::Instant::now();
+    let flush_file = file.try_clone().map_err(io_err(&tmp, "opening"))?;
+    let started = Instant::now();
     let (to_hash, hash_rx) = sync_channel::<Arc<Vec<u8>>>(CHUNKS_IN_FLIGHT);
     let (to_write, write_rx) = sync_channel::<Arc<Vec<u8>>>(CHUNKS_IN_FLIGHT);
-    let (produced, sha256, wrote) = std::thread::scope(|scope| {
+    let (to_flush, flush_rx) = sync_channel::<(u64, u64)>(RANGES_IN_FLIGHT);
+    let mut waited = Duration::ZERO;
+    let (produced, hashed, wrote, flushed) = std::thread::scope(|scope| {
         let hasher = scope.spawn(move || {
             let mut hasher = Sha256::new();
+            let mut busy = Duration::ZERO;
             for buf in hash_rx {
+                let t = Instant::now();
                 hasher.update(&buf[..]);
+                busy += t.elapsed();
             }
-            hex::encode(hasher.finalize())
+            (hex::encode(hasher.finalize()), busy)
         });
-        let writer = scope.spawn(move || -> io::Result<(File, u64)> {
+        let flusher = scope.spawn(move || {
+            let mut busy = Duration::ZERO;
+            for (offset, len) in flush_rx {
+                let t = Instant::now();
+                start_writeback(&flush_file, offset, len);
+                busy += t.elapsed();
+            }
+            busy
+        });
+        let writer = scope.spawn(move || -> io::Result<(File, u64, Duration)> {
             let mut file = file;
             let (mut written, mut flushed) = (0u64, 0u64);
+            let mut busy = Duration::ZERO;
             for buf in write_rx {
+                let t = Instant::now();
                 file.write_all(&buf)?;
+                busy += t.elapsed();
                 written += buf.len() as u64;
                 if written - flushed >= WRITEBACK_EVERY {
-                    start_writeback(&file, flushed, written - flushed);
+                    // A flusher that is gone only loses the head start.
+                    let _ = to_flush.send((flushed, written - flushed));
                     flushed = written;
                 }
             }
-            Ok((file, written))
+            Ok((file, written, busy))
         });
         let produced = {
             let mut sink = |buf: Vec<u8>| -> io::Result<()> {
                 let buf = Arc::new(buf);
                 let stopped = || io::Error::other("the file's writer stopped");
+                let t = Instant::now();
                 to_hash.send(Arc::clone(&buf)).map_err(|_| stopped())?;
-                to_write.send(buf).map_err(|_| stopped())
+                let sent = to_write.send(buf).map_err(|_| stopped());
+                waited += t.elapsed();
+                sent
             };
             produce(&mut sink)
         };
         drop((to_hash, to_write));
-        let sha256 = hasher.join().unwrap_or_default();
+        let hashed = hasher.join().unwrap_or_default();
         let wrote = writer
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("the file's writer panicked")));
-        (produced, sha256, wrote)
+        let flushed = flusher.join().unwrap_or_default();
+        (produced, hashed, wrote, flushed)
     });
     // The writer's own error says more than the producer's "stopped".
-    let (file, bytes) = wrote.map_err(io_err(&tmp, "writing"))?;
+    let (file, bytes, write_busy) = wrote.map_err(io_err(&tmp, "writing"))?;
     let value = produced.map_err(io_err(&tmp, "writing"))?;
     let written = started.elapsed();
     file.sync_all().map_err(io_err(&tmp, "syncing"))?;
+    let (sha256, hash_busy) = hashed;
     tracing::debug!(
         path = %path.display(),
         bytes,
         write_s = written.as_secs_f64(),
         sync_s = (started.elapsed() - written).as_secs_f64(),
+        producer_waited_s = waited.as_secs_f64(),
+        hash_busy_s = hash_busy.as_secs_f64(),
+        write_busy_s = write_busy.as_secs_f64(),
+        writeback_busy_s = flushed.as_secs_f64(),
         "staged a file"
     );
     staged.sha256 = sha256;

@@ -246,8 +246,20 @@ pub(crate) fn stage_streamed<T, E>(
     std::thread::scope(|scope| {
         let writer = scope.spawn(move || {
             stage_chunks(path, |sink| {
-                rx.iter()
-                    .try_for_each(|part| write_part(&part, sink, WRITE_BATCH))
+                // Time spent waiting for the generator's next part: what
+                // the file's writing is not the bound of.
+                let mut idle = std::time::Duration::ZERO;
+                loop {
+                    let t = std::time::Instant::now();
+                    let Ok(part) = rx.recv() else { break };
+                    idle += t.elapsed();
+                    write_part(&part, sink, WRITE_BATCH)?;
+                }
+                tracing::debug!(
+                    idle_s = idle.as_secs_f64(),
+                    "parameter writer waited for parts"
+                );
+                Ok(())
             })
             .map(|((), staged)| staged)
         });

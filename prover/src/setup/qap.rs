@@ -1,21 +1,20 @@
-//! Evaluates a circuit's QAP polynomials at τ while it is synthesised.
+//! Evaluates a circuit's QAP polynomials at τ from its recorded constraints.
 //!
-//! bellperson's generator first records every constraint's terms per
-//! variable and evaluates afterwards; we already know the Lagrange
-//! coefficients `L_j(τ)` (the domain size comes from a counting pass), so each
-//! term `coeff · var` in constraint `j` is folded at once into
-//! `u_var(τ) += coeff · L_j(τ)` (`v`, `w` likewise). Memory is three scalars
-//! per variable, whatever the number of terms.
+//! `u_i(τ) = Σ_j A[j][i] · L_j(τ)` (`v` from B, `w` from C): the transposed
+//! matrices times the Lagrange coefficients. Synthesis is one thread and
+//! runs once ([`crate::compiled::record`]); this product then runs on every
+//! core. Each task owns a range of variables and walks every term, folding
+//! only its own: the result needs no transposed copy of the matrices and no
+//! merging, and each variable's sum is taken in row order whatever the
+//! number of tasks (exact field arithmetic, so any order would do).
 
-use crate::lc::{self, UnknownVariable, Var};
-use bellperson::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use crate::compiled::{Matrix, Recorded, COEFF_MINUS_ONE, COEFF_ONE, INPUT};
 use blstrs::Scalar;
 use ff::Field;
-
-use crate::circuit::unnamed_root;
+use rayon::prelude::*;
 
 /// `u_i(τ)`, `v_i(τ)`, `w_i(τ)` for one class of variables (inputs or aux).
-#[derive(Default)]
+#[derive(Default, Debug, PartialEq, Eq)]
 pub struct Evaluations {
     pub at: Vec<Scalar>,
     pub bt: Vec<Scalar>,
@@ -23,23 +22,6 @@ pub struct Evaluations {
 }
 
 impl Evaluations {
-    /// Room for `n` variables: the vectors never grow (and copy) during
-    /// synthesis.
-    fn with_capacity(n: usize) -> Self {
-        Evaluations {
-            at: Vec::with_capacity(n),
-            bt: Vec::with_capacity(n),
-            ct: Vec::with_capacity(n),
-        }
-    }
-
-    fn push(&mut self) -> usize {
-        self.at.push(Scalar::ZERO);
-        self.bt.push(Scalar::ZERO);
-        self.ct.push(Scalar::ZERO);
-        self.at.len() - 1
-    }
-
     pub fn len(&self) -> usize {
         self.at.len()
     }
@@ -49,143 +31,152 @@ impl Evaluations {
     }
 }
 
-/// A `ConstraintSystem` that accumulates the QAP evaluations at τ.
-pub struct QapEvaluator<'a> {
-    lagrange: &'a [Scalar],
-    pub inputs: Evaluations,
-    pub aux: Evaluations,
-    pub num_constraints: usize,
-    minus_one: Scalar,
-    /// Set when the circuit enforces more constraints than the domain holds
-    /// (its shape is not deterministic) or uses a variable it never
-    /// allocated; `enforce` cannot fail, so the caller checks this after.
-    pub malformed: Option<&'static str>,
+/// The recording has more rows than there are Lagrange coefficients.
+#[derive(Debug, thiserror::Error)]
+#[error("{rows} constraints do not fit a domain of {domain}")]
+pub struct DomainTooSmall {
+    pub rows: usize,
+    pub domain: usize,
 }
 
-impl<'a> QapEvaluator<'a> {
-    /// An evaluator over Lagrange coefficients `lagrange[j] = L_j(τ)`, with the
-    /// ONE input already allocated, sized for the variables counted before
-    /// (`inputs` with ONE, `aux`); a circuit that allocates more still works.
-    pub fn new(lagrange: &'a [Scalar], inputs: usize, aux: usize) -> Self {
-        let mut ins = Evaluations::with_capacity(inputs.max(1));
-        ins.push();
-        QapEvaluator {
-            lagrange,
-            inputs: ins,
-            aux: Evaluations::with_capacity(aux),
-            num_constraints: 0,
-            minus_one: -Scalar::ONE,
-            malformed: None,
-        }
-    }
-
-    /// Appends bellperson's `input_i · 0 = 0` constraints, which make the IC
-    /// query dense.
-    pub fn pad_inputs(&mut self) {
-        for i in 0..self.inputs.len() {
-            match self.lagrange.get(self.num_constraints) {
-                Some(l) => self.inputs.at[i] += l,
-                None => self.malformed = Some(TOO_MANY_CONSTRAINTS),
-            }
-            self.num_constraints += 1;
-        }
-    }
-}
-
-const TOO_MANY_CONSTRAINTS: &str = "the circuit enforced more constraints than it did when counted";
-const UNKNOWN_VARIABLE: &str = "a constraint uses a variable that was never allocated";
-
-/// Adds `coeff · l` to each term's variable, refusing an unknown one by the
-/// rule synthesis uses too ([`lc::walk`]).
-fn fold(
-    lc: &LinearCombination<Scalar>,
-    l: Scalar,
-    minus_one: Scalar,
-    inputs: &mut [Scalar],
-    aux: &mut [Scalar],
-) -> Result<(), UnknownVariable> {
-    let (n_inputs, n_aux) = (inputs.len(), aux.len());
-    lc::walk(lc, n_inputs, n_aux, |var, coeff| {
-        // `walk` checked the index against these very lengths.
-        let slot = match var {
-            Var::Input(i) => &mut inputs[i],
-            Var::Aux(i) => &mut aux[i],
-        };
-        // Most coefficients are ±1: an addition, not a multiplication.
-        if *coeff == Scalar::ONE {
-            *slot += l;
-        } else if *coeff == minus_one {
-            *slot -= l;
-        } else {
-            *slot += *coeff * l;
-        }
-    })
-}
-
-impl ConstraintSystem<Scalar> for QapEvaluator<'_> {
-    unnamed_root!();
-
-    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        Ok(Variable::new_unchecked(Index::Aux(self.aux.push())))
-    }
-
-    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        Ok(Variable::new_unchecked(Index::Input(self.inputs.push())))
-    }
-
-    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
-    where
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-    {
-        let Some(&l) = self.lagrange.get(self.num_constraints) else {
-            self.malformed = Some(TOO_MANY_CONSTRAINTS);
-            self.num_constraints += 1;
-            return;
-        };
-        self.num_constraints += 1;
-        let minus_one = self.minus_one;
-        let (inputs, aux) = (&mut self.inputs, &mut self.aux);
-        let folded = fold(
-            &a(LinearCombination::zero()),
-            l,
-            minus_one,
-            &mut inputs.at,
-            &mut aux.at,
-        )
-        .and_then(|()| {
-            fold(
-                &b(LinearCombination::zero()),
-                l,
-                minus_one,
-                &mut inputs.bt,
-                &mut aux.bt,
-            )
-        })
-        .and_then(|()| {
-            fold(
-                &c(LinearCombination::zero()),
-                l,
-                minus_one,
-                &mut inputs.ct,
-                &mut aux.ct,
-            )
+/// The QAP of `rec` at τ, for inputs (ONE first) and aux variables;
+/// `lagrange[j] = L_j(τ)`.
+pub fn evaluate(
+    rec: &Recorded,
+    lagrange: &[Scalar],
+) -> Result<(Evaluations, Evaluations), DomainTooSmall> {
+    let rows = rec.num_constraints();
+    if rows > lagrange.len() {
+        return Err(DomainTooSmall {
+            rows,
+            domain: lagrange.len(),
         });
-        if folded.is_err() {
-            self.malformed = Some(UNKNOWN_VARIABLE);
+    }
+    let [a, b, c] = &rec.matrices;
+    let product =
+        |m: &Matrix| transpose_times(m, &rec.table, lagrange, rec.num_inputs, rec.num_aux);
+    let ((a_in, a_aux), ((b_in, b_aux), (c_in, c_aux))) =
+        rayon::join(|| product(a), || rayon::join(|| product(b), || product(c)));
+    Ok((
+        Evaluations {
+            at: a_in,
+            bt: b_in,
+            ct: c_in,
+        },
+        Evaluations {
+            at: a_aux,
+            bt: b_aux,
+            ct: c_aux,
+        },
+    ))
+}
+
+/// `Mᵀ · lagrange`, split into (inputs, aux). Variables are numbered aux
+/// first, then inputs, and cut into one range per thread.
+fn transpose_times(
+    m: &Matrix,
+    table: &[Scalar],
+    lagrange: &[Scalar],
+    num_inputs: usize,
+    num_aux: usize,
+) -> (Vec<Scalar>, Vec<Scalar>) {
+    let variables = num_aux + num_inputs;
+    let mut out = vec![Scalar::ZERO; variables];
+    let span = variables
+        .div_ceil(rayon::current_num_threads().max(1))
+        .max(1);
+    out.par_chunks_mut(span).enumerate().for_each(|(t, own)| {
+        let lo = t * span;
+        for row in 0..m.rows() {
+            let (cols, coeffs) = m.row(row);
+            for (&col, &coeff) in cols.iter().zip(coeffs) {
+                let var = if col & INPUT != 0 {
+                    num_aux + (col & !INPUT) as usize
+                } else {
+                    col as usize
+                };
+                let Some(slot) = var.checked_sub(lo).and_then(|i| own.get_mut(i)) else {
+                    continue;
+                };
+                // Most coefficients are ±1: an addition, not a product.
+                let l = lagrange[row];
+                match coeff {
+                    COEFF_ONE => *slot += l,
+                    COEFF_MINUS_ONE => *slot -= l,
+                    id => *slot += table[id as usize] * l,
+                }
+            }
         }
+    });
+    let inputs = out.split_off(num_aux);
+    (inputs, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::circuit::{ChainCircuit, Sha256Circuit};
+    use bellperson::Circuit;
+
+    /// The definition, one term at a time on one thread.
+    fn by_definition(rec: &Recorded, lagrange: &[Scalar]) -> (Evaluations, Evaluations) {
+        let mut ins = Evaluations::default();
+        let mut aux = Evaluations::default();
+        for (k, m) in rec.matrices.iter().enumerate() {
+            let mut vi = vec![Scalar::ZERO; rec.num_inputs];
+            let mut va = vec![Scalar::ZERO; rec.num_aux];
+            for (row, l) in lagrange.iter().enumerate().take(m.rows()) {
+                let (cols, coeffs) = m.row(row);
+                for (&col, &id) in cols.iter().zip(coeffs) {
+                    let term = rec.table[id as usize] * l;
+                    if col & INPUT != 0 {
+                        vi[(col & !INPUT) as usize] += term;
+                    } else {
+                        va[col as usize] += term;
+                    }
+                }
+            }
+            let (di, da) = match k {
+                0 => (&mut ins.at, &mut aux.at),
+                1 => (&mut ins.bt, &mut aux.bt),
+                _ => (&mut ins.ct, &mut aux.ct),
+            };
+            (*di, *da) = (vi, va);
+        }
+        (ins, aux)
+    }
+
+    fn check<C: Circuit<Scalar>>(circuit: C) {
+        let rec = crate::compiled::record(circuit).expect("records");
+        let domain = rec.num_constraints().next_power_of_two();
+        let lagrange: Vec<Scalar> = (0..domain as u64)
+            .map(|j| Scalar::from(j * 7 + 3).square())
+            .collect();
+        let ours = evaluate(&rec, &lagrange).expect("fits");
+        assert!(ours == by_definition(&rec, &lagrange));
+        assert_eq!(ours.0.len(), rec.num_inputs);
+        assert_eq!(ours.1.len(), rec.num_aux);
+    }
+
+    #[test]
+    fn the_parallel_product_is_the_definition() {
+        // More threads than some circuits have variables, and ranges that
+        // cut through the inputs.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(5)
+            .build()
+            .expect("pool");
+        pool.install(|| {
+            check(ChainCircuit::for_size(3, None));
+            check(ChainCircuit::for_size(200, None));
+            check(Sha256Circuit::shape(1));
+        });
+    }
+
+    #[test]
+    fn a_domain_smaller_than_the_rows_is_refused() {
+        let rec = crate::compiled::record(ChainCircuit::for_size(64, None)).expect("records");
+        let err = evaluate(&rec, &[Scalar::ONE; 8]).expect_err("too small");
+        assert_eq!(err.domain, 8);
     }
 }

@@ -9,8 +9,15 @@
 //! and the points come back affine, laid out as blst lays them out, so the
 //! host only copies bytes. Each result is an exact group element, so the
 //! parameters equal the CPU engine's byte for byte.
+//!
+//! Scalars go up and points come down through two pinned stages in turn:
+//! while the device works on one chunk, the host copies the chunk before
+//! out of the other stage (on every core: the copy is also where the
+//! result's fresh pages are first touched), so the link runs at its pinned
+//! speed and the host's copies hide behind the device's work.
 
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use blstrs::{G1Projective, G2Projective, Scalar};
@@ -20,17 +27,17 @@ use group::prime::PrimeCurveAffine;
 
 use super::check::{self, check};
 use super::kernels::{self, KernelUnit};
-use super::memory::{upload_ordered, DeviceBuffer};
+use super::memory::{upload_ordered, DeviceBuffer, PinnedStage};
 use super::msm::{DeviceGroup, G1, G2};
 use super::{cuda_available, device_count, driver_version, CudaBackend};
 use crate::backend::BackendError;
 use crate::setup::fixed_base::{FastCurve, FixedBaseEngine, FixedBaseMul, FixedBaseTable};
 
-/// Points per chunk unless told otherwise: 2^22 G2 points need about
-/// 2.5 GB of device memory (scalars, XYZZ sums, affine results), small
-/// beside any device that holds a large set's MSM, large enough that a
-/// launch covers every SM many times over.
-pub const DEFAULT_CHUNK: usize = 1 << 22;
+/// Points per chunk unless told otherwise: 2^20 G2 points need about
+/// 0.6 GB of device memory (scalars, XYZZ sums, affine results) and two
+/// pinned stages of 0.2 GB each on the host; a launch still covers every
+/// SM many times over.
+pub const DEFAULT_CHUNK: usize = 1 << 20;
 /// Threads per block: the curve code needs about 160 registers a thread
 /// in G1 and 230 in G2.
 const THREADS: u32 = 128;
@@ -188,14 +195,73 @@ impl CudaFixedBase {
         let bytes = D::affine_bytes(multiples);
         let buffer = DeviceBuffer::alloc(&self.ctx, self.device, bytes.len().max(16))?;
         upload_ordered(self.device, &self.stream, buffer.ptr(), bytes)?;
+        let chunk = self.chunk;
+        let scalar_bytes = std::mem::size_of::<Scalar>();
+        let stage = || -> Result<Stage, BackendError> {
+            Ok(Stage {
+                scalars: PinnedStage::alloc(&self.ctx, self.device, chunk * scalar_bytes)?,
+                points: PinnedStage::alloc(&self.ctx, self.device, chunk * D::AFFINE_BYTES)?,
+                done: check!(self.device, "cuEventCreate", self.ctx.new_event(None))?,
+            })
+        };
+        let work = Work {
+            scalars: DeviceBuffer::alloc(&self.ctx, self.device, chunk * scalar_bytes)?,
+            xyzz: DeviceBuffer::alloc(&self.ctx, self.device, chunk * D::XYZZ_BYTES)?,
+            affine: DeviceBuffer::alloc(&self.ctx, self.device, chunk * D::AFFINE_BYTES)?,
+            stages: [stage()?, stage()?],
+        };
         Ok(DeviceTable {
             engine: self,
             table: buffer,
             window: table.window(),
             windows: table.windows(),
+            work: parking_lot::Mutex::new(work),
             group: PhantomData,
         })
     }
+}
+
+/// A pinned stage of the pipeline and the event that says when the
+/// device is done with it.
+#[derive(Debug)]
+struct Stage {
+    scalars: PinnedStage,
+    points: PinnedStage,
+    done: cudarc::driver::CudaEvent,
+}
+
+/// The device buffers of one chunk and the two host stages used in turn.
+#[derive(Debug)]
+struct Work {
+    scalars: DeviceBuffer,
+    xyzz: DeviceBuffer,
+    affine: DeviceBuffer,
+    stages: [Stage; 2],
+}
+
+/// Copies `src` into `dst` (of the same length) on every core.
+fn copy_parallel(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+    use rayon::prelude::*;
+    const PIECE: usize = 4 << 20;
+    assert_eq!(
+        dst.len(),
+        src.len(),
+        "copy between slices of different lengths"
+    );
+    dst.par_chunks_mut(PIECE)
+        .zip(src.par_chunks(PIECE))
+        .for_each(|(d, s)| {
+            // SAFETY: both pieces have the same length (same slices cut at
+            // the same size) and do not overlap (one is borrowed mutably).
+            unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), d.as_mut_ptr().cast(), s.len()) }
+        });
+}
+
+/// `bytes` as room to write into.
+fn as_uninit(bytes: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: MaybeUninit<u8> has u8's layout, and only initialised
+    // bytes are ever written through the result.
+    unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast(), bytes.len()) }
 }
 
 impl FixedBaseEngine for CudaFixedBase {
@@ -225,6 +291,8 @@ pub struct DeviceTable<'a, D: DeviceGroup> {
     table: DeviceBuffer,
     window: usize,
     windows: usize,
+    /// One call at a time walks the table through these.
+    work: parking_lot::Mutex<Work>,
     // The group is a marker only: the table is shared between threads
     // whatever it is.
     group: PhantomData<fn() -> D>,
@@ -247,11 +315,55 @@ where
         &self.engine.kernels[D::UNIT]
     }
 
-    /// `scalars[i] · P` into `out`, one chunk at a time through the three
-    /// device buffers.
-    fn run(&self, scalars: &[Scalar], out: &mut [D::Affine]) -> Result<(), BackendError> {
+    /// Launches the multiplication of the chunk in `work.scalars` (`n`
+    /// points) and its conversion to affine into `work.affine`.
+    fn launch(&self, work: &Work, n: usize) -> Result<(), BackendError> {
         let e = self.engine;
         let dev = e.device;
+        let n32 = n as u32;
+        let (window, windows) = (self.window as u32, self.windows as u32);
+        let (sp, tp, xp, ap) = (
+            work.scalars.ptr(),
+            self.table.ptr(),
+            work.xyzz.ptr(),
+            work.affine.ptr(),
+        );
+        let k = self.kernels();
+        let mut launch = e.stream.launch_builder(&k.mul);
+        launch
+            .arg(&sp)
+            .arg(&n32)
+            .arg(&tp)
+            .arg(&window)
+            .arg(&windows)
+            .arg(&xp);
+        // SAFETY: (const fr*, u32, const ec_affine*, u32, u32, ec_xyzz*) as
+        // fixed_base_mul_<g> takes; the buffers hold `n` scalars and sums and
+        // the table every key the digits reach.
+        check!(dev, "cuLaunchKernel(fixed_base_mul)", unsafe {
+            launch.launch(grid(n))
+        })?;
+        let threads = affine_threads(n);
+        let threads32 = threads as u32;
+        let mut launch = e.stream.launch_builder(&k.affine);
+        launch.arg(&xp).arg(&n32).arg(&threads32).arg(&ap);
+        // SAFETY: (const ec_xyzz*, u32, u32, ec_affine*) as
+        // fixed_base_affine_<g> takes; both buffers hold `n` points.
+        check!(dev, "cuLaunchKernel(fixed_base_affine)", unsafe {
+            launch.launch(grid(threads))
+        })?;
+        Ok(())
+    }
+
+    /// `scalars[i] · P` into `out` (room for `scalars.len()` points), one
+    /// chunk at a time: chunk `k` goes up, is multiplied and comes down
+    /// through stage `k mod 2` while the host copies chunk `k − 1` out of
+    /// the other stage.
+    fn run(&self, scalars: &[Scalar], out: &mut [MaybeUninit<u8>]) -> Result<(), BackendError> {
+        let e = self.engine;
+        let dev = e.device;
+        let mut guard = self.work.lock();
+        let work = &mut *guard;
         let chunk = e.chunk.min(scalars.len());
         if chunk == 0 {
             return Ok(());
@@ -264,57 +376,66 @@ where
                 scalars: chunk,
             });
         }
-        let scalar_buf = DeviceBuffer::alloc(&e.ctx, dev, chunk * std::mem::size_of::<Scalar>())?;
-        let xyzz_buf = DeviceBuffer::alloc(&e.ctx, dev, chunk * D::XYZZ_BYTES)?;
-        let affine_buf = DeviceBuffer::alloc(&e.ctx, dev, chunk * D::AFFINE_BYTES)?;
-        let (window, windows) = (self.window as u32, self.windows as u32);
-        let (sp, tp, xp, ap) = (
-            scalar_buf.ptr(),
-            self.table.ptr(),
-            xyzz_buf.ptr(),
-            affine_buf.ptr(),
-        );
-        let k = self.kernels();
-        for range in chunks(scalars.len(), chunk) {
+        let width = D::AFFINE_BYTES;
+        let scalar_bytes = std::mem::size_of::<Scalar>();
+        let ranges: Vec<_> = chunks(scalars.len(), chunk).collect();
+        // Waits for the chunk at `ranges[k]` and copies it out of its stage.
+        let finish =
+            |work: &Work, out: &mut [MaybeUninit<u8>], k: usize| -> Result<(), BackendError> {
+                let range = &ranges[k];
+                let stage = &work.stages[k % 2];
+                check!(dev, "cuEventSynchronize", stage.done.synchronize())?;
+                copy_parallel(
+                    &mut out[range.start * width..range.end * width],
+                    &stage.points.as_slice()[..range.len() * width],
+                );
+                Ok(())
+            };
+        for (k, range) in ranges.iter().enumerate() {
             let n = range.len();
-            let n32 = n as u32;
-            // SAFETY: Scalar is repr(transparent) over blst_fr, four
-            // plain limbs; the buffer holds `chunk` of them.
-            check!(dev, "cuMemcpyHtoDAsync", unsafe {
-                result::memcpy_htod_async(sp, &scalars[range.clone()], e.stream.cu_stream())
-            })?;
-            let mut launch = e.stream.launch_builder(&k.mul);
-            launch
-                .arg(&sp)
-                .arg(&n32)
-                .arg(&tp)
-                .arg(&window)
-                .arg(&windows)
-                .arg(&xp);
-            // SAFETY: (const fr*, u32, const ec_affine*, u32, u32,
-            // ec_xyzz*) as fixed_base_mul_<g> takes; the buffers hold `n`
-            // scalars and sums and the table every key the digits reach.
-            check!(dev, "cuLaunchKernel(fixed_base_mul)", unsafe {
-                launch.launch(grid(n))
-            })?;
-            let threads = affine_threads(n);
-            let threads32 = threads as u32;
-            let mut launch = e.stream.launch_builder(&k.affine);
-            launch.arg(&xp).arg(&n32).arg(&threads32).arg(&ap);
-            // SAFETY: (const ec_xyzz*, u32, u32, ec_affine*) as
-            // fixed_base_affine_<g> takes; both buffers hold `n` points.
-            check!(dev, "cuLaunchKernel(fixed_base_affine)", unsafe {
-                launch.launch(grid(threads))
-            })?;
-            // SAFETY: D::Affine is blst's affine struct of plain limbs, the
-            // layout the kernel wrote (D::AFFINE_BYTES each, canonical
-            // coordinates or all zeros); `out[range]` holds `n` of them.
+            {
+                let stage = &mut work.stages[k % 2];
+                // SAFETY: Scalar is repr(transparent) over blst_fr, four
+                // plain limbs, so its bytes are the limbs the kernel reads.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(
+                        scalars[range.clone()].as_ptr().cast::<u8>(),
+                        n * scalar_bytes,
+                    )
+                };
+                // The stage's last chunk (k − 2) was copied out at k − 1.
+                copy_parallel(
+                    as_uninit(&mut stage.scalars.as_mut_slice()[..bytes.len()]),
+                    bytes,
+                );
+                // SAFETY: the stage is pinned and outlives the copy (the
+                // event below is waited on before it is written again);
+                // the device buffer holds `chunk` scalars.
+                check!(dev, "cuMemcpyHtoDAsync", unsafe {
+                    result::memcpy_htod_async(
+                        work.scalars.ptr(),
+                        &stage.scalars.as_slice()[..bytes.len()],
+                        e.stream.cu_stream(),
+                    )
+                })?;
+            }
+            self.launch(work, n)?;
+            let stage = &mut work.stages[k % 2];
+            // SAFETY: the stage holds `chunk` points; the device buffer was
+            // written by the launches just before in this stream.
             check!(dev, "cuMemcpyDtoHAsync", unsafe {
-                result::memcpy_dtoh_async(&mut out[range], ap, e.stream.cu_stream())
+                result::memcpy_dtoh_async(
+                    &mut stage.points.as_mut_slice()[..n * width],
+                    work.affine.ptr(),
+                    e.stream.cu_stream(),
+                )
             })?;
-            check!(dev, "cuStreamSynchronize", e.stream.synchronize())?;
+            check!(dev, "cuEventRecord", stage.done.record(&e.stream))?;
+            if k > 0 {
+                finish(work, out, k - 1)?;
+            }
         }
-        Ok(())
+        finish(work, out, ranges.len() - 1)
     }
 }
 
@@ -330,8 +451,24 @@ where
             "cuCtxSetCurrent",
             self.engine.ctx.bind_to_thread()
         )?;
-        let mut out = vec![<D::Affine as PrimeCurveAffine>::identity(); scalars.len()];
-        self.run(scalars, &mut out)?;
+        let n = scalars.len();
+        // Left uninitialised: the copies out of the stages write every
+        // byte, and touching the pages twice costs as much as the copies.
+        let mut out: Vec<D::Affine> = Vec::with_capacity(n);
+        let spare = out.spare_capacity_mut();
+        // SAFETY: the spare capacity is `n` points of writable memory, seen
+        // as as many bytes, none of them read before written.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                spare.as_mut_ptr().cast::<MaybeUninit<u8>>(),
+                n * D::AFFINE_BYTES,
+            )
+        };
+        self.run(scalars, bytes)?;
+        // SAFETY: `run` returned Ok, so every one of the `n` points was
+        // copied from the device: blst's affine layout, canonical limbs
+        // (all zeros for the identity), which D::Affine is.
+        unsafe { out.set_len(n) };
         Ok(out)
     }
 

@@ -73,3 +73,68 @@ impl Drop for DeviceBuffer {
         }
     }
 }
+
+/// Page-locked host memory from the driver (`cuMemHostAlloc`), for staging
+/// copies that must run at the link's speed and overlap the host's work:
+/// a copy from or to pageable memory goes through the driver's own bounce
+/// buffer at a fraction of that and returns only when done.
+#[derive(Debug)]
+pub struct PinnedStage {
+    ptr: std::ptr::NonNull<u8>,
+    bytes: usize,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: the stage owns its allocation; the pointer is not shared.
+unsafe impl Send for PinnedStage {}
+// SAFETY: shared access only reads through `as_slice`.
+unsafe impl Sync for PinnedStage {}
+
+impl PinnedStage {
+    pub fn alloc(ctx: &Arc<CudaContext>, device: u32, bytes: usize) -> Result<Self, BackendError> {
+        check!(device, "cuCtxSetCurrent", ctx.bind_to_thread())?;
+        let bytes = bytes.max(1);
+        // SAFETY: the context is current; the allocation is owned by the value.
+        let raw = check!(device, "cuMemHostAlloc", unsafe {
+            result::malloc_host(bytes, 0)
+        })?;
+        let ptr = std::ptr::NonNull::new(raw.cast::<u8>()).ok_or_else(|| {
+            super::check::device_error(
+                device,
+                "cuMemHostAlloc",
+                file!(),
+                line!(),
+                &"the driver returned a null pointer",
+            )
+        })?;
+        Ok(Self {
+            ptr,
+            bytes,
+            ctx: ctx.clone(),
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `bytes` bytes allocated by the driver, owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.bytes) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as for `as_slice`, and `&mut self` makes the access unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.bytes) }
+    }
+}
+
+impl Drop for PinnedStage {
+    fn drop(&mut self) {
+        // A failed free leaks host memory but must not panic in drop.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by `alloc` and freed exactly once here.
+            let _ = unsafe { result::free_host(self.ptr.as_ptr().cast()) };
+        }
+    }
+}
