@@ -281,9 +281,6 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
     let delta_inv = Option::<Scalar>::from(toxic.delta.invert())
         .ok_or(SetupError::DegenerateTrapdoor("δ = 0"))?;
 
-    let (lagrange, t_tau) = lagrange_at(toxic.tau, log2)?;
-    let lagrange_done = Instant::now();
-
     let (num_inputs, num_aux) = (counted.num_inputs, counted.num_aux);
     let variables = num_inputs + num_aux;
     let g1_table = engine
@@ -294,11 +291,24 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
         .map_err(device)?;
     let tables_done = Instant::now();
 
+    // (β·u_i(τ) + α·v_i(τ) + w_i(τ)) / γ for inputs, / δ for aux
+    let ext = |e: &qap::Evaluations, inv: Scalar| -> Vec<Scalar> {
+        e.at.par_iter()
+            .zip(e.bt.par_iter())
+            .zip(e.ct.par_iter())
+            .map(|((a, b), c)| (toxic.beta * a + toxic.alpha * b + c) * inv)
+            .collect()
+    };
+
     // h_i = τ^i · t(τ) / δ for i < m − 1 needs neither the circuit nor its
     // QAP, so it is multiplied on a thread of its own (the device's, for a
-    // GPU engine) while the QAP is evaluated.
+    // GPU engine) while this one evaluates the QAP. The verifying key
+    // comes first in the file and needs only the inputs' QAP: it is
+    // written while the aux variables' is evaluated, its few input points
+    // multiplied here on the host (the device is busy with h).
+    let t_tau = toxic.tau.pow_vartime([m as u64]) - Scalar::ONE;
     let g1_mul = &*g1_table;
-    let (qap, h) = std::thread::scope(|scope| {
+    let (host, h) = std::thread::scope(|scope| {
         let h = scope.spawn(move || {
             let started = Instant::now();
             let mut h_scalars = vec![Scalar::ZERO; m - 1];
@@ -307,42 +317,40 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
                 .multiply(&h_scalars)
                 .map(|h| (h, started.elapsed().as_secs_f64()))
         });
-        let qap = qap::evaluate(&recorded, &lagrange).map(|q| (q, Instant::now()));
-        (qap, h.join())
+        let host = (|| {
+            let (lagrange, _) = lagrange_at(toxic.tau, log2)?;
+            let lagrange_done = Instant::now();
+            let inputs = qap::inputs(&recorded, &lagrange)?;
+            let g1 = toxic.g1;
+            let ic: Vec<G1Affine> = ext(&inputs, gamma_inv)
+                .par_iter()
+                .map(|s| (g1 * s).to_affine())
+                .collect();
+            let (g1, g2) = (toxic.g1.to_affine(), toxic.g2.to_affine());
+            let vk = VerifyingKey::<Bls12> {
+                alpha_g1: (g1 * toxic.alpha).to_affine(),
+                beta_g1: (g1 * toxic.beta).to_affine(),
+                beta_g2: (g2 * toxic.beta).to_affine(),
+                gamma_g2: (g2 * toxic.gamma).to_affine(),
+                delta_g1: (g1 * toxic.delta).to_affine(),
+                delta_g2: (g2 * toxic.delta).to_affine(),
+                ic,
+            };
+            emit(SetPart::Vk(Box::new(vk.clone())))?;
+            let aux = qap::aux(&recorded, &lagrange)?;
+            Ok::<_, SetupError>((vk, inputs, aux, lagrange_done, Instant::now()))
+        })();
+        (host, h.join())
     });
-    drop((lagrange, recorded));
-    let ((inputs, aux), qap_done) = qap?;
+    drop(recorded);
+    let (vk, inputs, aux, lagrange_done, qap_done) = host?;
     let (h, h_s) = match h {
         Ok(h) => h.map_err(device)?,
         // A panic in the multiplication is a bug: it stays a panic.
         Err(panic) => std::panic::resume_unwind(panic),
     };
     let parallel_done = Instant::now();
-
-    // (β·u_i(τ) + α·v_i(τ) + w_i(τ)) / γ for inputs, / δ for aux
     let (inputs, aux) = (&inputs, &aux);
-    let ext = |e: &qap::Evaluations, inv: Scalar| -> Vec<Scalar> {
-        e.at.par_iter()
-            .zip(e.bt.par_iter())
-            .zip(e.ct.par_iter())
-            .map(|((a, b), c)| (toxic.beta * a + toxic.alpha * b + c) * inv)
-            .collect()
-    };
-    // The file's order: the verifying key (ic is its input query) first,
-    // then h, l, a, b_g1, b_g2.
-    let ic = g1_table.multiply(&ext(inputs, gamma_inv)).map_err(device)?;
-    let g1 = toxic.g1.to_affine();
-    let g2 = toxic.g2.to_affine();
-    let vk = VerifyingKey::<Bls12> {
-        alpha_g1: (g1 * toxic.alpha).to_affine(),
-        beta_g1: (g1 * toxic.beta).to_affine(),
-        beta_g2: (g2 * toxic.beta).to_affine(),
-        gamma_g2: (g2 * toxic.gamma).to_affine(),
-        delta_g1: (g1 * toxic.delta).to_affine(),
-        delta_g2: (g2 * toxic.delta).to_affine(),
-        ic,
-    };
-    emit(SetPart::Vk(Box::new(vk.clone())))?;
 
     let h = Arc::new(h);
     emit(SetPart::G1(h.clone()))?;
@@ -378,9 +386,9 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
         g1_window = g1_table.window(),
         g2_window = g2_table.window(),
         record_s = (recorded_at - started).as_secs_f64(),
-        lagrange_s = (lagrange_done - recorded_at).as_secs_f64(),
-        tables_s = (tables_done - lagrange_done).as_secs_f64(),
-        qap_s = (qap_done - tables_done).as_secs_f64(),
+        tables_s = (tables_done - recorded_at).as_secs_f64(),
+        lagrange_s = (lagrange_done - tables_done).as_secs_f64(),
+        qap_s = (qap_done - lagrange_done).as_secs_f64(),
         h_s,
         overlapped_s = (parallel_done - tables_done).as_secs_f64(),
         points_s = (done - parallel_done).as_secs_f64(),

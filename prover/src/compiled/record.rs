@@ -22,14 +22,18 @@ use std::collections::HashMap;
 /// Records `circuit`'s constraints. Assignment closures are not called, so
 /// a circuit without a witness records as well as one with.
 pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<CompiledR1cs, CompileError> {
-    let r = record(circuit)?;
+    let r = record_with(circuit, Recorder::deduplicating())?;
     let [a, b, c] = r.matrices;
     Ok(CompiledR1cs::new(r.num_inputs, r.num_aux, a, b, c, r.table))
 }
 
 /// A circuit's constraints as recorded, before [`CompiledR1cs`] derives
-/// its densities and digest: what parameter generation needs (it reads the
-/// matrices once and keeps nothing, so it skips hashing gigabytes).
+/// its densities and digest: what parameter generation needs. It reads the
+/// matrices once and keeps nothing, so it skips hashing gigabytes, and its
+/// table is not deduplicated: every term whose coefficient is not ±1 has an
+/// entry of its own (looking each up in a map of distinct ones made
+/// recording a circuit with a constant per constraint take 4x longer
+/// than synthesising it).
 #[derive(Debug)]
 pub struct Recorded {
     /// Inputs, ONE included.
@@ -50,7 +54,13 @@ impl Recorded {
 
 /// Records `circuit`'s constraints without deriving anything from them.
 pub fn record<C: Circuit<Scalar>>(circuit: C) -> Result<Recorded, CompileError> {
-    let mut rec = Recorder::default();
+    record_with(circuit, Recorder::plain())
+}
+
+fn record_with<C: Circuit<Scalar>>(
+    circuit: C,
+    mut rec: Recorder,
+) -> Result<Recorded, CompileError> {
     rec.alloc_input(|| "", || Ok(Scalar::ONE))
         .map_err(|e| rec.explain(e))?;
     circuit.synthesize(&mut rec).map_err(|e| rec.explain(e))?;
@@ -83,33 +93,39 @@ struct Recorder {
     b: Matrix,
     c: Matrix,
     table: Vec<Scalar>,
-    index: HashMap<[u8; 32], u32>,
-    /// One linear combination's terms, reused: a fresh vector per
-    /// combination was a measurable part of recording a large circuit.
-    terms: Vec<(u32, Scalar)>,
+    /// Distinct coefficients' indices; `None`: every coefficient that is
+    /// not ±1 is appended to the table.
+    index: Option<HashMap<[u8; 32], u32>>,
+    minus_one: Scalar,
     /// The first error `enforce` could not return.
     error: Option<CompileError>,
 }
 
-impl Default for Recorder {
-    fn default() -> Self {
-        let table = base_table();
-        let index = table
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.to_repr(), i as u32))
-            .collect();
+impl Recorder {
+    fn plain() -> Self {
         Recorder {
             inputs: 0,
             aux: 0,
             a: Matrix::default(),
             b: Matrix::default(),
             c: Matrix::default(),
-            table,
-            index,
-            terms: Vec::new(),
+            table: base_table(),
+            index: None,
+            minus_one: -Scalar::ONE,
             error: None,
         }
+    }
+
+    fn deduplicating() -> Self {
+        let mut rec = Self::plain();
+        rec.index = Some(
+            rec.table
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.to_repr(), i as u32))
+                .collect(),
+        );
+        rec
     }
 }
 
@@ -124,45 +140,79 @@ impl Recorder {
         }
     }
 
-    fn coefficient(&mut self, s: &Scalar) -> Result<u32, CompileError> {
-        if *s == Scalar::ONE {
-            return Ok(COEFF_ONE);
-        }
-        if *s == -Scalar::ONE {
-            return Ok(COEFF_MINUS_ONE);
-        }
-        let key = s.to_repr();
-        if let Some(&i) = self.index.get(&key) {
+    fn record(&mut self, lc: &LinearCombination<Scalar>, which: usize) -> Result<(), CompileError> {
+        let (one, minus_one) = (limbs(&Scalar::ONE), limbs(&self.minus_one));
+        let Recorder {
+            a,
+            b,
+            c,
+            table,
+            index,
+            ..
+        } = self;
+        let matrix = match which {
+            0 => a,
+            1 => b,
+            _ => c,
+        };
+        let mut failed = None;
+        lc::walk(lc, self.inputs, self.aux, |var, coeff| {
+            // Compared by their limbs: the constant-time equality of the
+            // field type was a tenth of recording a large circuit.
+            let raw = limbs(coeff);
+            let id = if raw == one {
+                COEFF_ONE
+            } else if raw == minus_one {
+                COEFF_MINUS_ONE
+            } else if raw == [0; 4] {
+                return;
+            } else {
+                match coefficient(table, index.as_mut(), coeff) {
+                    Ok(id) => id,
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                        return;
+                    }
+                }
+            };
+            matrix.push(column(var), id);
+        })
+        .map_err(CompileError::Malformed)?;
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+/// The limbs of `s` (its Montgomery form): equal limbs, equal elements.
+#[inline]
+fn limbs(s: &Scalar) -> [u64; 4] {
+    const _: () = assert!(std::mem::size_of::<Scalar>() == 32);
+    // SAFETY: Scalar is repr(transparent) over blst_fr, four u64 limbs
+    // of plain data (the layout the device code relies on too).
+    unsafe { std::ptr::read_unaligned((s as *const Scalar).cast::<[u64; 4]>()) }
+}
+
+/// The table index of a coefficient that is neither 0 nor ±1: its first
+/// entry's where `index` deduplicates, a new entry otherwise.
+fn coefficient(
+    table: &mut Vec<Scalar>,
+    index: Option<&mut HashMap<[u8; 32], u32>>,
+    s: &Scalar,
+) -> Result<u32, CompileError> {
+    let key = index.as_ref().map(|_| s.to_repr());
+    if let (Some(key), Some(index)) = (&key, &index) {
+        if let Some(&i) = index.get(key) {
             return Ok(i);
         }
-        let i = u32::try_from(self.table.len()).map_err(|_| CompileError::TooLarge {
-            what: "distinct coefficients",
-            limit: u32::MAX as usize,
-        })?;
-        self.table.push(*s);
-        self.index.insert(key, i);
-        Ok(i)
     }
-
-    fn record(&mut self, lc: &LinearCombination<Scalar>, which: usize) -> Result<(), CompileError> {
-        let mut terms = std::mem::take(&mut self.terms);
-        terms.clear();
-        let walked = lc::walk(lc, self.inputs, self.aux, |var, coeff| {
-            if !bool::from(coeff.is_zero()) {
-                terms.push((column(var), *coeff));
-            }
-        })
-        .map_err(CompileError::Malformed);
-        let pushed = walked.and_then(|()| {
-            terms.iter().try_for_each(|(col, coeff)| {
-                let id = self.coefficient(coeff)?;
-                [&mut self.a, &mut self.b, &mut self.c][which].push(*col, id);
-                Ok(())
-            })
-        });
-        self.terms = terms;
-        pushed
+    let i = u32::try_from(table.len()).map_err(|_| CompileError::TooLarge {
+        what: "coefficients",
+        limit: u32::MAX as usize,
+    })?;
+    table.push(*s);
+    if let (Some(key), Some(index)) = (key, index) {
+        index.insert(key, i);
     }
+    Ok(i)
 }
 
 impl ConstraintSystem<Scalar> for Recorder {

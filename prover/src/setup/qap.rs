@@ -3,10 +3,11 @@
 //! `u_i(τ) = Σ_j A[j][i] · L_j(τ)` (`v` from B, `w` from C): the transposed
 //! matrices times the Lagrange coefficients. Synthesis is one thread and
 //! runs once ([`crate::compiled::record`]); this product then runs on every
-//! core. Each task owns a range of variables and walks every term, folding
-//! only its own: the result needs no transposed copy of the matrices and no
-//! merging, and each variable's sum is taken in row order whatever the
-//! number of tasks (exact field arithmetic, so any order would do).
+//! core. For the aux variables each task owns a range of them and walks
+//! every term, folding only its own: no transposed copy of the matrices and
+//! no merging. The inputs, few, are summed per task over a range of rows
+//! and the sums added. Field arithmetic is exact, so the order of the
+//! additions does not change a value.
 
 use crate::compiled::{Matrix, Recorded, COEFF_MINUS_ONE, COEFF_ONE, INPUT};
 use blstrs::Scalar;
@@ -39,12 +40,16 @@ pub struct DomainTooSmall {
     pub domain: usize,
 }
 
-/// The QAP of `rec` at τ, for inputs (ONE first) and aux variables;
+/// The QAP of `rec` at τ for inputs (ONE first) and aux variables;
 /// `lagrange[j] = L_j(τ)`.
 pub fn evaluate(
     rec: &Recorded,
     lagrange: &[Scalar],
 ) -> Result<(Evaluations, Evaluations), DomainTooSmall> {
+    Ok((inputs(rec, lagrange)?, aux(rec, lagrange)?))
+}
+
+fn check(rec: &Recorded, lagrange: &[Scalar]) -> Result<(), DomainTooSmall> {
     let rows = rec.num_constraints();
     if rows > lagrange.len() {
         return Err(DomainTooSmall {
@@ -52,64 +57,92 @@ pub fn evaluate(
             domain: lagrange.len(),
         });
     }
-    let [a, b, c] = &rec.matrices;
-    let product =
-        |m: &Matrix| transpose_times(m, &rec.table, lagrange, rec.num_inputs, rec.num_aux);
-    let ((a_in, a_aux), ((b_in, b_aux), (c_in, c_aux))) =
-        rayon::join(|| product(a), || rayon::join(|| product(b), || product(c)));
-    Ok((
-        Evaluations {
-            at: a_in,
-            bt: b_in,
-            ct: c_in,
-        },
-        Evaluations {
-            at: a_aux,
-            bt: b_aux,
-            ct: c_aux,
-        },
-    ))
+    Ok(())
 }
 
-/// `Mᵀ · lagrange`, split into (inputs, aux). Variables are numbered aux
-/// first, then inputs, and cut into one range per thread.
-fn transpose_times(
+/// The inputs' QAP alone: all the verifying key needs, so it can be
+/// written while the aux variables' is still being evaluated.
+pub fn inputs(rec: &Recorded, lagrange: &[Scalar]) -> Result<Evaluations, DomainTooSmall> {
+    check(rec, lagrange)?;
+    let product = |m: &Matrix| inputs_times(m, &rec.table, lagrange, rec.num_inputs);
+    let [a, b, c] = &rec.matrices;
+    let (at, (bt, ct)) = rayon::join(|| product(a), || rayon::join(|| product(b), || product(c)));
+    Ok(Evaluations { at, bt, ct })
+}
+
+/// The aux variables' QAP.
+pub fn aux(rec: &Recorded, lagrange: &[Scalar]) -> Result<Evaluations, DomainTooSmall> {
+    check(rec, lagrange)?;
+    let product = |m: &Matrix| aux_times(m, &rec.table, lagrange, rec.num_aux);
+    let [a, b, c] = &rec.matrices;
+    let (at, (bt, ct)) = rayon::join(|| product(a), || rayon::join(|| product(b), || product(c)));
+    Ok(Evaluations { at, bt, ct })
+}
+
+/// `coeff · l` folded into `slot`, ±1 without a product.
+#[inline]
+fn fold(slot: &mut Scalar, id: u32, table: &[Scalar], l: Scalar) {
+    match id {
+        COEFF_ONE => *slot += l,
+        COEFF_MINUS_ONE => *slot -= l,
+        id => *slot += table[id as usize] * l,
+    }
+}
+
+/// `Mᵀ · lagrange` over the input columns: rows are cut between tasks,
+/// each summing into a vector of every input (there are few), and the
+/// vectors are added.
+fn inputs_times(
     m: &Matrix,
     table: &[Scalar],
     lagrange: &[Scalar],
     num_inputs: usize,
-    num_aux: usize,
-) -> (Vec<Scalar>, Vec<Scalar>) {
-    let variables = num_aux + num_inputs;
-    let mut out = vec![Scalar::ZERO; variables];
-    let span = variables
-        .div_ceil(rayon::current_num_threads().max(1))
-        .max(1);
+) -> Vec<Scalar> {
+    (0..m.rows())
+        .into_par_iter()
+        .with_min_len(1 << 14)
+        .fold(
+            || vec![Scalar::ZERO; num_inputs],
+            |mut acc, row| {
+                let (cols, coeffs) = m.row(row);
+                for (&col, &id) in cols.iter().zip(coeffs) {
+                    if col & INPUT != 0 {
+                        // Recording checked every column against the counts.
+                        fold(&mut acc[(col & !INPUT) as usize], id, table, lagrange[row]);
+                    }
+                }
+                acc
+            },
+        )
+        .reduce(
+            || vec![Scalar::ZERO; num_inputs],
+            |mut a, b| {
+                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                a
+            },
+        )
+}
+
+/// `Mᵀ · lagrange` over the aux columns, cut into one range per thread.
+fn aux_times(m: &Matrix, table: &[Scalar], lagrange: &[Scalar], num_aux: usize) -> Vec<Scalar> {
+    let mut out = vec![Scalar::ZERO; num_aux];
+    let span = num_aux.div_ceil(rayon::current_num_threads().max(1)).max(1);
     out.par_chunks_mut(span).enumerate().for_each(|(t, own)| {
-        let lo = t * span;
+        let lo = (t * span) as u32;
+        let len = own.len() as u32;
         for row in 0..m.rows() {
             let (cols, coeffs) = m.row(row);
-            for (&col, &coeff) in cols.iter().zip(coeffs) {
-                let var = if col & INPUT != 0 {
-                    num_aux + (col & !INPUT) as usize
-                } else {
-                    col as usize
-                };
-                let Some(slot) = var.checked_sub(lo).and_then(|i| own.get_mut(i)) else {
-                    continue;
-                };
-                // Most coefficients are ±1: an addition, not a product.
-                let l = lagrange[row];
-                match coeff {
-                    COEFF_ONE => *slot += l,
-                    COEFF_MINUS_ONE => *slot -= l,
-                    id => *slot += table[id as usize] * l,
+            for (&col, &id) in cols.iter().zip(coeffs) {
+                // An input column has the top bit set and so falls outside
+                // every range.
+                let i = col.wrapping_sub(lo);
+                if i < len {
+                    fold(&mut own[i as usize], id, table, lagrange[row]);
                 }
             }
         }
     });
-    let inputs = out.split_off(num_aux);
-    (inputs, out)
+    out
 }
 
 #[cfg(test)]

@@ -38,6 +38,10 @@ use crate::setup::fixed_base::{FastCurve, FixedBaseEngine, FixedBaseMul, FixedBa
 /// pinned stages of 0.2 GB each on the host; a launch still covers every
 /// SM many times over.
 pub const DEFAULT_CHUNK: usize = 1 << 20;
+/// Threads copying results out of the pinned stages: a chunk's copy
+/// (96 MB of G1, 192 MB of G2, into pages touched for the first time)
+/// must take less than the device's work on the next chunk.
+const COPY_THREADS: usize = 4;
 /// Threads per block: the curve code needs about 160 registers a thread
 /// in G1 and 230 in G2.
 const THREADS: u32 = 128;
@@ -74,6 +78,10 @@ pub struct CudaFixedBase {
     /// G1's kernels, then G2's ([`DeviceGroup::UNIT`]).
     kernels: [GroupKernels; 2],
     chunk: usize,
+    /// Threads of the host's copies out of the stages: their own, so that
+    /// the copies never queue behind the host's other parallel work (the
+    /// QAP runs on the global pool while h is multiplied).
+    copiers: Arc<rayon::ThreadPool>,
 }
 
 impl CudaFixedBase {
@@ -162,12 +170,20 @@ impl CudaFixedBase {
             )
         })?;
         let stream = check!(device, "cuStreamCreate", ctx.new_stream())?;
+        let copiers = rayon::ThreadPoolBuilder::new()
+            .num_threads(COPY_THREADS)
+            .thread_name(|i| format!("fixed-base-copy-{i}"))
+            .build()
+            .map_err(|e| {
+                check::device_error(device, "spawning copy threads", file!(), line!(), &e)
+            })?;
         Ok(Self {
             device,
             ctx,
             stream,
             kernels: group_kernels,
             chunk: DEFAULT_CHUNK,
+            copiers: Arc::new(copiers),
         })
     }
 
@@ -239,8 +255,8 @@ struct Work {
     stages: [Stage; 2],
 }
 
-/// Copies `src` into `dst` (of the same length) on every core.
-fn copy_parallel(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+/// Copies `src` into `dst` (of the same length) on `pool`'s threads.
+fn copy_parallel(pool: &rayon::ThreadPool, dst: &mut [MaybeUninit<u8>], src: &[u8]) {
     use rayon::prelude::*;
     const PIECE: usize = 4 << 20;
     assert_eq!(
@@ -248,13 +264,16 @@ fn copy_parallel(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
         src.len(),
         "copy between slices of different lengths"
     );
-    dst.par_chunks_mut(PIECE)
-        .zip(src.par_chunks(PIECE))
-        .for_each(|(d, s)| {
-            // SAFETY: both pieces have the same length (same slices cut at
-            // the same size) and do not overlap (one is borrowed mutably).
-            unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), d.as_mut_ptr().cast(), s.len()) }
-        });
+    pool.install(|| {
+        dst.par_chunks_mut(PIECE)
+            .zip(src.par_chunks(PIECE))
+            .for_each(|(d, s)| {
+                // SAFETY: both pieces have the same length (same slices cut
+                // at the same size) and do not overlap (one is borrowed
+                // mutably).
+                unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), d.as_mut_ptr().cast(), s.len()) }
+            })
+    });
 }
 
 /// `bytes` as room to write into.
@@ -386,6 +405,7 @@ where
                 let stage = &work.stages[k % 2];
                 check!(dev, "cuEventSynchronize", stage.done.synchronize())?;
                 copy_parallel(
+                    &e.copiers,
                     &mut out[range.start * width..range.end * width],
                     &stage.points.as_slice()[..range.len() * width],
                 );
@@ -405,6 +425,7 @@ where
                 };
                 // The stage's last chunk (k − 2) was copied out at k − 1.
                 copy_parallel(
+                    &e.copiers,
                     as_uninit(&mut stage.scalars.as_mut_slice()[..bytes.len()]),
                     bytes,
                 );
