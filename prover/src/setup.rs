@@ -56,6 +56,8 @@ pub enum SetupError {
     },
     #[error("the circuit needs a domain of 2^{log2}, beyond the field's 2^{max} roots of unity")]
     DomainTooLarge { log2: u32, max: u32 },
+    #[error("the circuit is not deterministic in shape: {0}")]
+    ShapeChanged(String),
     #[error("recording the circuit for its QAP: {0}")]
     Record(#[from] CompileError),
     #[error("evaluating the QAP at τ: {0}")]
@@ -87,6 +89,14 @@ pub enum SetPart {
     Vk(Box<VerifyingKey<Bls12>>),
     G1(Arc<Vec<G1Affine>>),
     G2(Arc<Vec<G2Affine>>),
+    /// h, made before the verifying key (it needs only the domain): a
+    /// writer may put it at its place, after a key of `num_inputs` input
+    /// points, at once. The same vector comes again, in order, as the
+    /// [`SetPart::G1`] after the key.
+    HAhead {
+        num_inputs: usize,
+        h: Arc<Vec<G1Affine>>,
+    },
 }
 
 /// The secret randomness of a Groth16 setup.
@@ -122,7 +132,7 @@ impl ToxicWaste {
 ///
 /// The circuit is synthesised twice (count, then evaluate), hence `Clone`;
 /// clone a shape (no witness) circuit, which is cheap.
-pub fn generate<C: Circuit<Scalar> + Clone>(
+pub fn generate<C: Circuit<Scalar> + Clone + Send>(
     circuit: &C,
     seed: u64,
 ) -> Result<Parameters<Bls12>, SetupError> {
@@ -131,7 +141,7 @@ pub fn generate<C: Circuit<Scalar> + Clone>(
 
 /// [`generate`] with the fixed-base multiplications on `engine`: the same
 /// parameters, byte for byte, whichever engine runs them.
-pub fn generate_on<C: Circuit<Scalar> + Clone>(
+pub fn generate_on<C: Circuit<Scalar> + Clone + Send>(
     circuit: &C,
     seed: u64,
     engine: &dyn FixedBaseEngine,
@@ -142,7 +152,7 @@ pub fn generate_on<C: Circuit<Scalar> + Clone>(
 /// [`generate_on`], handing each part of the set to `emit` as soon as it
 /// is done (see [`SetPart`]); `emit` returning false stops generation with
 /// [`SetupError::WriterStopped`].
-pub fn generate_streaming<C: Circuit<Scalar> + Clone>(
+pub fn generate_streaming<C: Circuit<Scalar> + Clone + Send>(
     circuit: &C,
     seed: u64,
     engine: &dyn FixedBaseEngine,
@@ -230,7 +240,7 @@ fn nonzero(inputs: &[Scalar], aux: &[Scalar]) -> Vec<Scalar> {
 }
 
 /// Parameters for `circuit` from explicit toxic waste.
-pub fn generate_with<C: Circuit<Scalar> + Clone>(
+pub fn generate_with<C: Circuit<Scalar> + Clone + Send>(
     circuit: &C,
     toxic: &ToxicWaste,
 ) -> Result<Parameters<Bls12>, SetupError> {
@@ -239,7 +249,7 @@ pub fn generate_with<C: Circuit<Scalar> + Clone>(
 
 /// Parameters for `circuit` from explicit toxic waste, the group elements
 /// from `engine`.
-pub fn generate_with_engine<C: Circuit<Scalar> + Clone>(
+pub fn generate_with_engine<C: Circuit<Scalar> + Clone + Send>(
     circuit: &C,
     toxic: &ToxicWaste,
     engine: &dyn FixedBaseEngine,
@@ -248,25 +258,53 @@ pub fn generate_with_engine<C: Circuit<Scalar> + Clone>(
 }
 
 /// The generator: the parts in the file's order, each emitted once made.
-fn generate_parts<C: Circuit<Scalar> + Clone>(
+fn generate_parts<C: Circuit<Scalar> + Clone + Send>(
     circuit: &C,
     toxic: &ToxicWaste,
     engine: &dyn FixedBaseEngine,
     emit: &mut dyn FnMut(SetPart) -> bool,
+) -> Result<Parameters<Bls12>, SetupError> {
+    let started = Instant::now();
+    // The recording, one thread, is the longest step before the file can
+    // start. A counting pass beside it (for most circuits much cheaper)
+    // gives the domain early, so the Lagrange basis and h are made while
+    // the recording goes on.
+    let for_recording = circuit.clone();
+    std::thread::scope(|scope| {
+        let recording = scope.spawn(move || {
+            let recorded = crate::compiled::record(for_recording);
+            (recorded, Instant::now())
+        });
+        let counted =
+            CircuitShape::of(circuit.clone()).map_err(|source| SetupError::Synthesis {
+                stage: "counting its shape",
+                source,
+            })?;
+        let recorded = move || match recording.join() {
+            Ok((recorded, at)) => Ok((recorded?, at)),
+            // A panic in the circuit is a bug: it stays a panic.
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        from_shape(counted, recorded, toxic, engine, emit, started)
+    })
+}
+
+/// The generator once the shape is counted: `recorded` waits for the
+/// recording. The parts go out in the file's order, each once made.
+fn from_shape(
+    counted: CircuitShape,
+    recorded: impl FnOnce() -> Result<(crate::compiled::Recorded, Instant), SetupError>,
+    toxic: &ToxicWaste,
+    engine: &dyn FixedBaseEngine,
+    emit: &mut dyn FnMut(SetPart) -> bool,
+    started: Instant,
 ) -> Result<Parameters<Bls12>, SetupError> {
     let mut emit = |part| emit(part).then_some(()).ok_or(SetupError::WriterStopped);
     let device = |source| SetupError::FixedBase {
         engine: engine.name(),
         source: Box::new(source),
     };
-    let started = Instant::now();
-    let recorded = crate::compiled::record(circuit.clone())?;
-    let counted = CircuitShape {
-        num_inputs: recorded.num_inputs,
-        num_aux: recorded.num_aux,
-        num_constraints: recorded.num_constraints() - recorded.num_inputs,
-    };
-    let recorded_at = Instant::now();
+    let counted_at = Instant::now();
     let log2 = counted.log2_domain();
     if log2 >= Scalar::S {
         return Err(SetupError::DomainTooLarge {
@@ -308,7 +346,7 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
     // multiplied here on the host (the device is busy with h).
     let t_tau = toxic.tau.pow_vartime([m as u64]) - Scalar::ONE;
     let g1_mul = &*g1_table;
-    let (host, h) = std::thread::scope(|scope| {
+    let host = std::thread::scope(|scope| {
         let h = scope.spawn(move || {
             let started = Instant::now();
             let mut h_scalars = vec![Scalar::ZERO; m - 1];
@@ -317,9 +355,32 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
                 .multiply(&h_scalars)
                 .map(|h| (h, started.elapsed().as_secs_f64()))
         });
-        let host = (|| {
+        (|| {
             let (lagrange, _) = lagrange_at(toxic.tau, log2)?;
             let lagrange_done = Instant::now();
+            // h usually comes before the recording ends: the writer puts
+            // it at its place at once, and the disk is busy meanwhile.
+            let (h, h_s) = match h.join() {
+                Ok(h) => h.map_err(device)?,
+                // A panic in the multiplication is a bug: it stays a panic.
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
+            let h = Arc::new(h);
+            emit(SetPart::HAhead {
+                num_inputs: counted.num_inputs,
+                h: h.clone(),
+            })?;
+            let (recorded, recorded_at) = recorded()?;
+            let shape = CircuitShape {
+                num_inputs: recorded.num_inputs,
+                num_aux: recorded.num_aux,
+                num_constraints: recorded.num_constraints() - recorded.num_inputs,
+            };
+            if shape != counted {
+                return Err(SetupError::ShapeChanged(format!(
+                    "counted {counted:?}, recorded {shape:?}"
+                )));
+            }
             let inputs = qap::inputs(&recorded, &lagrange)?;
             let g1 = toxic.g1;
             let ic: Vec<G1Affine> = ext(&inputs, gamma_inv)
@@ -337,23 +398,14 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
                 ic,
             };
             emit(SetPart::Vk(Box::new(vk.clone())))?;
+            emit(SetPart::G1(h.clone()))?;
             let aux = qap::aux(&recorded, &lagrange)?;
-            Ok::<_, SetupError>((vk, inputs, aux, lagrange_done, Instant::now()))
-        })();
-        (host, h.join())
+            Ok::<_, SetupError>((vk, h, h_s, inputs, aux, lagrange_done, recorded_at))
+        })()
     });
-    drop(recorded);
-    let (vk, inputs, aux, lagrange_done, qap_done) = host?;
-    let (h, h_s) = match h {
-        Ok(h) => h.map_err(device)?,
-        // A panic in the multiplication is a bug: it stays a panic.
-        Err(panic) => std::panic::resume_unwind(panic),
-    };
-    let parallel_done = Instant::now();
+    let (vk, h, h_s, inputs, aux, lagrange_done, recorded_at) = host?;
+    let qap_done = Instant::now();
     let (inputs, aux) = (&inputs, &aux);
-
-    let h = Arc::new(h);
-    emit(SetPart::G1(h.clone()))?;
 
     let l = g1_table.multiply(&ext(aux, delta_inv)).map_err(device)?;
     if let Some(index) = l.iter().position(|p| bool::from(p.is_identity())) {
@@ -385,13 +437,14 @@ fn generate_parts<C: Circuit<Scalar> + Clone>(
         engine = engine.name(),
         g1_window = g1_table.window(),
         g2_window = g2_table.window(),
-        record_s = (recorded_at - started).as_secs_f64(),
-        tables_s = (tables_done - recorded_at).as_secs_f64(),
+        count_s = (counted_at - started).as_secs_f64(),
+        tables_s = (tables_done - counted_at).as_secs_f64(),
         lagrange_s = (lagrange_done - tables_done).as_secs_f64(),
-        qap_s = (qap_done - lagrange_done).as_secs_f64(),
+        record_s = (recorded_at - started).as_secs_f64(),
+        qap_s = (qap_done - recorded_at.max(lagrange_done)).as_secs_f64(),
         h_s,
-        overlapped_s = (parallel_done - tables_done).as_secs_f64(),
-        points_s = (done - parallel_done).as_secs_f64(),
+        overlapped_s = (qap_done - tables_done).as_secs_f64(),
+        points_s = (done - qap_done).as_secs_f64(),
         "generated parameters"
     );
     Ok(Parameters {
@@ -503,19 +556,11 @@ mod tests {
     }
 
     #[test]
-    fn the_circuit_is_synthesised_once_as_bellperson_does() {
-        // A circuit whose shape changed between a counting pass and an
-        // evaluating one used to be refused; one recording has no such gap,
-        // and the set is bellperson's for that one synthesis.
-        let ours_runs = Growing(Default::default());
-        let ours = generate(&ours_runs, 3).expect("ours");
-        assert_eq!(ours_runs.0.load(std::sync::atomic::Ordering::SeqCst), 1);
-        let theirs = bellperson::groth16::generate_random_parameters::<Bls12, _, _>(
-            Growing(Default::default()),
-            &mut ChaCha20Rng::seed_from_u64(3),
-        )
-        .expect("bellperson");
-        assert!(ours == theirs, "parameters differ from bellperson's");
+    fn a_circuit_that_changes_shape_between_passes_is_rejected() {
+        let err = generate(&Growing(Default::default()), 1)
+            .map(drop)
+            .expect_err("shape changed");
+        assert!(matches!(err, SetupError::ShapeChanged(_)), "{err}");
     }
 
     /// Uses a variable it never allocated.

@@ -6,6 +6,7 @@ use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
@@ -148,6 +149,25 @@ pub(crate) fn stage<T>(
     Ok((value, staged))
 }
 
+/// What a producer hands [`stage_chunks`].
+pub(crate) enum Chunk {
+    /// The file's next bytes: hashed and written.
+    Next(Vec<u8>),
+    /// Bytes for `offset`, ahead of the file's order: written now, hashed
+    /// when they come again in order as [`Chunk::Written`].
+    At(u64, Vec<u8>),
+    /// The file's next bytes, already written by [`Chunk::At`]: hashed,
+    /// and the file's position moves past them.
+    Written(Vec<u8>),
+}
+
+/// What [`stage_chunks`]' writer does with a buffer.
+enum WriteJob {
+    Append(Arc<Vec<u8>>),
+    At(u64, Vec<u8>),
+    Skip(u64),
+}
+
 /// Buffers in flight to each of [`stage_chunks`]' threads.
 const CHUNKS_IN_FLIGHT: usize = 4;
 /// [`stage_chunks`] asks the kernel to start writing back every this many bytes.
@@ -167,10 +187,9 @@ const RANGES_IN_FLIGHT: usize = 16;
 /// few buffers.
 pub(crate) fn stage_chunks<T>(
     path: &Path,
-    produce: impl FnOnce(&mut dyn FnMut(Vec<u8>) -> io::Result<()>) -> io::Result<T>,
+    produce: impl FnOnce(&mut dyn FnMut(Chunk) -> io::Result<()>) -> io::Result<T>,
 ) -> Result<(T, Staged), ParamsError> {
     use std::sync::mpsc::sync_channel;
-    use std::sync::Arc;
     use std::time::{Duration, Instant};
     let mut staged = staged_beside(path);
     let tmp = staged.tmp.clone();
@@ -178,7 +197,7 @@ pub(crate) fn stage_chunks<T>(
     let flush_file = file.try_clone().map_err(io_err(&tmp, "opening"))?;
     let started = Instant::now();
     let (to_hash, hash_rx) = sync_channel::<Arc<Vec<u8>>>(CHUNKS_IN_FLIGHT);
-    let (to_write, write_rx) = sync_channel::<Arc<Vec<u8>>>(CHUNKS_IN_FLIGHT);
+    let (to_write, write_rx) = sync_channel::<WriteJob>(CHUNKS_IN_FLIGHT);
     let (to_flush, flush_rx) = sync_channel::<(u64, u64)>(RANGES_IN_FLIGHT);
     let mut waited = Duration::ZERO;
     let (produced, hashed, wrote, flushed) = std::thread::scope(|scope| {
@@ -202,29 +221,54 @@ pub(crate) fn stage_chunks<T>(
             busy
         });
         let writer = scope.spawn(move || -> io::Result<(File, u64, Duration)> {
+            use std::io::{Seek, SeekFrom};
+            use std::os::unix::fs::FileExt;
             let mut file = file;
-            let (mut written, mut flushed) = (0u64, 0u64);
+            let (mut position, mut flushed) = (0u64, 0u64);
             let mut busy = Duration::ZERO;
-            for buf in write_rx {
+            for job in write_rx {
                 let t = Instant::now();
-                file.write_all(&buf)?;
+                match job {
+                    WriteJob::Append(buf) => {
+                        file.write_all(&buf)?;
+                        position += buf.len() as u64;
+                    }
+                    WriteJob::Skip(len) => {
+                        position += len;
+                        file.seek(SeekFrom::Start(position))?;
+                    }
+                    WriteJob::At(offset, buf) => {
+                        file.write_all_at(&buf, offset)?;
+                        // A flusher that is gone only loses the head start.
+                        let _ = to_flush.send((offset, buf.len() as u64));
+                    }
+                }
                 busy += t.elapsed();
-                written += buf.len() as u64;
-                if written - flushed >= WRITEBACK_EVERY {
-                    // A flusher that is gone only loses the head start.
-                    let _ = to_flush.send((flushed, written - flushed));
-                    flushed = written;
+                if position - flushed >= WRITEBACK_EVERY {
+                    let _ = to_flush.send((flushed, position - flushed));
+                    flushed = position;
                 }
             }
-            Ok((file, written, busy))
+            Ok((file, position, busy))
         });
         let produced = {
-            let mut sink = |buf: Vec<u8>| -> io::Result<()> {
-                let buf = Arc::new(buf);
+            let mut sink = |chunk: Chunk| -> io::Result<()> {
                 let stopped = || io::Error::other("the file's writer stopped");
                 let t = Instant::now();
-                to_hash.send(Arc::clone(&buf)).map_err(|_| stopped())?;
-                let sent = to_write.send(buf).map_err(|_| stopped());
+                let sent = match chunk {
+                    Chunk::Next(buf) => {
+                        let buf = Arc::new(buf);
+                        to_hash.send(Arc::clone(&buf)).map_err(|_| stopped())?;
+                        to_write.send(WriteJob::Append(buf))
+                    }
+                    Chunk::At(offset, buf) => to_write.send(WriteJob::At(offset, buf)),
+                    Chunk::Written(buf) => {
+                        let len = buf.len() as u64;
+                        to_hash.send(Arc::new(buf)).map_err(|_| stopped())?;
+                        to_write.send(WriteJob::Skip(len))
+                    }
+                }
+                .map_err(|_| stopped());
                 waited += t.elapsed();
                 sent
             };

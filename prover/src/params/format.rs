@@ -11,7 +11,7 @@ use blstrs::Bls12;
 
 use crate::circuit::{CircuitKind, CircuitShape};
 use crate::params::error::{io_err, ParamsError};
-use crate::params::file::{stage_chunks, Staged};
+use crate::params::file::{stage_chunks, Chunk, Staged};
 use crate::setup::SetPart;
 
 /// Groth16 parameters over BLS12-381.
@@ -25,6 +25,12 @@ pub const G1_BYTES: u64 = 96;
 pub const G2_BYTES: u64 = 192;
 /// The fixed verifying-key prefix: α₁, β₁, β₂, γ₂, δ₁, δ₂.
 pub(crate) const VK_FIXED_BYTES: u64 = 3 * G1_BYTES + 3 * G2_BYTES;
+
+/// Bytes of a verifying key with `ic` input points: where the file's h
+/// query starts.
+pub(crate) fn vk_bytes(ic: u64) -> u64 {
+    VK_FIXED_BYTES + 4 + ic * G1_BYTES
+}
 /// Element counts of a parameter file, read from its length fields and
 /// checked to add up to exactly the file's size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -226,7 +232,11 @@ pub fn write_params(path: &Path, params: &Params) -> Result<(String, u64), Param
 /// (see [`Staged`]).
 pub(crate) fn stage_params(path: &Path, params: &Params) -> Result<Staged, ParamsError> {
     stage_chunks(path, |sink| {
-        write_parts(&parts_of(params), sink, WRITE_BATCH)
+        write_parts(
+            &parts_of(params),
+            &mut |buf| sink(Chunk::Next(buf)),
+            WRITE_BATCH,
+        )
     })
     .map(|((), staged)| staged)
 }
@@ -249,16 +259,58 @@ pub(crate) fn stage_streamed<T, E>(
                 // Time spent waiting for the generator's next part: what
                 // the file's writing is not the bound of.
                 let mut idle = std::time::Duration::ZERO;
+                // h written ahead of the key: where, and the vector that
+                // comes again in order.
+                let mut ahead: Option<(u64, std::sync::Arc<Vec<blstrs::G1Affine>>)> = None;
+                let mut position = 0u64;
                 loop {
                     let t = std::time::Instant::now();
                     let Ok(part) = rx.recv() else { break };
                     idle += t.elapsed();
-                    write_part(&part, sink, WRITE_BATCH)?;
+                    match &part {
+                        SetPart::HAhead { num_inputs, h } => {
+                            let offset = vk_bytes(*num_inputs as u64);
+                            let mut at = offset;
+                            encode_section(&h[..], WRITE_BATCH, &mut |buf| {
+                                let len = buf.len() as u64;
+                                sink(Chunk::At(at, buf))?;
+                                at += len;
+                                Ok(())
+                            })?;
+                            ahead = Some((offset, h.clone()));
+                        }
+                        SetPart::G1(points)
+                            if ahead
+                                .as_ref()
+                                .is_some_and(|(_, h)| std::sync::Arc::ptr_eq(h, points)) =>
+                        {
+                            let offset = ahead.take().map_or(0, |(o, _)| o);
+                            if offset != position {
+                                return Err(io::Error::other(format!(
+                                    "h was written ahead at byte {offset}, but its place is byte {position}"
+                                )));
+                            }
+                            encode_section(&points[..], WRITE_BATCH, &mut |buf| {
+                                position += buf.len() as u64;
+                                sink(Chunk::Written(buf))
+                            })?;
+                        }
+                        _ => write_part(
+                            &part,
+                            &mut |buf| {
+                                position += buf.len() as u64;
+                                sink(Chunk::Next(buf))
+                            },
+                            WRITE_BATCH,
+                        )?,
+                    }
                 }
-                tracing::debug!(
-                    idle_s = idle.as_secs_f64(),
-                    "parameter writer waited for parts"
-                );
+                if ahead.is_some() {
+                    return Err(io::Error::other(
+                        "h was written ahead of the key but never came in order",
+                    ));
+                }
+                tracing::debug!(idle_s = idle.as_secs_f64(), "parameter writer waited for parts");
                 Ok(())
             })
             .map(|((), staged)| staged)
@@ -316,6 +368,9 @@ fn write_part(
         }
         SetPart::G1(points) => encode_section(&points[..], batch, sink),
         SetPart::G2(points) => encode_section(&points[..], batch, sink),
+        SetPart::HAhead { .. } => Err(io::Error::other(
+            "a part written ahead of its place needs the streaming writer",
+        )),
     }
 }
 
@@ -397,5 +452,38 @@ mod tests {
             let err = write_batched(&params, &mut Full { left }, 5).expect_err("disk full");
             assert_eq!(err.kind(), io::ErrorKind::StorageFull, "after {left} bytes");
         }
+    }
+
+    #[test]
+    fn h_written_ahead_must_come_again_at_its_place() {
+        use group::prime::PrimeCurveAffine;
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.params");
+        let h = Arc::new(vec![blstrs::G1Affine::generator(); 3]);
+        // In order again, but without the key before it: the bytes written
+        // ahead would sit at the wrong place.
+        let (generated, staged) = stage_streamed(&path, |emit| {
+            emit(SetPart::HAhead {
+                num_inputs: 1,
+                h: h.clone(),
+            });
+            emit(SetPart::G1(h.clone()));
+            Ok::<(), ()>(())
+        });
+        assert!(generated.is_ok());
+        let err = staged.map(drop).expect_err("misplaced");
+        assert!(err.to_string().contains("its place is byte 0"), "{err}");
+        // Never in order at all.
+        let (_, staged) = stage_streamed(&path, |emit| {
+            emit(SetPart::HAhead {
+                num_inputs: 1,
+                h: h.clone(),
+            });
+            Ok::<(), ()>(())
+        });
+        let err = staged.map(drop).expect_err("never placed");
+        assert!(err.to_string().contains("never came in order"), "{err}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

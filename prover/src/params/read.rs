@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use crate::params::error::{io_err, ParamsError};
-use crate::params::format::{Params, ParamsLayout, G1_BYTES, G2_BYTES, VK_FIXED_BYTES};
+use crate::params::format::{vk_bytes, Params, ParamsLayout, G1_BYTES, G2_BYTES};
 
 /// Points per block: 24 MiB of G1, 48 MiB of G2.
 const BLOCK_POINTS: u64 = 1 << 18;
@@ -81,7 +81,7 @@ impl Query {
 impl Piece {
     fn bytes(self, layout: &ParamsLayout) -> u64 {
         match self {
-            Piece::Vk => VK_FIXED_BYTES + 4 + layout.ic * G1_BYTES,
+            Piece::Vk => vk_bytes(layout.ic),
             Piece::Len(_) => 4,
             Piece::Points(q, n) => n * q.point_bytes(),
         }
