@@ -130,14 +130,14 @@ fn aux_times(m: &Matrix, table: &[Scalar], lagrange: &[Scalar], num_aux: usize) 
     out.par_chunks_mut(span).enumerate().for_each(|(t, own)| {
         let lo = (t * span) as u32;
         let len = own.len() as u32;
-        for row in 0..m.rows() {
+        for (row, &l) in lagrange.iter().enumerate().take(m.rows()) {
             let (cols, coeffs) = m.row(row);
             for (&col, &id) in cols.iter().zip(coeffs) {
                 // An input column has the top bit set and so falls outside
                 // every range.
                 let i = col.wrapping_sub(lo);
                 if i < len {
-                    fold(&mut own[i as usize], id, table, lagrange[row]);
+                    fold(&mut own[i as usize], id, table, l);
                 }
             }
         }
