@@ -64,19 +64,24 @@ fn check(rec: &Recorded, lagrange: &[Scalar]) -> Result<(), DomainTooSmall> {
 /// written while the aux variables' is still being evaluated.
 pub fn inputs(rec: &Recorded, lagrange: &[Scalar]) -> Result<Evaluations, DomainTooSmall> {
     check(rec, lagrange)?;
-    let product = |m: &Matrix| inputs_times(m, &rec.table, lagrange, rec.num_inputs);
-    let [a, b, c] = &rec.matrices;
-    let (at, (bt, ct)) = rayon::join(|| product(a), || rayon::join(|| product(b), || product(c)));
-    Ok(Evaluations { at, bt, ct })
+    Ok(each_matrix(rec, |m| {
+        inputs_times(m, &rec.table, lagrange, rec.num_inputs)
+    }))
 }
 
 /// The aux variables' QAP.
 pub fn aux(rec: &Recorded, lagrange: &[Scalar]) -> Result<Evaluations, DomainTooSmall> {
     check(rec, lagrange)?;
-    let product = |m: &Matrix| aux_times(m, &rec.table, lagrange, rec.num_aux);
+    Ok(each_matrix(rec, |m| {
+        aux_times(m, &rec.table, lagrange, rec.num_aux)
+    }))
+}
+
+/// `product` of A, B and C, side by side.
+fn each_matrix(rec: &Recorded, product: impl Fn(&Matrix) -> Vec<Scalar> + Sync) -> Evaluations {
     let [a, b, c] = &rec.matrices;
     let (at, (bt, ct)) = rayon::join(|| product(a), || rayon::join(|| product(b), || product(c)));
-    Ok(Evaluations { at, bt, ct })
+    Evaluations { at, bt, ct }
 }
 
 /// `coeff · l` folded into `slot`, ±1 without a product.
