@@ -7,10 +7,10 @@
 //! Output is exactly what `bellperson::groth16::generate_random_parameters`
 //! returns for an RNG in the same state (same points, same filtering of the
 //! identity out of `a`/`b_g1`/`b_g2`, same order of `h` and `l`), computed
-//! differently: one synthesis records the constraints (and so sizes the
-//! domain), the Lagrange coefficients `L_j(τ)` come in closed form with batch
-//! inversion, the QAP is evaluated at τ from the recording on every core
-//! ([`qap`]), and all group elements come from fixed-base window tables
+//! differently: a counting pass sizes the domain while one synthesis records
+//! the constraints beside it, the Lagrange coefficients `L_j(τ)` come in
+//! closed form with batch inversion, the QAP is evaluated at τ from the
+//! recording on every core ([`qap`]), and all group elements come from fixed-base window tables
 //! ([`fixed_base`]), walked on the CPU in parallel or on a GPU
 //! ([`fixed_base::FixedBaseEngine`]); the scalars (the QAP at τ, the powers
 //! of τ) are always computed on the host.
@@ -130,8 +130,9 @@ impl ToxicWaste {
 
 /// TEST-ONLY parameters for `circuit` from toxic waste seeded with `seed`.
 ///
-/// The circuit is synthesised twice (count, then evaluate), hence `Clone`;
-/// clone a shape (no witness) circuit, which is cheap.
+/// The circuit is synthesised twice, at once on two threads (count, and
+/// record), hence `Clone + Send`; clone a shape (no witness) circuit,
+/// which is cheap.
 pub fn generate<C: Circuit<Scalar> + Clone + Send>(
     circuit: &C,
     seed: u64,

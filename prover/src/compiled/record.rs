@@ -41,7 +41,8 @@ pub struct Recorded {
     pub num_aux: usize,
     /// A, B, C; bellperson's `input · 0 = 0` rows included.
     pub matrices: [Matrix; 3],
-    /// Distinct coefficients; [`COEFF_ONE`] and [`COEFF_MINUS_ONE`] first.
+    /// The coefficients the matrices index, [`COEFF_ONE`] and
+    /// [`COEFF_MINUS_ONE`] first (distinct where recorded by [`compile`]).
     pub table: Vec<Scalar>,
 }
 
@@ -96,7 +97,8 @@ struct Recorder {
     /// Distinct coefficients' indices; `None`: every coefficient that is
     /// not ±1 is appended to the table.
     index: Option<HashMap<[u8; 32], u32>>,
-    minus_one: Scalar,
+    /// The limbs of 1 and −1, which take the add-only coefficient indices.
+    units: [[u64; 4]; 2],
     /// The first error `enforce` could not return.
     error: Option<CompileError>,
 }
@@ -111,7 +113,7 @@ impl Recorder {
             c: Matrix::default(),
             table: base_table(),
             index: None,
-            minus_one: -Scalar::ONE,
+            units: [limbs(&Scalar::ONE), limbs(&-Scalar::ONE)],
             error: None,
         }
     }
@@ -141,7 +143,7 @@ impl Recorder {
     }
 
     fn record(&mut self, lc: &LinearCombination<Scalar>, which: usize) -> Result<(), CompileError> {
-        let (one, minus_one) = (limbs(&Scalar::ONE), limbs(&self.minus_one));
+        let [one, minus_one] = self.units;
         let Recorder {
             a,
             b,

@@ -22,31 +22,12 @@ pub struct Evaluations {
     pub ct: Vec<Scalar>,
 }
 
-impl Evaluations {
-    pub fn len(&self) -> usize {
-        self.at.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.at.is_empty()
-    }
-}
-
 /// The recording has more rows than there are Lagrange coefficients.
 #[derive(Debug, thiserror::Error)]
 #[error("{rows} constraints do not fit a domain of {domain}")]
 pub struct DomainTooSmall {
     pub rows: usize,
     pub domain: usize,
-}
-
-/// The QAP of `rec` at τ for inputs (ONE first) and aux variables;
-/// `lagrange[j] = L_j(τ)`.
-pub fn evaluate(
-    rec: &Recorded,
-    lagrange: &[Scalar],
-) -> Result<(Evaluations, Evaluations), DomainTooSmall> {
-    Ok((inputs(rec, lagrange)?, aux(rec, lagrange)?))
 }
 
 fn check(rec: &Recorded, lagrange: &[Scalar]) -> Result<(), DomainTooSmall> {
@@ -60,8 +41,9 @@ fn check(rec: &Recorded, lagrange: &[Scalar]) -> Result<(), DomainTooSmall> {
     Ok(())
 }
 
-/// The inputs' QAP alone: all the verifying key needs, so it can be
-/// written while the aux variables' is still being evaluated.
+/// The inputs' (ONE first) QAP, `lagrange[j] = L_j(τ)`: all the
+/// verifying key needs, so it can be written while the aux variables' is
+/// still being evaluated.
 pub fn inputs(rec: &Recorded, lagrange: &[Scalar]) -> Result<Evaluations, DomainTooSmall> {
     check(rec, lagrange)?;
     Ok(each_matrix(rec, |m| {
@@ -190,10 +172,13 @@ mod tests {
         let lagrange: Vec<Scalar> = (0..domain as u64)
             .map(|j| Scalar::from(j * 7 + 3).square())
             .collect();
-        let ours = evaluate(&rec, &lagrange).expect("fits");
+        let ours = (
+            inputs(&rec, &lagrange).expect("fits"),
+            aux(&rec, &lagrange).expect("fits"),
+        );
         assert!(ours == by_definition(&rec, &lagrange));
-        assert_eq!(ours.0.len(), rec.num_inputs);
-        assert_eq!(ours.1.len(), rec.num_aux);
+        assert_eq!(ours.0.at.len(), rec.num_inputs);
+        assert_eq!(ours.1.at.len(), rec.num_aux);
     }
 
     #[test]
@@ -214,7 +199,11 @@ mod tests {
     #[test]
     fn a_domain_smaller_than_the_rows_is_refused() {
         let rec = crate::compiled::record(ChainCircuit::for_size(64, None)).expect("records");
-        let err = evaluate(&rec, &[Scalar::ONE; 8]).expect_err("too small");
-        assert_eq!(err.domain, 8);
+        for err in [
+            inputs(&rec, &[Scalar::ONE; 8]).expect_err("too small"),
+            aux(&rec, &[Scalar::ONE; 8]).expect_err("too small"),
+        ] {
+            assert_eq!(err.domain, 8);
+        }
     }
 }

@@ -12,9 +12,9 @@
 //!
 //! Scalars go up and points come down through two pinned stages in turn:
 //! while the device works on one chunk, the host copies the chunk before
-//! out of the other stage (on every core: the copy is also where the
-//! result's fresh pages are first touched), so the link runs at its pinned
-//! speed and the host's copies hide behind the device's work.
+//! out of the other stage (on the engine's own copy threads: the copy is
+//! also where the result's fresh pages are first touched), so the link runs
+//! at its pinned speed and the host's copies hide behind the device's work.
 
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;

@@ -114,10 +114,6 @@ impl PinnedStage {
         })
     }
 
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: `bytes` bytes allocated by the driver, owned by self.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.bytes) }
