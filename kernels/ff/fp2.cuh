@@ -6,12 +6,22 @@
 // The multiplication and squaring are __noinline__: a G2 addition makes
 // about ten of them, each three (or two) 384-bit Montgomery products of
 // ~600 instructions; inlined into every caller they would multiply the
-// module's size and NVRTC's time, while a call costs a few dozen moves.
+// module's size and NVRTC's time. The unit of the G2 bucket sums (the
+// MSM's hot loop, compiled on its own) defines FP2_INLINE: there a call
+// passes every operand through the stack (1.5 KB a thread) and runs the
+// three independent products of a Karatsuba multiplication one after the
+// other, where inlined the scheduler interleaves them.
 //
 // Needs ff/fp.cuh (compiled before this file).
 
 #ifndef FP2_CUH
 #define FP2_CUH
+
+#ifdef FP2_INLINE
+#define FP2_OP __forceinline__
+#else
+#define FP2_OP __noinline__
+#endif
 
 struct fp2 {
     fp c0, c1;
@@ -55,7 +65,7 @@ __device__ __forceinline__ fp2 f_neg(const fp2 &a)
 
 // (a0 + a1 u)(b0 + b1 u) = (a0 b0 - a1 b1) + ((a0 + a1)(b0 + b1) - a0 b0 - a1 b1) u:
 // three products instead of four (Karatsuba).
-__device__ __noinline__ fp2 f_mul(const fp2 &a, const fp2 &b)
+__device__ FP2_OP fp2 f_mul(const fp2 &a, const fp2 &b)
 {
     fp t0 = fp_mul(a.c0, b.c0);
     fp t1 = fp_mul(a.c1, b.c1);
@@ -64,7 +74,7 @@ __device__ __noinline__ fp2 f_mul(const fp2 &a, const fp2 &b)
 }
 
 // (a0 + a1 u)^2 = (a0 + a1)(a0 - a1) + 2 a0 a1 u: two products.
-__device__ __noinline__ fp2 f_sqr(const fp2 &a)
+__device__ FP2_OP fp2 f_sqr(const fp2 &a)
 {
     fp t = fp_mul(a.c0, a.c1);
     return fp2_make(fp_mul(fp_add(a.c0, a.c1), fp_sub(a.c0, a.c1)), fp_dbl(t));

@@ -70,10 +70,13 @@ __device__ __forceinline__ u32 bit_reverse(u32 v, u32 bits)
 #define NTT_POST_CONST 1
 // Multiply by post[idx] (coset shift with 1/n folded in).
 #define NTT_POST_TABLE 2
-// Write (fa[idx] * fb[idx] - value) * post[0] to y: a*b - c over Z(g) fused
-// into the last pass of c's coset NTT (y is a's buffer; each element is
-// read and written by the same thread).
-#define NTT_POST_MUL_SUB 3
+// Write fa[idx] * value * post[0] to y: a*b over Z(g), fused into the last
+// pass of b's coset NTT (y is a's buffer; each element is read and written
+// by the same thread).
+#define NTT_POST_MUL_SCALE 3
+// value * post[idx] - fb[idx]: the coset iNTT's un-shift and 1/n, minus c's
+// coefficients over Z(g) (fb), which gives h.
+#define NTT_POST_TABLE_SUB 4
 
 // One round of butterflies with half = 2^(deg - 1 - rnd): thread q of DFT g
 // combines elements j0 and j0 + half. In the rounds with half <= 4 the
@@ -173,9 +176,10 @@ ntt_pass(const fr *__restrict__ x, fr *y, u32 lg_n, u32 lg_p, u32 deg,
             v = fr_mul(v, fr_load_ro(post));
         } else if (post_mode == NTT_POST_TABLE) {
             v = fr_mul(v, fr_load_ro(post + out));
-        } else if (post_mode == NTT_POST_MUL_SUB) {
-            fr ab = fr_mul(fr_load(fa + out), fr_load(fb + out));
-            v = fr_mul(fr_sub(ab, v), fr_load_ro(post));
+        } else if (post_mode == NTT_POST_MUL_SCALE) {
+            v = fr_mul(fr_mul(fr_load(fa + out), v), fr_load_ro(post));
+        } else if (post_mode == NTT_POST_TABLE_SUB) {
+            v = fr_sub(fr_mul(v, fr_load_ro(post + out)), fr_load_ro(fb + out));
         }
         fr_store(y + out, v);
     }

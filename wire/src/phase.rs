@@ -161,11 +161,11 @@ phases! {
     NttIfft = "ntt_ifft", Device, Device, Some(Phase::NttKernels),
         "Inverse NTT of a, b and c.";
     NttCosetFft = "ntt_coset_fft", Device, Device, Some(Phase::NttKernels),
-        "Coset NTT of a, b and c.";
+        "Coset NTT of a and b (c's coset NTT would only be undone by the coset inverse NTT, so it is skipped).";
     NttMulSubDivZ = "ntt_mul_sub_div_z", Device, Device, Some(Phase::NttKernels),
-        "Coefficient-wise a*b - c and the multiplication by Z^-1 on the coset.";
+        "Coefficient-wise a*b over Z on the coset and c's coefficients over Z (on a device fused into neighbouring passes, ~0).";
     NttCosetIfft = "ntt_coset_ifft", Device, Device, Some(Phase::NttKernels),
-        "Coset inverse NTT of h.";
+        "Coset inverse NTT of a*b over Z, less c's coefficients over Z: h.";
     NttKernels = "ntt_kernels", Host, Device, None,
         "The whole h computation (uploads, NTTs, download of h).";
     MsmH = "msm_h", Host, Device, Some(Phase::Msm),

@@ -1044,7 +1044,7 @@ fn h2d_table(gpu: &CudaBackend, h2d_bytes: usize) {
 }
 
 fn ntt_table(gpu: &CudaBackend, max_log: u32) {
-    println!("\n| NTT phase, data on device | iNTT x3 ms | coset NTT x3 ms | a*b-c/Z ms | coset iNTT ms | total ms |");
+    println!("\n| NTT phase, data on device | iNTT x3 ms | coset NTT x2 ms | fused a*b/Z ms | coset iNTT - c ms | total ms |");
     println!("|---|---|---|---|---|---|");
     for log_n in (16..=max_log).step_by(2) {
         let t = bench::ntt_phase(gpu, log_n, 5).expect("ntt phase");

@@ -180,15 +180,40 @@ pub fn scale_by_powers(a: &mut [Scalar], c: Scalar, g: Scalar) {
     });
 }
 
-/// `a[i] ← (a[i]·b[i] − c[i]) · k`.
-pub fn mul_sub_scale(a: &mut [Scalar], b: &[Scalar], c: &[Scalar], k: Scalar) {
+/// `a[i] ← a[i] · c · g^i − sub[i]`: [`scale_by_powers`] with a vector
+/// taken off in the same pass.
+pub fn scale_by_powers_sub(a: &mut [Scalar], c: Scalar, g: Scalar, sub: &[Scalar]) {
+    let piece = (a.len() / (rayon::current_num_threads() * 4)).max(PAR_MIN);
+    a.par_chunks_mut(piece)
+        .zip(sub.par_chunks(piece))
+        .enumerate()
+        .for_each(|(k, (chunk, sub))| {
+            let mut u = c * g.pow_vartime([(k * piece) as u64]);
+            for (v, s) in chunk.iter_mut().zip(sub) {
+                *v = *v * u - s;
+                u *= g;
+            }
+        });
+}
+
+/// `a[i] ← a[i] · k`.
+pub fn scale(a: &mut [Scalar], k: Scalar) {
+    let piece = (a.len() / (rayon::current_num_threads() * 4)).max(PAR_MIN);
+    a.par_chunks_mut(piece).for_each(|chunk| {
+        for v in chunk {
+            *v *= k;
+        }
+    });
+}
+
+/// `a[i] ← a[i] · b[i] · k`.
+pub fn mul_scale(a: &mut [Scalar], b: &[Scalar], k: Scalar) {
     let piece = (a.len() / (rayon::current_num_threads() * 4)).max(PAR_MIN);
     a.par_chunks_mut(piece)
         .zip(b.par_chunks(piece))
-        .zip(c.par_chunks(piece))
-        .for_each(|((a, b), c)| {
-            for ((a, b), c) in a.iter_mut().zip(b).zip(c) {
-                *a = (*a * b - c) * k;
+        .for_each(|(a, b)| {
+            for (a, b) in a.iter_mut().zip(b) {
+                *a = *a * b * k;
             }
         });
 }

@@ -34,6 +34,9 @@ pub struct DomainTables {
     pub from_coset: sys::CUdeviceptr,
     /// 1 / (g^n - 1), a single element.
     pub z_inv: sys::CUdeviceptr,
+    /// 1 / (n·(g^n - 1)), a single element: the iNTT of c scaled for the
+    /// quotient's last step.
+    pub c_scale: sys::CUdeviceptr,
     /// 1 / n, a single element.
     pub n_inv: sys::CUdeviceptr,
     _full: DeviceBuffer,
@@ -110,6 +113,7 @@ impl DomainTables {
             )),
             push(vec![d.z_inv_on_coset]),
             push(vec![d.minv]),
+            push(vec![d.minv * d.z_inv_on_coset]),
         ];
         let elem = std::mem::size_of::<Scalar>();
         let (free, _) = check!(device, "cuMemGetInfo", ctx.mem_get_info())?;
@@ -153,6 +157,7 @@ impl DomainTables {
             radix_inv: at(7),
             z_inv: at(8),
             n_inv: at(9),
+            c_scale: at(10),
             _full: full,
             _small: small,
         })

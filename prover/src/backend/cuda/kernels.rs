@@ -90,13 +90,14 @@ pub const MSM_G1: [KernelUnit; 5] = [
     msm_unit!("msm_g1_precompute", MSM_G1_FILES, "MSM_ONLY_PRECOMPUTE"),
 ];
 
-/// The same for G2 (coordinates in Fp2).
+/// The same for G2 (coordinates in Fp2); the bucket sums with Fp2
+/// products inlined (`FP2_INLINE`, see ff/fp2.cuh).
 pub const MSM_G2: [KernelUnit; 5] = [
-    msm_unit!(
-        "msm_g2_segments",
-        MSM_G2_FILES,
-        "MSM_ONLY_ACCUMULATE_SEGMENTS"
-    ),
+    KernelUnit {
+        name: "msm_g2_segments",
+        defines: &["MSM_ONLY", "MSM_ONLY_ACCUMULATE_SEGMENTS", "FP2_INLINE"],
+        files: MSM_G2_FILES,
+    },
     msm_unit!(
         "msm_g2_partials",
         MSM_G2_FILES,

@@ -31,7 +31,8 @@ pub trait DeviceGroup {
     /// Block size of the level-1 bucket sums, the kernel where the time
     /// goes: G1's needs 164 registers a thread, so 128-thread blocks fit
     /// three to an SM where 256-thread blocks fit one (2^24: 135.8 against
-    /// 141.0 ms); G2's needs 234, and 256 was as fast or faster.
+    /// 141.0 ms); G2's, with its Fp2 products inlined, needs 255 (one
+    /// 256-thread block an SM).
     const SEGMENT_THREADS: u32;
     /// 32-bit words of one coordinate (12 for Fp, 24 for Fp2).
     const FIELD_WORDS: usize;

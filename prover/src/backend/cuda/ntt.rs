@@ -26,12 +26,17 @@ pub enum Post {
     Const(sys::CUdeviceptr),
     /// Multiply by a full table indexed by the output position.
     Table(sys::CUdeviceptr),
-    /// Write (a·b − value)·z_inv into `a`'s buffer (the quotient's
-    /// coefficient-wise step fused into c's coset NTT).
-    MulSubDivZ {
+    /// Write a·value·k into `a`'s buffer (the quotient's product over
+    /// Z(g), fused into b's coset NTT); `k` is one element.
+    MulScaleInto {
         a: sys::CUdeviceptr,
-        b: sys::CUdeviceptr,
-        z_inv: sys::CUdeviceptr,
+        k: sys::CUdeviceptr,
+    },
+    /// value·table[i] − sub[i] (the coset iNTT's un-shift, then c's
+    /// coefficients over Z(g) taken off).
+    TableSub {
+        table: sys::CUdeviceptr,
+        sub: sys::CUdeviceptr,
     },
 }
 
@@ -44,7 +49,7 @@ pub enum Direction {
 
 /// Runs a whole transform of `src` (2^log_n elements), ping-ponging
 /// through `scratch`; returns the buffer that holds the result (`src`,
-/// `scratch`, or `a` for [`Post::MulSubDivZ`]).
+/// `scratch`, or `a` for [`Post::MulScaleInto`]).
 #[allow(clippy::too_many_arguments)]
 pub fn transform(
     device: u32,
@@ -74,10 +79,11 @@ pub fn transform(
         let (mode, table, fa, fb): (u32, u64, u64, u64) = match (last, post) {
             (true, Post::Const(c)) => (1, c, 0, 0),
             (true, Post::Table(t)) => (2, t, 0, 0),
-            (true, Post::MulSubDivZ { a, b, z_inv }) => {
+            (true, Post::MulScaleInto { a, k }) => {
                 y = a;
-                (3, z_inv, a, b)
+                (3, k, a, 0)
             }
+            (true, Post::TableSub { table, sub }) => (4, table, 0, sub),
             _ => (0, 0, 0, 0),
         };
         let mut launch = stream.launch_builder(pass);

@@ -3,12 +3,16 @@
 //! before (ordered by events, never by host waits), then the transforms,
 //! a·b − c over Z, the coset inverse transform, and h back to the host.
 //!
-//! Order of work per vector v: iNTT whose last pass also multiplies by
+//! Order of work: for a and b, an iNTT whose last pass also multiplies by
 //! g^i/n (so the coset NTT needs no separate shift), then the NTT; the last
-//! pass of c's NTT writes a ← (a·b − c)/Z(g) directly (on the coset Z is the
-//! constant g^n − 1); then the coset iNTT of a, whose last pass multiplies
-//! by g^-i/n. Seven transforms, no other pass over memory. Every value
-//! equals bellperson's (exact field arithmetic).
+//! pass of b's NTT writes a ← a·b/Z(g) (on the coset Z is the constant
+//! g^n − 1). c only gets its iNTT, scaled by 1/(n·Z(g)): the coset iNTT
+//! undoes a coset NTT, so interpolating (a·b − c)/Z(g) over the coset is
+//! the coset iNTT of a·b/Z(g) minus c's coefficients over Z(g), and c's
+//! coset NTT would only be undone again. The coset iNTT of a, whose last
+//! pass multiplies by g^-i/n and takes c off, leaves h. Six transforms, no
+//! other pass over memory. Every value equals bellperson's (exact field
+//! arithmetic; the same identity runs on the CPU backend).
 
 use super::check::check;
 use super::domain::{scalar_bytes, DomainTables};
@@ -30,8 +34,9 @@ pub const H2D_CHUNK: usize = 64 << 20;
 pub struct DeviceTimes {
     pub intt_ms: f64,
     pub coset_ntt_ms: f64,
-    /// Zero since a·b − c over Z is fused into c's coset NTT (counted there);
-    /// kept so the record's phase stays present.
+    /// Zero since a·b over Z is fused into b's coset NTT and c's part into
+    /// the coset iNTT (counted there); kept so the record's phase stays
+    /// present.
     pub mul_sub_ms: f64,
     pub coset_intt_ms: f64,
     /// H2D of a, b, c: from the first chunk's start to the last chunk's end.
@@ -166,19 +171,23 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Evaluations over H -> evaluations over the coset gH, for vector v.
-    /// For c (the last one), the coset NTT's last pass also computes
-    /// a ← (a·b − c)/Z(g), so c's coset evaluations never reach memory.
+    /// Evaluations over H -> evaluations over the coset gH, for a (v = 0)
+    /// and b (v = 1), whose coset NTT's last pass also computes
+    /// a ← a·b/Z(g); for c (v = 2) only its coefficients over Z(g).
     fn coset_evaluations(&mut self, v: usize, tl: &Timeline) -> Result<(), BackendError> {
         record(self.device, &tl.intt[v].0, &self.st.compute)?;
+        if v == 2 {
+            self.transform(v, Direction::Inverse, Post::Const(self.tables.c_scale))?;
+            record(self.device, &tl.intt[v].1, &self.st.compute)?;
+            record(self.device, &tl.coset[v], &self.st.compute)?;
+            return Ok(());
+        }
         self.transform(v, Direction::Inverse, Post::Table(self.tables.to_coset))?;
         record(self.device, &tl.intt[v].1, &self.st.compute)?;
-        let post = if v == 2 {
-            let ws = self.st.workspace()?;
-            Post::MulSubDivZ {
-                a: ws.ptr(0),
-                b: ws.ptr(1),
-                z_inv: self.tables.z_inv,
+        let post = if v == 1 {
+            Post::MulScaleInto {
+                a: self.st.workspace()?.ptr(0),
+                k: self.tables.z_inv,
             }
         } else {
             Post::None
@@ -188,10 +197,18 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The coset iNTT of h (in a after the fused step).
+    /// The coset iNTT of a·b/Z(g) less c's coefficients over Z(g): h.
     fn finish_h(&mut self, tl: &Timeline) -> Result<(), BackendError> {
         record(self.device, &tl.mul_sub, &self.st.compute)?;
-        self.transform(0, Direction::Inverse, Post::Table(self.tables.from_coset))?;
+        let sub = self.st.workspace()?.ptr(2);
+        self.transform(
+            0,
+            Direction::Inverse,
+            Post::TableSub {
+                table: self.tables.from_coset,
+                sub,
+            },
+        )?;
         record(self.device, &tl.done, &self.st.compute)?;
         Ok(())
     }
