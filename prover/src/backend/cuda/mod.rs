@@ -746,7 +746,12 @@ impl CudaBackend {
         which: BaseQuery,
         query: &[G::Affine],
     ) -> Result<Option<resident::Resident>, BackendError> {
-        let table = TablePlan::choose(query.len(), G::AFFINE_BYTES, st.bases.budget());
+        let table = TablePlan::choose_within(
+            query.len(),
+            G::AFFINE_BYTES,
+            st.bases.budget(),
+            st.bases.free_bytes(),
+        );
         let r = st.bases.get_or_upload(
             &self.ctx,
             self.ordinal,

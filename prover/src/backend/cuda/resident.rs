@@ -76,6 +76,11 @@ impl ResidentBases {
         self.budget
     }
 
+    /// The part of the budget no resident query holds.
+    pub fn free_bytes(&self) -> u64 {
+        self.budget.saturating_sub(self.bytes())
+    }
+
     /// The device copy of `q`, uploading it into row 0 of a table laid out
     /// by `q.table` first if it is not resident. `None` when the table
     /// alone exceeds the budget (the caller then uploads per call).
