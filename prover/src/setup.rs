@@ -10,10 +10,10 @@
 //! differently: a counting pass sizes the domain while one synthesis records
 //! the constraints beside it, the Lagrange coefficients `L_j(τ)` come in
 //! closed form with batch inversion, the QAP is evaluated at τ from the
-//! recording on every core ([`qap`]), and all group elements come from fixed-base window tables
-//! ([`fixed_base`]), walked on the CPU in parallel or on a GPU
-//! ([`fixed_base::FixedBaseEngine`]); the scalars (the QAP at τ, the powers
-//! of τ) are always computed on the host.
+//! recording on every core ([`qap`]), and all group elements come from
+//! fixed-base window tables ([`fixed_base`]), walked on the CPU in parallel
+//! or on a GPU ([`fixed_base::FixedBaseEngine`]); the scalars (the QAP at
+//! τ, the powers of τ) are always computed on the host.
 
 pub mod bench;
 pub mod command;

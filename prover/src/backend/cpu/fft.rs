@@ -167,43 +167,34 @@ fn bit_reverse(a: &mut [Scalar], log_n: u32) {
     }
 }
 
-/// `a[i] ← a[i] · c · g^i`: bellperson's `distribute_powers(g)` with a
-/// constant factor folded in (the 1/n of an inverse FFT), one pass instead of two.
-pub fn scale_by_powers(a: &mut [Scalar], c: Scalar, g: Scalar) {
+/// `f(i, &mut a[i], c · g^i)` for every i, in parallel pieces (each piece
+/// starts its powers with one exponentiation).
+fn for_each_power(
+    a: &mut [Scalar],
+    c: Scalar,
+    g: Scalar,
+    f: impl Fn(usize, &mut Scalar, Scalar) + Sync,
+) {
     let piece = (a.len() / (rayon::current_num_threads() * 4)).max(PAR_MIN);
     a.par_chunks_mut(piece).enumerate().for_each(|(k, chunk)| {
         let mut u = c * g.pow_vartime([(k * piece) as u64]);
-        for v in chunk {
-            *v *= u;
+        for (j, v) in chunk.iter_mut().enumerate() {
+            f(k * piece + j, v, u);
             u *= g;
         }
     });
 }
 
-/// `a[i] ← a[i] · c · g^i − sub[i]`: [`scale_by_powers`] with a vector
-/// taken off in the same pass.
-pub fn scale_by_powers_sub(a: &mut [Scalar], c: Scalar, g: Scalar, sub: &[Scalar]) {
-    let piece = (a.len() / (rayon::current_num_threads() * 4)).max(PAR_MIN);
-    a.par_chunks_mut(piece)
-        .zip(sub.par_chunks(piece))
-        .enumerate()
-        .for_each(|(k, (chunk, sub))| {
-            let mut u = c * g.pow_vartime([(k * piece) as u64]);
-            for (v, s) in chunk.iter_mut().zip(sub) {
-                *v = *v * u - s;
-                u *= g;
-            }
-        });
+/// `a[i] ← a[i] · c · g^i`: bellperson's `distribute_powers(g)` with a
+/// constant factor folded in (the 1/n of an inverse FFT), one pass instead of two.
+pub fn scale_by_powers(a: &mut [Scalar], c: Scalar, g: Scalar) {
+    for_each_power(a, c, g, |_, v, u| *v *= u);
 }
 
-/// `a[i] ← a[i] · k`.
-pub fn scale(a: &mut [Scalar], k: Scalar) {
-    let piece = (a.len() / (rayon::current_num_threads() * 4)).max(PAR_MIN);
-    a.par_chunks_mut(piece).for_each(|chunk| {
-        for v in chunk {
-            *v *= k;
-        }
-    });
+/// `a[i] ← a[i] · c · g^i − sub[i] · k`: [`scale_by_powers`] with a scaled
+/// vector taken off in the same pass.
+pub fn scale_by_powers_sub(a: &mut [Scalar], c: Scalar, g: Scalar, sub: &[Scalar], k: Scalar) {
+    for_each_power(a, c, g, |i, v, u| *v = *v * u - sub[i] * k);
 }
 
 /// `a[i] ← a[i] · b[i] · k`.

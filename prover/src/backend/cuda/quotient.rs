@@ -132,7 +132,7 @@ impl Run<'_> {
                 "cuStreamWaitEvent",
                 self.st.compute.wait(&uploaded[v])
             )?;
-            self.coset_evaluations(v, &tl)?;
+            self.vector_transforms(v, &tl)?;
         }
         self.finish_h(&tl)?;
         Ok(tl)
@@ -145,7 +145,7 @@ impl Run<'_> {
         record(self.device, &tl.h2d_start, &self.st.compute)?;
         record(self.device, &tl.h2d_end, &self.st.compute)?;
         for v in 0..3 {
-            self.coset_evaluations(v, &tl)?;
+            self.vector_transforms(v, &tl)?;
         }
         self.finish_h(&tl)?;
         Ok(tl)
@@ -171,10 +171,11 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Evaluations over H -> evaluations over the coset gH, for a (v = 0)
-    /// and b (v = 1), whose coset NTT's last pass also computes
-    /// a ← a·b/Z(g); for c (v = 2) only its coefficients over Z(g).
-    fn coset_evaluations(&mut self, v: usize, tl: &Timeline) -> Result<(), BackendError> {
+    /// The transforms of logical vector v: evaluations over H ->
+    /// evaluations over the coset gH for a (v = 0) and b (v = 1), whose
+    /// coset NTT's last pass also computes a ← a·b/Z(g); for c (v = 2)
+    /// only its coefficients over Z(g).
+    fn vector_transforms(&mut self, v: usize, tl: &Timeline) -> Result<(), BackendError> {
         record(self.device, &tl.intt[v].0, &self.st.compute)?;
         if v == 2 {
             self.transform(v, Direction::Inverse, Post::Const(self.tables.c_scale))?;
