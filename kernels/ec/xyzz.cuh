@@ -92,7 +92,7 @@ template <class F> __device__ __noinline__ ec_xyzz<F> ec_dbl_affine(const ec_aff
     F m = f_add(f_dbl(xx), xx);
     ec_xyzz<F> r;
     r.x = f_sub(f_sqr(m), f_dbl(s));
-    r.y = f_sub(f_mul(m, f_sub(s, r.x)), f_mul(w, q.y));
+    r.y = f_mul_sub(m, f_sub(s, r.x), w, q.y);
     r.zz = v;
     r.zzz = w;
     return r;
@@ -110,7 +110,7 @@ template <class F> __device__ __noinline__ ec_xyzz<F> ec_dbl(const ec_xyzz<F> &p
     F m = f_add(f_dbl(xx), xx);
     ec_xyzz<F> r;
     r.x = f_sub(f_sqr(m), f_dbl(s));
-    r.y = f_sub(f_mul(m, f_sub(s, r.x)), f_mul(w, p.y));
+    r.y = f_mul_sub(m, f_sub(s, r.x), w, p.y);
     r.zz = f_mul(v, p.zz);
     r.zzz = f_mul(w, p.zzz);
     return r;
@@ -140,7 +140,7 @@ __device__ __forceinline__ ec_xyzz<F> ec_add_affine_inline(const ec_xyzz<F> &p,
     F q_ = f_mul(p.x, pp);
     ec_xyzz<F> r;
     r.x = f_sub(f_sub(f_sqr(r_), ppp), f_dbl(q_));
-    r.y = f_sub(f_mul(r_, f_sub(q_, r.x)), f_mul(p.y, ppp));
+    r.y = f_mul_sub(r_, f_sub(q_, r.x), p.y, ppp);
     r.zz = f_mul(p.zz, pp);
     r.zzz = f_mul(p.zzz, ppp);
     return r;
@@ -175,7 +175,7 @@ template <class F> __device__ __noinline__ ec_xyzz<F> ec_add(const ec_xyzz<F> &p
     F q_ = f_mul(u1, pp);
     ec_xyzz<F> r;
     r.x = f_sub(f_sub(f_sqr(r_), ppp), f_dbl(q_));
-    r.y = f_sub(f_mul(r_, f_sub(q_, r.x)), f_mul(s1, ppp));
+    r.y = f_mul_sub(r_, f_sub(q_, r.x), s1, ppp);
     r.zz = f_mul(f_mul(p.zz, q.zz), pp);
     r.zzz = f_mul(f_mul(p.zzz, q.zzz), ppp);
     return r;

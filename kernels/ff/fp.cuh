@@ -307,6 +307,69 @@ __device__ __forceinline__ fp fp_sqr(const fp &x)
     return fp_mul(x, x);
 }
 
+// Adds a * b into the row without moving to the next word: E += a_even * b
+// at columns (0,1), (2,3), ..., O += a_odd * b at columns (1,2), ... (O[w]
+// is column w + 1), E's top carry into O's top word. For a second product
+// in the same rows (fp_mul2); the bound of the running sum is checked there.
+__device__ __forceinline__ void fp_mul_acc(u32 e[FP_WORDS], u32 o[FP_WORDS],
+                                           const u32 a[FP_WORDS], u32 b)
+{
+    asm volatile("mad.lo.cc.u32 %0, %1, %2, %0;" : "+r"(o[0]) : "r"(a[1]), "r"(b));
+    asm volatile("madc.hi.cc.u32 %0, %1, %2, %0;" : "+r"(o[1]) : "r"(a[1]), "r"(b));
+#pragma unroll
+    for (int j = 2; j < FP_WORDS; j += 2) {
+        asm volatile("madc.lo.cc.u32 %0, %1, %2, %0;" : "+r"(o[j]) : "r"(a[j + 1]), "r"(b));
+        if (j + 1 < FP_WORDS - 1)
+            asm volatile("madc.hi.cc.u32 %0, %1, %2, %0;" : "+r"(o[j + 1]) : "r"(a[j + 1]), "r"(b));
+        else
+            asm volatile("madc.hi.u32 %0, %1, %2, %0;" : "+r"(o[j + 1]) : "r"(a[j + 1]), "r"(b));
+    }
+    asm volatile("mad.lo.cc.u32 %0, %1, %2, %0;" : "+r"(e[0]) : "r"(a[0]), "r"(b));
+    asm volatile("madc.hi.cc.u32 %0, %1, %2, %0;" : "+r"(e[1]) : "r"(a[0]), "r"(b));
+#pragma unroll
+    for (int j = 2; j < FP_WORDS; j += 2) {
+        asm volatile("madc.lo.cc.u32 %0, %1, %2, %0;" : "+r"(e[j]) : "r"(a[j]), "r"(b));
+        asm volatile("madc.hi.cc.u32 %0, %1, %2, %0;" : "+r"(e[j + 1]) : "r"(a[j]), "r"(b));
+    }
+    asm volatile("addc.u32 %0, %0, 0;" : "+r"(o[FP_WORDS - 1]));
+}
+
+// (a * b + c * d) * R^-1 mod p with one Montgomery reduction for both
+// products: each row adds a * b_i and c * d_i, then reduces once. The
+// reduction is half of a product's IMADs, and the XYZZ formulas' Y3 is
+// such a sum (a difference, with -d for d). Bound: with the running sum
+// T < 3p after a row, the next row's T + a*b_i + c*d_i + m*p < 3p + 4p *
+// 2^32 < 2^416 fits the thirteen words E and O span (every term is added
+// into a total under that bound, so no chain carries out of its top
+// word), and the new T < 3p again. The result is < 3p: two conditional
+// subtractions make it canonical.
+__device__ __forceinline__ fp fp_mul2(const fp &a, const fp &b, const fp &c, const fp &d)
+{
+    u32 e[FP_WORDS], o[FP_WORDS];
+    fp_mul_first(e, o, a.w, b.w[0]);
+    fp_mul_acc(e, o, c.w, d.w[0]);
+    fp_mul_reduce(e, o);
+#pragma unroll
+    for (int i = 1; i < FP_WORDS; i++) {
+        fp_mul_next(e, o, a.w, b.w[i]);
+        fp_mul_acc(e, o, c.w, d.w[i]);
+        fp_mul_reduce(e, o);
+    }
+    fp t;
+    asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(t.w[0]) : "r"(o[0]), "r"(e[1]));
+#pragma unroll
+    for (int w = 1; w < FP_WORDS - 1; w++)
+        asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(t.w[w]) : "r"(o[w]), "r"(e[w + 1]));
+    asm volatile("addc.u32 %0, %1, 0;" : "=r"(t.w[FP_WORDS - 1]) : "r"(o[FP_WORDS - 1]));
+    return fp_reduce_once(fp_reduce_once(t));
+}
+
+// a * b - c * d.
+__device__ __forceinline__ fp fp_mul_sub(const fp &a, const fp &b, const fp &c, const fp &d)
+{
+    return fp_mul2(a, b, c, fp_neg(d));
+}
+
 // Loads and stores of 48 bytes as three 16-byte accesses (the layout's
 // alignment is 16 in every buffer the host allocates).
 __device__ __forceinline__ fp fp_load(const fp *p)
@@ -364,6 +427,10 @@ __device__ __forceinline__ fp f_dbl(const fp &a) { return fp_dbl(a); }
 __device__ __forceinline__ fp f_neg(const fp &a) { return fp_neg(a); }
 __device__ __forceinline__ fp f_mul(const fp &a, const fp &b) { return fp_mul(a, b); }
 __device__ __forceinline__ fp f_sqr(const fp &a) { return fp_sqr(a); }
+__device__ __forceinline__ fp f_mul_sub(const fp &a, const fp &b, const fp &c, const fp &d)
+{
+    return fp_mul_sub(a, b, c, d);
+}
 __device__ __forceinline__ fp f_inv(const fp &a) { return fp_inv(a); }
 __device__ __forceinline__ fp f_load(const fp *p) { return fp_load(p); }
 __device__ __forceinline__ void f_store(fp *p, const fp &v) { fp_store(p, v); }

@@ -80,6 +80,13 @@ __device__ FP2_OP fp2 f_sqr(const fp2 &a)
     return fp2_make(fp_mul(fp_add(a.c0, a.c1), fp_sub(a.c0, a.c1)), fp_dbl(t));
 }
 
+// a * b - c * d (the XYZZ formulas' Y3). Over Fp it shares one reduction
+// (fp_mul2); here the two Karatsuba products stay separate.
+__device__ __forceinline__ fp2 f_mul_sub(const fp2 &a, const fp2 &b, const fp2 &c, const fp2 &d)
+{
+    return f_sub(f_mul(a, b), f_mul(c, d));
+}
+
 // 1 / (a0 + a1 u) = (a0 - a1 u) / (a0^2 + a1^2), since u^2 = -1.
 __device__ __noinline__ fp2 f_inv(const fp2 &a)
 {
