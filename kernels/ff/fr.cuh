@@ -185,24 +185,15 @@ __device__ __forceinline__ void fr_mul_next(u32 e[8], u32 o[8], const u32 a[8], 
 }
 
 // The row's reduction: add m * r with m = -E[0], so column 0 becomes zero.
-//
-// r's word 1 is 2^32 - 1, so m * r[1] = m * 2^32 - m needs no multiplier:
-// its low word is -m = E[0] and its high word is m - 1, or 0 when m = 0
-// (the borrow of 0 - E[0] says which). Two adds instead of the IMAD.HI
-// that ptxas makes of it: 8 of the product's 120 IMADs, the pipe the
-// product is bound by.
 __device__ __forceinline__ void fr_mul_reduce(u32 e[8], u32 o[8])
 {
-    u32 m, w1_hi;
+    u32 m;
     // Negation in PTX: written as C, ptxas folds the minus sign into the
     // multiplications below and can no longer fuse their lo/hi pairs into
     // IMAD.WIDE (about 50 more instructions per fr_mul).
-    asm("sub.cc.u32 %0, 0, %2;\n\t"
-        "subc.u32 %1, %0, 0;"
-        : "=r"(m), "=r"(w1_hi)
-        : "r"(e[0]));
-    asm("add.cc.u32 %0, %0, %8;\n\t"
-        "addc.cc.u32 %1, %1, %17;\n\t"
+    asm("sub.u32 %0, 0, %1;" : "=r"(m) : "r"(e[0]));
+    asm("mad.lo.cc.u32 %0, %16, %17, %0;\n\t"
+        "madc.hi.cc.u32 %1, %16, %17, %1;\n\t"
         "madc.lo.cc.u32 %2, %16, %19, %2;\n\t"
         "madc.hi.cc.u32 %3, %16, %19, %3;\n\t"
         "madc.lo.cc.u32 %4, %16, %21, %4;\n\t"
@@ -221,7 +212,7 @@ __device__ __forceinline__ void fr_mul_reduce(u32 e[8], u32 o[8])
         : "+r"(o[0]), "+r"(o[1]), "+r"(o[2]), "+r"(o[3]), "+r"(o[4]), "+r"(o[5]), "+r"(o[6]),
           "+r"(o[7]), "+r"(e[0]), "+r"(e[1]), "+r"(e[2]), "+r"(e[3]), "+r"(e[4]), "+r"(e[5]),
           "+r"(e[6]), "+r"(e[7])
-        : "r"(m), "r"(w1_hi), "n"(FR_W2), "n"(FR_W3), "n"(FR_W4), "n"(FR_W5), "n"(FR_W6),
+        : "r"(m), "n"(FR_W1), "n"(FR_W2), "n"(FR_W3), "n"(FR_W4), "n"(FR_W5), "n"(FR_W6),
           "n"(FR_W7), "n"(0xffffffffu));
 }
 
