@@ -23,7 +23,8 @@
 # changes and pinned-region cycles, default 10),
 # PROVER_MSM_MAX_LOG (largest MSM checked against the CPU, default 24),
 # PROVER_BENCH_MAX_LOG (largest NTT bench size, default 26),
-# PROVER_BENCH_MSM_MAX_LOG (largest G1 MSM bench size, default 26),
+# PROVER_BENCH_MSM_MAX_LOG (largest G1 MSM bench size, default 26;
+# PROVER_BENCH_MSM_MIN_LOG its smallest, default 16),
 # PROVER_BENCH_G2_MAX_LOG (largest G2 MSM bench size, default 24),
 # GPU_CHECK_PROVE_SIZES (chain sizes proven on the CUDA backend, default
 # "65536 1048576"), GPU_CHECK_CHAIN_LOGS / GPU_CHECK_SHA_LOGS (whole-proof

@@ -958,7 +958,13 @@ fn msm_table(gpu: &CudaBackend, max_log: u32) {
     let bases = bench::random_bases(1 << max_log, 77);
     println!("\n| G1 MSM, bases resident | **with the table of multiples** ms (c, sets x rows) | ns/point | sort / sums / reduce ms | witness-like ms | bases alone: window | kernels ms | with scalar upload ms | witness-like ms | sppark ms | windows tried (ms) |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for log_n in (16..=max_log).step_by(2) {
+    // PROVER_BENCH_MSM_MIN_LOG: start the table there (profiling one size).
+    let min_log: u32 = std::env::var("PROVER_BENCH_MSM_MIN_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16)
+        .clamp(16, max_log.max(16));
+    for log_n in (min_log..=max_log).step_by(2) {
         let n = 1usize << log_n;
         let set = format!("bench-{log_n}");
         let uniform = bench::random_scalars(n, log_n as u64);
