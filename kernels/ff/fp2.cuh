@@ -67,17 +67,17 @@ __device__ __forceinline__ fp2 f_neg(const fp2 &a)
 // three products instead of four (Karatsuba).
 __device__ FP2_OP fp2 f_mul(const fp2 &a, const fp2 &b)
 {
-    fp t0 = fp_mul(a.c0, b.c0);
-    fp t1 = fp_mul(a.c1, b.c1);
-    fp t2 = fp_mul(fp_add(a.c0, a.c1), fp_add(b.c0, b.c1));
+    fp t0 = FP_CURVE_MUL(a.c0, b.c0);
+    fp t1 = FP_CURVE_MUL(a.c1, b.c1);
+    fp t2 = FP_CURVE_MUL(fp_add(a.c0, a.c1), fp_add(b.c0, b.c1));
     return fp2_make(fp_sub(t0, t1), fp_sub(fp_sub(t2, t0), t1));
 }
 
 // (a0 + a1 u)^2 = (a0 + a1)(a0 - a1) + 2 a0 a1 u: two products.
 __device__ FP2_OP fp2 f_sqr(const fp2 &a)
 {
-    fp t = fp_mul(a.c0, a.c1);
-    return fp2_make(fp_mul(fp_add(a.c0, a.c1), fp_sub(a.c0, a.c1)), fp_dbl(t));
+    fp t = FP_CURVE_MUL(a.c0, a.c1);
+    return fp2_make(FP_CURVE_MUL(fp_add(a.c0, a.c1), fp_sub(a.c0, a.c1)), fp_dbl(t));
 }
 
 // a * b - c * d (the XYZZ formulas' Y3). Over Fp it shares one reduction

@@ -73,13 +73,14 @@ macro_rules! msm_unit {
 /// and G2.
 pub const MSM_INDEX: KernelUnit = msm_unit!("msm_index", MSM_G1_FILES, "MSM_ONLY_INDEX");
 
-/// The G1 curve steps of the MSM (Pippenger), one unit each.
+/// The G1 curve steps of the MSM (Pippenger), one unit each; the bucket
+/// sums call their Fp products out of line (`FP_MUL_CALL`, ff/fp.cuh).
 pub const MSM_G1: [KernelUnit; 5] = [
-    msm_unit!(
-        "msm_g1_segments",
-        MSM_G1_FILES,
-        "MSM_ONLY_ACCUMULATE_SEGMENTS"
-    ),
+    KernelUnit {
+        name: "msm_g1_segments",
+        defines: &["MSM_ONLY", "MSM_ONLY_ACCUMULATE_SEGMENTS", "FP_MUL_CALL"],
+        files: MSM_G1_FILES,
+    },
     msm_unit!(
         "msm_g1_partials",
         MSM_G1_FILES,
@@ -90,12 +91,18 @@ pub const MSM_G1: [KernelUnit; 5] = [
     msm_unit!("msm_g1_precompute", MSM_G1_FILES, "MSM_ONLY_PRECOMPUTE"),
 ];
 
-/// The same for G2 (coordinates in Fp2); the bucket sums with Fp2
-/// products inlined (`FP2_INLINE`, see ff/fp2.cuh).
+/// The same for G2 (coordinates in Fp2); the bucket sums with the Fp2
+/// products inlined (`FP2_INLINE`, see ff/fp2.cuh) and their Fp products
+/// out of line (`FP_MUL_CALL`).
 pub const MSM_G2: [KernelUnit; 5] = [
     KernelUnit {
         name: "msm_g2_segments",
-        defines: &["MSM_ONLY", "MSM_ONLY_ACCUMULATE_SEGMENTS", "FP2_INLINE"],
+        defines: &[
+            "MSM_ONLY",
+            "MSM_ONLY_ACCUMULATE_SEGMENTS",
+            "FP2_INLINE",
+            "FP_MUL_CALL",
+        ],
         files: MSM_G2_FILES,
     },
     msm_unit!(
