@@ -4,10 +4,10 @@ typedef ec_xyzz<fp> g1_xyzz;
 
 #ifdef MSM_ONLY_ACCUMULATE_SEGMENTS
 // Four blocks of 128 threads (msm.rs: SEGMENT_THREADS) per multiprocessor
-// instead of three at 162 registers: the H200 profile showed 2.95 warps a
-// scheduler and 0.37 of them eligible (issue slots 26 % busy, stalls on
-// fixed-latency carry chains), so a fourth warp is worth the 92 bytes
-// spilled to reach 128 registers.
+// instead of three at 150 registers: the loop is latency-bound (H200
+// profile: issue slots 39 % busy, 4 warps a scheduler, the top stall a
+// fixed-latency dependency, the carry chains), and with the Fp products as
+// calls (FP_MUL_CALL) 128 registers cost a 16-byte spill.
 #undef MSM_SEGMENT_BOUNDS
 #define MSM_SEGMENT_BOUNDS __launch_bounds__(128, 4)
 MSM_ACCUMULATE_SEGMENTS_KERNEL(g1, fp)

@@ -59,11 +59,13 @@ const MSM_G2_FILES: &[KernelFile] = &[FR, FP, FP2, CURVE, MSM_STEPS, kernel_file
 /// One step (or the index steps) of the MSM as a unit of its own: the
 /// curve steps are what takes NVRTC and the assembler time (about a minute
 /// for all of G1's in one unit), and apart they compile side by side.
+/// Their Fp products are calls (`FP_MUL_CALL`, ff/fp.cuh): inlined, the
+/// curve formulas outgrow the instruction caches.
 macro_rules! msm_unit {
     ($name:literal, $files:expr, $only:literal) => {
         KernelUnit {
             name: $name,
-            defines: &["MSM_ONLY", $only],
+            defines: &["MSM_ONLY", $only, "FP_MUL_CALL"],
             files: $files,
         }
     };
@@ -73,14 +75,13 @@ macro_rules! msm_unit {
 /// and G2.
 pub const MSM_INDEX: KernelUnit = msm_unit!("msm_index", MSM_G1_FILES, "MSM_ONLY_INDEX");
 
-/// The G1 curve steps of the MSM (Pippenger), one unit each; the bucket
-/// sums call their Fp products out of line (`FP_MUL_CALL`, ff/fp.cuh).
+/// The G1 curve steps of the MSM (Pippenger), one unit each.
 pub const MSM_G1: [KernelUnit; 5] = [
-    KernelUnit {
-        name: "msm_g1_segments",
-        defines: &["MSM_ONLY", "MSM_ONLY_ACCUMULATE_SEGMENTS", "FP_MUL_CALL"],
-        files: MSM_G1_FILES,
-    },
+    msm_unit!(
+        "msm_g1_segments",
+        MSM_G1_FILES,
+        "MSM_ONLY_ACCUMULATE_SEGMENTS"
+    ),
     msm_unit!(
         "msm_g1_partials",
         MSM_G1_FILES,
@@ -92,16 +93,15 @@ pub const MSM_G1: [KernelUnit; 5] = [
 ];
 
 /// The same for G2 (coordinates in Fp2); the bucket sums with the Fp2
-/// products inlined (`FP2_INLINE`, see ff/fp2.cuh) and their Fp products
-/// out of line (`FP_MUL_CALL`).
+/// products inlined (`FP2_INLINE`, see ff/fp2.cuh) around their Fp calls.
 pub const MSM_G2: [KernelUnit; 5] = [
     KernelUnit {
         name: "msm_g2_segments",
         defines: &[
             "MSM_ONLY",
             "MSM_ONLY_ACCUMULATE_SEGMENTS",
-            "FP2_INLINE",
             "FP_MUL_CALL",
+            "FP2_INLINE",
         ],
         files: MSM_G2_FILES,
     },
@@ -579,9 +579,10 @@ mod tests {
         assert_ne!(MSM_INDEX.hash(), NTT.hash());
         // Units of the same files differ by their defines.
         assert_ne!(MSM_G1[0].hash(), MSM_G1[1].hash());
-        assert!(MSM_G1[0]
-            .source()
-            .starts_with("#define MSM_ONLY\n#define MSM_ONLY_ACCUMULATE_SEGMENTS\n#line 1"));
+        assert!(MSM_G1[0].source().starts_with(concat!(
+            "#define MSM_ONLY\n#define MSM_ONLY_ACCUMULATE_SEGMENTS\n",
+            "#define FP_MUL_CALL\n#line 1"
+        )));
     }
 
     /// The smallest file [`is_cubin`] takes: an ELF header for EM_CUDA.
