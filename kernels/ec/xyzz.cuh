@@ -126,8 +126,11 @@ __device__ __forceinline__ ec_xyzz<F> ec_add_affine_inline(const ec_xyzz<F> &p,
         return p;
     if (ec_is_inf(p))
         return ec_from_affine(q);
-    F u2 = f_mul(q.x, p.zz);
-    F s2 = f_mul(q.y, p.zzz);
+    // Independent products go in pairs (f_mul_pair): as out-of-line calls
+    // (FP_MUL_CALL) one product at a time left the carry chains' latency
+    // exposed.
+    F u2, s2;
+    f_mul_pair(q.x, p.zz, q.y, p.zzz, u2, s2);
     F pp_ = f_sub(u2, p.x);
     F r_ = f_sub(s2, p.y);
     if (f_is_zero(pp_)) {
@@ -135,14 +138,14 @@ __device__ __forceinline__ ec_xyzz<F> ec_add_affine_inline(const ec_xyzz<F> &p,
             return ec_dbl_affine(q);
         return ec_inf<F>();
     }
-    F pp = f_sqr(pp_);
-    F ppp = f_mul(pp_, pp);
-    F q_ = f_mul(p.x, pp);
+    F pp, rr;
+    f_mul_pair(pp_, pp_, r_, r_, pp, rr);
+    F ppp, q_;
+    f_mul_pair(pp_, pp, p.x, pp, ppp, q_);
     ec_xyzz<F> r;
-    r.x = f_sub(f_sub(f_sqr(r_), ppp), f_dbl(q_));
+    f_mul_pair(p.zz, pp, p.zzz, ppp, r.zz, r.zzz);
+    r.x = f_sub(f_sub(rr, ppp), f_dbl(q_));
     r.y = f_mul_sub(r_, f_sub(q_, r.x), p.y, ppp);
-    r.zz = f_mul(p.zz, pp);
-    r.zzz = f_mul(p.zzz, ppp);
     return r;
 }
 

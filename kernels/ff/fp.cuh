@@ -421,16 +421,35 @@ __device__ __noinline__ fp fp_inv(const fp &a)
 // for instructions. A unit that defines FP_MUL_CALL (the MSM's hot loops)
 // calls them out of line instead, operands and result in registers (no
 // stack frame: the arguments are values, not references).
+// Two independent products, for the scheduler to interleave.
+struct fp_pair {
+    fp x, y;
+};
+
+__device__ __forceinline__ fp_pair fp_mul_pair(const fp &a, const fp &b, const fp &c, const fp &d)
+{
+    fp_pair r;
+    r.x = fp_mul(a, b);
+    r.y = fp_mul(c, d);
+    return r;
+}
+
 #ifdef FP_MUL_CALL
 __device__ __noinline__ fp fp_mul_call(fp a, fp b) { return fp_mul(a, b); }
+__device__ __noinline__ fp_pair fp_mul_pair_call(fp a, fp b, fp c, fp d)
+{
+    return fp_mul_pair(a, b, c, d);
+}
 __device__ __noinline__ fp fp_mul_sub_call(fp a, fp b, fp c, fp d)
 {
     return fp_mul_sub(a, b, c, d);
 }
 #define FP_CURVE_MUL fp_mul_call
+#define FP_CURVE_MUL_PAIR fp_mul_pair_call
 #define FP_CURVE_MUL_SUB fp_mul_sub_call
 #else
 #define FP_CURVE_MUL fp_mul
+#define FP_CURVE_MUL_PAIR fp_mul_pair
 #define FP_CURVE_MUL_SUB fp_mul_sub
 #endif
 
@@ -450,6 +469,14 @@ __device__ __forceinline__ fp f_sqr(const fp &a) { return FP_CURVE_MUL(a, a); }
 __device__ __forceinline__ fp f_mul_sub(const fp &a, const fp &b, const fp &c, const fp &d)
 {
     return FP_CURVE_MUL_SUB(a, b, c, d);
+}
+// x = a * b and y = c * d.
+__device__ __forceinline__ void f_mul_pair(const fp &a, const fp &b, const fp &c, const fp &d, fp &x,
+                                           fp &y)
+{
+    fp_pair r = FP_CURVE_MUL_PAIR(a, b, c, d);
+    x = r.x;
+    y = r.y;
 }
 __device__ __forceinline__ fp f_inv(const fp &a) { return fp_inv(a); }
 __device__ __forceinline__ fp f_load(const fp *p) { return fp_load(p); }

@@ -87,6 +87,15 @@ __device__ __forceinline__ fp2 f_mul_sub(const fp2 &a, const fp2 &b, const fp2 &
     return f_sub(f_mul(a, b), f_mul(c, d));
 }
 
+// x = a * b and y = c * d (inlined or not, each Fp2 product already has
+// three independent Fp products to interleave).
+__device__ __forceinline__ void f_mul_pair(const fp2 &a, const fp2 &b, const fp2 &c, const fp2 &d,
+                                           fp2 &x, fp2 &y)
+{
+    x = f_mul(a, b);
+    y = f_mul(c, d);
+}
+
 // 1 / (a0 + a1 u) = (a0 - a1 u) / (a0^2 + a1^2), since u^2 = -1.
 __device__ __noinline__ fp2 f_inv(const fp2 &a)
 {

@@ -3,13 +3,13 @@ typedef ec_affine<fp> g1_affine;
 typedef ec_xyzz<fp> g1_xyzz;
 
 #ifdef MSM_ONLY_ACCUMULATE_SEGMENTS
-// Four blocks of 128 threads (msm.rs: SEGMENT_THREADS) per multiprocessor
-// instead of three at 150 registers: the loop is latency-bound (H200
-// profile: issue slots 39 % busy, 4 warps a scheduler, the top stall a
-// fixed-latency dependency, the carry chains), and with the Fp products as
-// calls (FP_MUL_CALL) 128 registers cost a 16-byte spill.
+// Three blocks of 128 threads (msm.rs: SEGMENT_THREADS) per multiprocessor:
+// the loop is latency-bound (H200 profile: issue slots 39 % busy, the top
+// stall a fixed-latency dependency, the carry chains), and the paired
+// products (f_mul_pair) need up to 168 registers to run without spilling;
+// bounded to 128 (four blocks) the pair's call spilled 164 bytes.
 #undef MSM_SEGMENT_BOUNDS
-#define MSM_SEGMENT_BOUNDS __launch_bounds__(128, 4)
+#define MSM_SEGMENT_BOUNDS __launch_bounds__(128, 3)
 MSM_ACCUMULATE_SEGMENTS_KERNEL(g1, fp)
 #endif
 #ifdef MSM_ONLY_ACCUMULATE_PARTIALS
