@@ -217,8 +217,28 @@ impl CudaBackend {
             )?,
         };
         let index = &modules[1];
-        let msm_kernels = MsmKernels::load(dev, index, &modules[2..7], G1::SUFFIX)?;
-        let msm_g2_kernels = MsmKernels::load(dev, index, &modules[7..12], G2::SUFFIX)?;
+        let multiprocessors = check!(
+            dev,
+            "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)",
+            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        )?;
+        let multiprocessors = u32::try_from(multiprocessors).unwrap_or(0);
+        let msm_kernels = MsmKernels::load(
+            dev,
+            index,
+            &modules[2..7],
+            G1::SUFFIX,
+            multiprocessors,
+            G1::SEGMENT_THREADS,
+        )?;
+        let msm_g2_kernels = MsmKernels::load(
+            dev,
+            index,
+            &modules[7..12],
+            G2::SUFFIX,
+            multiprocessors,
+            G2::SEGMENT_THREADS,
+        )?;
         let load_ms = t.elapsed().as_secs_f64() * 1e3;
         tracing::info!(
             device = ordinal,

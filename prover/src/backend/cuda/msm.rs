@@ -278,9 +278,21 @@ impl MsmPlan {
     }
 
     /// Entries per level-1 segment: enough segments to fill the device
-    /// (about a million threads) without making each too short.
-    fn first_task(&self) -> u32 {
-        ((self.entries() >> 20) as u32).clamp(16, 256)
+    /// (about a million threads) without making each too short, then
+    /// shortened until the segments fill whole waves of the device's
+    /// `slots` resident threads (0: unknown, left as is). Every thread
+    /// does the same number of additions, so a last wave 70 % full cost
+    /// 30 % of a wave with the device mostly idle (at 2^24, 21 waves).
+    fn first_task(&self, slots: u32) -> u32 {
+        let entries = self.entries();
+        let base = ((entries >> 20) as u32).clamp(16, 256);
+        if slots == 0 {
+            return base;
+        }
+        let waves = entries.div_ceil(base as usize).div_ceil(slots as usize);
+        let even = entries.div_ceil(waves * slots as usize);
+        // even <= base, since base segments fit in `waves` waves.
+        (even as u32).clamp(16, base)
     }
 }
 
@@ -302,17 +314,24 @@ pub struct MsmKernels {
     bucket_reduce: CudaFunction,
     window_sum: CudaFunction,
     scatter: CudaFunction,
+    /// Level-1 threads resident at once on the device (multiprocessors ×
+    /// blocks of the segment kernel each × block size); 0 if unknown.
+    segment_slots: u32,
 }
 
 impl MsmKernels {
     /// Loads the sort steps from `index` (the MSM index unit) and the
     /// group steps with suffix `suffix` (see [`DeviceGroup::SUFFIX`]) from
     /// `steps`, the group's five units in `kernels::MSM_G1` order.
+    /// `multiprocessors` and `segment_threads` (the level-1 block size)
+    /// size the level-1 segments to whole waves.
     pub fn load(
         device: u32,
         index: &Arc<CudaModule>,
         steps: &[Arc<CudaModule>],
         suffix: &str,
+        multiprocessors: u32,
+        segment_threads: u32,
     ) -> Result<Self, BackendError> {
         let [segments, partials, reduce, window, precompute] = steps else {
             return Err(super::check::device_error(
@@ -332,6 +351,15 @@ impl MsmKernels {
         };
         let f = |name: &str| load(index, name);
         let g = |module, step: &str| load(module, &format!("{step}_{suffix}"));
+        let acc_segments = g(segments, "msm_accumulate_segments")?;
+        let per_sm = check!(
+            device,
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+            acc_segments.occupancy_max_active_blocks_per_multiprocessor(segment_threads, 0, None)
+        )?;
+        let segment_slots = multiprocessors
+            .saturating_mul(per_sm)
+            .saturating_mul(segment_threads);
         Ok(Self {
             canonical: f("msm_canonical")?,
             count: f("msm_count")?,
@@ -342,11 +370,12 @@ impl MsmKernels {
             task_counts: f("msm_task_counts")?,
             segment_counts: f("msm_segment_counts")?,
             precompute: g(precompute, "msm_precompute")?,
-            acc_segments: g(segments, "msm_accumulate_segments")?,
+            acc_segments,
             acc_partials: g(partials, "msm_accumulate_partials")?,
             bucket_reduce: g(reduce, "msm_bucket_reduce")?,
             window_sum: g(window, "msm_window_sum")?,
             scatter: f("msm_scatter")?,
+            segment_slots,
         })
     }
 }
@@ -577,7 +606,7 @@ impl MsmRun<'_> {
         let xyzz_bytes = G::XYZZ_BYTES;
         let keys = plan.keys();
         let u32s = |k: usize| k * std::mem::size_of::<u32>();
-        let first_task = plan.first_task();
+        let first_task = plan.first_task(self.kernels.segment_slots);
         let max_tasks = plan.entries() / first_task as usize + keys + 1;
         let per_window = (plan.buckets / REDUCE_CHUNK.min(plan.buckets)) as usize;
         let chunk = REDUCE_CHUNK.min(plan.buckets);
@@ -918,6 +947,40 @@ mod tests {
     use super::*;
     use group::prime::PrimeCurveAffine;
     use group::Curve;
+
+    #[test]
+    fn level_one_segments_fill_whole_waves() {
+        // The H200's G1 plan at 2^24: 13 windows; 132 multiprocessors of
+        // three 128-thread blocks.
+        let plan = MsmPlan::new(1 << 24, 20);
+        let entries = plan.entries();
+        let slots = 132 * 3 * 128;
+        let base = plan.first_task(0);
+        assert_eq!(base, (entries >> 20) as u32);
+        let waves = entries.div_ceil(base as usize).div_ceil(slots);
+        let s = plan.first_task(slots as u32);
+        assert!(s <= base && s >= 16, "{s}");
+        // The same number of waves, the last one (nearly) full.
+        let threads = entries.div_ceil(s as usize);
+        assert_eq!(threads.div_ceil(slots), waves);
+        assert!(
+            threads >= (waves - 1) * slots + slots * 95 / 100,
+            "{threads}"
+        );
+        // Every entry still belongs to a segment.
+        assert!(threads * s as usize >= entries);
+        // Small MSMs keep the floor of 16 entries a segment.
+        let small = MsmPlan::new(1 << 10, 11);
+        assert_eq!(small.first_task(slots as u32), 16);
+        // Whatever the device, segments stay within 16..=256.
+        for slots in [1u32, 127, 50_688, 1 << 20, u32::MAX] {
+            for log in [10, 16, 20, 24, 27] {
+                let p = MsmPlan::new(1 << log, 16);
+                let s = p.first_task(slots);
+                assert!((16..=256).contains(&s), "2^{log} with {slots} slots: {s}");
+            }
+        }
+    }
 
     #[test]
     fn affine_layout_is_96_bytes_of_montgomery_limbs() {
