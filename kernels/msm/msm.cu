@@ -132,10 +132,11 @@ extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32
 
 // Same digits as msm_count; each entry lands at its bucket's cursor.
 //
-// The cursor atomics return the slot, and waiting for each before the next
-// window's left the kernel stalled on them (74 % of its cycles at 2^24,
-// 11.8 ms of the sort's 14.4): windows go in groups whose atomics are all
-// issued before the first result is used, so a group's round trips overlap.
+// The cursor atomics return the slot; the kernel waits on them (74 % of its
+// cycles at 2^24, 11.8 ms of the sort's 14.4). Windows go in groups whose
+// atomics are all issued before the first result is used; that measured
+// no faster (11.86 ms): the bound is the L2's rate for returning atomics,
+// not their latency, so a faster sort needs fewer of them (docs/gpu.md).
 #define MSM_SCATTER_GROUP 8
 extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u32 sets,
                                        u32 stride, u32 *cursor, u32 *entries)
