@@ -281,6 +281,19 @@ __device__ __forceinline__ void fp_mul_reduce(u32 e[FP_WORDS], u32 o[FP_WORDS])
     asm volatile("addc.u32 %0, %0, 0;" : "+r"(o[FP_WORDS - 1]));
 }
 
+// After the last row: the value O + E[1..] as twelve words (the final
+// shift by one word), not yet reduced.
+__device__ __forceinline__ fp fp_mul_shift(const u32 e[FP_WORDS], const u32 o[FP_WORDS])
+{
+    fp t;
+    asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(t.w[0]) : "r"(o[0]), "r"(e[1]));
+#pragma unroll
+    for (int w = 1; w < FP_WORDS - 1; w++)
+        asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(t.w[w]) : "r"(o[w]), "r"(e[w + 1]));
+    asm volatile("addc.u32 %0, %1, 0;" : "=r"(t.w[FP_WORDS - 1]) : "r"(o[FP_WORDS - 1]));
+    return t;
+}
+
 // a * b * R^-1 mod p (Montgomery product), canonical output.
 __device__ __forceinline__ fp fp_mul(const fp &x, const fp &y)
 {
@@ -292,14 +305,8 @@ __device__ __forceinline__ fp fp_mul(const fp &x, const fp &y)
         fp_mul_next(e, o, x.w, y.w[i]);
         fp_mul_reduce(e, o);
     }
-    // Final shift: the result is O + E[1..] (< 2p), then one subtraction.
-    fp t;
-    asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(t.w[0]) : "r"(o[0]), "r"(e[1]));
-#pragma unroll
-    for (int w = 1; w < FP_WORDS - 1; w++)
-        asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(t.w[w]) : "r"(o[w]), "r"(e[w + 1]));
-    asm volatile("addc.u32 %0, %1, 0;" : "=r"(t.w[FP_WORDS - 1]) : "r"(o[FP_WORDS - 1]));
-    return fp_reduce_once(t);
+    // The result is < 2p: one subtraction.
+    return fp_reduce_once(fp_mul_shift(e, o));
 }
 
 __device__ __forceinline__ fp fp_sqr(const fp &x)
@@ -355,13 +362,7 @@ __device__ __forceinline__ fp fp_mul2(const fp &a, const fp &b, const fp &c, con
         fp_mul_acc(e, o, c.w, d.w[i]);
         fp_mul_reduce(e, o);
     }
-    fp t;
-    asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(t.w[0]) : "r"(o[0]), "r"(e[1]));
-#pragma unroll
-    for (int w = 1; w < FP_WORDS - 1; w++)
-        asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(t.w[w]) : "r"(o[w]), "r"(e[w + 1]));
-    asm volatile("addc.u32 %0, %1, 0;" : "=r"(t.w[FP_WORDS - 1]) : "r"(o[FP_WORDS - 1]));
-    return fp_reduce_once(fp_reduce_once(t));
+    return fp_reduce_once(fp_reduce_once(fp_mul_shift(e, o)));
 }
 
 // a * b - c * d.
