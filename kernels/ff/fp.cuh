@@ -216,6 +216,21 @@ __device__ __forceinline__ void fp_mul_first(u32 e[FP_WORDS], u32 o[FP_WORDS],
     }
 }
 
+// x += a_even * b: a[j] * b for even j into the word pairs (j, j + 1) of
+// x, one carry chain, its top carry into `top` (the word above x[11]).
+__device__ __forceinline__ void fp_mul_add_even(u32 x[FP_WORDS], u32 &top, const u32 a[FP_WORDS],
+                                                u32 b)
+{
+    asm volatile("mad.lo.cc.u32 %0, %1, %2, %0;" : "+r"(x[0]) : "r"(a[0]), "r"(b));
+    asm volatile("madc.hi.cc.u32 %0, %1, %2, %0;" : "+r"(x[1]) : "r"(a[0]), "r"(b));
+#pragma unroll
+    for (int j = 2; j < FP_WORDS; j += 2) {
+        asm volatile("madc.lo.cc.u32 %0, %1, %2, %0;" : "+r"(x[j]) : "r"(a[j]), "r"(b));
+        asm volatile("madc.hi.cc.u32 %0, %1, %2, %0;" : "+r"(x[j + 1]) : "r"(a[j]), "r"(b));
+    }
+    asm volatile("addc.u32 %0, %0, 0;" : "+r"(top));
+}
+
 // Shift by one word and add a * b (see ff/fr.cuh, fr_mul_next): E' = O
 // with E[1] added into its lowest word (that carry feeds O''s chain),
 // O' = E[2..] + a_odd * b, then E' += a_even * b with its top carry into O'.
@@ -240,14 +255,7 @@ __device__ __forceinline__ void fp_mul_next(u32 e[FP_WORDS], u32 o[FP_WORDS],
                          : "=r"(n[2 * t + 1])
                          : "r"(a[2 * t + 1]), "r"(b), "r"(hi_in));
     }
-    asm volatile("mad.lo.cc.u32 %0, %1, %2, %0;" : "+r"(o[0]) : "r"(a[0]), "r"(b));
-    asm volatile("madc.hi.cc.u32 %0, %1, %2, %0;" : "+r"(o[1]) : "r"(a[0]), "r"(b));
-#pragma unroll
-    for (int j = 2; j < FP_WORDS; j += 2) {
-        asm volatile("madc.lo.cc.u32 %0, %1, %2, %0;" : "+r"(o[j]) : "r"(a[j]), "r"(b));
-        asm volatile("madc.hi.cc.u32 %0, %1, %2, %0;" : "+r"(o[j + 1]) : "r"(a[j]), "r"(b));
-    }
-    asm volatile("addc.u32 %0, %0, 0;" : "+r"(n[FP_WORDS - 1]));
+    fp_mul_add_even(o, n[FP_WORDS - 1], a, b);
 #pragma unroll
     for (int w = 0; w < FP_WORDS; w++) {
         e[w] = o[w];
@@ -331,14 +339,7 @@ __device__ __forceinline__ void fp_mul_acc(u32 e[FP_WORDS], u32 o[FP_WORDS],
         else
             asm volatile("madc.hi.u32 %0, %1, %2, %0;" : "+r"(o[j + 1]) : "r"(a[j + 1]), "r"(b));
     }
-    asm volatile("mad.lo.cc.u32 %0, %1, %2, %0;" : "+r"(e[0]) : "r"(a[0]), "r"(b));
-    asm volatile("madc.hi.cc.u32 %0, %1, %2, %0;" : "+r"(e[1]) : "r"(a[0]), "r"(b));
-#pragma unroll
-    for (int j = 2; j < FP_WORDS; j += 2) {
-        asm volatile("madc.lo.cc.u32 %0, %1, %2, %0;" : "+r"(e[j]) : "r"(a[j]), "r"(b));
-        asm volatile("madc.hi.cc.u32 %0, %1, %2, %0;" : "+r"(e[j + 1]) : "r"(a[j]), "r"(b));
-    }
-    asm volatile("addc.u32 %0, %0, 0;" : "+r"(o[FP_WORDS - 1]));
+    fp_mul_add_even(e, o[FP_WORDS - 1], a, b);
 }
 
 // (a * b + c * d) * R^-1 mod p with one Montgomery reduction for both
@@ -415,13 +416,6 @@ __device__ __noinline__ fp fp_inv(const fp &a)
     return r;
 }
 
-// The products the curve formulas make (f_mul, f_sqr, f_mul_sub, and
-// Fp2's through them). Inlined, a mixed addition is ~8000 instructions of
-// straight code (128 KB), more than the instruction caches hold: profiled
-// on the H200, the G1 bucket sums then spent 38 % of their cycles waiting
-// for instructions. A unit that defines FP_MUL_CALL (the MSM's hot loops)
-// calls them out of line instead, operands and result in registers (no
-// stack frame: the arguments are values, not references).
 // Two independent products, for the scheduler to interleave.
 struct fp_pair {
     fp x, y;
@@ -435,6 +429,13 @@ __device__ __forceinline__ fp_pair fp_mul_pair(const fp &a, const fp &b, const f
     return r;
 }
 
+// The products the curve formulas make (f_mul, f_sqr, f_mul_sub, and
+// Fp2's through them). Inlined, a mixed addition is ~8000 instructions of
+// straight code (128 KB), more than the instruction caches hold: profiled
+// on the H200, the G1 bucket sums then spent 38 % of their cycles waiting
+// for instructions. A unit that defines FP_MUL_CALL (the MSM's hot loops)
+// calls them out of line instead, operands and result in registers (no
+// stack frame: the arguments are values, not references).
 #ifdef FP_MUL_CALL
 __device__ __noinline__ fp fp_mul_call(fp a, fp b) { return fp_mul(a, b); }
 __device__ __noinline__ fp_pair fp_mul_pair_call(fp a, fp b, fp c, fp d)

@@ -131,13 +131,10 @@ extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32
 }
 
 // Same digits as msm_count; each entry lands at its bucket's cursor.
-//
-// The cursor atomics return the slot; the kernel waits on them (74 % of its
-// cycles at 2^24, 11.8 ms of the sort's 14.4). Windows go in groups whose
-// atomics are all issued before the first result is used; that measured
-// no faster (11.86 ms): the bound is the L2's rate for returning atomics,
-// not their latency, so a faster sort needs fewer of them (docs/gpu.md).
-#define MSM_SCATTER_GROUP 8
+// The cursor atomics return the slot and bound the kernel (74 % of its
+// cycles waiting at 2^24): the L2's rate for returning atomics, not their
+// latency, since issuing eight windows' atomics before using any measured
+// no faster (docs/gpu.md). A faster sort needs fewer of them.
 extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u32 sets,
                                        u32 stride, u32 *cursor, u32 *entries)
 {
@@ -146,29 +143,17 @@ extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u
     u32 lane = threadIdx.x & 31;
     u32 below = (1u << lane) - 1;
     u32 carry = 0;
-    for (u32 w0 = 0; w0 < windows; w0 += MSM_SCATTER_GROUP) {
-        u32 peers[MSM_SCATTER_GROUP], slot[MSM_SCATTER_GROUP], entry[MSM_SCATTER_GROUP];
-        u32 live = 0;
-#pragma unroll
-        for (u32 k = 0; k < MSM_SCATTER_GROUP; k++) {
-            u32 w = w0 + k;
-            bool neg = false;
-            // w < windows is the same on every lane, so the whole warp
-            // takes part in the match.
-            u32 key = w < windows ? msm_digit_key(v, w, w % sets, c, carry, neg) : MSM_NO_KEY;
-            peers[k] = __match_any_sync(0xffffffffu, key);
-            slot[k] = 0;
-            if (key != MSM_NO_KEY && lane == (u32)(__ffs(peers[k]) - 1))
-                slot[k] = atomicAdd(&cursor[key], (u32)__popc(peers[k]));
-            live |= key != MSM_NO_KEY ? 1u << k : 0u;
-            entry[k] = (i + (w / sets) * stride) | (neg ? MSM_SIGN : 0u);
-        }
-#pragma unroll
-        for (u32 k = 0; k < MSM_SCATTER_GROUP; k++) {
-            u32 base = __shfl_sync(0xffffffffu, slot[k], __ffs(peers[k]) - 1);
-            if (live & (1u << k))
-                entries[base + __popc(peers[k] & below)] = entry[k];
-        }
+    for (u32 w = 0; w < windows; w++) {
+        bool neg;
+        u32 key = msm_digit_key(v, w, w % sets, c, carry, neg);
+        u32 peers = __match_any_sync(0xffffffffu, key);
+        u32 leader = __ffs(peers) - 1;
+        u32 base = 0;
+        if (key != MSM_NO_KEY && lane == leader)
+            base = atomicAdd(&cursor[key], (u32)__popc(peers));
+        base = __shfl_sync(0xffffffffu, base, leader);
+        if (key != MSM_NO_KEY)
+            entries[base + __popc(peers & below)] = (i + (w / sets) * stride) | (neg ? MSM_SIGN : 0u);
     }
 }
 
