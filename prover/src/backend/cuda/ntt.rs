@@ -26,14 +26,13 @@ pub enum Post {
     Const(sys::CUdeviceptr),
     /// Multiply by a full table indexed by the output position.
     Table(sys::CUdeviceptr),
-    /// Write a·value·k into `a`'s buffer (the quotient's product over
-    /// Z(g), fused into b's coset NTT); `k` is one element.
-    MulScaleInto {
+    /// Write a·value into `a`'s buffer (the quotient's product, fused into
+    /// b's coset NTT).
+    MulInto {
         a: sys::CUdeviceptr,
-        k: sys::CUdeviceptr,
     },
-    /// value·table[i] − sub[i] (the coset iNTT's un-shift, then c's
-    /// coefficients over Z(g) taken off).
+    /// value·table[i] − sub[i] (the coset iNTT's un-shift and 1/Z(g), then
+    /// c's coefficients over Z(g) taken off).
     TableSub {
         table: sys::CUdeviceptr,
         sub: sys::CUdeviceptr,
@@ -49,7 +48,7 @@ pub enum Direction {
 
 /// Runs a whole transform of `src` (2^log_n elements), ping-ponging
 /// through `scratch`; returns the buffer that holds the result (`src`,
-/// `scratch`, or `a` for [`Post::MulScaleInto`]).
+/// `scratch`, or `a` for [`Post::MulInto`]).
 #[allow(clippy::too_many_arguments)]
 pub fn transform(
     device: u32,
@@ -79,9 +78,9 @@ pub fn transform(
         let (mode, table, fa, fb): (u32, u64, u64, u64) = match (last, post) {
             (true, Post::Const(c)) => (1, c, 0, 0),
             (true, Post::Table(t)) => (2, t, 0, 0),
-            (true, Post::MulScaleInto { a, k }) => {
+            (true, Post::MulInto { a }) => {
                 y = a;
-                (3, k, a, 0)
+                (3, 0, a, 0)
             }
             (true, Post::TableSub { table, sub }) => (4, table, 0, sub),
             _ => (0, 0, 0, 0),
