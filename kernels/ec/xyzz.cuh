@@ -139,7 +139,7 @@ __device__ __forceinline__ ec_xyzz<F> ec_add_affine_inline(const ec_xyzz<F> &p,
         return ec_inf<F>();
     }
     F pp, rr;
-    f_mul_pair(pp_, pp_, r_, r_, pp, rr);
+    f_sqr_pair(pp_, r_, pp, rr);
     F ppp, q_;
     f_mul_pair(pp_, pp, p.x, pp, ppp, q_);
     ec_xyzz<F> r;

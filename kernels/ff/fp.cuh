@@ -480,6 +480,12 @@ __device__ __forceinline__ void f_mul_pair(const fp &a, const fp &b, const fp &c
     x = r.x;
     y = r.y;
 }
+// x = a^2 and y = c^2: over Fp a square is a product (Fp2 squares are
+// cheaper than its products, so the formulas say which they mean).
+__device__ __forceinline__ void f_sqr_pair(const fp &a, const fp &c, fp &x, fp &y)
+{
+    f_mul_pair(a, a, c, c, x, y);
+}
 __device__ __forceinline__ fp f_inv(const fp &a) { return fp_inv(a); }
 __device__ __forceinline__ fp f_load(const fp *p) { return fp_load(p); }
 __device__ __forceinline__ void f_store(fp *p, const fp &v) { fp_store(p, v); }

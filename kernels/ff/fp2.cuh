@@ -96,6 +96,13 @@ __device__ __forceinline__ void f_mul_pair(const fp2 &a, const fp2 &b, const fp2
     y = f_mul(c, d);
 }
 
+// x = a^2 and y = c^2: two products each instead of Karatsuba's three.
+__device__ __forceinline__ void f_sqr_pair(const fp2 &a, const fp2 &c, fp2 &x, fp2 &y)
+{
+    x = f_sqr(a);
+    y = f_sqr(c);
+}
+
 // 1 / (a0 + a1 u) = (a0 - a1 u) / (a0^2 + a1^2), since u^2 = -1.
 __device__ __noinline__ fp2 f_inv(const fp2 &a)
 {

@@ -10,9 +10,7 @@
 //                         (point, window) pairs with that digit
 //  3. msm_max             the largest bucket (sizes the reduction levels)
 //  4. msm_scan_*          exclusive prefix sums (bucket offsets)
-//  5. msm_partition,     the counting sort: entries grouped by bucket key,
-//     msm_partition_sort staged by key partition first (msm_scatter in
-//                         one step where the staging buffer does not fit)
+//  5. msm_scatter         the counting sort: entries grouped by bucket key
 //  6. msm_segment_counts, bucket accumulation in levels: level 1 cuts the
 //     msm_accumulate_*    sorted entries into segments of exactly S, one
 //                         thread each, emitting a partial sum per bucket a
@@ -136,8 +134,11 @@ extern "C" __global__ void msm_count(const fr *s, u32 n, u32 c, u32 windows, u32
 // The cursor atomics return the slot and bound the kernel (74 % of its
 // cycles waiting at 2^24): the L2's rate for returning atomics, not their
 // latency, since issuing eight windows' atomics before using any measured
-// no faster (docs/gpu.md). The staged sort below needs fewer of them; this
-// one-step scatter is what runs where its staging buffer does not fit.
+// no faster (docs/gpu.md). A faster sort needs fewer of them and writes
+// that coalesce: a two-pass sort (pairs staged by key range with shared
+// counters, then placed per key with one atomic a chunk) measured slower
+// (sort 18.8 ms against 14.4 at 2^24), since each pass still scattered its
+// writes one pair to a sector, as many L2 operations as the atomics saved.
 extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u32 sets,
                                        u32 stride, u32 *cursor, u32 *entries)
 {
@@ -157,141 +158,6 @@ extern "C" __global__ void msm_scatter(const fr *s, u32 n, u32 c, u32 windows, u
         base = __shfl_sync(0xffffffffu, base, leader);
         if (key != MSM_NO_KEY)
             entries[base + __popc(peers & below)] = (i + (w / sets) * stride) | (neg ? MSM_SIGN : 0u);
-    }
-}
-
-// The staged sort, used instead of msm_scatter when its staging buffer
-// fits: the same result with about thirty times fewer returning global
-// atomics, the scatter's bound. Keys are grouped into partitions of
-// 2^pb consecutive keys (at most MSM_MAX_PARTS). msm_partition stages
-// (entry, key) pairs grouped by partition: a block counts its pairs per
-// partition in shared memory and reserves each partition's run with one
-// global atomic. msm_partition_sort then cuts the staged pairs into chunks;
-// a chunk lies in a few consecutive partitions, so a block counts its
-// pairs per key in shared memory and reserves each key's run at the
-// bucket cursor with one global atomic. Within a bucket the order of
-// entries is arbitrary either way (sums do not depend on it).
-#define MSM_MAX_PARTS 4096
-#define MSM_PART_THREADS 256
-#define MSM_PART_POINTS 8
-#define MSM_CHUNK_THREADS 512
-#define MSM_CHUNK 32768
-#define MSM_CHUNK_KEYS 8192
-
-// The partition of (s, w) as a warp-wide group: returns the partition
-// (MSM_NO_KEY for a zero digit) and sets the key, entry and peers.
-__device__ __forceinline__ u32 msm_part_of(const fr &v, u32 i, u32 w, u32 c, u32 sets, u32 stride,
-                                           u32 pb, u32 &carry, u32 &key, u32 &entry, u32 &peers)
-{
-    bool neg;
-    key = msm_digit_key(v, w, w % sets, c, carry, neg);
-    entry = (i + (w / sets) * stride) | (neg ? MSM_SIGN : 0u);
-    u32 p = key == MSM_NO_KEY ? MSM_NO_KEY : key >> pb;
-    peers = __match_any_sync(0xffffffffu, p);
-    return p;
-}
-
-extern "C" __global__ void __launch_bounds__(MSM_PART_THREADS)
-    msm_partition(const fr *s, u32 n, u32 c, u32 windows, u32 sets, u32 stride, u32 pb, u32 parts,
-                  const u32 *bucket_off, u32 *part_fill, uint2 *staged)
-{
-    __shared__ u32 run[MSM_MAX_PARTS];
-    for (u32 p = threadIdx.x; p < parts; p += MSM_PART_THREADS)
-        run[p] = 0;
-    __syncthreads();
-    u32 lane = threadIdx.x & 31;
-    u32 below = (1u << lane) - 1;
-    u32 first = blockIdx.x * (MSM_PART_THREADS * MSM_PART_POINTS) + threadIdx.x;
-    for (u32 k = 0; k < MSM_PART_POINTS; k++) {
-        u32 i = first + k * MSM_PART_THREADS;
-        fr v = msm_scalar_or_zero(s, i, n);
-        u32 carry = 0;
-        for (u32 w = 0; w < windows; w++) {
-            u32 key, entry, peers;
-            u32 p = msm_part_of(v, i, w, c, sets, stride, pb, carry, key, entry, peers);
-            if (p != MSM_NO_KEY && lane == (u32)(__ffs(peers) - 1))
-                atomicAdd(&run[p], (u32)__popc(peers));
-        }
-    }
-    __syncthreads();
-    // A partition's pairs start where its first key's bucket starts.
-    for (u32 p = threadIdx.x; p < parts; p += MSM_PART_THREADS) {
-        u32 m = run[p];
-        if (m)
-            run[p] = bucket_off[p << pb] + atomicAdd(&part_fill[p], m);
-    }
-    __syncthreads();
-    for (u32 k = 0; k < MSM_PART_POINTS; k++) {
-        u32 i = first + k * MSM_PART_THREADS;
-        fr v = msm_scalar_or_zero(s, i, n);
-        u32 carry = 0;
-        for (u32 w = 0; w < windows; w++) {
-            u32 key, entry, peers;
-            u32 p = msm_part_of(v, i, w, c, sets, stride, pb, carry, key, entry, peers);
-            u32 leader = __ffs(peers) - 1;
-            u32 base = 0;
-            if (p != MSM_NO_KEY && lane == leader)
-                base = atomicAdd(&run[p], (u32)__popc(peers));
-            base = __shfl_sync(0xffffffffu, base, leader);
-            if (p != MSM_NO_KEY)
-                staged[base + __popc(peers & below)] = make_uint2(entry, key);
-        }
-    }
-}
-
-// One chunk of MSM_CHUNK staged pairs per block; the pair count is the
-// bucket offsets' total. A chunk whose partitions span more than
-// MSM_CHUNK_KEYS keys (sparse keys: few pairs per partition) places each
-// pair with its own warp-merged atomic, as msm_scatter does.
-extern "C" __global__ void __launch_bounds__(MSM_CHUNK_THREADS)
-    msm_partition_sort(const uint2 *staged, const u32 *bucket_off, u32 keys, u32 pb, u32 *cursor,
-                       u32 *entries)
-{
-    __shared__ u32 run[MSM_CHUNK_KEYS];
-    u32 total = bucket_off[keys];
-    u32 lo = blockIdx.x * MSM_CHUNK;
-    if (lo >= total)
-        return;
-    u32 hi = min(lo + MSM_CHUNK, total);
-    u32 first_key = (staged[lo].y >> pb) << pb;
-    u32 span = (((staged[hi - 1].y >> pb) + 1) << pb) - first_key;
-    // The same for every thread of the block: the barriers below are safe.
-    bool local = span <= MSM_CHUNK_KEYS;
-    u32 lane = threadIdx.x & 31;
-    u32 below = (1u << lane) - 1;
-    // Every lane runs the same number of rounds (warp-wide merges).
-    u32 rounds = (hi - lo + MSM_CHUNK_THREADS - 1) / MSM_CHUNK_THREADS;
-    if (local) {
-        for (u32 k = threadIdx.x; k < span; k += MSM_CHUNK_THREADS)
-            run[k] = 0;
-        __syncthreads();
-        for (u32 r = 0; r < rounds; r++) {
-            u32 e = lo + r * MSM_CHUNK_THREADS + threadIdx.x;
-            u32 key = e < hi ? staged[e].y : MSM_NO_KEY;
-            u32 peers = __match_any_sync(0xffffffffu, key);
-            if (key != MSM_NO_KEY && lane == (u32)(__ffs(peers) - 1))
-                atomicAdd(&run[key - first_key], (u32)__popc(peers));
-        }
-        __syncthreads();
-        for (u32 k = threadIdx.x; k < span; k += MSM_CHUNK_THREADS) {
-            u32 m = run[k];
-            if (m)
-                run[k] = atomicAdd(&cursor[first_key + k], m);
-        }
-        __syncthreads();
-    }
-    for (u32 r = 0; r < rounds; r++) {
-        u32 e = lo + r * MSM_CHUNK_THREADS + threadIdx.x;
-        uint2 pair = e < hi ? staged[e] : make_uint2(0, MSM_NO_KEY);
-        u32 peers = __match_any_sync(0xffffffffu, pair.y);
-        u32 leader = __ffs(peers) - 1;
-        u32 base = 0;
-        if (pair.y != MSM_NO_KEY && lane == leader)
-            base = local ? atomicAdd(&run[pair.y - first_key], (u32)__popc(peers))
-                         : atomicAdd(&cursor[pair.y], (u32)__popc(peers));
-        base = __shfl_sync(0xffffffffu, base, leader);
-        if (pair.y != MSM_NO_KEY)
-            entries[base + __popc(peers & below)] = pair.x;
     }
 }
 

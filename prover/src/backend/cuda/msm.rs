@@ -132,24 +132,6 @@ const MAX_WINDOW_PARTS: u32 = 256;
 const REDUCE_CHUNK: u32 = 32;
 /// Entries per task after level 1 (partial sums are XYZZ, full additions).
 const LATER_LEVEL_TASK: u32 = 32;
-/// The staged sort's shapes, `MSM_*` of the same names in msm.cu (a unit
-/// test compares them): most key partitions, `msm_partition`'s block and
-/// points per thread, `msm_partition_sort`'s block, pairs a block and
-/// keys a block counts in shared memory.
-const MAX_PARTS: usize = 4096;
-const PART_THREADS: u32 = 256;
-const PART_POINTS: u32 = 8;
-const CHUNK_THREADS: u32 = 512;
-const CHUNK: usize = 32768;
-const CHUNK_KEYS: usize = 8192;
-/// Partitions the staged sort aims at: a block of `msm_partition` holds
-/// 2048 points × 13-16 windows, about 30 pairs a partition, and a chunk
-/// of 32768 pairs within one or two partitions about 30 a key at 2^24
-/// (the global atomics per pair the staging saves, both ways).
-const TARGET_PARTS: usize = 1024;
-/// Device memory the staged sort leaves free when it allocates its
-/// staging buffer; below that the MSM sorts in one step instead.
-const STAGED_HEADROOM: usize = 1 << 30;
 
 /// Window size for `n` points: chosen from the sweep in docs/BENCHMARKS.md
 /// (H200, uniform random scalars; with level-1 segments 16 is best from
@@ -295,20 +277,6 @@ impl MsmPlan {
         self.n * self.windows as usize
     }
 
-    /// log2 of the keys per partition of the staged sort: about
-    /// [`TARGET_PARTS`] partitions, at most [`MAX_PARTS`], each at most
-    /// half a chunk's shared counters so that a chunk within two
-    /// partitions is counted in shared memory. `None` where the keys are
-    /// too many for that (more than 2^24): those MSMs sort in one step.
-    fn partition_bits(&self) -> Option<u32> {
-        let log_keys = self.keys().max(1).next_power_of_two().trailing_zeros();
-        let widest = (CHUNK_KEYS / 2).trailing_zeros();
-        let pb = log_keys
-            .saturating_sub(TARGET_PARTS.trailing_zeros())
-            .min(widest);
-        (log_keys - pb <= MAX_PARTS.trailing_zeros()).then_some(pb)
-    }
-
     /// Entries per level-1 segment: enough segments to fill the device
     /// (about a million threads) without making each too short, then
     /// shortened until the segments fill whole waves of the device's
@@ -346,8 +314,6 @@ pub struct MsmKernels {
     bucket_reduce: CudaFunction,
     window_sum: CudaFunction,
     scatter: CudaFunction,
-    partition: CudaFunction,
-    partition_sort: CudaFunction,
     /// Level-1 threads resident at once on the device (multiprocessors ×
     /// blocks of the segment kernel each × block size); 0 if unknown.
     segment_slots: u32,
@@ -409,8 +375,6 @@ impl MsmKernels {
             bucket_reduce: g(reduce, "msm_bucket_reduce")?,
             window_sum: g(window, "msm_window_sum")?,
             scatter: f("msm_scatter")?,
-            partition: f("msm_partition")?,
-            partition_sort: f("msm_partition_sort")?,
             segment_slots,
         })
     }
@@ -421,10 +385,6 @@ impl MsmKernels {
 struct Scratch(Option<DeviceBuffer>);
 
 impl Scratch {
-    fn holds(&self, bytes: usize) -> bool {
-        self.0.as_ref().is_some_and(|b| b.bytes() >= bytes)
-    }
-
     fn ensure(
         &mut self,
         ctx: &Arc<CudaContext>,
@@ -450,8 +410,6 @@ pub struct MsmWorkspace {
     bucket_off: Scratch,
     cursor: Scratch,
     entries: Scratch,
-    staged: Scratch,
-    part_fill: Scratch,
     tasks: [Scratch; 2],
     task_off: [Scratch; 2],
     partials: [Scratch; 2],
@@ -470,8 +428,6 @@ impl MsmWorkspace {
             &self.bucket_off,
             &self.cursor,
             &self.entries,
-            &self.staged,
-            &self.part_fill,
             &self.tasks[0],
             &self.tasks[1],
             &self.task_off[0],
@@ -684,24 +640,6 @@ impl MsmRun<'_> {
             .sums
             .ensure(ctx, dev, u32s((keys + 1).div_ceil(SCAN_ELEMS)))?;
         let max_ptr = ws.max.ensure(ctx, dev, u32s(1))?;
-        // The staged sort where its buffer fits beside everything else.
-        let staged = match plan.partition_bits() {
-            Some(pb) => {
-                let bytes = plan.entries() * std::mem::size_of::<u64>();
-                let fits = ws.staged.holds(bytes) || {
-                    let (free, _) = check!(dev, "cuMemGetInfo", ctx.mem_get_info())?;
-                    free >= bytes.saturating_add(STAGED_HEADROOM)
-                };
-                if fits {
-                    let parts = keys.div_ceil(1 << pb);
-                    let buf = ws.staged.ensure(ctx, dev, bytes)?;
-                    Some((pb, parts, buf, ws.part_fill.ensure(ctx, dev, u32s(parts))?))
-                } else {
-                    None
-                }
-            }
-            None => None,
-        };
 
         let t0 = self.event()?;
         let t1 = self.event()?;
@@ -777,70 +715,20 @@ impl MsmRun<'_> {
         check!(dev, "cuMemcpyDtoDAsync", unsafe {
             result::memcpy_dtod_async(cursor, bucket_off, u32s(keys + 1), self.stream.cu_stream())
         })?;
-        match staged {
-            Some((pb, parts, staged, fill)) => {
-                let parts32 = parts as u32;
-                self.memset(fill, u32s(parts))?;
-                let cfg = LaunchConfig {
-                    grid_dim: (
-                        n.div_ceil((PART_THREADS * PART_POINTS) as usize) as u32,
-                        1,
-                        1,
-                    ),
-                    block_dim: (PART_THREADS, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                launch!(
-                    self,
-                    &self.kernels.partition,
-                    "msm_partition",
-                    cfg,
-                    &scal,
-                    &n32,
-                    &c,
-                    &windows,
-                    &sets,
-                    &stride,
-                    &pb,
-                    &parts32,
-                    &bucket_off,
-                    &fill,
-                    &staged
-                )?;
-                // Chunks past the pairs' total (zero digits) return at once.
-                let cfg = LaunchConfig {
-                    grid_dim: (plan.entries().div_ceil(CHUNK).max(1) as u32, 1, 1),
-                    block_dim: (CHUNK_THREADS, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                launch!(
-                    self,
-                    &self.kernels.partition_sort,
-                    "msm_partition_sort",
-                    cfg,
-                    &staged,
-                    &bucket_off,
-                    &keys32,
-                    &pb,
-                    &cursor,
-                    &entries
-                )?;
-            }
-            None => launch!(
-                self,
-                &self.kernels.scatter,
-                "msm_scatter",
-                grid(n, THREADS),
-                &scal,
-                &n32,
-                &c,
-                &windows,
-                &sets,
-                &stride,
-                &cursor,
-                &entries
-            )?,
-        }
+        launch!(
+            self,
+            &self.kernels.scatter,
+            "msm_scatter",
+            grid(n, THREADS),
+            &scal,
+            &n32,
+            &c,
+            &windows,
+            &sets,
+            &stride,
+            &cursor,
+            &entries
+        )?;
         self.record(&t_sorted)?;
         let mut largest = [0u32; 1];
         check!(dev, "cuStreamSynchronize", self.stream.synchronize())?;
@@ -1059,65 +947,6 @@ mod tests {
     use super::*;
     use group::prime::PrimeCurveAffine;
     use group::Curve;
-
-    #[test]
-    fn staged_sort_shapes_match_the_kernels() {
-        let src = super::super::kernels::MSM_INDEX.source();
-        let define = |name: &str| -> usize {
-            let line = src
-                .lines()
-                .find(|l| l.split_whitespace().nth(1) == Some(name) && l.starts_with("#define"))
-                .unwrap_or_else(|| panic!("#define {name} in msm.cu"));
-            line.split_whitespace()
-                .nth(2)
-                .expect("value")
-                .parse()
-                .expect("a number")
-        };
-        assert_eq!(define("MSM_MAX_PARTS"), MAX_PARTS);
-        assert_eq!(define("MSM_PART_THREADS"), PART_THREADS as usize);
-        assert_eq!(define("MSM_PART_POINTS"), PART_POINTS as usize);
-        assert_eq!(define("MSM_CHUNK_THREADS"), CHUNK_THREADS as usize);
-        assert_eq!(define("MSM_CHUNK"), CHUNK);
-        assert_eq!(define("MSM_CHUNK_KEYS"), CHUNK_KEYS);
-    }
-
-    #[test]
-    fn staged_sort_partitions_fit_the_shared_counters() {
-        for c in MIN_WINDOW..=MAX_WINDOW {
-            for sets in 1..=windows_of(c) {
-                let mut plan = MsmPlan::new(1 << 20, c);
-                plan.sets = sets;
-                let keys = plan.keys();
-                match plan.partition_bits() {
-                    Some(pb) => {
-                        assert!(keys.div_ceil(1 << pb) <= MAX_PARTS, "c {c} sets {sets}");
-                        assert!(2 << pb <= CHUNK_KEYS, "c {c} sets {sets}");
-                        // No coarser than the target asks.
-                        assert!(
-                            pb == 0 || keys > TARGET_PARTS << (pb - 1),
-                            "c {c} sets {sets}"
-                        );
-                    }
-                    None => assert!(keys > MAX_PARTS * CHUNK_KEYS / 2, "c {c} sets {sets}"),
-                }
-            }
-        }
-        // Every plan the provers choose sorts staged: the measured windows
-        // without a table, and the tables at the sizes users prove.
-        for log in 10..=27 {
-            let n = 1usize << log;
-            assert!(
-                MsmPlan::new(n, window_bits(n)).partition_bits().is_some(),
-                "2^{log}"
-            );
-            for budget_gib in [8u64, 40, 75] {
-                let t = TablePlan::choose(n, 96, budget_gib << 30);
-                let plan = MsmPlan::with_table(n, t, n);
-                assert!(plan.partition_bits().is_some(), "2^{log} {t:?}");
-            }
-        }
-    }
 
     #[test]
     fn level_one_segments_fill_whole_waves() {
