@@ -70,12 +70,12 @@ __device__ __forceinline__ u32 bit_reverse(u32 v, u32 bits)
 #define NTT_POST_CONST 1
 // Multiply by post[idx] (coset shift with 1/n folded in).
 #define NTT_POST_TABLE 2
-// Write fa[idx] * value to y: a*b, fused into the last pass of b's coset
-// NTT (y is a's buffer; each element is read and written by the same
-// thread).
-#define NTT_POST_MUL 3
-// value * post[idx] - fb[idx]: the coset iNTT's un-shift, 1/n and 1/Z(g)
-// (one table), minus c's coefficients over Z(g) (fb), which gives h.
+// Write fa[idx] * value * post[0] to y: a*b over Z(g), fused into the last
+// pass of b's coset NTT (y is a's buffer; each element is read and written
+// by the same thread).
+#define NTT_POST_MUL_SCALE 3
+// value * post[idx] - fb[idx]: the coset iNTT's un-shift and 1/n, minus c's
+// coefficients over Z(g) (fb), which gives h.
 #define NTT_POST_TABLE_SUB 4
 
 // One round of butterflies with half = 2^(deg - 1 - rnd): thread q of DFT g
@@ -176,8 +176,8 @@ ntt_pass(const fr *__restrict__ x, fr *y, u32 lg_n, u32 lg_p, u32 deg,
             v = fr_mul(v, fr_load_ro(post));
         } else if (post_mode == NTT_POST_TABLE) {
             v = fr_mul(v, fr_load_ro(post + out));
-        } else if (post_mode == NTT_POST_MUL) {
-            v = fr_mul(fr_load(fa + out), v);
+        } else if (post_mode == NTT_POST_MUL_SCALE) {
+            v = fr_mul(fr_mul(fr_load(fa + out), v), fr_load_ro(post));
         } else if (post_mode == NTT_POST_TABLE_SUB) {
             v = fr_sub(fr_mul(v, fr_load_ro(post + out)), fr_load_ro(fb + out));
         }

@@ -30,9 +30,10 @@ pub struct DomainTables {
     pub radix_inv: sys::CUdeviceptr,
     /// g^k / n: the iNTT's 1/n fused with the coset shift of the next coset NTT.
     pub to_coset: sys::CUdeviceptr,
-    /// g^-k / (n·(g^n - 1)): the coset iNTT's 1/n and un-shift, and the
-    /// quotient's division by Z(g), in one factor.
+    /// g^-k / n: the coset iNTT's 1/n and un-shift.
     pub from_coset: sys::CUdeviceptr,
+    /// 1 / (g^n - 1), a single element.
+    pub z_inv: sys::CUdeviceptr,
     /// 1 / (n·(g^n - 1)), a single element: the iNTT of c scaled for the
     /// quotient's last step.
     pub c_scale: sys::CUdeviceptr,
@@ -92,10 +93,7 @@ impl DomainTables {
         };
         let (w_lo, w_hi, bits) = split_table(Scalar::ONE, d.omega, log_n);
         let (c_lo, c_hi, _) = split_table(d.minv, d.g, log_n);
-        // The quotient's 1/Z(g) rides on the un-shift: a·b over the coset
-        // needs no multiplication of its own (one a element fewer).
-        let c_scale = d.minv * d.z_inv_on_coset;
-        let (u_lo, u_hi, _) = split_table(c_scale, d.g_inv, log_n);
+        let (u_lo, u_hi, _) = split_table(d.minv, d.g_inv, log_n);
         let offs = [
             push(w_lo),
             push(w_hi),
@@ -113,8 +111,9 @@ impl DomainTables {
                 d.omega_inv.pow_vartime([radix_step]),
                 half_radix,
             )),
+            push(vec![d.z_inv_on_coset]),
             push(vec![d.minv]),
-            push(vec![c_scale]),
+            push(vec![d.minv * d.z_inv_on_coset]),
         ];
         let elem = std::mem::size_of::<Scalar>();
         let (free, _) = check!(device, "cuMemGetInfo", ctx.mem_get_info())?;
@@ -156,8 +155,9 @@ impl DomainTables {
             from_coset: full_at(2),
             radix_fwd: at(6),
             radix_inv: at(7),
-            n_inv: at(8),
-            c_scale: at(9),
+            z_inv: at(8),
+            n_inv: at(9),
+            c_scale: at(10),
             _full: full,
             _small: small,
         })

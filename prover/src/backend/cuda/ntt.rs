@@ -26,13 +26,14 @@ pub enum Post {
     Const(sys::CUdeviceptr),
     /// Multiply by a full table indexed by the output position.
     Table(sys::CUdeviceptr),
-    /// Write a·value into `a`'s buffer (the quotient's product, fused into
-    /// b's coset NTT).
-    MulInto {
+    /// Write a·value·k into `a`'s buffer (the quotient's product over
+    /// Z(g), fused into b's coset NTT); `k` is one element.
+    MulScaleInto {
         a: sys::CUdeviceptr,
+        k: sys::CUdeviceptr,
     },
-    /// value·table[i] − sub[i] (the coset iNTT's un-shift and 1/Z(g), then
-    /// c's coefficients over Z(g) taken off).
+    /// value·table[i] − sub[i] (the coset iNTT's un-shift, then c's
+    /// coefficients over Z(g) taken off).
     TableSub {
         table: sys::CUdeviceptr,
         sub: sys::CUdeviceptr,
@@ -48,7 +49,7 @@ pub enum Direction {
 
 /// Runs a whole transform of `src` (2^log_n elements), ping-ponging
 /// through `scratch`; returns the buffer that holds the result (`src`,
-/// `scratch`, or `a` for [`Post::MulInto`]).
+/// `scratch`, or `a` for [`Post::MulScaleInto`]).
 #[allow(clippy::too_many_arguments)]
 pub fn transform(
     device: u32,
@@ -78,9 +79,9 @@ pub fn transform(
         let (mode, table, fa, fb): (u32, u64, u64, u64) = match (last, post) {
             (true, Post::Const(c)) => (1, c, 0, 0),
             (true, Post::Table(t)) => (2, t, 0, 0),
-            (true, Post::MulInto { a }) => {
+            (true, Post::MulScaleInto { a, k }) => {
                 y = a;
-                (3, 0, a, 0)
+                (3, k, a, 0)
             }
             (true, Post::TableSub { table, sub }) => (4, table, 0, sub),
             _ => (0, 0, 0, 0),

@@ -5,14 +5,13 @@
 //!
 //! Order of work: for a and b, an iNTT whose last pass also multiplies by
 //! g^i/n (so the coset NTT needs no separate shift), then the NTT; the last
-//! pass of b's NTT writes a ← a·b. c only gets its iNTT, scaled by
-//! 1/(n·Z(g)) (on the coset Z is the constant g^n − 1): the coset iNTT
+//! pass of b's NTT writes a ← a·b/Z(g) (on the coset Z is the constant
+//! g^n − 1). c only gets its iNTT, scaled by 1/(n·Z(g)): the coset iNTT
 //! undoes a coset NTT, so interpolating (a·b − c)/Z(g) over the coset is
-//! the coset iNTT of a·b, over Z(g), minus c's coefficients over Z(g), and
-//! c's coset NTT would only be undone again. The coset iNTT of a, whose
-//! last pass multiplies by g^-i/(n·Z(g)) (one table: the 1/Z(g) costs no
-//! multiplication of its own) and takes c off, leaves h. Six transforms,
-//! no other pass over memory. Every value equals bellperson's (exact field
+//! the coset iNTT of a·b/Z(g) minus c's coefficients over Z(g), and c's
+//! coset NTT would only be undone again. The coset iNTT of a, whose last
+//! pass multiplies by g^-i/n and takes c off, leaves h. Six transforms, no
+//! other pass over memory. Every value equals bellperson's (exact field
 //! arithmetic; the same identity runs on the CPU backend).
 
 use super::check::check;
@@ -174,7 +173,7 @@ impl Run<'_> {
 
     /// The transforms of logical vector v: evaluations over H ->
     /// evaluations over the coset gH for a (v = 0) and b (v = 1), whose
-    /// coset NTT's last pass also computes a ← a·b; for c (v = 2)
+    /// coset NTT's last pass also computes a ← a·b/Z(g); for c (v = 2)
     /// only its coefficients over Z(g).
     fn vector_transforms(&mut self, v: usize, tl: &Timeline) -> Result<(), BackendError> {
         record(self.device, &tl.intt[v].0, &self.st.compute)?;
@@ -187,8 +186,9 @@ impl Run<'_> {
         self.transform(v, Direction::Inverse, Post::Table(self.tables.to_coset))?;
         record(self.device, &tl.intt[v].1, &self.st.compute)?;
         let post = if v == 1 {
-            Post::MulInto {
+            Post::MulScaleInto {
                 a: self.st.workspace()?.ptr(0),
+                k: self.tables.z_inv,
             }
         } else {
             Post::None
@@ -198,7 +198,7 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The coset iNTT of a·b, over Z(g), less c's coefficients over Z(g): h.
+    /// The coset iNTT of a·b/Z(g) less c's coefficients over Z(g): h.
     fn finish_h(&mut self, tl: &Timeline) -> Result<(), BackendError> {
         record(self.device, &tl.mul_sub, &self.st.compute)?;
         let sub = self.st.workspace()?.ptr(2);
