@@ -1,14 +1,19 @@
 // Montgomery arithmetic in the BLS12-381 scalar field Fr.
 //
 // Layout matches blstrs::Scalar / blst_fr byte for byte: four little-endian
-// 64-bit limbs holding a*R mod r with R = 2^256, always fully reduced
-// (< r). Keeping values canonical is what makes device results bit-exact
-// with the CPU: there is exactly one representation of each element.
+// 64-bit limbs holding a*R mod r with R = 2^256, fully reduced (< r) in
+// every buffer a kernel hands on. Keeping values canonical is what makes
+// device results bit-exact with the CPU: there is exactly one
+// representation of each element. Inside the NTT (between its rounds and
+// passes) values may also be in [0, 2r), the "lazy" forms below: 2r still
+// fits in 256 bits, and a product whose first factor is canonical stays
+// below 2r without its final subtraction.
 //
 // Carry chains are written in PTX (add.cc / madc) because plain C carries
 // compile to compare-and-select sequences several times longer.
-// r < 2^255, so a + b < 2^256 needs no carry word, and the multiplication's
-// running sum stays below 2r * 2^32 < 2^288 (see fr_mul).
+// r < 2^255, so the sum of two canonical values needs no carry word, and
+// the multiplication's running sum stays below 2r * 2^32 < 2^288 (see
+// fr_mul_lazy).
 
 #ifndef FR_CUH
 #define FR_CUH
@@ -27,6 +32,11 @@ struct fr {
 #define FR_P3 0x73eda753299d7d48ULL
 // -r^-1 mod 2^64
 #define FR_INV 0xfffffffeffffffffULL
+// 2r, the bound of the lazy forms
+#define FR_2P0 0xfffffffe00000002ULL
+#define FR_2P1 0xa77b4805fffcb7fdULL
+#define FR_2P2 0x6673b0101343b00aULL
+#define FR_2P3 0xe7db4ea6533afa90ULL
 
 // Subtracts r when x >= r; x < 2r on entry.
 __device__ __forceinline__ fr fr_reduce_once(fr x)
@@ -86,6 +96,62 @@ __device__ __forceinline__ fr fr_sub(fr a, fr b)
     return out;
 }
 
+// Lazy forms: a, b < 2r, result < 2r (congruent, not canonical). The sum
+// can reach 4r > 2^256, so its carry word takes part in the comparison.
+__device__ __forceinline__ fr fr_add_lazy(fr a, fr b)
+{
+    fr s, d;
+    u64 c, keep;
+    asm("add.cc.u64 %0, %5, %9;\n\t"
+        "addc.cc.u64 %1, %6, %10;\n\t"
+        "addc.cc.u64 %2, %7, %11;\n\t"
+        "addc.cc.u64 %3, %8, %12;\n\t"
+        "addc.u64 %4, 0, 0;"
+        : "=l"(s.l[0]), "=l"(s.l[1]), "=l"(s.l[2]), "=l"(s.l[3]), "=l"(c)
+        : "l"(a.l[0]), "l"(a.l[1]), "l"(a.l[2]), "l"(a.l[3]),
+          "l"(b.l[0]), "l"(b.l[1]), "l"(b.l[2]), "l"(b.l[3]));
+    // keep is all ones when the 257-bit sum is below 2r (then the carry
+    // word was 0); with a carry the low words are below 2r, the
+    // subtraction borrows from it and keep is 0.
+    asm("sub.cc.u64 %0, %5, %10;\n\t"
+        "subc.cc.u64 %1, %6, %11;\n\t"
+        "subc.cc.u64 %2, %7, %12;\n\t"
+        "subc.cc.u64 %3, %8, %13;\n\t"
+        "subc.u64 %4, %9, 0;"
+        : "=l"(d.l[0]), "=l"(d.l[1]), "=l"(d.l[2]), "=l"(d.l[3]), "=l"(keep)
+        : "l"(s.l[0]), "l"(s.l[1]), "l"(s.l[2]), "l"(s.l[3]), "l"(c),
+          "l"(FR_2P0), "l"(FR_2P1), "l"(FR_2P2), "l"(FR_2P3));
+    fr out;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        out.l[k] = keep ? s.l[k] : d.l[k];
+    }
+    return out;
+}
+
+__device__ __forceinline__ fr fr_sub_lazy(fr a, fr b)
+{
+    fr d;
+    u64 borrow;
+    asm("sub.cc.u64 %0, %5, %9;\n\t"
+        "subc.cc.u64 %1, %6, %10;\n\t"
+        "subc.cc.u64 %2, %7, %11;\n\t"
+        "subc.cc.u64 %3, %8, %12;\n\t"
+        "subc.u64 %4, 0, 0;"
+        : "=l"(d.l[0]), "=l"(d.l[1]), "=l"(d.l[2]), "=l"(d.l[3]), "=l"(borrow)
+        : "l"(a.l[0]), "l"(a.l[1]), "l"(a.l[2]), "l"(a.l[3]),
+          "l"(b.l[0]), "l"(b.l[1]), "l"(b.l[2]), "l"(b.l[3]));
+    fr out;
+    asm("add.cc.u64 %0, %4, %8;\n\t"
+        "addc.cc.u64 %1, %5, %9;\n\t"
+        "addc.cc.u64 %2, %6, %10;\n\t"
+        "addc.u64 %3, %7, %11;"
+        : "=l"(out.l[0]), "=l"(out.l[1]), "=l"(out.l[2]), "=l"(out.l[3])
+        : "l"(d.l[0]), "l"(d.l[1]), "l"(d.l[2]), "l"(d.l[3]),
+          "l"(FR_2P0 & borrow), "l"(FR_2P1 & borrow), "l"(FR_2P2 & borrow), "l"(FR_2P3 & borrow));
+    return out;
+}
+
 // Multiplication works on 8 x 32-bit words although `struct fr` stores
 // 4 x 64 bits (splitting a u64 into halves is free: they are a register
 // pair). The GPU multiplies 32 x 32 bits natively; a 64-bit mad.lo/mad.hi
@@ -105,7 +171,8 @@ __device__ __forceinline__ fr fr_sub(fr a, fr b)
 // E[w] at column w (E[0] == 0 mod 2^32 after reduction), O[w] at column
 // w + 1. The shift by one word to the next row is a renaming: the next
 // E is O (plus E[1] added into its lowest word), the next O is E[2..7].
-// Bounds: the running sum is < 2r * 2^32 < 2^288 (r < 2^255), so O
+// Bounds: with the row operand's partner a < r the running sum is below
+// (a + r) * 2^32 < 2r * 2^32 < 2^288 (r < 2^255) whatever b is, so O
 // times 2^32 never exceeds it and O's chain never carries out of O[7];
 // E's chain carries into column 8, which is O[7].
 //
@@ -216,8 +283,11 @@ __device__ __forceinline__ void fr_mul_reduce(u32 e[8], u32 o[8])
           "n"(FR_W7), "n"(0xffffffffu));
 }
 
-// a * b * R^-1 mod r (Montgomery product, R = 2^256), canonical output.
-__device__ __forceinline__ fr fr_mul(fr x, fr y)
+// x * y * R^-1 mod r (Montgomery product, R = 2^256) without the final
+// subtraction: for x < r and any y < 2^256 the result is below
+// x*y/R + r < x + r < 2r. Only x bounds the running sum (x is the
+// operand every row multiplies), so y may be a lazy value.
+__device__ __forceinline__ fr fr_mul_lazy(fr x, fr y)
 {
     u32 a[8], b[8], e[8], o[8];
 #pragma unroll
@@ -234,7 +304,7 @@ __device__ __forceinline__ fr fr_mul(fr x, fr y)
         fr_mul_next(e, o, a, b[i]);
         fr_mul_reduce(e, o);
     }
-    // Final shift: the result is O + E[1..7] (< 2r), then one subtraction.
+    // Final shift: the result is O + E[1..7] (< 2r).
     u32 t[8];
     asm("add.cc.u32 %0, %8, %16;\n\t"
         "addc.cc.u32 %1, %9, %17;\n\t"
@@ -253,7 +323,13 @@ __device__ __forceinline__ fr fr_mul(fr x, fr y)
     for (int k = 0; k < 4; k++) {
         out.l[k] = ((u64)t[2 * k + 1] << 32) | t[2 * k];
     }
-    return fr_reduce_once(out);
+    return out;
+}
+
+// x * y * R^-1 mod r, canonical; x < r, y < 2^256.
+__device__ __forceinline__ fr fr_mul(fr x, fr y)
+{
+    return fr_reduce_once(fr_mul_lazy(x, y));
 }
 
 __device__ __forceinline__ fr fr_load(const fr *p)

@@ -12,6 +12,11 @@
 // Inputs and outputs are in natural order, so no bit-reversal pass is needed
 // and coset shifts or the 1/n scale fold into the last store.
 //
+// Between rounds and passes values are lazy (in [0, 2r), ff/fr.cuh): each
+// twiddle product skips its final subtraction (its first factor, the
+// table entry, is canonical), and only the last pass's store makes values
+// canonical again (3 % of the phase at 2^24).
+//
 // A block always holds 256 elements: 256/r independent DFTs side by side,
 // interleaved in shared memory (element j of DFT g at j*G + g) so that
 // neighbouring threads touch neighbouring addresses on load, store and in
@@ -98,11 +103,11 @@ __device__ __forceinline__ void ntt_round(u64 *s, const fr *__restrict__ radix_t
     const u32 a1 = (j0 + half) * groups + g;
     fr u0 = smem_get(s, a0);
     fr u1 = smem_get(s, a1);
-    fr sum = fr_add(u0, u1);
-    fr diff = fr_sub(u0, u1);
+    fr sum = fr_add_lazy(u0, u1);
+    fr diff = fr_sub_lazy(u0, u1);
     if (di != 0) {
         // (2*half)-th root to the power di = radix root to di * 2^(8 - deg + rnd).
-        diff = fr_mul(diff, fr_load_ro(radix_tw + (di << (NTT_MAX_LG_RADIX - deg + rnd))));
+        diff = fr_mul_lazy(fr_load_ro(radix_tw + (di << (NTT_MAX_LG_RADIX - deg + rnd))), diff);
     }
     // Each thread rewrites only the two slots it read: one barrier per round.
     smem_put(s, a0, sum);
@@ -148,7 +153,7 @@ ntt_pass(const fr *__restrict__ x, fr *y, u32 lg_n, u32 lg_p, u32 deg,
             const u32 exp = (j * k) << (lg_n - lg_p - deg);
             if (exp != 0) {
                 const u32 t = inverse ? (1u << lg_n) - exp : exp;
-                v = fr_mul(v, fr_load_ro(tw + t));
+                v = fr_mul_lazy(fr_load_ro(tw + t), v);
             }
         }
         smem_put(s, e, v);
@@ -162,7 +167,9 @@ ntt_pass(const fr *__restrict__ x, fr *y, u32 lg_n, u32 lg_p, u32 deg,
         ntt_round(s, radix_tw, tid >> lg_groups, tid & (groups - 1), groups, deg, rnd);
     }
 
-    // Store U[m] (held at bitrev(m)) with the optional post factor.
+    // Store U[m] (held at bitrev(m)) with the optional post factor; the
+    // last pass makes every value canonical, the others store lazy ones.
+    const bool last = lg_p + deg == lg_n;
 #pragma unroll
     for (u32 half = 0; half < 2; half++) {
         const u32 e = tid + half * NTT_THREADS;
@@ -173,13 +180,15 @@ ntt_pass(const fr *__restrict__ x, fr *y, u32 lg_n, u32 lg_p, u32 deg,
         const u32 out = ((i - k) << deg) + k + (m << lg_p);
         fr v = smem_get(s, bit_reverse(m, deg) * groups + g);
         if (post_mode == NTT_POST_CONST) {
-            v = fr_mul(v, fr_load_ro(post));
+            v = fr_mul(fr_load_ro(post), v);
         } else if (post_mode == NTT_POST_TABLE) {
-            v = fr_mul(v, fr_load_ro(post + out));
+            v = fr_mul(fr_load_ro(post + out), v);
         } else if (post_mode == NTT_POST_MUL_SCALE) {
             v = fr_mul(fr_mul(fr_load(fa + out), v), fr_load_ro(post));
         } else if (post_mode == NTT_POST_TABLE_SUB) {
-            v = fr_sub(fr_mul(v, fr_load_ro(post + out)), fr_load_ro(fb + out));
+            v = fr_sub(fr_mul(fr_load_ro(post + out), v), fr_load_ro(fb + out));
+        } else if (last) {
+            v = fr_reduce_once(v);
         }
         fr_store(y + out, v);
     }

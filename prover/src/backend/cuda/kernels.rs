@@ -705,5 +705,16 @@ mod tests {
         assert_eq!(header, limbs);
         // FR_INV * r = -1 mod 2^64.
         assert_eq!(header_const("FR_INV").wrapping_mul(limbs[0]), u64::MAX);
+        // FR_2P* is 2r, the bound of the lazy forms (r < 2^255: no fifth limb).
+        let twice: Vec<u64> = ["FR_2P0", "FR_2P1", "FR_2P2", "FR_2P3"]
+            .iter()
+            .map(|n| header_const(n))
+            .collect();
+        let mut carry = 0u64;
+        for (t, r) in twice.iter().zip(&limbs) {
+            assert_eq!(*t, (r << 1) | carry);
+            carry = r >> 63;
+        }
+        assert_eq!(carry, 0);
     }
 }
