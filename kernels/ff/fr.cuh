@@ -72,7 +72,9 @@ __device__ __forceinline__ fr fr_add(fr a, fr b)
     return fr_reduce_once(s);
 }
 
-__device__ __forceinline__ fr fr_sub(fr a, fr b)
+// a - b, plus m where it borrows: the difference modulo m for a, b < m
+// (m = r here, m = 2r for the lazy forms below).
+__device__ __forceinline__ fr fr_sub_wrap(fr a, fr b, u64 m0, u64 m1, u64 m2, u64 m3)
 {
     fr d;
     u64 borrow;
@@ -84,7 +86,7 @@ __device__ __forceinline__ fr fr_sub(fr a, fr b)
         : "=l"(d.l[0]), "=l"(d.l[1]), "=l"(d.l[2]), "=l"(d.l[3]), "=l"(borrow)
         : "l"(a.l[0]), "l"(a.l[1]), "l"(a.l[2]), "l"(a.l[3]),
           "l"(b.l[0]), "l"(b.l[1]), "l"(b.l[2]), "l"(b.l[3]));
-    // On borrow add r back (masked, so the code has no branch).
+    // On borrow add m back (masked, so the code has no branch).
     fr out;
     asm("add.cc.u64 %0, %4, %8;\n\t"
         "addc.cc.u64 %1, %5, %9;\n\t"
@@ -92,8 +94,13 @@ __device__ __forceinline__ fr fr_sub(fr a, fr b)
         "addc.u64 %3, %7, %11;"
         : "=l"(out.l[0]), "=l"(out.l[1]), "=l"(out.l[2]), "=l"(out.l[3])
         : "l"(d.l[0]), "l"(d.l[1]), "l"(d.l[2]), "l"(d.l[3]),
-          "l"(FR_P0 & borrow), "l"(FR_P1 & borrow), "l"(FR_P2 & borrow), "l"(FR_P3 & borrow));
+          "l"(m0 & borrow), "l"(m1 & borrow), "l"(m2 & borrow), "l"(m3 & borrow));
     return out;
+}
+
+__device__ __forceinline__ fr fr_sub(fr a, fr b)
+{
+    return fr_sub_wrap(a, b, FR_P0, FR_P1, FR_P2, FR_P3);
 }
 
 // Lazy forms: a, b < 2r, result < 2r (congruent, not canonical). The sum
@@ -131,25 +138,7 @@ __device__ __forceinline__ fr fr_add_lazy(fr a, fr b)
 
 __device__ __forceinline__ fr fr_sub_lazy(fr a, fr b)
 {
-    fr d;
-    u64 borrow;
-    asm("sub.cc.u64 %0, %5, %9;\n\t"
-        "subc.cc.u64 %1, %6, %10;\n\t"
-        "subc.cc.u64 %2, %7, %11;\n\t"
-        "subc.cc.u64 %3, %8, %12;\n\t"
-        "subc.u64 %4, 0, 0;"
-        : "=l"(d.l[0]), "=l"(d.l[1]), "=l"(d.l[2]), "=l"(d.l[3]), "=l"(borrow)
-        : "l"(a.l[0]), "l"(a.l[1]), "l"(a.l[2]), "l"(a.l[3]),
-          "l"(b.l[0]), "l"(b.l[1]), "l"(b.l[2]), "l"(b.l[3]));
-    fr out;
-    asm("add.cc.u64 %0, %4, %8;\n\t"
-        "addc.cc.u64 %1, %5, %9;\n\t"
-        "addc.cc.u64 %2, %6, %10;\n\t"
-        "addc.u64 %3, %7, %11;"
-        : "=l"(out.l[0]), "=l"(out.l[1]), "=l"(out.l[2]), "=l"(out.l[3])
-        : "l"(d.l[0]), "l"(d.l[1]), "l"(d.l[2]), "l"(d.l[3]),
-          "l"(FR_2P0 & borrow), "l"(FR_2P1 & borrow), "l"(FR_2P2 & borrow), "l"(FR_2P3 & borrow));
-    return out;
+    return fr_sub_wrap(a, b, FR_2P0, FR_2P1, FR_2P2, FR_2P3);
 }
 
 // Multiplication works on 8 x 32-bit words although `struct fr` stores
