@@ -26,7 +26,7 @@
 //! from the operating system's CSPRNG: the blinding of a production proof is
 //! then as strong as the field, not as a 64-bit seed.
 
-use crate::backend::{Backend, BackendError, BackendTimes, BaseQuery, Bases};
+use crate::backend::{Backend, BackendError, BackendTimes, BaseQuery, Bases, QuotientFrom};
 use crate::circuit::CircuitShape;
 use crate::compiled::CompiledR1cs;
 use crate::pool::PinnedPool;
@@ -288,15 +288,40 @@ pub fn prove_synthesized(
     }
 
     let pinned = a.page_locked() && b.page_locked() && c.page_locked();
-    match &abc_from {
-        None => backend.quotient(&mut a, &mut b, &mut c, pinned, times),
+    let set = key.set_id();
+    fn bases<'k, T>(
+        query: &'k [T],
+        range: std::ops::Range<usize>,
+        which: BaseQuery,
+        set: Option<&'k str>,
+    ) -> Bases<'k, T> {
+        Bases::of_query(query, range, set, which)
+    }
+    // h has m coefficients; the top one is zero for a satisfied system and
+    // bellperson drops it, as the h query holds m − 1 points. The h MSM
+    // goes with the quotient: a device backend runs it on h where the NTT
+    // left it.
+    let h_bases = bases(key.h(), 0..m - 1, BaseQuery::H, set);
+    let msm_h_ms = |t: &BackendTimes| t.phases_ms.get(&Phase::MsmH).copied().unwrap_or(0.0);
+    let msm_h_before = msm_h_ms(times);
+    let h = match &abc_from {
+        None => backend.quotient_then_h_msm(
+            QuotientFrom::Evaluations {
+                b: &mut b[..],
+                c: &mut c[..],
+            },
+            &mut a[..],
+            pinned,
+            &h_bases,
+            times,
+        ),
         Some(r1cs) => {
             check(
                 "the domain of the compiled constraints",
                 r1cs.num_constraints.max(1).next_power_of_two(),
                 m,
             )?;
-            // h comes back in `a`; `b` and `c` are needed where a, b, c
+            // h may come back in `a`; `b` and `c` are needed where a, b, c
             // are computed on the host.
             let off_host = backend.abc_off_host(m);
             let bufs = [&mut a, &mut b, &mut c];
@@ -311,31 +336,26 @@ pub fn prove_synthesized(
                     })?;
                 }
             }
-            backend.quotient_compiled(
-                r1cs,
-                &input_assignment,
-                &aux_assignment,
-                &mut a,
-                &mut b,
-                &mut c,
+            backend.quotient_then_h_msm(
+                QuotientFrom::Compiled {
+                    r1cs,
+                    inputs: &input_assignment,
+                    aux: &aux_assignment,
+                    b: &mut b[..],
+                    c: &mut c[..],
+                },
+                &mut a[..],
                 pinned,
+                &h_bases,
                 times,
             )
         }
     }
     .map_err(backend_err)?;
-    drop((b, c));
+    let msm_h_ms = msm_h_ms(times) - msm_h_before;
+    drop((a, b, c));
 
     let msm_start = Instant::now();
-    let set = key.set_id();
-    fn bases<'k, T>(
-        query: &'k [T],
-        range: std::ops::Range<usize>,
-        which: BaseQuery,
-        set: Option<&'k str>,
-    ) -> Bases<'k, T> {
-        Bases::of_query(query, range, set, which)
-    }
     // Inputs and aux run as two MSMs over adjacent bases (the sum is the
     // same group element) so a fully dense aux assignment is used in place,
     // not copied.
@@ -369,15 +389,6 @@ pub fn prove_synthesized(
             })
         });
         let g1 = (|| {
-            // h has m coefficients; the top one is zero for a satisfied
-            // system and bellperson drops it, as the h query holds m − 1 points.
-            let h = times
-                .measure(Phase::MsmH, |t| {
-                    backend.msm_g1(&bases(key.h(), 0..m - 1, BaseQuery::H, set), &a[..m - 1], t)
-                })
-                .map_err(backend_err)?;
-            drop(a);
-
             let l = times
                 .measure(Phase::MsmL, |t| {
                     backend.msm_g1(
@@ -424,7 +435,7 @@ pub fn prove_synthesized(
                     )
                 })
                 .map_err(backend_err)?;
-            Ok::<_, ProveError>((h, l, a_answer, b1_answer))
+            Ok::<_, ProveError>((l, a_answer, b1_answer))
         })();
         match g2.join() {
             Ok(g2) => (g1, g2),
@@ -433,10 +444,10 @@ pub fn prove_synthesized(
             Err(panic) => std::panic::resume_unwind(panic),
         }
     });
-    let (h, l, a_answer, b1_answer) = g1?;
+    let (l, a_answer, b1_answer) = g1?;
     let b2_answer = g2.map_err(backend_err)?;
     times.merge(&g2_times);
-    times.add(Phase::Msm, ms_since(msm_start));
+    times.add(Phase::Msm, msm_h_ms + ms_since(msm_start));
     drop((
         scratch_a,
         scratch_b,

@@ -167,9 +167,9 @@ phases! {
     NttCosetIfft = "ntt_coset_ifft", Device, Device, Some(Phase::NttKernels),
         "Coset inverse NTT of a*b over Z, less c's coefficients over Z: h.";
     NttKernels = "ntt_kernels", Host, Device, None,
-        "The whole h computation (uploads, NTTs, download of h).";
+        "The whole h computation (uploads, NTTs, and the download of h where the h MSM runs on the host's copy).";
     MsmH = "msm_h", Host, Device, Some(Phase::Msm),
-        "Multi-exponentiation of h against `params.h` (G1).";
+        "Multi-exponentiation of h against `params.h` (G1); on a device it reads h where the NTT left it, right after ntt_kernels.";
     MsmL = "msm_l", Host, Device, Some(Phase::Msm),
         "Multi-exponentiation of the aux assignment against `params.l` (G1).";
     MsmA = "msm_a", Host, Device, Some(Phase::Msm),

@@ -54,6 +54,52 @@ pub enum BackendError {
     CompiledShape(#[from] crate::compiled::EvalShapeError),
 }
 
+/// What [`Backend::quotient_then_h_msm`] computes the quotient from; `a`
+/// is the call's own argument in both cases.
+pub enum QuotientFrom<'a> {
+    /// a, b, c evaluations, as [`Backend::quotient`] takes them.
+    Evaluations {
+        b: &'a mut [Scalar],
+        c: &'a mut [Scalar],
+    },
+    /// A witness and compiled constraints, as
+    /// [`Backend::quotient_compiled`] takes them.
+    Compiled {
+        r1cs: &'a crate::compiled::CompiledR1cs,
+        inputs: &'a [Scalar],
+        aux: &'a [Scalar],
+        b: &'a mut [Scalar],
+        c: &'a mut [Scalar],
+    },
+}
+
+/// [`Backend::quotient_then_h_msm`] through the host: the quotient into
+/// `a`, then the h MSM over `a`'s first `h_bases.len()` coefficients.
+pub fn quotient_then_h_msm_via_host<B: Backend + ?Sized>(
+    backend: &B,
+    from: QuotientFrom<'_>,
+    a: &mut [Scalar],
+    pinned: bool,
+    h_bases: &G1Bases<'_>,
+    times: &mut BackendTimes,
+) -> Result<G1Projective, BackendError> {
+    match from {
+        QuotientFrom::Evaluations { b, c } => backend.quotient(a, b, c, pinned, times)?,
+        QuotientFrom::Compiled {
+            r1cs,
+            inputs,
+            aux,
+            b,
+            c,
+        } => backend.quotient_compiled(r1cs, inputs, aux, a, b, c, pinned, times)?,
+    }
+    let h = a.get(..h_bases.len()).ok_or(BackendError::MsmLength {
+        bases: h_bases.len(),
+        scalars: a.len(),
+    })?;
+    times.measure(Phase::MsmH, |t| backend.msm_g1(h_bases, h, t))
+}
+
 /// The rule every MSM entry checks first: as many bases as scalars, and no
 /// more of either than `max` (the device kernels' index range; `usize::MAX`
 /// on the CPU).
@@ -284,6 +330,22 @@ pub trait Backend: Send + Sync {
     ) -> Result<(), BackendError> {
         abc_on_host(r1cs, inputs, aux, [a, b, c], times)?;
         self.quotient(a, b, c, pinned, times)
+    }
+
+    /// The quotient, then the h MSM: Σ h[i]·h_bases[i] over h's first
+    /// `h_bases.len()` coefficients, timed as [`Phase::MsmH`]. A backend
+    /// may run the MSM on h where it computed it, without the round trip
+    /// through `a` (which then does not hold h on return); the result is
+    /// the same group element.
+    fn quotient_then_h_msm(
+        &self,
+        from: QuotientFrom<'_>,
+        a: &mut [Scalar],
+        pinned: bool,
+        h_bases: &G1Bases<'_>,
+        times: &mut BackendTimes,
+    ) -> Result<G1Projective, BackendError> {
+        quotient_then_h_msm_via_host(self, from, a, pinned, h_bases, times)
     }
 
     /// Σ scalars[i]·bases[i] in G1. Bases at infinity contribute nothing.

@@ -44,7 +44,7 @@ use state::DeviceState;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::{
     check_msm_len, Backend, BackendError, BackendKind, BackendTimes, BaseQuery, Bases, G1Bases,
-    G2Bases, ParamBases,
+    G2Bases, ParamBases, QuotientFrom,
 };
 use blstrs::{G1Projective, G2Projective, Scalar};
 use check::check;
@@ -54,7 +54,8 @@ use domain::{scalar_bytes_mut, DomainTables};
 use fleet_wire::timing::Phase;
 use memory::DeviceBuffer;
 use msm::{
-    DeviceGroup, MsmDeviceTimes, MsmKernels, MsmPlan, MsmRun, MsmWorkspace, TablePlan, G1, G2,
+    DeviceGroup, MsmDeviceTimes, MsmKernels, MsmPlan, MsmRun, MsmWorkspace, Scalars, TablePlan, G1,
+    G2,
 };
 use parking_lot::Mutex;
 use quotient::{NttKernels, Run, Workspace};
@@ -678,7 +679,7 @@ impl CudaBackend {
         scalars: &[Scalar],
         window: Window,
     ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
-        let (out, _) = self.msm_waited::<G>(bases, scalars, window)?;
+        let (out, _) = self.msm_waited::<G>(bases, Scalars::Host(scalars), window)?;
         Ok(out)
     }
 
@@ -688,7 +689,7 @@ impl CudaBackend {
     fn msm_waited<G: DeviceGroup>(
         &self,
         bases: &Bases<'_, G::Affine>,
-        scalars: &[Scalar],
+        scalars: Scalars<'_>,
         window: Window,
     ) -> Result<((G::Projective, MsmDeviceTimes), f64), BackendError> {
         check_msm_len(bases.len(), scalars.len(), msm::MAX_POINTS)?;
@@ -708,7 +709,7 @@ impl CudaBackend {
         &self,
         st: &mut DeviceState,
         bases: &Bases<'_, G::Affine>,
-        scalars: &[Scalar],
+        scalars: Scalars<'_>,
         window: Window,
     ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
         let stream = st.compute.clone();
@@ -826,7 +827,8 @@ impl CudaBackend {
         if scalars.len() < MIN_DEVICE_MSM || scalars.len() > msm::MAX_POINTS {
             return on_cpu(times);
         }
-        let ((sum, dt), waited) = self.msm_waited::<G>(bases, scalars, Window::Auto)?;
+        let ((sum, dt), waited) =
+            self.msm_waited::<G>(bases, Scalars::Host(scalars), Window::Auto)?;
         times.device_calls += 1;
         times.device_wait_ms += waited;
         times.device_ms += dt.h2d_ms + dt.kernels_ms;
@@ -941,6 +943,61 @@ impl Backend for CudaBackend {
             return self.quotient(a, b, c, pinned, times);
         }
         self.quotient_compiled_with(r1cs, inputs, aux, a, true, times)
+    }
+
+    /// Where the h phase and the h MSM both run on the device, the MSM
+    /// reads h from the NTT workspace under the same hold of the device:
+    /// no copy of h to the host and back (2 × 512 MiB at 2^24), and no
+    /// other partition's h phase in between to overwrite it.
+    fn quotient_then_h_msm(
+        &self,
+        from: QuotientFrom<'_>,
+        a: &mut [Scalar],
+        pinned: bool,
+        h_bases: &G1Bases<'_>,
+        times: &mut BackendTimes,
+    ) -> Result<G1Projective, BackendError> {
+        let (m, n) = (a.len(), h_bases.len());
+        let on_device = self.abc_off_host(m)
+            && n <= m
+            && n > SERIAL_MSM_MAX
+            && (MIN_DEVICE_MSM..=msm::MAX_POINTS).contains(&n);
+        if !on_device {
+            return crate::backend::quotient_then_h_msm_via_host(
+                self, from, a, pinned, h_bases, times,
+            );
+        }
+        let start = Instant::now();
+        let mut guard = self.state.lock();
+        times.device_wait_ms += start.elapsed().as_secs_f64() * 1e3;
+        let st = &mut *guard;
+        let computed = match from {
+            QuotientFrom::Evaluations { b, c } => self.h_from_host(st, a, b, c, times),
+            QuotientFrom::Compiled {
+                r1cs, inputs, aux, ..
+            } => self.h_from_witness(st, r1cs, inputs, aux, m.trailing_zeros(), true, times),
+        };
+        times.add(Phase::NttKernels, start.elapsed().as_secs_f64() * 1e3);
+        let out = computed.and_then(|()| {
+            check!(self.ordinal, "cuCtxSetCurrent", self.ctx.bind_to_thread())?;
+            // h is logical vector 0, complete (h_from_* waited for it).
+            let h = Scalars::Device {
+                ptr: st.workspace()?.ptr(0),
+                len: n,
+            };
+            times.measure(Phase::MsmH, |t| {
+                let (sum, dt) = self.msm_locked::<G1>(st, h_bases, h, Window::Auto)?;
+                // The scalars' copy is device to device: device time, not
+                // host-to-device traffic.
+                t.device_calls += 1;
+                t.device_ms += dt.h2d_ms + dt.kernels_ms;
+                Ok(sum)
+            })
+        });
+        if out.is_err() {
+            self.drain(st);
+        }
+        out
     }
 
     /// On the device from [`MIN_DEVICE_MSM`] points, on the CPU below.

@@ -445,10 +445,36 @@ impl MsmWorkspace {
     }
 }
 
+/// Where an MSM's scalars are.
+#[derive(Debug, Clone, Copy)]
+pub enum Scalars<'a> {
+    Host(&'a [Scalar]),
+    /// `len` scalars at `ptr` in this device's memory, written by work
+    /// already ordered before the MSM's stream (or finished) and kept by
+    /// the caller until the MSM returns.
+    Device {
+        ptr: sys::CUdeviceptr,
+        len: usize,
+    },
+}
+
+impl Scalars<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Scalars::Host(s) => s.len(),
+            Scalars::Device { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// What one device MSM measured (CUDA events on its stream).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MsmDeviceTimes {
-    /// Scalar upload.
+    /// Scalar upload (a device-to-device copy for [`Scalars::Device`]).
     pub h2d_ms: f64,
     /// Everything from the canonical-form kernel to the window sums.
     pub kernels_ms: f64,
@@ -588,13 +614,13 @@ impl MsmRun<'_> {
     }
 
     /// Σ scalars[i]·bases[i] with `bases` already on the device (`n`
-    /// affine points at `bases`) and the scalars in host memory (Montgomery
-    /// form, as blstrs holds them).
+    /// affine points at `bases`) and the scalars (Montgomery form, as
+    /// blstrs holds them) in host memory or already on the device.
     pub fn msm<G: DeviceGroup>(
         &self,
         ws: &mut MsmWorkspace,
         bases: sys::CUdeviceptr,
-        scalars: &[Scalar],
+        scalars: Scalars<'_>,
         plan: MsmPlan,
     ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
         let (dev, ctx) = (self.device, self.ctx);
@@ -611,9 +637,8 @@ impl MsmRun<'_> {
         let per_window = (plan.buckets / REDUCE_CHUNK.min(plan.buckets)) as usize;
         let chunk = REDUCE_CHUNK.min(plan.buckets);
 
-        let scal = ws
-            .scalars
-            .ensure(ctx, dev, std::mem::size_of_val(scalars))?;
+        let scalar_bytes = n * std::mem::size_of::<Scalar>();
+        let scal = ws.scalars.ensure(ctx, dev, scalar_bytes)?;
         let counts = ws.counts.ensure(ctx, dev, u32s(keys + 1))?;
         let bucket_off = ws.bucket_off.ensure(ctx, dev, u32s(keys + 1))?;
         let cursor = ws.cursor.ensure(ctx, dev, u32s(keys + 1))?;
@@ -647,15 +672,24 @@ impl MsmRun<'_> {
         let t_summed = self.event()?;
         let t2 = self.event()?;
         self.record(&t0)?;
-        // SAFETY: `scal` holds n scalars; the copy is awaited below (the
-        // max readback synchronises the stream) before `scalars` can go.
-        check!(dev, "cuMemcpyHtoDAsync", unsafe {
-            result::memcpy_htod_async(
-                scal,
-                super::domain::scalar_bytes(scalars),
-                self.stream.cu_stream(),
-            )
-        })?;
+        match scalars {
+            // SAFETY: `scal` holds n scalars; the copy is awaited below (the
+            // max readback synchronises the stream) before `scalars` can go.
+            Scalars::Host(host) => check!(dev, "cuMemcpyHtoDAsync", unsafe {
+                result::memcpy_htod_async(
+                    scal,
+                    super::domain::scalar_bytes(host),
+                    self.stream.cu_stream(),
+                )
+            })?,
+            // A copy, not the buffer itself: the canonical-form kernel
+            // rewrites its input in place.
+            // SAFETY: both hold n scalars; the source's owner keeps it
+            // until this stream has passed the copy (see `Scalars::Device`).
+            Scalars::Device { ptr, .. } => check!(dev, "cuMemcpyDtoDAsync", unsafe {
+                result::memcpy_dtod_async(scal, ptr, scalar_bytes, self.stream.cu_stream())
+            })?,
+        }
         self.record(&t1)?;
 
         let (n32, c, windows, buckets) = (n as u32, plan.c, plan.windows, plan.buckets);
