@@ -304,17 +304,11 @@ pub fn prove_synthesized(
     let h_bases = bases(key.h(), 0..m - 1, BaseQuery::H, set);
     let msm_h_ms = |t: &BackendTimes| t.phases_ms.get(&Phase::MsmH).copied().unwrap_or(0.0);
     let msm_h_before = msm_h_ms(times);
-    let h = match &abc_from {
-        None => backend.quotient_then_h_msm(
-            QuotientFrom::Evaluations {
-                b: &mut b[..],
-                c: &mut c[..],
-            },
-            &mut a[..],
-            pinned,
-            &h_bases,
-            times,
-        ),
+    let from = match &abc_from {
+        None => QuotientFrom::Evaluations {
+            b: &mut b[..],
+            c: &mut c[..],
+        },
         Some(r1cs) => {
             check(
                 "the domain of the compiled constraints",
@@ -336,22 +330,18 @@ pub fn prove_synthesized(
                     })?;
                 }
             }
-            backend.quotient_then_h_msm(
-                QuotientFrom::Compiled {
-                    r1cs,
-                    inputs: &input_assignment,
-                    aux: &aux_assignment,
-                    b: &mut b[..],
-                    c: &mut c[..],
-                },
-                &mut a[..],
-                pinned,
-                &h_bases,
-                times,
-            )
+            QuotientFrom::Compiled {
+                r1cs,
+                inputs: &input_assignment,
+                aux: &aux_assignment,
+                b: &mut b[..],
+                c: &mut c[..],
+            }
         }
-    }
-    .map_err(backend_err)?;
+    };
+    let h = backend
+        .quotient_then_h_msm(from, &mut a[..], pinned, &h_bases, times)
+        .map_err(backend_err)?;
     let msm_h_ms = msm_h_ms(times) - msm_h_before;
     drop((a, b, c));
 
