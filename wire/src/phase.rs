@@ -167,7 +167,7 @@ phases! {
     NttCosetIfft = "ntt_coset_ifft", Device, Device, Some(Phase::NttKernels),
         "Coset inverse NTT of a*b over Z, less c's coefficients over Z: h.";
     NttKernels = "ntt_kernels", Host, Device, None,
-        "The whole h computation (uploads, NTTs, and the download of h where the h MSM runs on the host's copy).";
+        "The whole h computation (uploads, NTTs, and the download of h where the h MSM runs on the host's copy), from when the backend holds the device (a wait for it is device wait).";
     MsmH = "msm_h", Host, Device, Some(Phase::Msm),
         "Multi-exponentiation of h against `params.h` (G1); on a device it reads h where the NTT left it, right after ntt_kernels.";
     MsmL = "msm_l", Host, Device, Some(Phase::Msm),
@@ -179,7 +179,7 @@ phases! {
     MsmBG2 = "msm_b_g2", Host, Device, Some(Phase::Msm),
         "Multi-exponentiation for B in G2 (on its own host thread, beside the G1 ones).";
     Msm = "msm", Host, Device, None,
-        "All multi-exponentiations together.";
+        "All multi-exponentiations together: the span of the quotient and the MSMs less ntt_kernels (the G2 MSM starts beside the quotient).";
     Assembly = "assembly", Host, Device, None,
         "Combining the MSM results with r, s into A, B, C.";
     Verify = "verify", Host, After, None,

@@ -57,7 +57,7 @@ use msm::{
     DeviceGroup, MsmDeviceTimes, MsmKernels, MsmPlan, MsmRun, MsmWorkspace, Scalars, TablePlan, G1,
     G2,
 };
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use quotient::{NttKernels, Run, Workspace};
 use resident::ResidentBases;
 use std::collections::HashMap;
@@ -495,8 +495,7 @@ impl CudaBackend {
                 max_log: MAX_DEVICE_LOG_N,
             });
         }
-        let start = Instant::now();
-        let mut st = self.state.lock();
+        let (mut st, start) = self.hold_for_h(times);
         let computed = self.h_from_witness(
             &mut st,
             r1cs,
@@ -681,6 +680,16 @@ impl CudaBackend {
     ) -> Result<(G::Projective, MsmDeviceTimes), BackendError> {
         let (out, _) = self.msm_waited::<G>(bases, Scalars::Host(scalars), window)?;
         Ok(out)
+    }
+
+    /// The device for one h computation, and when the hold began: the wait
+    /// for it (another partition's call, or this partition's G2 MSM) is
+    /// device wait, not part of the h phase.
+    fn hold_for_h(&self, times: &mut BackendTimes) -> (MutexGuard<'_, DeviceState>, Instant) {
+        let asked = Instant::now();
+        let guard = self.state.lock();
+        times.device_wait_ms += asked.elapsed().as_secs_f64() * 1e3;
+        (guard, Instant::now())
     }
 
     /// As `msm_on_device`, also returning the milliseconds spent waiting for
@@ -913,8 +922,7 @@ impl Backend for CudaBackend {
         // `pinned` needs no branch: the driver DMAs straight from page-locked
         // memory and stages pageable memory through its own bounce buffers,
         // which is exactly the slow path the flag exists to measure.
-        let start = Instant::now();
-        let mut st = self.state.lock();
+        let (mut st, start) = self.hold_for_h(times);
         let computed = self.h_from_host(&mut st, a, b, c, times);
         let out = self.h_to_host(&mut st, computed, a);
         times.add(Phase::NttKernels, start.elapsed().as_secs_f64() * 1e3);
@@ -967,9 +975,7 @@ impl Backend for CudaBackend {
                 self, from, a, pinned, h_bases, times,
             );
         }
-        let start = Instant::now();
-        let mut guard = self.state.lock();
-        times.device_wait_ms += start.elapsed().as_secs_f64() * 1e3;
+        let (mut guard, start) = self.hold_for_h(times);
         let st = &mut *guard;
         let computed = match from {
             QuotientFrom::Evaluations { b, c } => self.h_from_host(st, a, b, c, times),
