@@ -47,7 +47,7 @@ fn main() -> ExitCode {
     match runtime.block_on(cli.command.execute()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", fleet_wire::error_line::error_line(e.as_ref()));
             ExitCode::from(EXIT_ERROR)
         }
     }

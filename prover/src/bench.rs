@@ -70,6 +70,12 @@ pub enum BenchError {
     CudaSetup(#[source] BackendError),
     #[error("bench: leaving out the CPU backend needs the CUDA backend (--cuda)")]
     NothingToRun,
+    #[error(
+        "bench: size 2^{log_size} is out of range: the bundled circuits take 2^{} to 2^{}",
+        circuit::MIN_LOG_SIZE,
+        circuit::MAX_LOG_SIZE
+    )]
+    LogSize { log_size: u32 },
     #[error("bench {circuit} 2^{log_size}: {source}")]
     Circuit {
         circuit: CircuitKind,
@@ -392,6 +398,15 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<BenchRow>, BenchError> {
     let backend = CpuBackend::new();
     if !cfg.cpu && !cfg.cuda {
         return Err(BenchError::NothingToRun);
+    }
+    // Before anything starts (and before `1 << log_size`, which would wrap
+    // in a release build): every size is one the bundled circuits accept.
+    if let Some(&log_size) = cfg
+        .log_sizes
+        .iter()
+        .find(|l| !(circuit::MIN_LOG_SIZE..=circuit::MAX_LOG_SIZE).contains(l))
+    {
+        return Err(BenchError::LogSize { log_size });
     }
     let cuda = cfg.cuda.then(open_cuda).transpose()?;
     let mut rows = Vec::new();

@@ -60,7 +60,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", fleet_wire::error_line::error_line(e.as_ref()));
             ExitCode::from(cli::exit::ERROR)
         }
     }

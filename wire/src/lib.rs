@@ -13,8 +13,10 @@
 //! - [`metrics`]: Prometheus metric names exported at `/metrics`.
 //! - [`exit`]: the `prover` binary's exit codes, which fleetctl reads from
 //!   the `prover client` commands it runs.
+//! - [`error_line`]: the one-line form of an error both binaries end with.
 
 pub mod api;
+pub mod error_line;
 pub mod exit;
 pub mod health;
 pub mod metrics;

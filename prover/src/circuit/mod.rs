@@ -31,6 +31,9 @@ pub(crate) use unnamed::unnamed_root;
 pub const MIN_SIZE: usize = 1 << 4;
 /// Largest accepted size (2^27).
 pub const MAX_SIZE: usize = 1 << 27;
+/// log2 of [`MIN_SIZE`] and [`MAX_SIZE`], for options that take a power of two.
+pub const MIN_LOG_SIZE: u32 = MIN_SIZE.trailing_zeros();
+pub const MAX_LOG_SIZE: u32 = MAX_SIZE.trailing_zeros();
 
 /// The circuits this binary ships with.
 #[derive(

@@ -69,14 +69,21 @@ pub struct BenchArgs {
     /// Circuits to run.
     #[arg(long, value_delimiter = ',', default_value = "chain,sha256")]
     pub circuits: Vec<CircuitKind>,
-    /// log2 of the sizes to run.
-    #[arg(long, value_delimiter = ',', default_value = "14,15,16,17,18,19,20")]
+    /// log2 of the sizes to run (4 to 27).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "14,15,16,17,18,19,20",
+        value_parser = clap::value_parser!(u32).range(
+            i64::from(prover::circuit::MIN_LOG_SIZE)..=i64::from(prover::circuit::MAX_LOG_SIZE)
+        )
+    )]
     pub log_sizes: Vec<u32>,
     /// Parameter cache directory.
     #[arg(long, default_value = "params")]
     pub params_dir: PathBuf,
-    /// Repetitions per measurement (the fastest is reported).
-    #[arg(long, default_value_t = 1)]
+    /// Repetitions per measurement (the fastest is reported), 1 to 1000.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
     /// Skip bellperson (only time this prover).
     #[arg(long)]

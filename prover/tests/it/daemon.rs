@@ -1104,6 +1104,42 @@ fn a_bad_command_line_exits_2_naming_the_problem() {
     assert_eq!(code, Some(2), "{err}");
     let (code, _, err) = prover_cli(&["client", "ready"]);
     assert_eq!(code, Some(2), "--config is required: {err}");
+    // Sizes are bounded before `1 << log_size` (2^99 once wrapped to 2^35).
+    for bad in ["99", "3", "28"] {
+        let (code, _, err) = prover_cli(&["bench", "--log-sizes", bad]);
+        assert_eq!(code, Some(2), "--log-sizes {bad}: {err}");
+        assert!(err.contains("--log-sizes") && err.contains(bad), "{err}");
+    }
+    let (code, _, err) = prover_cli(&["bench", "--repeat", "0"]);
+    assert_eq!(code, Some(2), "--repeat 0: {err}");
+}
+
+#[test]
+fn an_error_and_its_causes_are_printed_once_each() {
+    // bench's error ends with its source's message, which the chain holds
+    // again: the last word names the missing parameters once.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, _, err) = prover_cli(&[
+        "bench",
+        "--circuits",
+        "chain",
+        "--log-sizes",
+        "10",
+        "--no-baseline",
+        "--params-dir",
+        &dir.path().join("none").display().to_string(),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: bench chain 2^10: parameters: "),
+        "{err}"
+    );
+    assert_eq!(
+        last.matches("no parameters for circuit").count(),
+        1,
+        "{err}"
+    );
 }
 
 #[test]
