@@ -32,8 +32,14 @@ pub struct ParamsArgs {
 pub struct ProveArgs {
     #[command(flatten)]
     pub params: ParamsArgs,
-    /// Independent proofs of the same circuit (partitions).
-    #[arg(long, default_value_t = 1)]
+    /// Independent proofs of the same circuit (partitions), 1 to 1024 (the
+    /// daemon's limit per job).
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32)
+            .range(1..=i64::from(prover::daemon::engine::MAX_PARTITIONS))
+    )]
     pub partitions: u32,
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,

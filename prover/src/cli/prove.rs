@@ -94,9 +94,6 @@ fn timing_table(rows: &[(u32, std::collections::BTreeMap<Phase, f64>)]) -> Table
 
 /// `prover prove`.
 pub fn run_prove(args: ProveArgs) -> Result<u8> {
-    if args.partitions == 0 {
-        bail!("--partitions must be at least 1");
-    }
     let kind = args.params.circuit;
     let size = args.params.size;
     let params = load_params(kind, size, &args.params.params_dir, args.test_params)?;

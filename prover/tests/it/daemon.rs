@@ -1112,6 +1112,10 @@ fn a_bad_command_line_exits_2_naming_the_problem() {
     }
     let (code, _, err) = prover_cli(&["bench", "--repeat", "0"]);
     assert_eq!(code, Some(2), "--repeat 0: {err}");
+    for bad in ["0", "1025"] {
+        let (code, _, err) = prover_cli(&["prove", "--partitions", bad]);
+        assert_eq!(code, Some(2), "--partitions {bad}: {err}");
+    }
 }
 
 #[test]
