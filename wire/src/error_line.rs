@@ -1,6 +1,5 @@
 //! The one-line form of an error that both binaries print as their last
-//! word on stderr (`error: …`), and that fleetctl shows when a remote
-//! `prover` command fails.
+//! word on stderr (`error: …`).
 
 use std::error::Error;
 
@@ -11,20 +10,13 @@ use std::error::Error;
 /// error type uses.
 pub fn error_line(err: &(dyn Error + 'static)) -> String {
     let mut line = err.to_string();
-    let mut cause = err.source();
     // Bounded: a chain is finite unless a source refers back to itself.
-    let mut left = 64;
-    while let Some(c) = cause {
-        if left == 0 {
-            break;
-        }
-        left -= 1;
-        let text = c.to_string();
+    for cause in std::iter::successors(err.source(), |&c| c.source()).take(64) {
+        let text = cause.to_string();
         if !text.is_empty() && !line.contains(&text) {
             line.push_str(": ");
             line.push_str(&text);
         }
-        cause = c.source();
     }
     line
 }

@@ -177,7 +177,7 @@ phases! {
     MsmBG1 = "msm_b_g1", Host, Device, Some(Phase::Msm),
         "Multi-exponentiation for B in G1.";
     MsmBG2 = "msm_b_g2", Host, Device, Some(Phase::Msm),
-        "Multi-exponentiation for B in G2 (on its own host thread, beside the G1 ones).";
+        "Multi-exponentiation for B in G2 (on its own host thread, beside the quotient and the G1 ones).";
     Msm = "msm", Host, Device, None,
         "All multi-exponentiations together: the span of the quotient and the MSMs less ntt_kernels (the G2 MSM starts beside the quotient).";
     Assembly = "assembly", Host, Device, None,
