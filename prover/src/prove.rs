@@ -380,52 +380,69 @@ pub fn prove_synthesized(
                 .map_err(backend_err)?;
             drop((a, b, c));
 
-            let l = times
-                .measure(Phase::MsmL, |t| {
-                    backend.msm_g1(
-                        &bases(key.l(), 0..key.l().len(), BaseQuery::L, set),
-                        &aux_assignment,
-                        t,
-                    )
-                })
-                .map_err(backend_err)?;
-
-            let a_answer = times
-                .measure(Phase::MsmA, |t| {
-                    let a_aux = dense(&aux_assignment, &a_aux_density, &mut scratch_a);
-                    let inputs = backend.msm_g1(
-                        &bases(key.a(), 0..num_inputs, BaseQuery::A, set),
-                        &input_assignment,
-                        t,
-                    )?;
-                    Ok::<_, BackendError>(
-                        inputs
-                            + backend.msm_g1(
-                                &bases(key.a(), num_inputs..a_len, BaseQuery::A, set),
-                                a_aux,
-                                t,
-                            )?,
-                    )
-                })
-                .map_err(backend_err)?;
-
-            let b1_answer = times
-                .measure(Phase::MsmBG1, |t| {
-                    let inputs = backend.msm_g1(
+            // l and A on threads of their own beside B in G1 here, as the
+            // G2 MSM is: on a device backend each MSM's scalar upload then
+            // runs while another one's kernels hold the device, and a
+            // density gather on the host beside them.
+            let ((l, l_times), (a_answer, a_times), b1_answer) = std::thread::scope(|inner| {
+                let aux = &aux_assignment[..];
+                let l = inner.spawn(move || {
+                    let mut t = BackendTimes::default();
+                    let l = t.measure(Phase::MsmL, |t| {
+                        backend.msm_g1(&bases(key.l(), 0..key.l().len(), BaseQuery::L, set), aux, t)
+                    });
+                    (l, t)
+                });
+                let scratch_a = &mut scratch_a;
+                let (a_density, inputs) = (&a_aux_density, &input_assignment[..]);
+                let a = inner.spawn(move || {
+                    let mut t = BackendTimes::default();
+                    let a = t.measure(Phase::MsmA, |t| {
+                        let a_aux = dense(aux, a_density, scratch_a);
+                        let from_inputs = backend.msm_g1(
+                            &bases(key.a(), 0..num_inputs, BaseQuery::A, set),
+                            inputs,
+                            t,
+                        )?;
+                        Ok::<_, BackendError>(
+                            from_inputs
+                                + backend.msm_g1(
+                                    &bases(key.a(), num_inputs..a_len, BaseQuery::A, set),
+                                    a_aux,
+                                    t,
+                                )?,
+                        )
+                    });
+                    (a, t)
+                });
+                let b1 = times.measure(Phase::MsmBG1, |t| {
+                    let from_inputs = backend.msm_g1(
                         &bases(key.b_g1(), 0..b_inputs_len, BaseQuery::BG1, set),
                         b_inputs,
                         t,
                     )?;
                     Ok::<_, BackendError>(
-                        inputs
+                        from_inputs
                             + backend.msm_g1(
                                 &bases(key.b_g1(), b_inputs_len..b_len, BaseQuery::BG1, set),
                                 b_aux,
                                 t,
                             )?,
                     )
-                })
-                .map_err(backend_err)?;
+                });
+                // A panic in an MSM is the partition's panic (the daemon
+                // catches it and fails only this job).
+                let join = |h: std::thread::ScopedJoinHandle<'_, _>| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                };
+                (join(l), join(a), b1)
+            });
+            times.merge(&l_times);
+            times.merge(&a_times);
+            let l = l.map_err(backend_err)?;
+            let a_answer = a_answer.map_err(backend_err)?;
+            let b1_answer = b1_answer.map_err(backend_err)?;
             Ok::<_, ProveError>((h, l, a_answer, b1_answer))
         })();
         match g2.join() {

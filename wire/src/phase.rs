@@ -171,11 +171,11 @@ phases! {
     MsmH = "msm_h", Host, Device, Some(Phase::Msm),
         "Multi-exponentiation of h against `params.h` (G1); on a device it reads h where the NTT left it, right after ntt_kernels.";
     MsmL = "msm_l", Host, Device, Some(Phase::Msm),
-        "Multi-exponentiation of the aux assignment against `params.l` (G1).";
+        "Multi-exponentiation of the aux assignment against `params.l` (G1; on its own host thread beside A's and B's).";
     MsmA = "msm_a", Host, Device, Some(Phase::Msm),
-        "Multi-exponentiation for A (G1).";
+        "Multi-exponentiation for A (G1; on its own host thread beside l's and B's).";
     MsmBG1 = "msm_b_g1", Host, Device, Some(Phase::Msm),
-        "Multi-exponentiation for B in G1.";
+        "Multi-exponentiation for B in G1 (beside l's and A's, after the quotient).";
     MsmBG2 = "msm_b_g2", Host, Device, Some(Phase::Msm),
         "Multi-exponentiation for B in G2 (on its own host thread, beside the quotient and the G1 ones).";
     Msm = "msm", Host, Device, None,

@@ -2,7 +2,8 @@
 //! `EvaluationDomain` at every size 2^10..2^20 (higher with
 //! PROVER_CUDA_MAX_LOG) and at the production sizes 2^25.. (up to
 //! PROVER_CUDA_BIG_MAX_LOG), edge values through the Fr products and the
-//! NTT, a smaller call after a larger one, two threads on one backend,
+//! NTT, a smaller call after a larger one, two threads on one backend (and
+//! four MSM threads against the two staging slots),
 //! pinned pool regions from `cuMemHostAlloc`, h left on the device, and
 //! proofs byte-identical to the CPU backend's and bellperson's, two engine
 //! workers on one GPU included, and `prover setup --backend cuda`: its
@@ -1363,6 +1364,50 @@ fn two_threads_on_one_backend_get_exact_results() {
                         let bases = msm_bases(n);
                         let scalars = bench::random_scalars(n, s + 3);
                         assert_eq!(gpu_msm(gpu, &bases, &scalars), cpu_msm(&bases, &scalars));
+                    }
+                })
+            })
+            .collect();
+        for r in runs {
+            r.join().expect("thread");
+        }
+    });
+}
+
+#[test]
+fn more_msm_threads_than_staging_slots_get_exact_results() {
+    let Some(gpu) = gpu() else { return };
+    // Four callers against two staging slots: two wait for a slot while
+    // the others copy or run, in G1 and G2, and every sum stays exact.
+    let g1_bases = msm_bases(1 << 15);
+    let g2_bases = msm_g2_bases(1 << 12);
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..4u64)
+            .map(|k| {
+                let (g1_bases, g2_bases) = (&g1_bases, &g2_bases);
+                scope.spawn(move || {
+                    for round in 0..3u64 {
+                        let seed = 7000 + k * 10 + round;
+                        let n = 1usize << (12 + (k + round) % 4);
+                        let scalars = bench::random_scalars(n, seed);
+                        let mut times = BackendTimes::default();
+                        let got = gpu
+                            .msm_g1(&G1Bases::slice(&g1_bases[..n]), &scalars, &mut times)
+                            .expect("gpu msm")
+                            .to_affine();
+                        assert_eq!(got, cpu_msm(&g1_bases[..n], &scalars), "G1 n = {n}");
+                        assert_eq!(times.h2d_bytes, (n * 32) as u64);
+                        assert!(times.h2d_ms > 0.0 && times.device_ms > 0.0, "{times:?}");
+                        let scalars = bench::random_scalars(g2_bases.len(), seed + 1);
+                        let got = gpu
+                            .msm_g2(
+                                &G2Bases::slice(g2_bases),
+                                &scalars,
+                                &mut BackendTimes::default(),
+                            )
+                            .expect("gpu g2 msm");
+                        let want = cpu_msm_g2(g2_bases, &scalars);
+                        assert_eq!(got.to_affine(), want, "G2, thread {k}");
                     }
                 })
             })

@@ -13,6 +13,7 @@
 //! - [`memory`]: owned device allocations.
 //! - [`msm`]: the G1 and G2 multi-scalar multiplications (Pippenger on the device).
 //! - [`resident`]: parameter bases kept on the device across proofs.
+//! - [`staging`]: MSM scalars uploaded before the MSM holds the device.
 //! - [`selftest`]: single field and curve operations, for tests against blstrs.
 //! - [`fixed_base`]: parameter generation's fixed-base multiplications (`prover setup --backend cuda`).
 //! - [`bench`]: H2D, NTT and MSM measurements for `scripts/gpu-check.sh`.
@@ -34,6 +35,7 @@ pub mod ntt;
 pub mod quotient;
 pub mod resident;
 pub mod selftest;
+pub mod staging;
 mod state;
 pub mod workspace;
 
@@ -122,6 +124,8 @@ pub struct CudaBackend {
     /// G1's kernels, then G2's ([`DeviceGroup::UNIT`]).
     msm_kernels: [MsmKernels; 2],
     state: Mutex<DeviceState>,
+    /// Outside `state`: an upload into a slot runs while another call holds it.
+    slots: staging::ScalarSlots,
     cpu: CpuBackend,
 }
 
@@ -277,6 +281,7 @@ impl CudaBackend {
                 transient_bases: None,
                 r1cs: abc::ResidentR1cs::default(),
             }),
+            slots: staging::ScalarSlots::new(total),
             cpu: CpuBackend::new(),
         })
     }
@@ -836,13 +841,28 @@ impl CudaBackend {
         if scalars.len() < MIN_DEVICE_MSM || scalars.len() > msm::MAX_POINTS {
             return on_cpu(times);
         }
-        let ((sum, dt), waited) =
-            self.msm_waited::<G>(bases, Scalars::Host(scalars), Window::Auto)?;
+        // The upload starts before the wait for the device, so it overlaps
+        // whatever holds it; without a slot the MSM uploads under its hold.
+        let staged = self.slots.stage(&self.ctx, self.ordinal, scalars);
+        let on_device = match &staged {
+            Some(st) => {
+                let (ptr, len, ready) = st.device()?;
+                Scalars::Staged { ptr, len, ready }
+            }
+            None => Scalars::Host(scalars),
+        };
+        let ((sum, dt), waited) = self.msm_waited::<G>(bases, on_device, Window::Auto)?;
+        // `dt.h2d_ms` is the part of the upload the device held still for
+        // (all of it without a slot); the copy's own time gives the rate.
+        let copy_ms = match &staged {
+            Some(st) => st.copy_ms()?,
+            None => dt.h2d_ms,
+        };
         times.device_calls += 1;
         times.device_wait_ms += waited;
         times.device_ms += dt.h2d_ms + dt.kernels_ms;
         times.h2d_bytes += std::mem::size_of_val(scalars) as u64;
-        times.h2d_ms += dt.h2d_ms;
+        times.h2d_ms += copy_ms;
         Ok(sum)
     }
 
@@ -857,8 +877,9 @@ impl CudaBackend {
             );
             return 0;
         }
+        let slots = self.slots.release();
         let mut st = self.state.lock();
-        let before = st.bases.bytes() + st.msm.bytes() as u64;
+        let before = st.bases.bytes() + st.msm.bytes() as u64 + slots;
         let budget = st.bases.budget();
         st.workspace = None;
         st.tables.clear();

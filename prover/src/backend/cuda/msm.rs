@@ -456,13 +456,20 @@ pub enum Scalars<'a> {
         ptr: sys::CUdeviceptr,
         len: usize,
     },
+    /// `len` scalars at `ptr` that the MSM may rewrite in place (a staging
+    /// slot, [`super::staging`]), complete once `ready` has fired.
+    Staged {
+        ptr: sys::CUdeviceptr,
+        len: usize,
+        ready: &'a CudaEvent,
+    },
 }
 
 impl Scalars<'_> {
     pub fn len(&self) -> usize {
         match self {
             Scalars::Host(s) => s.len(),
-            Scalars::Device { len, .. } => *len,
+            Scalars::Device { len, .. } | Scalars::Staged { len, .. } => *len,
         }
     }
 
@@ -474,7 +481,8 @@ impl Scalars<'_> {
 /// What one device MSM measured (CUDA events on its stream).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MsmDeviceTimes {
-    /// Scalar upload (a device-to-device copy for [`Scalars::Device`]).
+    /// Scalar upload (a device-to-device copy for [`Scalars::Device`], ~0
+    /// for [`Scalars::Staged`]: the wait for a copy on another stream).
     pub h2d_ms: f64,
     /// Everything from the canonical-form kernel to the window sums.
     pub kernels_ms: f64,
@@ -638,7 +646,12 @@ impl MsmRun<'_> {
         let chunk = REDUCE_CHUNK.min(plan.buckets);
 
         let scalar_bytes = n * std::mem::size_of::<Scalar>();
-        let scal = ws.scalars.ensure(ctx, dev, scalar_bytes)?;
+        let scal = match scalars {
+            Scalars::Staged { ptr, .. } => ptr,
+            Scalars::Host(_) | Scalars::Device { .. } => {
+                ws.scalars.ensure(ctx, dev, scalar_bytes)?
+            }
+        };
         let counts = ws.counts.ensure(ctx, dev, u32s(keys + 1))?;
         let bucket_off = ws.bucket_off.ensure(ctx, dev, u32s(keys + 1))?;
         let cursor = ws.cursor.ensure(ctx, dev, u32s(keys + 1))?;
@@ -689,6 +702,11 @@ impl MsmRun<'_> {
             Scalars::Device { ptr, .. } => check!(dev, "cuMemcpyDtoDAsync", unsafe {
                 result::memcpy_dtod_async(scal, ptr, scalar_bytes, self.stream.cu_stream())
             })?,
+            // Uploaded on another stream: this one waits on the device, and
+            // the upload is timed by whoever started it.
+            Scalars::Staged { ready, .. } => {
+                check!(dev, "cuStreamWaitEvent", self.stream.wait(ready))?
+            }
         }
         self.record(&t1)?;
 
