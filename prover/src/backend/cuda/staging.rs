@@ -26,10 +26,15 @@ use std::sync::Arc;
 /// upload beside it. More would only queue behind the same link.
 pub const SLOTS: usize = 2;
 
-/// The largest share of device memory one slot may take (1/16), so that the
-/// slots together never take more than an eighth of what the workspaces and
-/// resident bases were planned around.
-pub const SLOT_SHARE: usize = 16;
+/// The largest share of device memory one slot may take (1/32: 2^26
+/// scalars, 2 GiB, on an 80 GB device; 2^27 on a 141 GB one), so that the
+/// slots together never take more than a sixteenth of what the workspaces
+/// and resident bases were planned around.
+pub const SLOT_SHARE: usize = 32;
+
+/// A slot is allocated only while this share of the device (1/8) stays
+/// free beside it, for the workspaces of the partition it serves.
+pub const FREE_SHARE: usize = 8;
 
 #[derive(Debug)]
 struct Slot {
@@ -142,9 +147,9 @@ impl ScalarSlots {
                 None => check!(device, "cuStreamCreate", ctx.new_stream())?,
             };
             let (free, total) = check!(device, "cuMemGetInfo", ctx.mem_get_info())?;
-            // Room for the slot and still an eighth of the device for the
+            // Room for the slot and still a share of the device for the
             // workspaces that were sized without it.
-            if free < bytes.saturating_add(total / (SLOT_SHARE / 2)) || bytes > max_bytes {
+            if free < bytes.saturating_add(total / FREE_SHARE) || bytes > max_bytes {
                 return Err(BackendError::DeviceMemory {
                     device,
                     need: bytes as u64,
