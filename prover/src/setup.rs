@@ -477,6 +477,21 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     })
 }
 
+/// [`parse_size`] for a bundled circuit's size: also within
+/// [`crate::circuit::MIN_SIZE`]..=[`crate::circuit::MAX_SIZE`], so that a
+/// command line with a size no circuit can have is a usage error.
+pub fn parse_circuit_size(s: &str) -> Result<usize, String> {
+    use crate::circuit::{MAX_SIZE, MIN_SIZE};
+    let size = parse_size(s)?;
+    if (MIN_SIZE..=MAX_SIZE).contains(&size) {
+        Ok(size)
+    } else {
+        Err(format!(
+            "{size} is out of range: a circuit has between {MIN_SIZE} (2^4) and {MAX_SIZE} (2^27) constraints"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -612,5 +627,11 @@ mod tests {
         assert_eq!(parse_size("1<<12"), Ok(4096));
         assert!(parse_size("2^99").is_err());
         assert!(parse_size("big").expect_err("not a size").contains("2^10"));
+        assert_eq!(parse_circuit_size("2^4"), Ok(16));
+        assert_eq!(parse_circuit_size("2^27"), Ok(1 << 27));
+        for bad in ["0", "15", "2^28", "2^63"] {
+            let e = parse_circuit_size(bad).expect_err(bad);
+            assert!(e.contains("out of range"), "{bad}: {e}");
+        }
     }
 }

@@ -21,7 +21,7 @@ pub struct ParamsArgs {
     #[arg(long, default_value = "chain")]
     pub circuit: CircuitKind,
     /// Constraint count the circuit is sized for (domain = next power of two): 65536 or 2^16.
-    #[arg(long, default_value = "2^16", value_parser = prover::setup::parse_size)]
+    #[arg(long, default_value = "2^16", value_parser = prover::setup::parse_circuit_size)]
     pub size: usize,
     /// Parameter directory.
     #[arg(long, default_value = "params")]
@@ -49,8 +49,8 @@ pub struct ProveArgs {
     /// Append timing records to this JSON-lines file.
     #[arg(long)]
     pub timing_log: Option<PathBuf>,
-    /// CPU backend worker threads (default: all cores).
-    #[arg(long)]
+    /// CPU backend worker threads, 1 to 1024 (default: all cores).
+    #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
     /// When the parameter directory has no file for this circuit and size,
     /// generate TEST-ONLY parameters (seeded toxic waste, NOT a trusted setup).
@@ -116,4 +116,19 @@ pub struct BenchArgs {
     /// Skip synthesis from compiled constraints (the second table).
     #[arg(long)]
     pub no_compiled: bool,
+}
+
+/// The most CPU worker threads a command takes: more is a typo, and
+/// starting them costs seconds to minutes before any work.
+pub const MAX_THREADS: usize = 1024;
+
+/// `--threads`: 1 to [`MAX_THREADS`].
+pub fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        Ok(n) => Err(format!(
+            "{n} is out of range: 1 to {MAX_THREADS} threads (leave the option out for all cores)"
+        )),
+        Err(_) => Err(format!("`{s}` is not a number of threads")),
+    }
 }

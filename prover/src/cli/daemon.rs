@@ -99,8 +99,9 @@ pub struct SubmitArgs {
     pub config: PathBuf,
     #[arg(long, default_value = "chain")]
     pub circuit: String,
-    #[arg(long)]
-    pub size: u64,
+    /// Constraints (65536 or 2^16), 2^4 to 2^27.
+    #[arg(long, value_parser = prover::setup::parse_circuit_size)]
+    pub size: usize,
     #[arg(long, default_value_t = 1)]
     pub partitions: u32,
     /// Seed of the public input and witness.
@@ -289,7 +290,7 @@ pub fn run_client(args: ClientArgs) -> Result<u8> {
             let client = ApiClient::new(&config, Duration::from_secs(30))?;
             let resp = client.submit(&SubmitRequest {
                 circuit: a.circuit,
-                size: a.size,
+                size: a.size as u64,
                 partitions: a.partitions,
                 seed: a.seed,
                 rs_seed: a.rs_seed,
@@ -406,6 +407,17 @@ pub fn run_daemon(args: DaemonArgs) -> Result<u8> {
 /// (`test_params`).
 fn check_config(path: &Path, config: &Config) -> Result<u8> {
     use prover::params::ParamStore;
+    // An automatic budget is sized from this host's memory: a margin larger
+    // than it must fail here, as the start would.
+    if let prover::daemon::config::BudgetSize::Auto = config.memory.budget {
+        prover::budget::MemoryBudget::auto(config.memory.safety_margin.0).with_context(|| {
+            format!(
+                "{}: memory.budget = \"auto\" with memory.safety_margin = {}",
+                path.display(),
+                prover::daemon::config::format_size(config.memory.safety_margin.0)
+            )
+        })?;
+    }
     let store = ParamStore::open(&config.paths.params_dir).with_context(|| {
         format!(
             "opening the parameter directory {} (paths.params_dir)",

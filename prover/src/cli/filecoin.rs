@@ -41,8 +41,8 @@ pub struct C2Args {
     pub seed: Option<u64>,
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,
-    /// CPU backend worker threads (default: all cores).
-    #[arg(long)]
+    /// CPU backend worker threads, 1 to 1024 (default: all cores).
+    #[arg(long, value_parser = super::args::parse_threads)]
     pub threads: Option<usize>,
     /// Write the per-partition timing report (JSON) here.
     #[arg(long)]
@@ -284,7 +284,8 @@ pub struct PostArgs {
     pub seed: Option<u64>,
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,
-    #[arg(long)]
+    /// CPU backend worker threads, 1 to 1024 (default: all cores).
+    #[arg(long, value_parser = super::args::parse_threads)]
     pub threads: Option<usize>,
     #[arg(long)]
     pub report: Option<PathBuf>,

@@ -22,7 +22,7 @@ use clap::{Parser, Subcommand};
 #[command(name = "prover", version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("PROVER_GIT_HASH"), ")"), about = "Groth16 (BLS12-381) prover")]
 pub struct Cli {
     /// Log filter (tracing-subscriber EnvFilter syntax); RUST_LOG overrides it.
-    #[arg(long, global = true, default_value = "info", env = "PROVER_LOG")]
+    #[arg(long, global = true, default_value = "info", env = "PROVER_LOG", value_parser = parse_log_filter)]
     pub log: String,
     /// Log as JSON lines instead of text.
     #[arg(long, global = true)]
@@ -57,4 +57,13 @@ pub enum Command {
     C2(filecoin::C2Args),
     /// Filecoin Window or Winning PoSt from vanilla proofs, with Filecoin's parameters.
     Post(filecoin::PostArgs),
+}
+
+/// `--log`: a filter tracing accepts; one it would ignore in part (a typo
+/// in a target or level) is a usage error, not silently less logging.
+fn parse_log_filter(s: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::builder()
+        .parse(s)
+        .map(|_| s.to_string())
+        .map_err(|e| format!("`{s}` is not a log filter (tracing EnvFilter syntax): {e}"))
 }

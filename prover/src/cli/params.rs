@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 
 use super::exit;
 use prover::circuit::CircuitKind;
-use prover::params::{ParamStore, ParamsOrigin};
-use prover::setup::parse_size;
+use prover::params::ParamStore;
+use prover::setup::parse_circuit_size;
 
 #[derive(Debug, clap::Args)]
 pub struct ParamsCmdArgs {
@@ -41,7 +41,7 @@ pub struct ImportArgs {
     #[arg(long)]
     pub circuit: CircuitKind,
     /// Circuit size in constraints: 1024 or 2^10.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = parse_circuit_size)]
     pub size: usize,
     #[command(flatten)]
     pub dir: DirArg,
@@ -56,7 +56,7 @@ pub struct VerifyArgs {
     #[arg(long, requires = "size")]
     pub circuit: Option<CircuitKind>,
     /// Only this size (with --circuit): 1024 or 2^10.
-    #[arg(long, value_parser = parse_size, requires = "circuit")]
+    #[arg(long, value_parser = parse_circuit_size, requires = "circuit")]
     pub size: Option<usize>,
     #[command(flatten)]
     pub dir: DirArg,
@@ -71,12 +71,10 @@ fn open(dir: &DirArg) -> Result<ParamStore> {
     })
 }
 
-fn origin_text(origin: &ParamsOrigin) -> String {
-    match origin {
-        ParamsOrigin::TestSetup { seed } => format!("test_setup (seed {seed}, TEST-ONLY)"),
-        ParamsOrigin::Imported { from } => format!("imported from {from}"),
-        ParamsOrigin::Inserted => "inserted".into(),
-    }
+/// For the commands that only read: a missing directory is an error (its
+/// message names the directory).
+fn open_existing(dir: &DirArg) -> Result<ParamStore> {
+    Ok(ParamStore::open_existing(&dir.params_dir)?)
 }
 
 /// Runs `prover params …`; the exit code is 0 when every entry checked is
@@ -98,7 +96,7 @@ pub fn run(args: ParamsCmdArgs) -> Result<u8> {
             Ok(exit::OK)
         }
         ParamsCommand::List(dir) => {
-            let store = open(&dir)?;
+            let store = open_existing(&dir)?;
             let entries = store.list()?;
             let temps = store.temp_files()?;
             if entries.is_empty() && temps.is_empty() {
@@ -124,7 +122,7 @@ pub fn run(args: ParamsCmdArgs) -> Result<u8> {
                         e.size,
                         m.shape.log2_domain(),
                         m.layout.file_len,
-                        origin_text(&m.origin),
+                        m.origin,
                         m.sha256
                     ),
                     (None, problem) => println!(
@@ -138,7 +136,7 @@ pub fn run(args: ParamsCmdArgs) -> Result<u8> {
             Ok(exit::OK)
         }
         ParamsCommand::Verify(a) => {
-            let store = open(&a.dir)?;
+            let store = open_existing(&a.dir)?;
             let targets: Vec<(CircuitKind, usize)> = match (a.circuit, a.size) {
                 (Some(c), Some(s)) => vec![(c, s)],
                 _ => store

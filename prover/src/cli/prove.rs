@@ -28,16 +28,16 @@ pub fn load_params(
     dir: &std::path::Path,
     test_params: bool,
 ) -> Result<Arc<Parameters<Bls12>>> {
-    let test_params = if test_params {
-        TestParams::Generate {
-            seed: prover::params::DEFAULT_SEED,
-        }
+    use prover::params::ParamStore;
+    // Only a store that may write (TEST-ONLY parameters) makes its directory.
+    let (store, test_params) = if test_params {
+        let seed = prover::params::DEFAULT_SEED;
+        (ParamStore::open(dir), TestParams::Generate { seed })
     } else {
-        TestParams::Refuse
+        (ParamStore::open_existing(dir), TestParams::Refuse)
     };
-    let store = prover::params::ParamStore::open(dir)
-        .with_context(|| format!("opening the parameter directory {}", dir.display()))?
-        .with_test_params(test_params);
+    // The store's error names the directory and what failed.
+    let store = store?.with_test_params(test_params);
     store
         .get_or_generate(kind, size)
         .with_context(|| format!("parameters for {kind} at size {size}"))
@@ -98,7 +98,7 @@ pub fn run_prove(args: ProveArgs) -> Result<u8> {
     let size = args.params.size;
     let params = load_params(kind, size, &args.params.params_dir, args.test_params)?;
     // The key under which a device keeps the bases resident across partitions.
-    let params_sha256 = prover::params::ParamStore::open(&args.params.params_dir)
+    let params_sha256 = prover::params::ParamStore::open_existing(&args.params.params_dir)
         .and_then(|store| store.meta(kind, size))
         .map(|m| m.sha256)
         .with_context(|| format!("reading the checksum of the {kind} parameters at size {size}"))?;

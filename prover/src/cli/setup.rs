@@ -4,7 +4,7 @@ use prover::backend::BackendKind;
 use prover::circuit::CircuitKind;
 use prover::params::DEFAULT_SEED;
 use prover::setup::command::SetupOptions;
-use prover::setup::parse_size;
+use prover::setup::parse_circuit_size;
 use std::path::PathBuf;
 
 /// `prover setup`: generate TEST-ONLY Groth16 parameters into the cache.
@@ -20,7 +20,7 @@ pub struct SetupArgs {
     #[arg(long, default_value = "chain")]
     pub circuit: CircuitKind,
     /// Circuit size in constraints (the domain holds the circuit's constraints plus one per input): 1024 or 2^10.
-    #[arg(long, value_parser = parse_size, required_unless_present_any = ["bench", "filecoin"])]
+    #[arg(long, value_parser = parse_circuit_size, required_unless_present_any = ["bench", "filecoin"])]
     pub size: Option<usize>,
     /// Parameter cache directory.
     #[arg(long, default_value = "params")]
@@ -35,7 +35,7 @@ pub struct SetupArgs {
     #[arg(long)]
     pub bench: bool,
     /// Sizes for --bench (comma separated; 1024 or 2^10).
-    #[arg(long, value_parser = parse_size, value_delimiter = ',', default_values = ["2^10", "2^12", "2^14", "2^16"])]
+    #[arg(long, value_parser = parse_circuit_size, value_delimiter = ',', default_values = ["2^10", "2^12", "2^14", "2^16"])]
     pub bench_sizes: Vec<usize>,
     /// Instead of a bundled circuit: a Filecoin circuit, the PoRep of a seal
     /// proof type (StackedDrg2KiBV1_1) or a PoSt (winning-post:2KiB,

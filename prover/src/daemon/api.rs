@@ -21,7 +21,6 @@ use fleet_wire::api::{
 };
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -469,25 +468,24 @@ async fn auth(State(state): State<Shared>, req: Request, next: Next) -> Response
     let Some(want) = &state.token else {
         return next.run(req).await;
     };
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+    let unauthorized =
+        |why: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why).into_response();
+    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
+        return unauthorized(
+            "missing `Authorization: Bearer <token>` header (the daemon's config sets api_token)",
+        );
+    };
+    // The scheme is case-insensitive (RFC 9110, section 11.1); the token is not.
+    let given = value.to_str().ok().and_then(|v| {
+        let (scheme, token) = v.trim_start().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then_some(token)
+    });
     match given {
         Some(t) if token_matches(t.trim().as_bytes(), want.as_bytes()) => next.run(req).await,
-        Some(_) => ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "wrong bearer token",
-        )
-        .into_response(),
-        None => ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing `Authorization: Bearer <token>` header (the daemon's config sets api_token)",
-        )
-        .into_response(),
+        Some(_) => unauthorized("wrong bearer token"),
+        None => unauthorized(
+            "malformed `Authorization` header: expected `Bearer <token>` in visible ASCII",
+        ),
     }
 }
 
@@ -558,9 +556,18 @@ async fn job(State(state): State<Shared>, Path(id): Path<String>) -> Result<Resp
 async fn wait(
     State(state): State<Shared>,
     Path(id): Path<String>,
-    Query(q): Query<HashMap<String, String>>,
+    Query(q): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    let timeout = match q.get("timeout") {
+    let bad = |detail: String| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", detail);
+    if let Some((k, _)) = q.iter().find(|(k, _)| k != "timeout") {
+        return Err(bad(format!(
+            "unknown query parameter {k:?}: the only one is `timeout`"
+        )));
+    }
+    if q.len() > 1 {
+        return Err(bad("`timeout` given more than once".into()));
+    }
+    let timeout = match q.first().map(|(_, v)| v) {
         None => Duration::from_secs(30),
         Some(t) => wire::parse_timeout(t).ok_or_else(|| {
             ApiError::new(

@@ -39,6 +39,25 @@ pub enum ClientError {
         status: u16,
         reason: String,
     },
+    #[error("`{id}` is not a job id: one to {MAX_JOB_ID} letters, digits, `-` or `_` (as `submit` prints them)")]
+    JobId { id: String },
+}
+
+/// The longest job id the client sends (the daemon's are about 20 characters).
+pub const MAX_JOB_ID: usize = 128;
+
+/// The id as one path segment: only the characters the daemon's ids are
+/// made of, so that an id can never reach another route (`../healthz`).
+fn job_segment(id: &str) -> Result<&str, ClientError> {
+    let ok = (1..=MAX_JOB_ID).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(id)
+    } else {
+        Err(ClientError::JobId { id: id.to_string() })
+    }
 }
 
 /// Talks to one daemon.
@@ -158,6 +177,7 @@ impl ApiClient {
     }
 
     pub fn job(&self, id: &str) -> Result<JobStatus, ClientError> {
+        let id = job_segment(id)?;
         let url = format!("{}{JOBS_PATH}/{id}", self.base);
         let resp = self.send(&url, self.http.get(&url))?;
         Self::decode(&url, resp)
@@ -167,6 +187,7 @@ impl ApiClient {
     /// slices so neither side holds a request open too long. Returns the last
     /// status seen (finished or not).
     pub fn wait(&self, id: &str, timeout: Duration) -> Result<JobStatus, ClientError> {
+        let id = job_segment(id)?;
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -186,6 +207,7 @@ impl ApiClient {
     }
 
     pub fn cancel(&self, id: &str) -> Result<JobStatus, ClientError> {
+        let id = job_segment(id)?;
         let url = format!("{}{JOBS_PATH}/{id}", self.base);
         let resp = self.send(&url, self.http.delete(&url))?;
         Self::decode(&url, resp)

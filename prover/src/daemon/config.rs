@@ -229,6 +229,19 @@ pub struct Synthesis {
 /// partition is what `compiled = false` is for).
 pub const MAX_CHECK_FIRST: u32 = 1_000_000;
 
+/// Bounds of the counts that size threads, queues and file scans: past them
+/// a value is a typo, and taken as given it would start that many threads,
+/// allocate a queue that long or look for that many rotated files.
+pub const MAX_SYNTHESIS_THREADS: u32 = 1024;
+pub const MAX_LOOKAHEAD: u32 = 4096;
+pub const MAX_WORKERS_PER_DEVICE: u32 = 16;
+pub const MAX_TIMING_KEEP: u32 = 1000;
+/// The smallest fixed `memory.budget`: a budget that cannot hold the
+/// smallest partition only turns every job away.
+pub const MIN_BUDGET: u64 = 1 << 20;
+/// The largest config file read: a config is a few KiB of TOML.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 impl Default for Synthesis {
     fn default() -> Self {
         Self {
@@ -309,10 +322,34 @@ pub struct Preload {
 impl Config {
     /// Reads and validates `file`.
     pub fn load(file: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(file).map_err(|source| ConfigError::Read {
+        let read = |source| ConfigError::Read {
             file: file.to_path_buf(),
             source,
-        })?;
+        };
+        // A FIFO or a device would block or never end: only a regular file,
+        // and only as much of it as a config can be.
+        let meta = std::fs::metadata(file).map_err(read)?;
+        if !meta.is_file() {
+            return Err(read(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            )));
+        }
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(
+                std::fs::File::open(file).map_err(read)?,
+                MAX_CONFIG_BYTES + 1,
+            ),
+            &mut text,
+        )
+        .map_err(read)?;
+        if text.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(read(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("larger than {MAX_CONFIG_BYTES} bytes; not a config file"),
+            )));
+        }
         Self::parse(&text, file)
     }
 
@@ -345,8 +382,47 @@ impl Config {
             line: None,
             reason,
         };
-        if self.synthesis.concurrency == 0 {
-            return Err(bad("synthesis.concurrency", "must be at least 1".into()));
+        let within = |key: &str, v: u32, range: std::ops::RangeInclusive<u32>| {
+            if range.contains(&v) {
+                Ok(())
+            } else {
+                Err(bad(
+                    key,
+                    format!(
+                        "{v} is out of range: must be between {} and {}",
+                        range.start(),
+                        range.end()
+                    ),
+                ))
+            }
+        };
+        within(
+            "synthesis.concurrency",
+            self.synthesis.concurrency,
+            1..=MAX_SYNTHESIS_THREADS,
+        )?;
+        within(
+            "synthesis.lookahead",
+            self.synthesis.lookahead,
+            0..=MAX_LOOKAHEAD,
+        )?;
+        within(
+            "gpu.workers_per_device",
+            self.gpu.workers_per_device,
+            1..=MAX_WORKERS_PER_DEVICE,
+        )?;
+        within(
+            "paths.timing_keep",
+            self.paths.timing_keep,
+            1..=MAX_TIMING_KEEP,
+        )?;
+        if let BudgetSize::Bytes(b) = self.memory.budget {
+            if b < MIN_BUDGET {
+                return Err(bad(
+                    "memory.budget",
+                    format!("{b} bytes is too small: must be at least {MIN_BUDGET} (1MiB)"),
+                ));
+            }
         }
         if self.synthesis.check_first > MAX_CHECK_FIRST {
             return Err(bad(
@@ -354,14 +430,8 @@ impl Config {
                 format!("must be at most {MAX_CHECK_FIRST}"),
             ));
         }
-        if self.gpu.workers_per_device == 0 {
-            return Err(bad("gpu.workers_per_device", "must be at least 1".into()));
-        }
         if self.queue.max_jobs == 0 {
             return Err(bad("queue.max_jobs", "must be at least 1".into()));
-        }
-        if self.paths.timing_keep == 0 {
-            return Err(bad("paths.timing_keep", "must be at least 1".into()));
         }
         if let Some(t) = &self.api_token {
             if t.trim().is_empty() {
@@ -789,11 +859,11 @@ impl HttpLimits {
                 ));
             }
         }
-        if self.max_body_bytes.0 > MAX_BODY_LIMIT {
+        if !(MIN_BODY_LIMIT..=MAX_BODY_LIMIT).contains(&self.max_body_bytes.0) {
             return Err((
                 "http.max_body_bytes",
                 format!(
-                    "{} is out of range: at most {MAX_BODY_LIMIT}",
+                    "{} is out of range: {MIN_BODY_LIMIT} ..= {MAX_BODY_LIMIT}",
                     self.max_body_bytes.0
                 ),
             ));
@@ -814,6 +884,8 @@ const MAX_CONNECTIONS: u32 = 1 << 16;
 const MAX_HEAD_LIMIT: u64 = 1 << 20;
 /// Largest `max_body_bytes` accepted (job bodies are a few hundred bytes).
 const MAX_BODY_LIMIT: u64 = 16 << 20;
+/// A job submission is a few hundred bytes of JSON; a smaller limit refuses them all.
+const MIN_BODY_LIMIT: u64 = 1 << 10;
 
 #[cfg(test)]
 mod tests {
@@ -840,6 +912,59 @@ mod tests {
     fn the_example_config_parses() {
         let text = include_str!("../../../docs/prover.example.toml");
         parse(text).unwrap();
+    }
+
+    #[test]
+    fn counts_that_size_threads_queues_and_scans_are_bounded() {
+        for (text, key, range) in [
+            (
+                "[synthesis]\nconcurrency = 100000\n",
+                "synthesis.concurrency",
+                "between 1 and 1024",
+            ),
+            (
+                "[synthesis]\nlookahead = 4294967295\n",
+                "synthesis.lookahead",
+                "between 0 and 4096",
+            ),
+            (
+                "[gpu]\nworkers_per_device = 17\n",
+                "gpu.workers_per_device",
+                "between 1 and 16",
+            ),
+            (
+                "[paths]\ntiming_keep = 4294967295\n",
+                "paths.timing_keep",
+                "between 1 and 1000",
+            ),
+        ] {
+            let e = err(text);
+            assert!(
+                e.contains(&format!("{key}: ")) && e.contains(range),
+                "{text}: {e}"
+            );
+        }
+        let c = parse("[synthesis]\nconcurrency = 1024\nlookahead = 4096\n[gpu]\nworkers_per_device = 16\n[paths]\ntiming_keep = 1000\n").unwrap();
+        assert_eq!((c.synthesis.concurrency, c.paths.timing_keep), (1024, 1000));
+        let e = err("[memory]\nbudget = 0\n");
+        assert!(e.contains("memory.budget: 0 bytes is too small"), "{e}");
+        assert!(parse("[memory]\nbudget = \"1MiB\"\n").is_ok());
+        let e = err("[http]\nmax_body_bytes = 0\n");
+        assert!(e.contains("http.max_body_bytes: 0 is out of range"), "{e}");
+    }
+
+    #[test]
+    fn only_a_regular_file_of_config_size_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Config::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let big = dir.path().join("big.toml");
+        std::fs::write(&big, "#".repeat(MAX_CONFIG_BYTES as usize + 1)).unwrap();
+        let e = Config::load(&big).unwrap_err().to_string();
+        assert!(e.contains("larger than 1048576 bytes"), "{e}");
+        let ok = dir.path().join("ok.toml");
+        std::fs::write(&ok, "#".repeat(MAX_CONFIG_BYTES as usize)).unwrap();
+        assert!(Config::load(&ok).is_ok());
     }
 
     #[test]
@@ -911,7 +1036,7 @@ mod tests {
         assert!(e.contains("gpu.devices"), "{e}");
         let e = err("[synthesis]\nconcurrency = 0\n");
         assert!(
-            e.contains("synthesis.concurrency: must be at least 1"),
+            e.contains("synthesis.concurrency: 0 is out of range: must be between 1 and 1024"),
             "{e}"
         );
         let e = err("[[preload]]\ncircuit = \"chain\"\nsize = 1024\n[[preload]]\ncircuit = \"nope\"\nsize = 1\n");

@@ -886,7 +886,7 @@ fn prealloc_plan(
     let total = match config.pool.preallocate {
         BudgetSize::Auto if per_partition == 0 => 0,
         BudgetSize::Auto => {
-            let want = u64::from(config.synthesis.lookahead.max(1) + device_workers);
+            let want = u64::from(config.synthesis.lookahead.max(1)) + u64::from(device_workers);
             want.min(max_bytes / per_partition) * per_partition
         }
         BudgetSize::Bytes(b) => b.min(max_bytes),

@@ -51,6 +51,16 @@ pub enum ParamsOrigin {
     Inserted,
 }
 
+impl std::fmt::Display for ParamsOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParamsOrigin::TestSetup { seed } => write!(f, "test_setup (seed {seed}, TEST-ONLY)"),
+            ParamsOrigin::Imported { from } => write!(f, "imported from {from}"),
+            ParamsOrigin::Inserted => f.write_str("inserted"),
+        }
+    }
+}
+
 /// The JSON sidecar stored next to each cached parameter file.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ParamsMeta {
@@ -154,6 +164,19 @@ impl ParamStore {
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, ParamsError> {
         let root = root.into();
         fs::create_dir_all(&root).map_err(io_err(&root, "creating parameter directory"))?;
+        Self::open_existing(root)
+    }
+
+    /// As [`ParamStore::open`], for readers: a directory that does not
+    /// exist is an error, not created (a typo in a path must not leave a
+    /// new empty directory behind).
+    pub fn open_existing(root: impl Into<PathBuf>) -> Result<Self, ParamsError> {
+        let root = root.into();
+        if !root.is_dir() {
+            return Err(io_err(&root, "opening parameter directory")(
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+            ));
+        }
         // A write killed half-way (kill -9, a full disk) leaves its temporary
         // file; one whose writer is gone can never be finished.
         match file::remove_dead_temp_files(&root) {
@@ -651,7 +674,7 @@ impl ParamStore {
                     Ok(())
                 }
                 _ if replace_imported => Ok(()),
-                origin => Err(protected(format!("its sidecar records origin {origin:?}"))),
+                origin => Err(protected(format!("its sidecar records origin {origin}"))),
             },
             Err(ParamsError::Missing { .. }) => Err(protected("it has no sidecar".into())),
             Err(e) => Err(protected(format!("its sidecar is unreadable: {e}"))),

@@ -355,6 +355,53 @@ async fn oversized_submissions_are_refused_before_counting_constraints() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_scheme_is_case_insensitive_and_a_malformed_header_or_wait_query_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = router(state(dir.path(), TestParams::Refuse, HttpLimits::default()));
+    let ask = |uri: &str, auth: Option<axum::http::HeaderValue>| {
+        let mut req = Request::get(uri);
+        if let Some(v) = auth {
+            req = req.header("authorization", v);
+        }
+        let req = req.body(Body::empty()).expect("request");
+        let app = app.clone();
+        async move {
+            let resp = app.oneshot(req).await.expect("infallible");
+            let status = resp.status();
+            let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .expect("body");
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }
+    };
+    let header = |v: &[u8]| Some(axum::http::HeaderValue::from_bytes(v).expect("header"));
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let (status, body) = ask("/status", header(format!("{scheme} {TOKEN}").as_bytes())).await;
+        assert_eq!(status, StatusCode::OK, "{scheme}: {body}");
+    }
+    let (status, body) = ask("/status", header(b"Bearer \xff\xfe")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(body.contains("malformed `Authorization` header"), "{body}");
+    let (status, body) = ask("/status", header(b"Basic dXNlcjpwdw==")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(body.contains("malformed"), "{body}");
+    let (status, body) = ask("/status", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(body.contains("missing"), "{body}");
+
+    let auth = || header(format!("Bearer {TOKEN}").as_bytes());
+    let (status, body) = ask("/v1/jobs/j1/wait?timeout=1s&timeout=2s", auth()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("more than once"), "{body}");
+    let (status, body) = ask("/v1/jobs/j1/wait?timout=1s", auth()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body.contains("unknown query parameter \\\"timout\\\""),
+        "{body}"
+    );
+}
+
 async fn http_get(addr: std::net::SocketAddr, path: &str, auth: bool) -> (u16, String) {
     let mut s = TcpStream::connect(addr).await.expect("connect");
     let auth = if auth {
