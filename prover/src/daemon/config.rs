@@ -229,6 +229,17 @@ pub struct Synthesis {
 /// partition is what `compiled = false` is for).
 pub const MAX_CHECK_FIRST: u32 = 1_000_000;
 
+/// The longest key path an error quotes: a hostile file nests tables
+/// thousands deep, and the line number already points at the place.
+const MAX_KEY_CHARS: usize = 120;
+
+fn shorten_key(key: String) -> String {
+    match key.char_indices().nth(MAX_KEY_CHARS) {
+        Some((at, _)) => format!("{}…", &key[..at]),
+        None => key,
+    }
+}
+
 /// Bounds of the counts that size threads, queues and file scans: past them
 /// a value is a typo, and taken as given it would start that many threads,
 /// allocate a queue that long or look for that many rotated files.
@@ -359,7 +370,7 @@ impl Config {
             let (key, line) = match e.span() {
                 Some(span) => {
                     let (key, line) = key_at(text, span.start);
-                    (key, Some(line))
+                    (shorten_key(key), Some(line))
                 }
                 None => ("<root>".to_string(), None),
             };
@@ -951,6 +962,14 @@ mod tests {
         assert!(parse("[memory]\nbudget = \"1MiB\"\n").is_ok());
         let e = err("[http]\nmax_body_bytes = 0\n");
         assert!(e.contains("http.max_body_bytes: 0 is out of range"), "{e}");
+    }
+
+    #[test]
+    fn a_deeply_nested_key_is_quoted_shortened() {
+        let text = format!("[{}]\nx = \"y\"\n", vec!["a"; 5000].join("."));
+        let e = err(&text);
+        assert!(e.len() < 600, "{} chars: {}", e.len(), &e[..200]);
+        assert!(e.contains("…"), "{e}");
     }
 
     #[test]

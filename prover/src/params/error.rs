@@ -63,6 +63,15 @@ pub enum ParamsError {
         what: String,
     },
     #[error(
+        "{path} is not a parameter file for circuit `{kind}` size {size}: {what}; import the file made for that circuit and size"
+    )]
+    ImportMismatch {
+        path: PathBuf,
+        kind: CircuitKind,
+        size: usize,
+        what: String,
+    },
+    #[error(
         "parameter file {path} is corrupt: its SHA-256 is {actual}, its sidecar recorded {expected}"
     )]
     ChecksumMismatch {

@@ -752,7 +752,29 @@ impl ParamStore {
             }
             return self.adopt(kind, size).map(|(meta, _)| meta);
         }
-        let (_, layout, sha256) = Self::validate(from, kind, size, &shape)?;
+        // The hints of a mismatch name the folder of the file checked, here
+        // the source's: for an import only the mismatch itself helps.
+        let (_, layout, sha256) =
+            Self::validate(from, kind, size, &shape).map_err(|e| match e {
+                ParamsError::DomainMismatch {
+                    path,
+                    have_log2,
+                    need_log2,
+                    ..
+                } => ParamsError::ImportMismatch {
+                    path,
+                    kind,
+                    size,
+                    what: format!("its domain is 2^{have_log2}, the circuit needs 2^{need_log2}"),
+                },
+                ParamsError::ShapeMismatch { path, what, .. } => ParamsError::ImportMismatch {
+                    path,
+                    kind,
+                    size,
+                    what,
+                },
+                e => e,
+            })?;
         self.check_replaceable(kind, size, replace)?;
         self.loaded.lock().remove(&(kind, size));
         let mut source = File::open(from).map_err(io_err(from, "opening"))?;

@@ -602,7 +602,13 @@ fn import_copies_byte_for_byte_and_replaces_only_when_asked() {
         .import(CircuitKind::Chain, SIZE, &small, true)
         .map(drop)
         .expect_err("wrong size imported");
-    assert!(matches!(err, ParamsError::DomainMismatch { .. }), "{err}");
+    assert!(matches!(err, ParamsError::ImportMismatch { .. }), "{err}");
+    // The hint is about the source, not a setup into the source's folder.
+    let text = err.to_string();
+    assert!(
+        text.contains("its domain is 2^") && !text.contains("prover setup"),
+        "{text}"
+    );
     assert_eq!(fs::read(&entry).expect("read"), second_bytes);
 }
 
