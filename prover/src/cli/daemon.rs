@@ -418,22 +418,49 @@ fn check_config(path: &Path, config: &Config) -> Result<u8> {
             )
         })?;
     }
-    let store = ParamStore::open(&config.paths.params_dir).with_context(|| {
-        format!(
-            "opening the parameter directory {} (paths.params_dir)",
-            config.paths.params_dir.display()
-        )
-    })?;
+    // A check writes nothing: a parameter directory that is not there yet
+    // is reported (the daemon creates it at start), not created.
+    let dir = &config.paths.params_dir;
+    let store = if dir.is_dir() {
+        Some(ParamStore::open_existing(dir).with_context(|| {
+            format!(
+                "opening the parameter directory {} (paths.params_dir)",
+                dir.display()
+            )
+        })?)
+    } else if dir.exists() {
+        anyhow::bail!(
+            "{}: paths.params_dir {} is not a directory",
+            path.display(),
+            dir.display()
+        );
+    } else {
+        println!(
+            "paths.params_dir {}: not there yet; created at start",
+            dir.display()
+        );
+        None
+    };
     let mut problems = Vec::new();
     for (i, p) in config.preload.iter().enumerate() {
         let size = usize::try_from(p.size).context("preload size")?;
-        if !store.params_path(p.circuit, size).is_file() && config.test_params {
+        let file = store.as_ref().map(|s| s.params_path(p.circuit, size));
+        if !file.as_ref().is_some_and(|f| f.is_file()) && config.test_params {
             println!(
                 "preload[{i}] {}/{}: no file yet; generated at start (test_params)",
                 p.circuit, p.size
             );
             continue;
         }
+        let Some(store) = &store else {
+            problems.push(format!(
+                "preload[{i}] {}/{}: no parameter file ({} does not exist)",
+                p.circuit,
+                p.size,
+                dir.display()
+            ));
+            continue;
+        };
         match store.verify_any(p.circuit, size) {
             Ok(what) => println!("preload[{i}] {}/{}: ok ({what})", p.circuit, p.size),
             Err(e) => problems.push(format!("preload[{i}] {}/{}: {e}", p.circuit, p.size)),

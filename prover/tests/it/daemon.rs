@@ -1216,14 +1216,25 @@ fn check_config_names_a_missing_preloaded_parameter_file() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("preload[0] chain/1024"), "{err}");
+    assert!(err.contains("does not exist"), "{err}");
     let out = check(&write("generated.toml", true));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("generated at start (test_params)"), "{text}");
+    assert!(text.contains("not there yet; created at start"), "{text}");
     std::fs::write(dir.path().join("bad.toml"), "listen = \"not-an-address\"\n").expect("write");
     let out = check(&dir.path().join("bad.toml"));
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(!dir.path().join("run").exists(), "nothing was started");
+    assert!(
+        !dir.path().join("params").exists(),
+        "a check creates no parameter directory"
+    );
+    std::fs::write(dir.path().join("params"), "a file").expect("write");
+    let out = check(&write("file.toml", true));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a directory"), "{err}");
 }
 
 /// A loopback port free right now (a handover needs a fixed `listen`).
