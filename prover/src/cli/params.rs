@@ -82,10 +82,21 @@ fn open_existing(dir: &DirArg) -> Result<ParamStore> {
 pub fn run(args: ParamsCmdArgs) -> Result<u8> {
     match args.command {
         ParamsCommand::Import(a) => {
+            // A refused import leaves nothing behind, not even the folder
+            // it would have gone into (remove_dir removes only an empty one).
+            let new_dir = !a.dir.params_dir.exists();
             let store = open(&a.dir)?;
-            let meta = store
-                .import(a.circuit, a.size, &a.file, a.replace)
-                .with_context(|| format!("importing {}", a.file.display()))?;
+            let meta = match store.import(a.circuit, a.size, &a.file, a.replace) {
+                Ok(meta) => meta,
+                Err(e) => {
+                    if new_dir {
+                        let _ = std::fs::remove_dir(&a.dir.params_dir);
+                    }
+                    return Err(
+                        anyhow::Error::new(e).context(format!("importing {}", a.file.display()))
+                    );
+                }
+            };
             println!(
                 "imported {} as {} (domain 2^{}, sha256 {})",
                 a.file.display(),

@@ -805,3 +805,30 @@ fn layout_of_generated(size: usize) -> ParamsLayout {
     write_params(&path, &generated(CircuitKind::Chain, size, 0)).expect("write");
     ParamsLayout::read(&path).expect("layout")
 }
+
+/// `prover params import` of a file that is not parameters: exit 1 with the
+/// source named, and no parameter folder left behind where there was none.
+#[test]
+fn a_refused_import_leaves_no_new_parameter_folder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let junk = dir.path().join("junk.params");
+    write_bytes(&junk, &[0x5a; 1000]);
+    let params_dir = dir.path().join("new-params");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_prover"))
+        .args(["params", "import", "--circuit", "chain", "--size", "1024"])
+        .arg("--params-dir")
+        .arg(&params_dir)
+        .arg(&junk)
+        .output()
+        .expect("run prover");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("importing") && err.contains("junk.params"),
+        "{err}"
+    );
+    assert!(
+        !params_dir.exists(),
+        "a refused import created {params_dir:?}"
+    );
+}
