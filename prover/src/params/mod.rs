@@ -27,6 +27,6 @@ pub use format::{
 };
 pub use read::read_params;
 pub use store::{
-    generation_bytes, memory_bytes, ListedEntry, ParamStore, ParamsMeta, ParamsOrigin, TestParams,
-    DEFAULT_SEED, META_FORMAT,
+    file_bytes_bound, generation_bytes, memory_bytes, ListedEntry, ParamStore, ParamsMeta,
+    ParamsOrigin, TestParams, DEFAULT_SEED, META_FORMAT,
 };

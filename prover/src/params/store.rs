@@ -925,17 +925,27 @@ impl ParamStore {
 pub fn generation_bytes(shape: &CircuitShape) -> u64 {
     let variables = (shape.num_inputs + shape.num_aux) as u64;
     let domain = shape.domain_size() as u64;
-    let largest = ParamsLayout {
+    let scalar = std::mem::size_of::<blstrs::Scalar>() as u64;
+    memory_bytes(&largest_layout(shape)) + scalar * (3 * variables + 2 * domain)
+}
+
+/// The largest parameter file a circuit of `shape` can have (A and B with
+/// no point at infinity left out): what a generation must find free on disk.
+pub fn file_bytes_bound(shape: &CircuitShape) -> u64 {
+    largest_layout(shape).expected_len()
+}
+
+fn largest_layout(shape: &CircuitShape) -> ParamsLayout {
+    let variables = (shape.num_inputs + shape.num_aux) as u64;
+    ParamsLayout {
         ic: shape.num_inputs as u64,
-        h: domain.saturating_sub(1),
+        h: (shape.domain_size() as u64).saturating_sub(1),
         l: shape.num_aux as u64,
         a: variables,
         b_g1: variables,
         b_g2: variables,
         file_len: 0,
-    };
-    let scalar = std::mem::size_of::<blstrs::Scalar>() as u64;
-    memory_bytes(&largest) + scalar * (3 * variables + 2 * domain)
+    }
 }
 
 /// `chain-1024.params` -> (chain, 1024).

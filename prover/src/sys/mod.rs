@@ -1,11 +1,13 @@
 //! What the prover reads from the operating system, each in one place:
 //! [`meminfo`] (`/proc/meminfo` and `/proc/<pid>/status`), [`cgroup`] (the
 //! memory limit of the process's cgroup), [`hostname`], the wall clock
-//! ([`clock`]) and a GPU's PCI address ([`pci`]). The budget, the pool, the probe and the timing records all
+//! ([`clock`]), a GPU's PCI address ([`pci`]) and a file system's free
+//! space ([`disk`]). The budget, the pool, the probe and the timing records all
 //! read through here, so a timing record and the probe name a host alike.
 
 pub mod cgroup;
 pub mod clock;
+pub mod disk;
 pub mod meminfo;
 pub mod pci;
 

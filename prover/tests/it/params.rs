@@ -832,3 +832,25 @@ fn a_refused_import_leaves_no_new_parameter_folder() {
         "a refused import created {params_dir:?}"
     );
 }
+
+/// The bound `prover setup` checks free disk space against is never below
+/// the file it then writes (the chain's A and B queries are full, so there
+/// it is the file's length; SHA-256 leaves points out).
+#[test]
+fn the_file_size_bound_of_setup_holds_for_generated_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParamStore::open(dir.path()).expect("store");
+    for (kind, size) in [(CircuitKind::Chain, 1024), (CircuitKind::Sha256, 1 << 12)] {
+        let (meta, _) = store.generate_test(kind, size, 3).expect("generate");
+        let bound = prover::params::file_bytes_bound(&store.shape(kind, size).expect("shape"));
+        let written = fs::metadata(store.params_path(kind, size))
+            .expect("file")
+            .len();
+        assert_eq!(written, meta.layout.file_len);
+        assert!(bound >= written, "{kind}: bound {bound} < file {written}");
+        assert!(
+            bound < 2 * written,
+            "{kind}: bound {bound} far above {written}"
+        );
+    }
+}
