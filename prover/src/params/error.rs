@@ -29,6 +29,16 @@ pub enum ParamsError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "no room for the parameters of `{kind}` size {size}: they take up to {need} bytes on disk, {dir} has {free} bytes free"
+    )]
+    NoSpace {
+        dir: PathBuf,
+        kind: CircuitKind,
+        size: usize,
+        need: u64,
+        free: u64,
+    },
     #[error("malformed parameter file {path}: {reason}")]
     Malformed { path: PathBuf, reason: String },
     #[error(

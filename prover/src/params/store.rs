@@ -823,6 +823,20 @@ impl ParamStore {
     ) -> Result<(ParamsMeta, Params), ParamsError> {
         self.check_replaceable(kind, size, false)?;
         tracing::warn!(circuit = %kind, size, seed, engine = engine.name(), "generating parameters: {TEST_ONLY_WARNING}");
+        // The disk before minutes of work, for the daemon's generation as
+        // for `prover setup`: a full disk would only show at the end.
+        let need = file_bytes_bound(&self.shape(kind, size)?);
+        let free = crate::sys::disk::available_bytes(&self.root)
+            .map_err(io_err(&self.root, "reading the free space of"))?;
+        if need > free {
+            return Err(ParamsError::NoSpace {
+                dir: self.root.clone(),
+                kind,
+                size,
+                need,
+                free,
+            });
+        }
         let circuit = circuit::shape_circuit(kind, size)?;
         let path = self.params_path(kind, size);
         // Written while it is made: each part goes to disk while the next

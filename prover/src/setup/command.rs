@@ -3,7 +3,7 @@
 //! Kept apart from the generator because it uses the store, which in turn
 //! uses the generator.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -11,11 +11,11 @@ use anyhow::Context;
 use crate::backend::cuda::fixed_base::CudaFixedBase;
 use crate::backend::BackendKind;
 use crate::circuit::CircuitKind;
+use crate::params::generation_bytes;
 use crate::params::store::ParamStore;
-use crate::params::{file_bytes_bound, generation_bytes};
 use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
 use crate::setup::{bench, TEST_ONLY_WARNING};
-use crate::sys::{disk, meminfo};
+use crate::sys::meminfo;
 
 /// What `prover setup` is asked to do (the binary's `cli::setup` parses it).
 #[derive(Debug, Clone)]
@@ -72,21 +72,23 @@ pub fn run(args: SetupOptions) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    if let Err(e) = preflight(&store, kind, size, &args.params_dir) {
-        // A refused run leaves nothing behind (remove_dir removes only an
-        // empty folder).
+    // A refused or failed run leaves no folder it created behind
+    // (remove_dir removes only an empty one).
+    let forget_new_dir = |e: anyhow::Error| {
         if new_dir {
             let _ = std::fs::remove_dir(&args.params_dir);
         }
-        return Err(e);
-    }
-    let engine = engine(args.backend)?;
+        e
+    };
+    preflight(&store, kind, size).map_err(forget_new_dir)?;
+    let engine = engine(args.backend).map_err(forget_new_dir)?;
     let started = Instant::now();
     // Refuses to replace a file the store did not generate (an imported or
     // sidecar-less one), even with --force.
     let (meta, _) = store
         .generate_test_on(kind, size, args.seed, &*engine)
-        .with_context(|| format!("generating parameters for `{kind}` size {size}"))?;
+        .with_context(|| format!("generating parameters for `{kind}` size {size}"))
+        .map_err(forget_new_dir)?;
     let generated = started.elapsed();
     println!(
         "wrote {} ({} bytes, domain 2^{}, sha256 {}) in {:.2}s on {}\n{TEST_ONLY_WARNING}",
@@ -100,66 +102,36 @@ pub fn run(args: SetupOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Refuses, before minutes of work, a generation this host cannot finish:
+/// Refuses, before minutes of work, a generation this host cannot hold:
 /// the set and its working vectors must fit in the memory available now
-/// (the kernel's `MemAvailable`), and the largest file the circuit can have
-/// in the free space of the parameter directory's file system. Without
-/// this a careless `--size 2^27` ends in the OOM killer or a full disk.
-fn preflight(store: &ParamStore, kind: CircuitKind, size: usize, dir: &Path) -> anyhow::Result<()> {
-    let shape = store.shape(kind, size)?;
+/// (the kernel's `MemAvailable`); without this a careless `--size 2^27` ends
+/// in the OOM killer. (The store checks the disk itself, for the daemon's
+/// generation too.)
+fn preflight(store: &ParamStore, kind: CircuitKind, size: usize) -> anyhow::Result<()> {
     let available = std::fs::read_to_string(meminfo::MEMINFO)
         .ok()
         .and_then(|text| meminfo::field(&text, "MemAvailable"));
-    if available.is_none() {
+    let Some(available) = available else {
         tracing::warn!(
             "{}: no MemAvailable; generating without a memory check",
             meminfo::MEMINFO
         );
-    }
-    let free = disk::available_bytes(dir)
-        .with_context(|| format!("reading the free space of {}", dir.display()))?;
-    let room = Room {
-        memory: generation_bytes(&shape),
-        available,
-        file: file_bytes_bound(&shape),
-        free,
+        return Ok(());
     };
-    room.check(kind, size, dir)
+    let memory = generation_bytes(&store.shape(kind, size)?);
+    check_memory(kind, size, memory, available)
 }
 
-/// What a generation needs and what the host has.
-#[derive(Debug, Clone, Copy)]
-struct Room {
-    memory: u64,
-    /// `None` where the host does not say.
-    available: Option<u64>,
-    file: u64,
-    free: u64,
-}
-
-impl Room {
-    fn check(&self, kind: CircuitKind, size: usize, dir: &Path) -> anyhow::Result<()> {
-        let size_of = |b: u64| match b >> 30 {
-            0 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
-            _ => format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30)),
-        };
-        if let Some(available) = self.available.filter(|a| self.memory > *a) {
-            anyhow::bail!(
-                "generating `{kind}` size {size} holds up to {} in memory; this host has {} available (MemAvailable)",
-                size_of(self.memory),
-                size_of(available)
-            );
-        }
-        if self.file > self.free {
-            anyhow::bail!(
-                "the parameters for `{kind}` size {size} take up to {} on disk; {} has {} free",
-                size_of(self.file),
-                dir.display(),
-                size_of(self.free)
-            );
-        }
-        Ok(())
+fn check_memory(kind: CircuitKind, size: usize, memory: u64, available: u64) -> anyhow::Result<()> {
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    if memory > available {
+        anyhow::bail!(
+            "generating `{kind}` size {size} holds up to {:.1} GiB in memory; this host has {:.1} GiB available (MemAvailable)",
+            gib(memory),
+            gib(available)
+        );
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -167,38 +139,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_generation_must_fit_memory_and_disk_and_the_error_says_which() {
-        let dir = Path::new("params");
-        let fits = Room {
-            memory: 10 << 30,
-            available: Some(20 << 30),
-            file: 5 << 30,
-            free: 5 << 30,
-        };
-        fits.check(CircuitKind::Chain, 1 << 26, dir).unwrap();
-        // A host that does not report its memory is not refused for it.
-        let unknown = Room {
-            available: None,
-            ..fits
-        };
-        unknown.check(CircuitKind::Chain, 1 << 26, dir).unwrap();
-        let memory = Room {
-            available: Some(9 << 30),
-            ..fits
-        };
-        let err = memory.check(CircuitKind::Chain, 1 << 26, dir).unwrap_err();
+    fn a_generation_must_fit_the_available_memory() {
+        check_memory(CircuitKind::Chain, 1 << 26, 10 << 30, 10 << 30).unwrap();
+        let err = check_memory(CircuitKind::Chain, 1 << 26, 10 << 30, 9 << 30).unwrap_err();
         assert_eq!(
             err.to_string(),
             "generating `chain` size 67108864 holds up to 10.0 GiB in memory; this host has 9.0 GiB available (MemAvailable)"
-        );
-        let disk = Room {
-            free: 512 << 20,
-            ..fits
-        };
-        let err = disk.check(CircuitKind::Sha256, 1 << 20, dir).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "the parameters for `sha256` size 1048576 take up to 5.0 GiB on disk; params has 512.0 MiB free"
         );
     }
 }
