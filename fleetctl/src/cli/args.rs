@@ -86,8 +86,9 @@ pub struct ExecArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Playbook file (YAML), or the name of a built-in one (`rollout`,
-    /// `restart`, `rollback`, `health`, `stop`, `collect-timing`).
+    /// A built-in playbook by bare name (`rollout`, `restart`, `rollback`,
+    /// `health`, `stop`, `collect-timing`), or a YAML file by a path with a
+    /// `/` (`./mine.yaml`).
     #[arg(short, long, value_name = "PLAYBOOK")]
     pub playbook: String,
     #[command(flatten)]
@@ -106,7 +107,8 @@ pub struct RolloutArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct PlanArgs {
-    /// Playbook file (YAML), or the name of a built-in one.
+    /// A built-in playbook by bare name, or a YAML file by a path with a
+    /// `/` (`./mine.yaml`).
     #[arg(short, long, value_name = "PLAYBOOK", default_value = "rollout")]
     pub playbook: String,
     #[command(flatten)]

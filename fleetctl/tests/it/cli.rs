@@ -54,7 +54,7 @@ fn malformed_playbook_exits_1_with_file_line_column_and_expected_form() {
         "name: x\nstrategy: { batch: 2 }\nsteps:\n  - upload: {}\n  - reboot: {}\n",
     )
     .unwrap();
-    let o = fleetctl(dir.path(), &["plan", "-p", "pb.yaml"]);
+    let o = fleetctl(dir.path(), &["plan", "-p", "./pb.yaml"]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("pb.yaml:5:5:"), "{err}");
@@ -310,7 +310,7 @@ fn a_near_miss_of_a_setting_is_warned_about_and_a_tab_is_named() {
         "name: x\nsteps:\n\t- health: {}\n",
     )
     .unwrap();
-    let o = fleetctl(dir.path(), &["plan", "-p", "tabbed.yaml"]);
+    let o = fleetctl(dir.path(), &["plan", "-p", "./tabbed.yaml"]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -482,7 +482,7 @@ fn a_second_ctrl_c_aborts_the_running_step_and_exits_130_with_state_and_audit_ke
     .unwrap();
     let mut run = fleet_testkit::spawn_within(
         Command::new(env!("CARGO_BIN_EXE_fleetctl"))
-            .args(["run", "-p", "wait.yaml", "--plain"])
+            .args(["run", "-p", "./wait.yaml", "--plain"])
             .current_dir(dir.path())
             .env_remove("FLEETCTL_STATE_DIR")
             .env("RUST_LOG", "warn"),
