@@ -21,8 +21,10 @@ pub struct Release {
 }
 
 impl Release {
-    /// Hashes the binary; the config, if any, is checked to exist.
+    /// Checks the binary is a program ([`crate::input::check_elf`]) and
+    /// hashes it; the config, if any, is checked to exist.
     pub fn from_files(binary: &Path, config: Option<&Path>) -> Result<Release, Cause> {
+        crate::input::check_elf("binary", binary)?;
         let sha256 = sha256_file(binary)?;
         if let Some(config) = config {
             std::fs::metadata(config).map_err(|source| Cause::Local {

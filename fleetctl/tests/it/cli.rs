@@ -215,6 +215,82 @@ fn a_check_rollout_shows_hosts_unchanged_on_the_release_they_run() {
     assert!(!dir.path().join(".deploy").exists(), "check mode installed");
 }
 
+/// A `--binary` that is no program (a directory, a FIFO, an empty file, a
+/// script) is refused in one line naming it, exit 1, before any host is
+/// contacted: the canary here would refuse the connection (exit 3).
+#[test]
+fn a_binary_that_is_not_an_elf_program_is_refused_before_any_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let down = fleet_testkit::RefusingAddr::new().unwrap();
+    std::fs::write(
+        dir.path().join("down.yaml"),
+        format!(
+            "hosts:\n  gpu-01: {{ address: 127.0.0.1, port: {}, user: ops }}\n",
+            down.addr().port()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("a-dir")).unwrap();
+    std::fs::write(dir.path().join("empty"), b"").unwrap();
+    std::fs::write(
+        dir.path().join("script"),
+        b"#!/bin/sh\nexec prover \"$@\"\n",
+    )
+    .unwrap();
+    let fifo = std::ffi::CString::new(dir.path().join("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    for (binary, what) in [
+        ("a-dir", "is a directory, not a regular file"),
+        ("fifo", "is a FIFO, not a regular file"),
+        ("empty", "is empty"),
+        (
+            "script",
+            "not an ELF executable (it does not start with the ELF magic bytes)",
+        ),
+    ] {
+        let o = fleetctl(
+            dir.path(),
+            &["rollout", "-i", "down.yaml", "--binary", binary, "--plain"],
+        );
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{binary}: {out}\n{err}");
+        assert_eq!(
+            err,
+            format!(
+                "error: binary {binary}: {what} (build it with `cargo build --release -p prover`, \
+                 or pass --binary PATH)\n"
+            )
+        );
+        assert!(out.is_empty(), "{binary}: nothing ran: {out}");
+        assert!(!dir.path().join(".fleetctl").exists(), "{binary}: no run");
+    }
+}
+
+/// `-p` takes a built-in by bare name, a file only by a path with a `/`.
+#[test]
+fn a_bare_playbook_name_that_is_no_built_in_lists_the_built_ins() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mine.yaml"),
+        "name: mine\nsteps:\n  - health: {}\n",
+    )
+    .unwrap();
+    let o = fleetctl(dir.path(), &["plan", "-p", "mine.yaml"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "error: playbook `mine.yaml`: not a built-in playbook (rollout, restart, rollback, \
+         health, stop, collect-timing); a playbook file is named by a path with a `/`, \
+         e.g. `./mine.yaml`\n"
+    );
+    let o = fleetctl(dir.path(), &["plan", "-p", "./mine.yaml"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("mine"), "{out}");
+}
+
 #[test]
 fn missing_binary_and_unknown_resume_are_errors_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -247,8 +323,9 @@ fn a_resume_refuses_another_build_or_inventory_naming_both() {
         "vars:\n  transport: ssh\n  user: ops\n  install_dir: /data/prover\nhosts:\n  gpu-01: { address: 192.0.2.1 }\n",
     )
     .unwrap();
-    std::fs::write(dir.path().join("prover-new"), b"another build").unwrap();
-    let new_sha = hex::encode(sha2::Sha256::digest(b"another build"));
+    let build = crate::fake_build(b"another build");
+    std::fs::write(dir.path().join("prover-new"), &build).unwrap();
+    let new_sha = hex::encode(sha2::Sha256::digest(&build));
     let shipped = "ab".repeat(32);
     std::fs::create_dir_all(dir.path().join(".fleetctl/state")).unwrap();
     let state = serde_json::json!({

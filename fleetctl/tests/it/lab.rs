@@ -784,8 +784,8 @@ fn a_resume_continues_its_own_run_on_the_lab_as_the_halted_line_says() {
         "name: ship\nstrategy: { canary: 1, batch: 1, max_fail: 0, rollback_on_failure: false }\nsteps:\n  - upload: {}\n",
     )
     .expect("write playbook");
-    std::fs::write(cwd.join("build-a"), b"build a\n").expect("write build");
-    std::fs::write(cwd.join("build-b"), b"build b\n").expect("write build");
+    std::fs::write(cwd.join("build-a"), crate::fake_build(b"build a\n")).expect("write build");
+    std::fs::write(cwd.join("build-b"), crate::fake_build(b"build b\n")).expect("write build");
     let sha = |p: &str| fleetctl::steps::sha256_file(&cwd.join(p)).expect("hash");
     let (sha_a, sha_b) = (sha("build-a"), sha("build-b"));
 
@@ -922,7 +922,7 @@ fn a_sigkilled_run_is_resumed_taking_over_its_own_locks() {
     let runtime = tempfile::tempdir().expect("tempdir");
     let cwd = work.path();
     std::fs::copy(lab.inventory_path(), cwd.join("fleet.yaml")).expect("inventory");
-    std::fs::write(cwd.join("build-a"), b"build a\n").expect("write build");
+    std::fs::write(cwd.join("build-a"), crate::fake_build(b"build a\n")).expect("write build");
     let playbook = |steps: &str| {
         std::fs::write(
             cwd.join("ship.yaml"),
