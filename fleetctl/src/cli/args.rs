@@ -4,7 +4,7 @@
 
 use clap::{Args, Subcommand};
 use fleetctl::executor::{state_dir_flag, DEFAULT_BINARY, DEFAULT_STATE_DIR};
-use fleetctl::inventory::Target;
+use fleetctl::inventory::{select, Target};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -17,11 +17,19 @@ pub struct TargetArgs {
     pub inventory: Option<PathBuf>,
     /// Hosts to act on: names, groups, `tag:NAME` or globs, comma-separated;
     /// `!PATTERN` leaves hosts out (`lab,!h3`), `&PATTERN` intersects.
-    #[arg(short, long, value_name = "PATTERN")]
+    #[arg(short, long, value_name = "PATTERN", value_parser = limit_arg)]
     pub limit: Option<String>,
     /// Extra variable with the highest precedence, `key=value` (repeatable).
     #[arg(short = 'e', long = "extra-var", value_name = "KEY=VALUE")]
     pub extra_vars: Vec<String>,
+}
+
+/// `--limit` as clap reads it: one without a pattern is a usage error
+/// (exit 64), as a typo in a flag is, not a run on every host or on none.
+fn limit_arg(value: &str) -> Result<String, String> {
+    select::check_limit(value)
+        .map(|()| value.to_owned())
+        .map_err(|_| select::NO_PATTERN.to_owned())
 }
 
 impl From<TargetArgs> for Target {

@@ -635,6 +635,26 @@ fn a_usage_error_has_its_own_exit_code_not_that_of_a_failed_host() {
         assert_eq!(o.status.code(), Some(0), "{args:?}");
         assert!(!o.stdout.is_empty(), "{args:?}");
     }
+    // A --limit of no pattern is such an error too, for every command that
+    // takes one, before anything is read.
+    for args in [
+        &["rollout", "--limit", ""][..],
+        &["run", "-p", "health", "--limit", " , "][..],
+        &["inventory", "list", "-l", ","][..],
+        &["status", "--limit="][..],
+    ] {
+        let o = fleetctl(dir.path(), args);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(64), "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: invalid value ")
+                && err
+                    .contains("for '--limit <PATTERN>': no host pattern in it; leave --limit out"),
+            "{args:?}: {err}"
+        );
+        assert!(out.is_empty(), "{args:?}: {out}");
+    }
+    assert!(!dir.path().join(".fleetctl").exists(), "nothing ran");
     // The table in the docs names the code.
     let doc = std::fs::read_to_string(repo().join("docs/playbooks.md")).unwrap();
     assert!(doc.contains("| 64 | usage error"), "docs/playbooks.md");
