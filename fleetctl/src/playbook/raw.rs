@@ -147,6 +147,13 @@ mod tests {
         let e = err("name: x\nsteps:\n  - drain: { timout: 3s }\n");
         assert!(e.starts_with("pb.yaml:3:"), "{e}");
         assert!(e.contains("timout"), "{e}");
+        // A step parameter out of its bounds, at its line.
+        let e = err("name: x\nsteps:\n  - health: {}\n  - drain: { timeout: 0s }\n");
+        assert!(e.starts_with("pb.yaml:4:"), "{e}");
+        assert!(
+            e.contains("drain: `timeout` must be from 1s to 1day, not 0s"),
+            "{e}"
+        );
         let e = err("steps: []\n");
         assert!(e.contains("missing field `name`"), "{e}");
     }

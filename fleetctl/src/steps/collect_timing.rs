@@ -5,6 +5,7 @@
 use super::ctx::StepCtx;
 use super::outcome::{Cause, Failed, StepOutcome};
 use super::params::duration;
+use super::params::{self as bounds, Check};
 use crate::timing::collect::{collect_host, timing_log_path, CHUNK};
 use crate::timing::store::Store;
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,18 @@ impl Default for CollectTimingParams {
             timeout: Duration::from_secs(120),
             chunk_bytes: CHUNK,
         }
+    }
+}
+
+impl Check for CollectTimingParams {
+    fn check(&self) -> Result<(), String> {
+        bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)?;
+        // One read's worth is held in memory at a time.
+        bounds::in_range(
+            "chunk_bytes",
+            bounds::ByteSize(self.chunk_bytes),
+            &(bounds::ByteSize(4 << 10)..=bounds::ByteSize::mib(256)),
+        )
     }
 }
 
