@@ -5,8 +5,10 @@
 use clap::{Args, Subcommand};
 use fleetctl::executor::{state_dir_flag, DEFAULT_BINARY, DEFAULT_STATE_DIR};
 use fleetctl::inventory::{select, Target};
+use fleetctl::steps::params;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Inventory file and host selection, shared by every subcommand that
 /// touches hosts.
@@ -22,6 +24,14 @@ pub struct TargetArgs {
     /// Extra variable with the highest precedence, `key=value` (repeatable).
     #[arg(short = 'e', long = "extra-var", value_name = "KEY=VALUE")]
     pub extra_vars: Vec<String>,
+}
+
+/// A per-host `--deadline`: a step's timeout bounds (1s to a day); past
+/// those, `Instant + deadline` could overflow and panic.
+pub fn deadline_arg(value: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(value).map_err(|e| e.to_string())?;
+    params::duration_in("deadline", d, &params::TIMEOUTS)?;
+    Ok(d)
 }
 
 /// `--limit` as clap reads it: one without a pattern is a usage error

@@ -6,7 +6,7 @@ use super::ctx::StepCtx;
 use super::outcome::{Cause, Failed, StepOutcome};
 use super::params::duration;
 use super::params::{self as bounds, Check};
-use crate::timing::collect::{collect_host, timing_log_path, CHUNK};
+use crate::timing::collect::{collect_host, timing_log_path, CHUNK, CHUNK_BYTES};
 use crate::timing::store::Store;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -37,11 +37,11 @@ impl Default for CollectTimingParams {
 impl Check for CollectTimingParams {
     fn check(&self) -> Result<(), String> {
         bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)?;
-        // One read's worth is held in memory at a time.
+        let (lo, hi) = (*CHUNK_BYTES.start(), *CHUNK_BYTES.end());
         bounds::in_range(
             "chunk_bytes",
             bounds::ByteSize(self.chunk_bytes),
-            &(bounds::ByteSize(4 << 10)..=bounds::ByteSize::mib(256)),
+            &(bounds::ByteSize(lo)..=bounds::ByteSize(hi)),
         )
     }
 }

@@ -398,6 +398,46 @@ fn a_near_miss_of_a_setting_is_warned_about_and_a_tab_is_named() {
     );
 }
 
+/// `timing report` reads only regular files, and no line past 1 MiB: a
+/// FIFO would block it, a device or one endless line fill memory. Each is
+/// one line naming the file, exit 1.
+#[test]
+fn timing_report_refuses_special_files_and_endless_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = dir.path().join("gpu-01");
+    std::fs::create_dir(&host).unwrap();
+    let fifo = std::ffi::CString::new(host.join("fifo.jsonl").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let mut long = b"{}\n".to_vec();
+    long.extend(std::iter::repeat_n(b'x', (1 << 20) + 1));
+    std::fs::write(host.join("long.jsonl"), long).unwrap();
+    for (file, what) in [
+        (
+            "gpu-01/fifo.jsonl",
+            "timing file gpu-01/fifo.jsonl: is a FIFO, not a regular file",
+        ),
+        (
+            "gpu-01",
+            "timing file gpu-01: is a directory, not a regular file",
+        ),
+        (
+            "/dev/zero",
+            "timing file /dev/zero: is a device, not a regular file",
+        ),
+        (
+            "gpu-01/long.jsonl",
+            "timing file gpu-01/long.jsonl:2: line longer than 1048576 bytes",
+        ),
+    ] {
+        let o = fleetctl(dir.path(), &["timing", "report", file]);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{file}: {err}");
+        assert_eq!(err, format!("error: {what}\n"), "{file}");
+        assert!(out.is_empty(), "{file}: {out}");
+    }
+}
+
 /// The defaults the docs give for `timing collect` are those `--help`
 /// shows (they once said 60 s against 120 s).
 #[test]
@@ -655,6 +695,41 @@ fn a_usage_error_has_its_own_exit_code_not_that_of_a_failed_host() {
         assert!(out.is_empty(), "{args:?}: {out}");
     }
     assert!(!dir.path().join(".fleetctl").exists(), "nothing ran");
+    // Every number on the command line is bounded, as a usage error.
+    for (args, says) in [
+        (
+            &["timing", "collect", "--deadline", "0s"][..],
+            "`deadline` must be from 1s to 1day, not 0s",
+        ),
+        (
+            &["status", "--deadline", "9999999999h"][..],
+            "`deadline` must be from 1s to 1day",
+        ),
+        (
+            &["timing", "collect", "--parallel", "0"][..],
+            "not in 1..=1024",
+        ),
+        (
+            &["timing", "collect", "--chunk-bytes", "1"][..],
+            "not in 4096..=268435456",
+        ),
+        (
+            &["timing", "report", "--min-busy", "NaN"][..],
+            "must be from 0 to 1, not NaN",
+        ),
+        (
+            &["timing", "report", "--min-h2d-gbps=-1"][..],
+            "must be from 0 to 10000, not -1",
+        ),
+    ] {
+        let o = fleetctl(dir.path(), args);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(64), "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: invalid value ") && err.contains(says),
+            "{args:?}: {err}"
+        );
+    }
     // The table in the docs names the code.
     let doc = std::fs::read_to_string(repo().join("docs/playbooks.md")).unwrap();
     assert!(doc.contains("| 64 | usage error"), "docs/playbooks.md");
