@@ -434,5 +434,21 @@ mod tests {
             e.starts_with(&format!("{path}: smoke fixture {}", missing.display())),
             "{e}"
         );
+        // A FIFO as the fixture is refused, not waited on.
+        let fifo = dir.path().join("c2.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let path = write(
+            "fifo.yaml",
+            &format!("{{kind: porep-c2, fixture: {:?}}}", fifo.to_str().unwrap()),
+        );
+        assert_eq!(
+            load(&path).unwrap_err().to_string(),
+            format!(
+                "{path}: smoke fixture {}: is a FIFO, not a regular file",
+                fifo.display()
+            )
+        );
     }
 }

@@ -180,6 +180,9 @@ pub enum FixtureError {
         #[source]
         source: std::io::Error,
     },
+    /// Not a regular file: a FIFO would block the playbook's load.
+    #[error(transparent)]
+    Input(crate::input::InputError),
     #[error("smoke fixture {}: larger than {} MiB", path.display(), MAX_FIXTURE_BYTES >> 20)]
     TooLarge { path: PathBuf },
     #[error("smoke fixture {source_name}: not a porep-c2 request (the JSON body of POST /v1/filecoin/jobs): {reason}")]
@@ -209,10 +212,12 @@ impl C2Request {
             path: path.to_owned(),
             source,
         };
+        let (file, _) = crate::input::open_regular("smoke fixture", path).map_err(|e| match e {
+            crate::input::InputError::Io { source, .. } => read(source),
+            other => FixtureError::Input(other),
+        })?;
         let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .map_err(read)?
-            .take(MAX_FIXTURE_BYTES + 1)
+        file.take(MAX_FIXTURE_BYTES + 1)
             .read_to_end(&mut bytes)
             .map_err(read)?;
         if bytes.len() as u64 > MAX_FIXTURE_BYTES {
