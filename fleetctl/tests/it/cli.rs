@@ -398,6 +398,65 @@ fn a_near_miss_of_a_setting_is_warned_about_and_a_tab_is_named() {
     );
 }
 
+/// A hostile inventory or playbook is refused when read, in one line
+/// naming the file and the offending value, exit 1, before any host.
+#[test]
+fn hostile_inventories_and_playbooks_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &[u8]| std::fs::write(dir.path().join(name), text).unwrap();
+    write(
+        "opt.yaml",
+        b"hosts:\n  gpu-01: { address: \"-oProxyCommand=touch /tmp/x\" }\n",
+    );
+    write(
+        "dir.yaml",
+        b"vars: { install_dir: \"/opt/p`reboot`\" }\nhosts:\n  gpu-01: {}\n",
+    );
+    write(
+        "deep.yaml",
+        format!("hosts: {}{}\n", "[".repeat(100_000), "]".repeat(100_000)).as_bytes(),
+    );
+    let big = std::fs::File::create(dir.path().join("big.yaml")).unwrap();
+    big.set_len((16 << 20) + 1).unwrap();
+    for (file, what) in [
+        (
+            "opt.yaml",
+            "opt.yaml: host `gpu-01`: `address` (set by host) \"-oProxyCommand=touch /tmp/x\" \
+             must not start with `-` (ssh would read it as an option)",
+        ),
+        (
+            "dir.yaml",
+            "dir.yaml: host `gpu-01`: `install_dir` (set by vars) \"/opt/p`reboot`\" has '`'; \
+             a remote path may not hold any of ;$`'\"\\|&<>()*?[]{}!",
+        ),
+        (
+            "deep.yaml",
+            "deep.yaml:1: flow collections (`[` `{`) nested deeper than 64 levels",
+        ),
+        (
+            "big.yaml",
+            "inventory big.yaml: 16777217 bytes, more than the 16777216 allowed",
+        ),
+    ] {
+        let o = fleetctl(dir.path(), &["inventory", "list", "-i", file]);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{file}: {err}");
+        assert_eq!(err, format!("error: {what}\n"), "{file}");
+        assert!(out.is_empty(), "{file}: {out}");
+    }
+    write(
+        "pb.yaml",
+        format!("name: x\nsteps: {}\n", "[".repeat(65)).as_bytes(),
+    );
+    let o = fleetctl(dir.path(), &["plan", "-p", "./pb.yaml"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "error: ./pb.yaml:2: flow collections (`[` `{`) nested deeper than 64 levels\n"
+    );
+}
+
 /// `timing report` reads only regular files, and no line past 1 MiB: a
 /// FIFO would block it, a device or one endless line fill memory. Each is
 /// one line naming the file, exit 1.
