@@ -5,6 +5,7 @@
 use clap::{Args, Subcommand};
 use fleetctl::executor::{state_dir_flag, DEFAULT_BINARY, DEFAULT_STATE_DIR};
 use fleetctl::inventory::{select, Target};
+use fleetctl::persist;
 use fleetctl::steps::params;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -32,6 +33,12 @@ pub fn deadline_arg(value: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(value).map_err(|e| e.to_string())?;
     params::duration_in("deadline", d, &params::TIMEOUTS)?;
     Ok(d)
+}
+
+/// `--resume ID` as clap reads it: an id names a state file, so one that
+/// is not an id is a usage error ([`persist::check_id`]).
+pub fn id_arg(value: &str) -> Result<String, String> {
+    persist::check_id(value).map(|()| value.to_owned())
 }
 
 /// `--limit` as clap reads it: one without a pattern is a usage error
@@ -92,7 +99,7 @@ pub struct ExecArgs {
     #[arg(long)]
     pub check: bool,
     /// Continue a halted or interrupted run, skipping hosts it completed.
-    #[arg(long, value_name = "RUN_ID")]
+    #[arg(long, value_name = "RUN_ID", value_parser = id_arg)]
     pub resume: Option<String>,
     #[command(flatten)]
     pub deploy: DeployArgs,

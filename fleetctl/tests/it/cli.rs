@@ -780,6 +780,15 @@ fn a_usage_error_has_its_own_exit_code_not_that_of_a_failed_host() {
             &["timing", "report", "--min-h2d-gbps=-1"][..],
             "must be from 0 to 10000, not -1",
         ),
+        // A resume id names a state file: a path is not one.
+        (
+            &["rollout", "--resume", "../../etc/x"][..],
+            "\"../../etc/x\" is not an id of fleetctl's",
+        ),
+        (
+            &["experiment", "--resume", "a/b"][..],
+            "\"a/b\" is not an id of fleetctl's",
+        ),
     ] {
         let o = fleetctl(dir.path(), args);
         let (_, err) = text(&o);
