@@ -247,8 +247,8 @@ fn rollout_on_a_lab_of_eight() {
     //    without either exercises the rollback.)
     let b = work.second_build();
     let unprepared = fleetctl::playbook::builtin("rollout")
-        .map(|b| {
-            b.text
+        .map(|pb| {
+            pb.text
                 .lines()
                 .filter(|l| {
                     let l = l.trim_start();
