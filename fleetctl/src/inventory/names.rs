@@ -19,7 +19,8 @@ pub const MAX_NAME: usize = 253;
 const MAX_LABEL: usize = 63;
 /// Longest login name (Linux `useradd`'s limit).
 pub const MAX_USER: usize = 32;
-/// Longest install directory (`PATH_MAX` less room for what goes under it).
+/// Longest remote path (`install_dir`, `config_path`): `PATH_MAX` less room
+/// for what goes under it.
 pub const MAX_PATH: usize = 1024;
 /// Characters a shell gives a meaning to, refused in remote paths.
 const SHELL_META: &[char] = &[
