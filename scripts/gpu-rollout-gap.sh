@@ -78,8 +78,8 @@ rollout() { # $1: name, $2: binary, $3: kernel cache, $4: playbook
 rollout 1-first-install prover-a cache1 rollout || exit 1
 rollout 2-kernels-cached prover-b cache1 rollout || exit 1
 rollout 3-kernels-new prover-a cache2 rollout || exit 1
-rollout 4-kernels-new-no-prepare prover-b cache3 unprepared.yaml || exit 1
-rollout 5-no-handover prover-a cache3 no-handover.yaml || exit 1
+rollout 4-kernels-new-no-prepare prover-b cache3 ./unprepared.yaml || exit 1
+rollout 5-no-handover prover-a cache3 ./no-handover.yaml || exit 1
 cp "$work/deploy/logs/prover.log" "$out/prover.log" 2>/dev/null
 python3 - "$out" <<'PY' | tee "$out/summary.txt"
 import glob, json, os, sys

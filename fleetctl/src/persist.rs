@@ -10,6 +10,26 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+/// Longest id of a run or an experiment (theirs are about 25 characters).
+pub const MAX_ID: usize = 128;
+
+/// Checks an id that names one of fleetctl's own files (`state/ID.json`,
+/// `experiments/ID.json`) as `--resume` gives it: letters, digits, `-`,
+/// `_`, `.`, not starting with `.` or `-`. Anything else (`../x`, a
+/// slash) would read, and then replace, a file outside the state folder.
+pub fn check_id(id: &str) -> Result<(), String> {
+    let ok_chars = id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if id.is_empty() || id.len() > MAX_ID || !ok_chars || id.starts_with(['.', '-']) {
+        return Err(format!(
+            "{id:?} is not an id of fleetctl's (letters, digits, `-`, `_` and `.`, 1 to \
+             {MAX_ID} characters, not starting with `.` or `-`)"
+        ));
+    }
+    Ok(())
+}
+
 /// Puts `bytes` at `path` through `<path>.tmp` and a rename, creating the
 /// folder first.
 pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -94,6 +114,21 @@ pub fn read_lines<T: DeserializeOwned>(path: &Path) -> io::Result<Vec<T>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_name_a_file_in_the_state_folder_and_nothing_else() {
+        for ok in ["20261129T194529Z-9edc", "exp-1", "r1", "a.b_c"] {
+            check_id(ok).unwrap();
+        }
+        assert_eq!(
+            check_id("../../etc/x").unwrap_err(),
+            "\"../../etc/x\" is not an id of fleetctl's (letters, digits, `-`, `_` and `.`, 1 to \
+             128 characters, not starting with `.` or `-`)"
+        );
+        for bad in ["", "a/b", ".hidden", "-x", "a b", &"x".repeat(129)] {
+            assert!(check_id(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_replaced_document_leaves_no_temporary_file() {

@@ -4,9 +4,12 @@
 
 use clap::{Args, Subcommand};
 use fleetctl::executor::{state_dir_flag, DEFAULT_BINARY, DEFAULT_STATE_DIR};
-use fleetctl::inventory::Target;
+use fleetctl::inventory::{select, Target};
+use fleetctl::persist;
+use fleetctl::steps::params;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Inventory file and host selection, shared by every subcommand that
 /// touches hosts.
@@ -17,11 +20,33 @@ pub struct TargetArgs {
     pub inventory: Option<PathBuf>,
     /// Hosts to act on: names, groups, `tag:NAME` or globs, comma-separated;
     /// `!PATTERN` leaves hosts out (`lab,!h3`), `&PATTERN` intersects.
-    #[arg(short, long, value_name = "PATTERN")]
+    #[arg(short, long, value_name = "PATTERN", value_parser = limit_arg)]
     pub limit: Option<String>,
     /// Extra variable with the highest precedence, `key=value` (repeatable).
     #[arg(short = 'e', long = "extra-var", value_name = "KEY=VALUE")]
     pub extra_vars: Vec<String>,
+}
+
+/// A per-host `--deadline`: a step's timeout bounds (1s to a day); past
+/// those, `Instant + deadline` could overflow and panic.
+pub fn deadline_arg(value: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(value).map_err(|e| e.to_string())?;
+    params::duration_in("deadline", d, &params::TIMEOUTS)?;
+    Ok(d)
+}
+
+/// `--resume ID` as clap reads it: an id names a state file, so one that
+/// is not an id is a usage error ([`persist::check_id`]).
+pub fn id_arg(value: &str) -> Result<String, String> {
+    persist::check_id(value).map(|()| value.to_owned())
+}
+
+/// `--limit` as clap reads it: one without a pattern is a usage error
+/// (exit 64), as a typo in a flag is, not a run on every host or on none.
+fn limit_arg(value: &str) -> Result<String, String> {
+    select::check_limit(value)
+        .map(|()| value.to_owned())
+        .map_err(|_| select::NO_PATTERN.to_owned())
 }
 
 impl From<TargetArgs> for Target {
@@ -74,7 +99,7 @@ pub struct ExecArgs {
     #[arg(long)]
     pub check: bool,
     /// Continue a halted or interrupted run, skipping hosts it completed.
-    #[arg(long, value_name = "RUN_ID")]
+    #[arg(long, value_name = "RUN_ID", value_parser = id_arg)]
     pub resume: Option<String>,
     #[command(flatten)]
     pub deploy: DeployArgs,
@@ -86,8 +111,9 @@ pub struct ExecArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Playbook file (YAML), or the name of a built-in one (`rollout`,
-    /// `restart`, `rollback`, `health`, `stop`, `collect-timing`).
+    /// A built-in playbook by bare name (`rollout`, `restart`, `rollback`,
+    /// `health`, `stop`, `collect-timing`), or a YAML file by a path with a
+    /// `/` (`./mine.yaml`).
     #[arg(short, long, value_name = "PLAYBOOK")]
     pub playbook: String,
     #[command(flatten)]
@@ -106,7 +132,8 @@ pub struct RolloutArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct PlanArgs {
-    /// Playbook file (YAML), or the name of a built-in one.
+    /// A built-in playbook by bare name, or a YAML file by a path with a
+    /// `/` (`./mine.yaml`).
     #[arg(short, long, value_name = "PLAYBOOK", default_value = "rollout")]
     pub playbook: String,
     #[command(flatten)]

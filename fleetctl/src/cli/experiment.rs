@@ -22,7 +22,7 @@ pub struct ExperimentArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Continue an experiment that stopped, from the stage it reached.
-    #[arg(long, value_name = "EXPERIMENT_ID")]
+    #[arg(long, value_name = "EXPERIMENT_ID", value_parser = super::args::id_arg)]
     pub resume: Option<String>,
     /// Local timing store the records are collected into.
     #[arg(long, default_value = ".fleetctl/timing")]

@@ -1,6 +1,6 @@
 //! `fleetctl status` and `fleetctl health`: clap types and their run functions.
 
-use super::args::TargetArgs;
+use super::args::{deadline_arg, TargetArgs};
 use super::exit;
 use anyhow::Context;
 use clap::Args;
@@ -19,7 +19,7 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Per-host deadline.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = deadline_arg)]
     pub deadline: Duration,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -31,7 +31,7 @@ pub struct HealthArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Per-host deadline.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = deadline_arg)]
     pub deadline: Duration,
     /// Print JSON instead of a table.
     #[arg(long)]

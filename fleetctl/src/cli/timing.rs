@@ -1,6 +1,6 @@
 //! `fleetctl timing collect|report|export`: clap types and run functions.
 
-use super::args::TargetArgs;
+use super::args::{deadline_arg, TargetArgs};
 use super::exit;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
@@ -31,13 +31,16 @@ pub struct CollectArgs {
     #[arg(long, default_value = ".fleetctl/timing")]
     pub store: PathBuf,
     /// Per-host deadline; what was fetched before it is kept.
-    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "120s", value_parser = deadline_arg)]
     pub deadline: Duration,
-    /// Hosts collected at once.
-    #[arg(long, default_value_t = 64)]
+    /// Hosts collected at once (1 to 1024).
+    #[arg(long, default_value_t = 64,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub parallel: usize,
-    /// Bytes fetched per remote command (bounds memory per host).
-    #[arg(long, default_value_t = collect::CHUNK)]
+    /// Bytes fetched per remote command (bounds memory per host; 4096 to
+    /// 268435456).
+    #[arg(long, default_value_t = collect::CHUNK,
+          value_parser = clap::value_parser!(u64).range(collect::CHUNK_BYTES))]
     pub chunk_bytes: u64,
 }
 
@@ -63,16 +66,16 @@ pub struct ReportArgs {
     /// Write the output here instead of stdout.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Flag hosts uploading slower than this (GB/s).
-    #[arg(long, default_value_t = 20.0)]
+    /// Flag hosts uploading slower than this (GB/s, 0 to 10000).
+    #[arg(long, default_value_t = 20.0, value_parser = gbps_arg)]
     pub min_h2d_gbps: f64,
     /// Flag devices whose kernel busy fraction (device time measured on the
-    /// device over the wall window) is under this.
-    #[arg(long, default_value_t = 0.50)]
+    /// device over the wall window) is under this (0 to 1).
+    #[arg(long, default_value_t = 0.50, value_parser = fraction_arg)]
     pub min_busy: f64,
     /// Flag devices occupied (a partition held the device worker) less than
-    /// this fraction of the window.
-    #[arg(long, default_value_t = 0.70)]
+    /// this fraction of the window (0 to 1).
+    #[arg(long, default_value_t = 0.70, value_parser = fraction_arg)]
     pub min_occupied: f64,
 }
 
@@ -83,6 +86,28 @@ pub struct ExportArgs {
     /// node_exporter textfile-collector directory.
     #[arg(long, value_name = "DIR")]
     pub prometheus: PathBuf,
+}
+
+/// A number within `range`: NaN and infinities are not numbers here.
+fn bounded_f64(value: &str, range: std::ops::RangeInclusive<f64>) -> Result<f64, String> {
+    let x: f64 = value.parse().map_err(|e| format!("{e}"))?;
+    if !range.contains(&x) {
+        return Err(format!(
+            "must be from {} to {}, not {value}",
+            range.start(),
+            range.end()
+        ));
+    }
+    Ok(x)
+}
+
+fn fraction_arg(value: &str) -> Result<f64, String> {
+    bounded_f64(value, 0.0..=1.0)
+}
+
+/// No host link moves 10 TB/s; above, the threshold is a typo.
+fn gbps_arg(value: &str) -> Result<f64, String> {
+    bounded_f64(value, 0.0..=10_000.0)
 }
 
 pub async fn run(cmd: TimingCommand) -> anyhow::Result<ExitCode> {

@@ -23,6 +23,7 @@ pub use runner::{HostFuture, HostRunner, RealRunner};
 pub use stop::Stop;
 
 use crate::audit::AuditLog;
+use crate::input::{self, InputError};
 use crate::inventory::{self, Host, InventoryError, Target};
 use crate::playbook::{self, Playbook, PlaybookError};
 use crate::steps;
@@ -39,6 +40,8 @@ pub enum ExecError {
     Inventory(Box<InventoryError>),
     #[error(transparent)]
     Playbook(#[from] PlaybookError),
+    #[error("{0} (build it with `cargo build --release -p prover`, or pass --binary PATH)")]
+    NotABuild(#[source] InputError),
     #[error("binary {}: {cause} (build it with `cargo build --release -p prover`, or pass --binary PATH)", path.display())]
     Binary {
         path: PathBuf,
@@ -71,6 +74,7 @@ pub fn prepare(playbook: &str, target: &Target, binary: &Path) -> Result<Prepare
     let playbook = playbook::load(playbook)?;
     let (inv, hosts) = inventory::load_selected(target)?;
     let sha256 = if playbook.uploads() {
+        input::check_elf("binary", binary).map_err(ExecError::NotABuild)?;
         Some(
             steps::sha256_file(binary).map_err(|cause| ExecError::Binary {
                 path: binary.to_owned(),

@@ -66,6 +66,8 @@ impl RunState {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    #[error("--resume {problem}")]
+    BadId { problem: String },
     #[error("run {run_id}: no state file {} (runs are resumed from the directory they were started in): {source}", path.display())]
     Missing {
         run_id: String,
@@ -116,6 +118,7 @@ pub fn path(dir: &Path, run_id: &str) -> PathBuf {
 }
 
 pub fn load(dir: &Path, run_id: &str) -> Result<RunState, StateError> {
+    crate::persist::check_id(run_id).map_err(|problem| StateError::BadId { problem })?;
     let p = path(dir, run_id);
     let text = std::fs::read_to_string(&p).map_err(|source| StateError::Missing {
         run_id: run_id.to_string(),

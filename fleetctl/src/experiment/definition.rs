@@ -255,7 +255,8 @@ impl Definition {
         // The rollout's own defaults, less the canary: the experiment was it.
         let defaults = Strategy {
             canary: 0,
-            ..crate::playbook::load("rollout")
+            ..crate::playbook::builtin("rollout")
+                .and_then(|b| b.load())
                 .map(|p| p.strategy)
                 .unwrap_or_default()
         };

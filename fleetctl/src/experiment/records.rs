@@ -3,9 +3,9 @@
 //! window so a long history never sits in memory.
 
 use super::analysis::{host_records, HostRecords, HostWindow};
+use crate::input::{InputError, Lines};
 use crate::timing::store::{Store, StoreError};
 use fleet_wire::timing::TimingLine;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::time::SystemTime;
 
@@ -13,6 +13,8 @@ use std::time::SystemTime;
 pub enum RecordsError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Input(#[from] InputError),
     #[error("reading {}: {source}", path.display())]
     Read {
         path: PathBuf,
@@ -45,16 +47,17 @@ pub fn read(
         if modified < since {
             continue;
         }
-        let file = std::fs::File::open(&path).map_err(read_err)?;
-        for line in BufReader::new(file).lines() {
-            let line = line.map_err(|source| RecordsError::Read {
-                path: path.clone(),
-                source,
-            })?;
+        let mut file = Lines::open("timing file", &path)?;
+        let mut buf = Vec::new();
+        while file.read_line(&mut buf)? > 0 {
+            let Ok(line) = std::str::from_utf8(&buf) else {
+                unreadable += 1;
+                continue;
+            };
             if line.trim().is_empty() {
                 continue;
             }
-            let Ok(rec) = TimingLine::parse(&line) else {
+            let Ok(rec) = TimingLine::parse(line.trim_end()) else {
                 unreadable += 1;
                 continue;
             };

@@ -65,6 +65,8 @@ pub struct ExperimentState {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    #[error("--resume {problem}")]
+    BadId { problem: String },
     #[error("experiment state {}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -91,6 +93,7 @@ pub fn path(state_dir: &Path, id: &str) -> PathBuf {
 }
 
 pub fn load(state_dir: &Path, id: &str) -> Result<ExperimentState, StateError> {
+    crate::persist::check_id(id).map_err(|problem| StateError::BadId { problem })?;
     let path = path(state_dir, id);
     let bytes = std::fs::read(&path).map_err(|source| StateError::Io {
         path: path.clone(),

@@ -1,11 +1,13 @@
 //! Inventories: hosts, groups and variables, read raw then resolved.
 //!
 //! [`raw`] deserialises and type-checks (errors carry file:line:column),
-//! [`resolve`] merges layers into [`Host`]s, [`select`] applies `--limit`.
+//! [`resolve`] merges layers into [`Host`]s and holds each to the rules of
+//! [`names`], [`select`] applies `--limit`.
 //! The precedence is documented in `docs/inventory.md` and in [`resolve`].
 
 mod defaults;
 mod host;
+pub mod names;
 pub mod raw;
 pub mod resolve;
 pub mod select;

@@ -8,6 +8,7 @@
 //! of every layer's tags; every other key is replaced whole.
 
 use super::host::{Host, TransportKind};
+use super::names;
 use super::raw::{RawGroup, RawInventory, KNOWN_KEYS};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -65,6 +66,8 @@ pub enum ResolveError {
         origin: Origin,
         problem: String,
     },
+    #[error("{file}: host name {problem}")]
+    BadName { file: String, problem: String },
     #[error("{0}")]
     SameMachine(Box<SameMachine>),
     #[error("-e {arg}: expected KEY=VALUE")]
@@ -305,6 +308,10 @@ pub fn resolve(
 
     let mut hosts = Vec::with_capacity(names.len());
     for name in &names {
+        names::host_name(name).map_err(|problem| ResolveError::BadName {
+            file: file.to_string(),
+            problem,
+        })?;
         // Groups of this host, outermost first, file order among equals.
         let mut mine: Vec<(usize, usize, &str)> = group_members
             .iter()
@@ -590,14 +597,34 @@ fn build(
         .filter(|(k, _)| !KNOWN_KEYS.contains(&k.as_str()) || k.as_str() == "health")
         .map(|(k, (v, _))| (k.clone(), v.clone()))
         .collect();
+    // Every value that reaches ssh or a remote script, held to its rule.
+    let checked = |key: &str, value: String, rule: fn(&str) -> Result<(), names::Problem>| {
+        rule(&value).map(|()| value).map_err(|p| bad(key, p))
+    };
+    let address = checked(
+        "address",
+        text("address")?.unwrap_or_else(|| name.to_string()),
+        names::address,
+    )?;
+    let user = checked(
+        "user",
+        text("user")?.unwrap_or_else(default_user),
+        names::user,
+    )?;
+    let jump_host = match text("jump_host")? {
+        Some(j) => Some(checked("jump_host", j, names::jump_host)?),
+        None => None,
+    };
+    let install_dir = checked("install_dir", install_dir, names::remote_dir)?;
+    let config_path = checked("config_path", config_path, names::remote_dir)?;
     Ok(Host {
         name: name.to_string(),
         transport,
-        address: text("address")?.unwrap_or_else(|| name.to_string()),
+        address,
         port: int("port", u16::MAX as u64)?.map_or(DEFAULT_PORT, |p| p as u16),
-        user: text("user")?.unwrap_or_else(default_user),
+        user,
         identity_file: local_path("identity_file")?,
-        jump_host: text("jump_host")?,
+        jump_host,
         known_hosts: local_path("known_hosts")?,
         connect_timeout_s: int("connect_timeout", u32::MAX as u64)?
             .unwrap_or(DEFAULT_CONNECT_TIMEOUT_S),
@@ -811,6 +838,65 @@ hosts:
         inv("hosts:\n  a: { transport: local, install_dir: /x }\n  b: { transport: local, install_dir: /y }\n", &[]).unwrap();
         // -e address= on every host makes them one machine.
         assert!(inv("hosts:\n  a: {}\n  b: {}\n", &["address=10.1.1.1"]).is_err());
+    }
+
+    #[test]
+    fn values_that_reach_ssh_or_a_remote_script_are_refused_naming_host_and_key() {
+        let err = |text: &str, extra: &[&str]| inv(text, extra).unwrap_err().to_string();
+        assert_eq!(
+            err("hosts:\n  gpu-01: { address: -oProxyCommand=sh }\n", &[]),
+            "inv.yaml: host `gpu-01`: `address` (set by host) \"-oProxyCommand=sh\" must not \
+             start with `-` (ssh would read it as an option)"
+        );
+        assert_eq!(
+            err("vars: { user: \"-oX\" }\nhosts:\n  a: {}\n", &[]),
+            "inv.yaml: host `a`: `user` (set by vars) \"-oX\" must not start with `-` or `.`"
+        );
+        assert_eq!(
+            err("hosts:\n  a: { jump_host: \"ops@bastion:70000\" }\n", &[]),
+            "inv.yaml: host `a`: `jump_host` (set by host) \"ops@bastion:70000\": port \
+             \"70000\" must be a number from 1 to 65535"
+        );
+        assert_eq!(
+            err("hosts:\n  a: {}\n", &["install_dir=/opt/p;reboot"]),
+            "inv.yaml: host `a`: `install_dir` (set by -e) \"/opt/p;reboot\" has ';'; a remote \
+             path may not hold any of ;$`'\"\\|&<>()*?[]{}!"
+        );
+        assert_eq!(
+            err("groups:\n  g: { vars: { install_dir: opt/prover } }\n  h: { hosts: [a] }\nhosts:\n  a: {}\n  b: {}\n", &["install_dir=prover"]),
+            "inv.yaml: host `a`: `install_dir` (set by -e) \"prover\" must be an absolute path"
+        );
+        assert_eq!(
+            err("hosts:\n  a: { install_dir: /data/../etc }\n", &[]),
+            "inv.yaml: host `a`: `install_dir` (set by host) \"/data/../etc\" must not contain `..`"
+        );
+        assert_eq!(
+            err("hosts:\n  a: { config_path: \"/etc/p$x.toml\" }\n", &[]),
+            "inv.yaml: host `a`: `config_path` (set by host) \"/etc/p$x.toml\" has '$'; a \
+             remote path may not hold any of ;$`'\"\\|&<>()*?[]{}!"
+        );
+        // A name only a group lists is held to the rule too.
+        assert_eq!(
+            err("groups:\n  g: { hosts: [\"-h1\"] }\n", &[]),
+            "inv.yaml: host name \"-h1\" must not start with `-` or `.`"
+        );
+        assert_eq!(
+            err("hosts:\n  \"../up\": {}\n", &[]),
+            "inv.yaml: host name \"../up\" has '/'; a host name is letters, digits, `-`, `_` \
+             and `.`"
+        );
+        // A local host's relative install_dir is checked once made absolute.
+        let ok = inv(
+            "hosts:\n  a: { transport: local, install_dir: .deploy/a }\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(ok.hosts[0].host.install_dir, "/home/op/repo/.deploy/a");
+        assert!(inv(
+            "hosts:\n  a: { transport: local, install_dir: \"x;y\" }\n",
+            &[]
+        )
+        .is_err());
     }
 
     #[test]

@@ -22,10 +22,29 @@ pub enum SelectError {
     },
     #[error("{file}: no hosts in the inventory")]
     Empty { file: String },
+    #[error("--limit {pattern:?}: {}", NO_PATTERN)]
+    NoPattern { pattern: String },
+}
+
+/// What is wrong with a `--limit` of no pattern.
+pub const NO_PATTERN: &str =
+    "no host pattern in it; leave --limit out (or write `all`) to act on every host";
+
+/// A `--limit` must name at least one pattern. An empty one (`--limit ''`,
+/// an unset variable in a script, only commas) said nothing about which
+/// hosts were meant, and was taken as every host. Checked by the command
+/// line (as a usage error) and again by [`select`], for other callers.
+pub fn check_limit(limit: &str) -> Result<(), SelectError> {
+    if limit.split(',').all(|p| p.trim().is_empty()) {
+        return Err(SelectError::NoPattern {
+            pattern: limit.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// Indices (inventory order) of the hosts `limit` selects; `None` or `all`
-/// selects every host. Every comma-separated pattern must match something,
+/// selects every host, a limit without a pattern none ([`check_limit`]). Every comma-separated pattern must match something,
 /// so a typo is an error rather than a smaller rollout.
 pub fn select(inv: &ResolvedInventory, limit: Option<&str>) -> Result<Vec<usize>, SelectError> {
     if inv.hosts.is_empty() {
@@ -33,10 +52,10 @@ pub fn select(inv: &ResolvedInventory, limit: Option<&str>) -> Result<Vec<usize>
             file: inv.file.clone(),
         });
     }
-    let limit = limit
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && *l != "all");
-    let Some(limit) = limit else {
+    if let Some(l) = limit {
+        check_limit(l)?;
+    }
+    let Some(limit) = limit.map(str::trim).filter(|l| *l != "all") else {
         return Ok((0..inv.hosts.len()).collect());
     };
     // As Ansible reads it: the union of the plain patterns (every host when
@@ -200,6 +219,16 @@ hosts:
         assert_eq!(names(Some("gpu-0*")), vec!["gpu-01", "gpu-02", "gpu-03"]);
         assert_eq!(names(Some("cpu-01, gpu-1?")), vec!["gpu-10", "cpu-01"]);
         assert_eq!(names(Some("canary,gpu-03")), vec!["gpu-03"]);
+    }
+
+    #[test]
+    fn a_limit_without_a_pattern_is_refused_not_taken_as_every_host() {
+        for empty in ["", "  ", ",", " , ,\t"] {
+            let e = select(&inv(), Some(empty)).unwrap_err().to_string();
+            assert_eq!(e, format!("--limit {empty:?}: {NO_PATTERN}"));
+        }
+        assert_eq!(names(Some(" all ")).len(), 5);
+        assert_eq!(names(None).len(), 5);
     }
 
     #[test]

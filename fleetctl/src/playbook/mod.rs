@@ -13,18 +13,69 @@ use crate::steps::smoke::{C2Request, FixtureError, SmokeProof};
 use crate::steps::StepSpec;
 use std::path::Path;
 
-/// Playbooks compiled into the binary, usable by name (`-p rollout`).
-pub const BUILTIN: &[(&str, &str)] = &[
-    ("rollout", include_str!("../../../playbooks/rollout.yaml")),
-    ("restart", include_str!("../../../playbooks/restart.yaml")),
-    ("rollback", include_str!("../../../playbooks/rollback.yaml")),
-    ("health", include_str!("../../../playbooks/health.yaml")),
-    ("stop", include_str!("../../../playbooks/stop.yaml")),
-    (
-        "collect-timing",
-        include_str!("../../../playbooks/collect-timing.yaml"),
-    ),
+/// A playbook compiled into the binary, named by its bare name (`-p rollout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Builtin {
+    pub name: &'static str,
+    /// The YAML as it is in `playbooks/NAME.yaml`.
+    pub text: &'static str,
+}
+
+const BUILTINS: &[Builtin] = &[
+    Builtin {
+        name: "rollout",
+        text: include_str!("../../../playbooks/rollout.yaml"),
+    },
+    Builtin {
+        name: "restart",
+        text: include_str!("../../../playbooks/restart.yaml"),
+    },
+    Builtin {
+        name: "rollback",
+        text: include_str!("../../../playbooks/rollback.yaml"),
+    },
+    Builtin {
+        name: "health",
+        text: include_str!("../../../playbooks/health.yaml"),
+    },
+    Builtin {
+        name: "stop",
+        text: include_str!("../../../playbooks/stop.yaml"),
+    },
+    Builtin {
+        name: "collect-timing",
+        text: include_str!("../../../playbooks/collect-timing.yaml"),
+    },
 ];
+
+/// The names of the built-in playbooks, in the order `--help` lists them.
+pub fn builtin_names() -> impl Iterator<Item = &'static str> {
+    BUILTINS.iter().map(|b| b.name)
+}
+
+/// The built-in playbook called `name`: the one lookup of a built-in, for
+/// `-p` and for the playbooks an experiment runs alike. Any other name is
+/// an error listing the built-ins.
+pub fn builtin(name: &str) -> Result<&'static Builtin, PlaybookError> {
+    BUILTINS
+        .iter()
+        .find(|b| b.name == name)
+        .ok_or_else(|| PlaybookError::NotBuiltin {
+            name: name.to_owned(),
+            builtins: builtin_names().collect::<Vec<_>>().join(", "),
+        })
+}
+
+impl Builtin {
+    /// The playbook, read and checked as a file would be.
+    pub fn load(&self) -> Result<Playbook, PlaybookError> {
+        let shown = format!("playbooks/{}.yaml (built in)", self.name);
+        checked(Playbook::from_raw(
+            raw::parse(Path::new(&shown), self.text)?,
+            shown,
+        ))
+    }
+}
 
 /// How hosts are taken through the steps.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,8 +210,11 @@ impl Playbook {
 pub enum PlaybookError {
     #[error(transparent)]
     Raw(#[from] raw::RawError),
-    #[error("playbook {name:?}: no such file, and not a built-in playbook ({builtins})")]
-    NotFound { name: String, builtins: String },
+    #[error(
+        "playbook `{name}`: not a built-in playbook ({builtins}); \
+         a playbook file is named by a path with a `/`, e.g. `./{name}`"
+    )]
+    NotBuiltin { name: String, builtins: String },
     #[error("{source_name}: no steps")]
     NoSteps { source_name: String },
     #[error("{source_name}: {source}")]
@@ -171,32 +225,26 @@ pub enum PlaybookError {
     },
 }
 
-/// Reads `name_or_path`: an existing file, else a built-in playbook by name
-/// (`rollout`, or `rollout.yaml` / `playbooks/rollout.yaml` alike).
+/// Reads the playbook `-p` names. A value with a `/` is a file path
+/// (`./mine.yaml`, `/etc/fleet/rollout.yaml`); any other is a built-in's
+/// bare name. Telling them apart by the `/` alone means a file in the
+/// current directory never shadows a built-in, and a typo of a built-in's
+/// name is never read as a missing file.
 pub fn load(name_or_path: &str) -> Result<Playbook, PlaybookError> {
-    let path = Path::new(name_or_path);
-    let pb =
-        if path.is_file() {
-            Playbook::from_raw(raw::read(path)?, path.display().to_string())
-        } else {
-            let stem = path
-                .file_name()
-                .and_then(|f| f.to_str())
-                .map(|f| f.trim_end_matches(".yaml").trim_end_matches(".yml"))
-                .unwrap_or(name_or_path);
-            let (name, text) = BUILTIN.iter().find(|(n, _)| *n == stem).ok_or_else(|| {
-                PlaybookError::NotFound {
-                    name: name_or_path.to_string(),
-                    builtins: BUILTIN
-                        .iter()
-                        .map(|(n, _)| *n)
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                }
-            })?;
-            let shown = format!("playbooks/{name}.yaml (built in)");
-            Playbook::from_raw(raw::parse(Path::new(&shown), text)?, shown)
-        };
+    if name_or_path.contains('/') {
+        let path = Path::new(name_or_path);
+        checked(Playbook::from_raw(
+            raw::read(path)?,
+            path.display().to_string(),
+        ))
+    } else {
+        builtin(name_or_path)?.load()
+    }
+}
+
+/// What every playbook must be before a run: some steps, and every local
+/// file they send readable.
+fn checked(pb: Playbook) -> Result<Playbook, PlaybookError> {
     if pb.steps.is_empty() {
         return Err(PlaybookError::NoSteps {
             source_name: pb.source,
@@ -301,9 +349,10 @@ mod tests {
 
     #[test]
     fn builtin_playbooks_parse_and_unknown_names_are_refused() {
-        for (name, _) in BUILTIN {
+        for name in builtin_names() {
             let pb = load(name).unwrap();
             assert!(!pb.steps.is_empty(), "{name}");
+            assert_eq!(pb, builtin(name).unwrap().load().unwrap());
         }
         let r = load("rollout").unwrap();
         let names: Vec<&str> = r.steps.iter().map(StepSpec::name).collect();
@@ -323,8 +372,35 @@ mod tests {
         );
         assert!(r.uploads());
         let e = load("nope").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "playbook `nope`: not a built-in playbook (rollout, restart, rollback, health, \
+             stop, collect-timing); a playbook file is named by a path with a `/`, e.g. `./nope`"
+        );
+    }
+
+    #[test]
+    fn a_bare_name_is_a_built_in_and_a_path_with_a_slash_is_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file named like a built-in, in the current directory or not,
+        // is read only when named by a path.
+        let path = dir.path().join("rollout");
+        std::fs::write(&path, "name: mine\nsteps:\n  - health: {}\n").unwrap();
+        assert_eq!(load(path.to_str().unwrap()).unwrap().name, "mine");
+        assert_eq!(load("rollout").unwrap().name, "rollout");
+        // The old ways to a built-in are no longer names of one.
+        for old in ["rollout.yaml", "playbooks/rollout.yaml"] {
+            assert!(load(old).is_err(), "{old}");
+        }
+        let e = load("mine.yaml").unwrap_err().to_string();
         assert!(
-            e.contains("not a built-in playbook (rollout, restart"),
+            e.starts_with("playbook `mine.yaml`: not a built-in playbook (rollout,"),
+            "{e}"
+        );
+        let missing = dir.path().join("absent.yaml");
+        let e = load(missing.to_str().unwrap()).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("cannot read playbook {}: ", missing.display())),
             "{e}"
         );
     }
@@ -357,6 +433,22 @@ mod tests {
         assert!(
             e.starts_with(&format!("{path}: smoke fixture {}", missing.display())),
             "{e}"
+        );
+        // A FIFO as the fixture is refused, not waited on.
+        let fifo = dir.path().join("c2.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let path = write(
+            "fifo.yaml",
+            &format!("{{kind: porep-c2, fixture: {:?}}}", fifo.to_str().unwrap()),
+        );
+        assert_eq!(
+            load(&path).unwrap_err().to_string(),
+            format!(
+                "{path}: smoke fixture {}: is a FIFO, not a regular file",
+                fifo.display()
+            )
         );
     }
 }

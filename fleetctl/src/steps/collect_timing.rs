@@ -5,7 +5,8 @@
 use super::ctx::StepCtx;
 use super::outcome::{Cause, Failed, StepOutcome};
 use super::params::duration;
-use crate::timing::collect::{collect_host, timing_log_path, CHUNK};
+use super::params::{self as bounds, Check};
+use crate::timing::collect::{collect_host, timing_log_path, CHUNK, CHUNK_BYTES};
 use crate::timing::store::Store;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -30,6 +31,18 @@ impl Default for CollectTimingParams {
             timeout: Duration::from_secs(120),
             chunk_bytes: CHUNK,
         }
+    }
+}
+
+impl Check for CollectTimingParams {
+    fn check(&self) -> Result<(), String> {
+        bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)?;
+        let (lo, hi) = (*CHUNK_BYTES.start(), *CHUNK_BYTES.end());
+        bounds::in_range(
+            "chunk_bytes",
+            bounds::ByteSize(self.chunk_bytes),
+            &(bounds::ByteSize(lo)..=bounds::ByteSize(hi)),
+        )
     }
 }
 

@@ -4,6 +4,7 @@
 use super::ctx::StepCtx;
 use super::daemon_log::{check_alive, is_ready_line, last_lines, new_log, TOOK_OVER_LINE};
 use super::outcome::{kept, Cause, Failed, StepOutcome};
+use super::params::{self as bounds, Check};
 use super::params::{duration, show};
 use super::progress::{Drained, Handover};
 use super::remote::{self, DaemonState};
@@ -37,6 +38,14 @@ impl Default for DrainParams {
             poll: Duration::from_millis(200),
             stop: false,
         }
+    }
+}
+
+impl Check for DrainParams {
+    fn check(&self) -> Result<(), String> {
+        bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)?;
+        bounds::duration_in("kill_wait", self.kill_wait, &bounds::WAITS)?;
+        bounds::duration_in("poll", self.poll, &bounds::POLLS)
     }
 }
 

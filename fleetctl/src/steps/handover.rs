@@ -15,6 +15,7 @@
 use super::ctx::StepCtx;
 use super::daemon_log::{check_alive, check_log, last_lines, new_log, WAITING_LINE};
 use super::outcome::{kept, Cause, Failed, StepOutcome};
+use super::params::{self as bounds, Check};
 use super::params::{duration, show, ByteSize};
 use super::progress::Handover;
 use super::remote::{self, DaemonState, QUICK};
@@ -57,6 +58,16 @@ impl Default for HandoverParams {
             gpu_margin: ByteSize::gib(2),
             poll: Duration::from_millis(100),
         }
+    }
+}
+
+impl Check for HandoverParams {
+    fn check(&self) -> Result<(), String> {
+        bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)?;
+        bounds::duration_in("wait", self.wait, &bounds::WAITS)?;
+        bounds::in_range("margin", self.margin, &bounds::MEMORY)?;
+        bounds::in_range("gpu_margin", self.gpu_margin, &bounds::MEMORY)?;
+        bounds::duration_in("poll", self.poll, &bounds::POLLS)
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::ctx::StepCtx;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
+use super::params::{self as bounds, Check};
 use super::params::{duration, ByteSize};
 use super::remote;
 use crate::health::policy::{evaluate, Finding, Policy, Severity};
@@ -23,6 +24,12 @@ impl Default for HealthParams {
         HealthParams {
             timeout: Duration::from_secs(30),
         }
+    }
+}
+
+impl Check for HealthParams {
+    fn check(&self) -> Result<(), String> {
+        bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)
     }
 }
 

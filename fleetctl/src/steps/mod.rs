@@ -83,7 +83,7 @@ macro_rules! steps {
                 source: &mut S,
             ) -> Result<Option<StepSpec>, S::Error> {
                 Ok(Some(match name {
-                    $($name => StepSpec::$variant(source.params()?),)*
+                    $($name => StepSpec::$variant(source.params($name)?),)*
                     _ => return Ok(None),
                 }))
             }
@@ -112,10 +112,13 @@ steps! {
 }
 
 /// Where a step's parameters come from: a bare name (the defaults) or the
-/// value of its one-key map.
+/// value of its one-key map, held to its bounds ([`params::Check`]).
 trait ParamSource {
     type Error;
-    fn params<P: serde::de::DeserializeOwned + Default>(&mut self) -> Result<P, Self::Error>;
+    fn params<P: serde::de::DeserializeOwned + Default + params::Check>(
+        &mut self,
+        step: &str,
+    ) -> Result<P, Self::Error>;
 }
 
 impl Serialize for StepSpec {
@@ -138,7 +141,7 @@ impl<'de> Deserialize<'de> for StepSpec {
 
         impl<E> ParamSource for Defaults<E> {
             type Error = E;
-            fn params<P: Default>(&mut self) -> Result<P, E> {
+            fn params<P: Default>(&mut self, _step: &str) -> Result<P, E> {
                 Ok(P::default())
             }
         }
@@ -148,8 +151,14 @@ impl<'de> Deserialize<'de> for StepSpec {
 
         impl<'de, A: MapAccess<'de>> ParamSource for Value<'_, 'de, A> {
             type Error = A::Error;
-            fn params<P: serde::de::DeserializeOwned + Default>(&mut self) -> Result<P, A::Error> {
-                Ok(self.0.next_value::<Option<P>>()?.unwrap_or_default())
+            fn params<P: serde::de::DeserializeOwned + Default + params::Check>(
+                &mut self,
+                step: &str,
+            ) -> Result<P, A::Error> {
+                let p = self.0.next_value::<Option<P>>()?.unwrap_or_default();
+                p.check()
+                    .map_err(|e| de::Error::custom(format!("{step}: {e}")))?;
+                Ok(p)
             }
         }
 
@@ -307,6 +316,86 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("invalid duration"), "{err}");
+    }
+
+    #[test]
+    fn every_number_of_a_step_is_bounded_and_the_defaults_are_within() {
+        for name in STEP_NAMES {
+            let spec: StepSpec = serde_yaml::from_str(name).unwrap();
+            let again: Vec<StepSpec> = serde_yaml::from_str(&format!("- {name}: {{}}\n")).unwrap();
+            assert_eq!(again, [spec], "{name}");
+        }
+        let err = |yaml: &str| {
+            serde_yaml::from_str::<Vec<StepSpec>>(yaml)
+                .unwrap_err()
+                .to_string()
+        };
+        for (yaml, says) in [
+            (
+                "- drain: {timeout: 0s}",
+                "drain: `timeout` must be from 1s to 1day, not 0s",
+            ),
+            (
+                "- drain: {poll: 0s}",
+                "drain: `poll` must be from 10ms to 1m, not 0s",
+            ),
+            (
+                "- prepare: {timeout: 2days}",
+                "prepare: `timeout` must be from 1s to 1day, not 2days",
+            ),
+            (
+                "- upload: {keep_releases: 5000}",
+                "upload: `keep_releases` must be from 0 to 1000, not 5000",
+            ),
+            (
+                "- handover: {margin: 100TiB}",
+                "handover: `margin` must be from 0B to 64TiB, not 100TiB",
+            ),
+            (
+                "- handover: {wait: 2days}",
+                "handover: `wait` must be from 0s to 1day, not 2days",
+            ),
+            (
+                "- wait_release: {min_available: 65TiB}",
+                "wait_release: `min_available` must be from 0B to 64TiB, not 65TiB",
+            ),
+            (
+                "- verify: {settle: 25h}",
+                "verify: `settle` must be from 0s to 1day, not 1day 1h",
+            ),
+            (
+                "- rollback: {drain: {kill_wait: 2days}}",
+                "rollback: drain: `kill_wait` must be from 0s to 1day, not 2days",
+            ),
+            (
+                "- rollback: {start_timeout: 0s}",
+                "rollback: `start_timeout` must be from 1s to 1day, not 0s",
+            ),
+            (
+                "- collect_timing: {chunk_bytes: 1}",
+                "collect_timing: `chunk_bytes` must be from 4KiB to 256MiB, not 1B",
+            ),
+            (
+                "- smoke: {size: 1073741824}",
+                "`size` must be from 16 to 134217728, not 1073741824",
+            ),
+            (
+                "- health: {timeout: 0s}",
+                "health: `timeout` must be from 1s to 1day, not 0s",
+            ),
+            (
+                "- start: {timeout: 0s}",
+                "start: `timeout` must be from 1s to 1day, not 0s",
+            ),
+        ] {
+            let e = err(yaml);
+            assert!(e.contains(says), "{yaml}: `{says}` not in: {e}");
+        }
+        // The edges are inside.
+        serde_yaml::from_str::<Vec<StepSpec>>(
+            "- drain: {timeout: 1s, poll: 10ms, kill_wait: 0s}\n- upload: {keep_releases: 0, timeout: 1day}\n",
+        )
+        .unwrap();
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub enum Cause {
     /// A check on the host did not pass; the text has the numbers seen.
     #[error("{0}")]
     Check(String),
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
     #[error("local file {}: {source}", path.display())]
     Local {
         path: PathBuf,

@@ -1,8 +1,69 @@
 //! Human-written step parameters: durations as humantime strings (`30s`,
-//! `2m 30s`) and sizes with binary or decimal units (`2GiB`, `512MiB`, `1GB`).
+//! `2m 30s`) and sizes with binary or decimal units (`2GiB`, `512MiB`, `1GB`),
+//! and the bounds every one of them is held to ([`Check`]).
 
 use serde::{de, Deserialize, Deserializer, Serializer};
+use std::fmt::Display;
+use std::ops::RangeInclusive;
 use std::time::Duration;
+
+/// A step's parameters, checked against their bounds when the playbook is
+/// read, so a bad value is an error at its line, not a failure mid-run.
+pub trait Check {
+    /// `Err` names the key, its bounds and the value written.
+    fn check(&self) -> Result<(), String>;
+}
+
+/// Deadlines of a step or of one command in it. Past a day, a deadline is
+/// a typo (`300h` for `300s`), and `Instant + Duration` would panic long
+/// before `humantime`'s largest value.
+pub const TIMEOUTS: RangeInclusive<Duration> = Duration::from_secs(1)..=Duration::from_secs(86_400);
+/// Poll intervals: below 10 ms a poll would spin over ssh; above a
+/// minute a step would sleep past what it waits for.
+pub const POLLS: RangeInclusive<Duration> = Duration::from_millis(10)..=Duration::from_secs(60);
+/// Pauses and grace periods (settle, kill_wait, wait): none at all is
+/// allowed.
+pub const WAITS: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(86_400);
+/// Memory margins and tolerances: no host has 64 TiB.
+pub const MEMORY: RangeInclusive<ByteSize> = ByteSize(0)..=ByteSize(64 << 40);
+
+/// `value` of `key` within `range` (inclusive), or the message saying so;
+/// the one bounds check behind every step parameter.
+pub fn in_range<T: PartialOrd + Display>(
+    key: &str,
+    value: T,
+    range: &RangeInclusive<T>,
+) -> Result<(), String> {
+    in_range_shown(key, value, range, |v| v.to_string())
+}
+
+/// [`in_range`] for a duration, shown as a playbook writes it (`30s`, `1day`).
+pub fn duration_in(
+    key: &str,
+    value: Duration,
+    range: &RangeInclusive<Duration>,
+) -> Result<(), String> {
+    in_range_shown(key, value, range, |d| {
+        humantime::format_duration(*d).to_string()
+    })
+}
+
+fn in_range_shown<T: PartialOrd>(
+    key: &str,
+    value: T,
+    range: &RangeInclusive<T>,
+    shown: impl Fn(&T) -> String,
+) -> Result<(), String> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(format!(
+        "`{key}` must be from {} to {}, not {}",
+        shown(range.start()),
+        shown(range.end()),
+        shown(&value)
+    ))
+}
 
 /// A byte count written by a human.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -127,6 +188,28 @@ mod tests {
             .unwrap_err()
             .contains("unknown unit"));
         assert!(ByteSize::parse("GiB").is_err());
+    }
+
+    #[test]
+    fn bounds_name_the_key_its_range_and_the_value() {
+        assert_eq!(
+            duration_in("timeout", Duration::ZERO, &TIMEOUTS).unwrap_err(),
+            "`timeout` must be from 1s to 1day, not 0s"
+        );
+        assert_eq!(
+            duration_in("poll", Duration::from_millis(1), &POLLS).unwrap_err(),
+            "`poll` must be from 10ms to 1m, not 1ms"
+        );
+        duration_in("timeout", Duration::from_secs(86_400), &TIMEOUTS).unwrap();
+        duration_in("settle", Duration::ZERO, &WAITS).unwrap();
+        assert_eq!(
+            in_range("margin", ByteSize(1 << 50), &MEMORY).unwrap_err(),
+            "`margin` must be from 0B to 64TiB, not 1024TiB"
+        );
+        assert_eq!(
+            in_range("keep_releases", 1001, &(0..=1000)).unwrap_err(),
+            "`keep_releases` must be from 0 to 1000, not 1001"
+        );
     }
 
     #[test]

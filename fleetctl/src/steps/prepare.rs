@@ -15,6 +15,7 @@
 
 use super::ctx::StepCtx;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
+use super::params::{self as bounds, Check};
 use super::params::{duration, show};
 use super::release::sha256_file;
 use super::remote::{q, QUICK};
@@ -41,6 +42,12 @@ impl Default for PrepareParams {
             arch: None,
             check_config: true,
         }
+    }
+}
+
+impl Check for PrepareParams {
+    fn check(&self) -> Result<(), String> {
+        bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)
     }
 }
 

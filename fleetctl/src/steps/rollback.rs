@@ -14,6 +14,7 @@ use super::ctx::StepCtx;
 use super::drain::{self, DrainParams};
 use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::duration;
+use super::params::{self as bounds, Check};
 use super::remote::{self, is_release_id, q, QUICK};
 use super::start::start_release;
 use super::wait_release::{self, WaitReleaseParams};
@@ -36,6 +37,16 @@ impl Default for RollbackParams {
             wait_release: WaitReleaseParams::default(),
             start_timeout: Duration::from_secs(15),
         }
+    }
+}
+
+impl Check for RollbackParams {
+    fn check(&self) -> Result<(), String> {
+        self.drain.check().map_err(|e| format!("drain: {e}"))?;
+        self.wait_release
+            .check()
+            .map_err(|e| format!("wait_release: {e}"))?;
+        bounds::duration_in("start_timeout", self.start_timeout, &bounds::TIMEOUTS)
     }
 }
 

@@ -6,6 +6,7 @@
 
 use super::ctx::StepCtx;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
+use super::params::{self as bounds, Check};
 use super::params::{duration, show};
 use super::remote::{self, q};
 use crate::transport::TransportError;
@@ -88,13 +89,21 @@ impl Default for SmokeParams {
     }
 }
 
+impl Check for SmokeParams {
+    fn check(&self) -> Result<(), String> {
+        bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)?;
+        match &self.proof {
+            // The daemon's own bounds on a circuit's size (2^4..=2^27).
+            SmokeProof::Bundled { size, .. } => bounds::in_range("size", *size, &(16..=1 << 27)),
+            SmokeProof::PorepC2 { .. } => Ok(()),
+        }
+    }
+}
+
 impl TryFrom<RawSmoke> for SmokeParams {
     type Error = String;
 
     fn try_from(raw: RawSmoke) -> Result<Self, String> {
-        if raw.timeout < Duration::from_secs(1) {
-            return Err("smoke: `timeout` must be at least 1s".to_owned());
-        }
         let proof = match raw.kind {
             SmokeKind::Bundled => {
                 if raw.fixture.is_some() {
@@ -171,6 +180,9 @@ pub enum FixtureError {
         #[source]
         source: std::io::Error,
     },
+    /// Not a regular file: a FIFO would block the playbook's load.
+    #[error(transparent)]
+    Input(crate::input::InputError),
     #[error("smoke fixture {}: larger than {} MiB", path.display(), MAX_FIXTURE_BYTES >> 20)]
     TooLarge { path: PathBuf },
     #[error("smoke fixture {source_name}: not a porep-c2 request (the JSON body of POST /v1/filecoin/jobs): {reason}")]
@@ -200,10 +212,12 @@ impl C2Request {
             path: path.to_owned(),
             source,
         };
+        let (file, _) = crate::input::open_regular("smoke fixture", path).map_err(|e| match e {
+            crate::input::InputError::Io { source, .. } => read(source),
+            other => FixtureError::Input(other),
+        })?;
         let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .map_err(read)?
-            .take(MAX_FIXTURE_BYTES + 1)
+        file.take(MAX_FIXTURE_BYTES + 1)
             .read_to_end(&mut bytes)
             .map_err(read)?;
         if bytes.len() as u64 > MAX_FIXTURE_BYTES {
@@ -497,8 +511,10 @@ mod tests {
         assert_eq!(verified(&serde_json::json!({"state": "failed"})), None);
     }
 
+    /// As a playbook reads a `smoke` step: parsed, then held to its bounds.
     fn parse(yaml: &str) -> Result<SmokeParams, String> {
-        serde_yaml::from_str(yaml).map_err(|e| e.to_string())
+        let p: SmokeParams = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+        p.check().map(|()| p)
     }
 
     #[test]
@@ -546,7 +562,8 @@ mod tests {
             ("{fixture: c2.json}", "`fixture` goes with `kind: porep-c2`"),
             ("{kind: window-post}", "unknown variant `window-post`"),
             ("{kind: porep-c2, c1: x.json}", "unknown field `c1`"),
-            ("{timeout: 0s}", "at least 1s"),
+            ("{timeout: 0s}", "`timeout` must be from 1s to 1day, not 0s"),
+            ("{size: 8}", "`size` must be from 16 to 134217728, not 8"),
         ] {
             let err = parse(yaml).unwrap_err();
             assert!(err.contains(says), "{yaml}: `{says}` not in: {err}");

@@ -4,6 +4,7 @@
 
 use super::ctx::StepCtx;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
+use super::params::{self as bounds, Check};
 use super::params::{duration, show};
 use super::progress::{Handover, Started};
 use super::remote::{self, q, DaemonState, QUICK};
@@ -23,6 +24,12 @@ impl Default for StartParams {
         StartParams {
             timeout: Duration::from_secs(15),
         }
+    }
+}
+
+impl Check for StartParams {
+    fn check(&self) -> Result<(), String> {
+        bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)
     }
 }
 

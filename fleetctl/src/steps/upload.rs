@@ -4,6 +4,7 @@
 use super::compress::{self, Compressed, DECODER, ENCODING};
 use super::ctx::StepCtx;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
+use super::params::{self as bounds, Check};
 use super::params::{duration, ByteSize};
 use super::progress::Sent;
 use super::release::sha256_file;
@@ -34,6 +35,14 @@ impl Default for UploadParams {
             timeout: Duration::from_secs(300),
             compress: true,
         }
+    }
+}
+
+impl Check for UploadParams {
+    fn check(&self) -> Result<(), String> {
+        // Each kept release is a full build on the host's disk.
+        bounds::in_range("keep_releases", self.keep_releases, &(0..=1000))?;
+        bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)
     }
 }
 

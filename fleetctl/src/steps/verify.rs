@@ -5,6 +5,7 @@
 use super::ctx::StepCtx;
 use super::daemon_log::{check_alive, check_log, is_ready_line, last_lines, new_log};
 use super::outcome::{kept, Cause, Failed, StepOutcome};
+use super::params::{self as bounds, Check};
 use super::params::{duration, show};
 use super::remote::{self, DaemonState};
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,20 @@ impl Default for VerifyParams {
             poll: Duration::from_millis(500),
             fail_patterns: Vec::new(),
         }
+    }
+}
+
+impl Check for VerifyParams {
+    fn check(&self) -> Result<(), String> {
+        bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)?;
+        bounds::duration_in("settle", self.settle, &bounds::WAITS)?;
+        bounds::duration_in("poll", self.poll, &bounds::POLLS)?;
+        // Every pattern is searched for in every poll of the daemon's log.
+        bounds::in_range(
+            "fail_patterns (count)",
+            self.fail_patterns.len(),
+            &(0..=100),
+        )
     }
 }
 

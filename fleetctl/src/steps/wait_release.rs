@@ -12,6 +12,7 @@
 
 use super::ctx::StepCtx;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
+use super::params::{self as bounds, Check};
 use super::params::{duration, show, ByteSize};
 use super::proc::MemInfo;
 use super::progress::{Drained, Handover};
@@ -41,6 +42,18 @@ impl Default for WaitReleaseParams {
             poll: Duration::from_millis(500),
             tolerance: ByteSize::mib(256),
             min_available: None,
+        }
+    }
+}
+
+impl Check for WaitReleaseParams {
+    fn check(&self) -> Result<(), String> {
+        bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)?;
+        bounds::duration_in("poll", self.poll, &bounds::POLLS)?;
+        bounds::in_range("tolerance", self.tolerance, &bounds::MEMORY)?;
+        match self.min_available {
+            Some(m) => bounds::in_range("min_available", m, &bounds::MEMORY),
+            None => Ok(()),
         }
     }
 }

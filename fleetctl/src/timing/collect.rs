@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 
 /// Bytes fetched per command: bounded so one read never holds a whole log in memory.
 pub const CHUNK: u64 = 32 << 20;
+/// What a chunk may be set to (`--chunk-bytes`, the step's `chunk_bytes`):
+/// below 4 KiB every line costs a command, above 256 MiB one read holds
+/// that much per host at once.
+pub const CHUNK_BYTES: std::ops::RangeInclusive<u64> = 4 << 10..=256 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {

@@ -5,13 +5,12 @@
 //! Malformed lines are counted and reported with their file and line, never
 //! fatal: a log written by a crashing prover may end in half a line.
 
+use crate::input::{InputError, Lines};
 use fleet_wire::phase::{summable, Stage};
 use fleet_wire::timing::{Phase, TimelineKind, TimingLine};
 use hdrhistogram::Histogram;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs::File;
-use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 /// Phase durations are kept in microseconds, 3 significant digits (0.1% error).
@@ -452,31 +451,25 @@ impl Scan {
     }
 }
 
-/// Errors that stop a scan (unreadable files; bad lines are not errors).
+/// Errors that stop a scan: a file that cannot be read, is not a regular
+/// file, or has a line past [`crate::input::MAX_LINE`] (no record is that
+/// long; buffering it whole is what a hostile file would want). Lines that
+/// do not parse are not errors.
 #[derive(Debug, thiserror::Error)]
-#[error("reading timing file {path}: {source}")]
-pub struct ScanError {
-    pub path: PathBuf,
-    pub source: io::Error,
-}
+#[error(transparent)]
+pub struct ScanError(#[from] pub InputError);
 
 fn scan_file(src: &Source) -> Result<Scan, ScanError> {
-    let err = |source| ScanError {
-        path: src.path.clone(),
-        source,
-    };
-    let mut reader = BufReader::with_capacity(1 << 20, File::open(&src.path).map_err(err)?);
+    let mut reader = Lines::open("timing file", &src.path)?;
     let mut scan = Scan::default();
     let mut buf = Vec::with_capacity(1024);
-    let mut lineno = 0u64;
     let mut current: Option<(String, Acc)> = None;
     loop {
-        buf.clear();
-        let n = reader.read_until(b'\n', &mut buf).map_err(err)?;
+        let n = reader.read_line(&mut buf)?;
         if n == 0 {
             break;
         }
-        lineno += 1;
+        let lineno = reader.line_number();
         scan.bytes += n as u64;
         let text = trim_ascii(&buf);
         if text.is_empty() {

@@ -79,7 +79,7 @@ fn rollout(dir: &Path, inv: &Path, pb: &str, binary: &Path) -> (f64, serde_json:
         .args([
             "run",
             "-p",
-            "pb.yaml",
+            "./pb.yaml",
             "--plain",
             "--summary-json",
             "s.json",

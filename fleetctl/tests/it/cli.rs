@@ -54,7 +54,7 @@ fn malformed_playbook_exits_1_with_file_line_column_and_expected_form() {
         "name: x\nstrategy: { batch: 2 }\nsteps:\n  - upload: {}\n  - reboot: {}\n",
     )
     .unwrap();
-    let o = fleetctl(dir.path(), &["plan", "-p", "pb.yaml"]);
+    let o = fleetctl(dir.path(), &["plan", "-p", "./pb.yaml"]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("pb.yaml:5:5:"), "{err}");
@@ -215,6 +215,82 @@ fn a_check_rollout_shows_hosts_unchanged_on_the_release_they_run() {
     assert!(!dir.path().join(".deploy").exists(), "check mode installed");
 }
 
+/// A `--binary` that is no program (a directory, a FIFO, an empty file, a
+/// script) is refused in one line naming it, exit 1, before any host is
+/// contacted: the canary here would refuse the connection (exit 3).
+#[test]
+fn a_binary_that_is_not_an_elf_program_is_refused_before_any_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let down = fleet_testkit::RefusingAddr::new().unwrap();
+    std::fs::write(
+        dir.path().join("down.yaml"),
+        format!(
+            "hosts:\n  gpu-01: {{ address: 127.0.0.1, port: {}, user: ops }}\n",
+            down.addr().port()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("a-dir")).unwrap();
+    std::fs::write(dir.path().join("empty"), b"").unwrap();
+    std::fs::write(
+        dir.path().join("script"),
+        b"#!/bin/sh\nexec prover \"$@\"\n",
+    )
+    .unwrap();
+    let fifo = std::ffi::CString::new(dir.path().join("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    for (binary, what) in [
+        ("a-dir", "is a directory, not a regular file"),
+        ("fifo", "is a FIFO, not a regular file"),
+        ("empty", "is empty"),
+        (
+            "script",
+            "not an ELF executable (it does not start with the ELF magic bytes)",
+        ),
+    ] {
+        let o = fleetctl(
+            dir.path(),
+            &["rollout", "-i", "down.yaml", "--binary", binary, "--plain"],
+        );
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{binary}: {out}\n{err}");
+        assert_eq!(
+            err,
+            format!(
+                "error: binary {binary}: {what} (build it with `cargo build --release -p prover`, \
+                 or pass --binary PATH)\n"
+            )
+        );
+        assert!(out.is_empty(), "{binary}: nothing ran: {out}");
+        assert!(!dir.path().join(".fleetctl").exists(), "{binary}: no run");
+    }
+}
+
+/// `-p` takes a built-in by bare name, a file only by a path with a `/`.
+#[test]
+fn a_bare_playbook_name_that_is_no_built_in_lists_the_built_ins() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mine.yaml"),
+        "name: mine\nsteps:\n  - health: {}\n",
+    )
+    .unwrap();
+    let o = fleetctl(dir.path(), &["plan", "-p", "mine.yaml"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "error: playbook `mine.yaml`: not a built-in playbook (rollout, restart, rollback, \
+         health, stop, collect-timing); a playbook file is named by a path with a `/`, \
+         e.g. `./mine.yaml`\n"
+    );
+    let o = fleetctl(dir.path(), &["plan", "-p", "./mine.yaml"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("mine"), "{out}");
+}
+
 #[test]
 fn missing_binary_and_unknown_resume_are_errors_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -247,8 +323,9 @@ fn a_resume_refuses_another_build_or_inventory_naming_both() {
         "vars:\n  transport: ssh\n  user: ops\n  install_dir: /data/prover\nhosts:\n  gpu-01: { address: 192.0.2.1 }\n",
     )
     .unwrap();
-    std::fs::write(dir.path().join("prover-new"), b"another build").unwrap();
-    let new_sha = hex::encode(sha2::Sha256::digest(b"another build"));
+    let build = crate::fake_build(b"another build");
+    std::fs::write(dir.path().join("prover-new"), &build).unwrap();
+    let new_sha = hex::encode(sha2::Sha256::digest(&build));
     let shipped = "ab".repeat(32);
     std::fs::create_dir_all(dir.path().join(".fleetctl/state")).unwrap();
     let state = serde_json::json!({
@@ -310,7 +387,7 @@ fn a_near_miss_of_a_setting_is_warned_about_and_a_tab_is_named() {
         "name: x\nsteps:\n\t- health: {}\n",
     )
     .unwrap();
-    let o = fleetctl(dir.path(), &["plan", "-p", "tabbed.yaml"]);
+    let o = fleetctl(dir.path(), &["plan", "-p", "./tabbed.yaml"]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -319,6 +396,105 @@ fn a_near_miss_of_a_setting_is_warned_about_and_a_tab_is_named() {
             && !err.contains("cannot start any token"),
         "{err}"
     );
+}
+
+/// A hostile inventory or playbook is refused when read, in one line
+/// naming the file and the offending value, exit 1, before any host.
+#[test]
+fn hostile_inventories_and_playbooks_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &[u8]| std::fs::write(dir.path().join(name), text).unwrap();
+    write(
+        "opt.yaml",
+        b"hosts:\n  gpu-01: { address: \"-oProxyCommand=touch /tmp/x\" }\n",
+    );
+    write(
+        "dir.yaml",
+        b"vars: { install_dir: \"/opt/p`reboot`\" }\nhosts:\n  gpu-01: {}\n",
+    );
+    write(
+        "deep.yaml",
+        format!("hosts: {}{}\n", "[".repeat(100_000), "]".repeat(100_000)).as_bytes(),
+    );
+    let big = std::fs::File::create(dir.path().join("big.yaml")).unwrap();
+    big.set_len((16 << 20) + 1).unwrap();
+    for (file, what) in [
+        (
+            "opt.yaml",
+            "opt.yaml: host `gpu-01`: `address` (set by host) \"-oProxyCommand=touch /tmp/x\" \
+             must not start with `-` (ssh would read it as an option)",
+        ),
+        (
+            "dir.yaml",
+            "dir.yaml: host `gpu-01`: `install_dir` (set by vars) \"/opt/p`reboot`\" has '`'; \
+             a remote path may not hold any of ;$`'\"\\|&<>()*?[]{}!",
+        ),
+        (
+            "deep.yaml",
+            "deep.yaml:1: flow collections (`[` `{`) nested deeper than 64 levels",
+        ),
+        (
+            "big.yaml",
+            "inventory big.yaml: 16777217 bytes, more than the 16777216 allowed",
+        ),
+    ] {
+        let o = fleetctl(dir.path(), &["inventory", "list", "-i", file]);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{file}: {err}");
+        assert_eq!(err, format!("error: {what}\n"), "{file}");
+        assert!(out.is_empty(), "{file}: {out}");
+    }
+    write(
+        "pb.yaml",
+        format!("name: x\nsteps: {}\n", "[".repeat(65)).as_bytes(),
+    );
+    let o = fleetctl(dir.path(), &["plan", "-p", "./pb.yaml"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "error: ./pb.yaml:2: flow collections (`[` `{`) nested deeper than 64 levels\n"
+    );
+}
+
+/// `timing report` reads only regular files, and no line past 1 MiB: a
+/// FIFO would block it, a device or one endless line fill memory. Each is
+/// one line naming the file, exit 1.
+#[test]
+fn timing_report_refuses_special_files_and_endless_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = dir.path().join("gpu-01");
+    std::fs::create_dir(&host).unwrap();
+    let fifo = std::ffi::CString::new(host.join("fifo.jsonl").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let mut long = b"{}\n".to_vec();
+    long.extend(std::iter::repeat_n(b'x', (1 << 20) + 1));
+    std::fs::write(host.join("long.jsonl"), long).unwrap();
+    for (file, what) in [
+        (
+            "gpu-01/fifo.jsonl",
+            "timing file gpu-01/fifo.jsonl: is a FIFO, not a regular file",
+        ),
+        (
+            "gpu-01",
+            "timing file gpu-01: is a directory, not a regular file",
+        ),
+        (
+            "/dev/zero",
+            "timing file /dev/zero: is a device, not a regular file",
+        ),
+        (
+            "gpu-01/long.jsonl",
+            "timing file gpu-01/long.jsonl:2: line longer than 1048576 bytes",
+        ),
+    ] {
+        let o = fleetctl(dir.path(), &["timing", "report", file]);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{file}: {err}");
+        assert_eq!(err, format!("error: {what}\n"), "{file}");
+        assert!(out.is_empty(), "{file}: {out}");
+    }
 }
 
 /// The defaults the docs give for `timing collect` are those `--help`
@@ -482,7 +658,7 @@ fn a_second_ctrl_c_aborts_the_running_step_and_exits_130_with_state_and_audit_ke
     .unwrap();
     let mut run = fleet_testkit::spawn_within(
         Command::new(env!("CARGO_BIN_EXE_fleetctl"))
-            .args(["run", "-p", "wait.yaml", "--plain"])
+            .args(["run", "-p", "./wait.yaml", "--plain"])
             .current_dir(dir.path())
             .env_remove("FLEETCTL_STATE_DIR")
             .env("RUST_LOG", "warn"),
@@ -557,6 +733,70 @@ fn a_usage_error_has_its_own_exit_code_not_that_of_a_failed_host() {
         let o = fleetctl(dir.path(), args);
         assert_eq!(o.status.code(), Some(0), "{args:?}");
         assert!(!o.stdout.is_empty(), "{args:?}");
+    }
+    // A --limit of no pattern is such an error too, for every command that
+    // takes one, before anything is read.
+    for args in [
+        &["rollout", "--limit", ""][..],
+        &["run", "-p", "health", "--limit", " , "][..],
+        &["inventory", "list", "-l", ","][..],
+        &["status", "--limit="][..],
+    ] {
+        let o = fleetctl(dir.path(), args);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(64), "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: invalid value ")
+                && err
+                    .contains("for '--limit <PATTERN>': no host pattern in it; leave --limit out"),
+            "{args:?}: {err}"
+        );
+        assert!(out.is_empty(), "{args:?}: {out}");
+    }
+    assert!(!dir.path().join(".fleetctl").exists(), "nothing ran");
+    // Every number on the command line is bounded, as a usage error.
+    for (args, says) in [
+        (
+            &["timing", "collect", "--deadline", "0s"][..],
+            "`deadline` must be from 1s to 1day, not 0s",
+        ),
+        (
+            &["status", "--deadline", "9999999999h"][..],
+            "`deadline` must be from 1s to 1day",
+        ),
+        (
+            &["timing", "collect", "--parallel", "0"][..],
+            "not in 1..=1024",
+        ),
+        (
+            &["timing", "collect", "--chunk-bytes", "1"][..],
+            "not in 4096..=268435456",
+        ),
+        (
+            &["timing", "report", "--min-busy", "NaN"][..],
+            "must be from 0 to 1, not NaN",
+        ),
+        (
+            &["timing", "report", "--min-h2d-gbps=-1"][..],
+            "must be from 0 to 10000, not -1",
+        ),
+        // A resume id names a state file: a path is not one.
+        (
+            &["rollout", "--resume", "../../etc/x"][..],
+            "\"../../etc/x\" is not an id of fleetctl's",
+        ),
+        (
+            &["experiment", "--resume", "a/b"][..],
+            "\"a/b\" is not an id of fleetctl's",
+        ),
+    ] {
+        let o = fleetctl(dir.path(), args);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(64), "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: invalid value ") && err.contains(says),
+            "{args:?}: {err}"
+        );
     }
     // The table in the docs names the code.
     let doc = std::fs::read_to_string(repo().join("docs/playbooks.md")).unwrap();

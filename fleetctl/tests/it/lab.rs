@@ -784,15 +784,15 @@ fn a_resume_continues_its_own_run_on_the_lab_as_the_halted_line_says() {
         "name: ship\nstrategy: { canary: 1, batch: 1, max_fail: 0, rollback_on_failure: false }\nsteps:\n  - upload: {}\n",
     )
     .expect("write playbook");
-    std::fs::write(cwd.join("build-a"), b"build a\n").expect("write build");
-    std::fs::write(cwd.join("build-b"), b"build b\n").expect("write build");
+    std::fs::write(cwd.join("build-a"), crate::fake_build(b"build a\n")).expect("write build");
+    std::fs::write(cwd.join("build-b"), crate::fake_build(b"build b\n")).expect("write build");
     let sha = |p: &str| fleetctl::steps::sha256_file(&cwd.join(p)).expect("hash");
     let (sha_a, sha_b) = (sha("build-a"), sha("build-b"));
 
     let (code, out, err) = run(&[
         "run",
         "-p",
-        "ship.yaml",
+        "./ship.yaml",
         "-i",
         "fleet.yaml",
         "--binary",
@@ -808,7 +808,7 @@ fn a_resume_continues_its_own_run_on_the_lab_as_the_halted_line_says() {
     let run_id = resume.rsplit(' ').next().expect("run id").to_owned();
     assert_eq!(
         resume,
-        format!("fleetctl run -p ship.yaml --resume {run_id}")
+        format!("fleetctl run -p ./ship.yaml --resume {run_id}")
     );
     assert!(
         out.contains(&format!("Fix the cause, then: {resume}")),
@@ -827,7 +827,7 @@ fn a_resume_continues_its_own_run_on_the_lab_as_the_halted_line_says() {
     let (code, out, err) = run(&[
         "run",
         "-p",
-        "ship.yaml",
+        "./ship.yaml",
         "--resume",
         &run_id,
         "--binary",
@@ -840,7 +840,7 @@ fn a_resume_continues_its_own_run_on_the_lab_as_the_halted_line_says() {
     let (code, out, err) = run(&[
         "run",
         "-p",
-        "ship.yaml",
+        "./ship.yaml",
         "--resume",
         &run_id,
         "--check",
@@ -922,7 +922,7 @@ fn a_sigkilled_run_is_resumed_taking_over_its_own_locks() {
     let runtime = tempfile::tempdir().expect("tempdir");
     let cwd = work.path();
     std::fs::copy(lab.inventory_path(), cwd.join("fleet.yaml")).expect("inventory");
-    std::fs::write(cwd.join("build-a"), b"build a\n").expect("write build");
+    std::fs::write(cwd.join("build-a"), crate::fake_build(b"build a\n")).expect("write build");
     let playbook = |steps: &str| {
         std::fs::write(
             cwd.join("ship.yaml"),
@@ -936,7 +936,7 @@ fn a_sigkilled_run_is_resumed_taking_over_its_own_locks() {
         .args([
             "run",
             "-p",
-            "ship.yaml",
+            "./ship.yaml",
             "-i",
             "fleet.yaml",
             "--binary",
@@ -997,7 +997,7 @@ fn a_sigkilled_run_is_resumed_taking_over_its_own_locks() {
     let (code, out, err) = fleetctl_in(
         cwd,
         runtime.path(),
-        &["run", "-p", "ship.yaml", "--resume", &run_id, "--plain"],
+        &["run", "-p", "./ship.yaml", "--resume", &run_id, "--plain"],
     );
     assert_eq!(code, Some(0), "resumed\n{out}\n{err}");
     assert!(!out.contains("LOCKED"), "{out}");

@@ -17,6 +17,17 @@ mod cli;
 mod lab;
 mod steps;
 
+/// A stand-in build that never runs: an x86-64 ELF header (what fleetctl
+/// checks of `--binary`) and `marker`, which makes its sha256 its own.
+fn fake_build(marker: &[u8]) -> Vec<u8> {
+    let mut b = b"\x7fELF\x02\x01\x01\x00".to_vec();
+    b.extend([0u8; 8]);
+    // e_type ET_DYN, little-endian: a position-independent executable.
+    b.extend([3u8, 0]);
+    b.extend_from_slice(marker);
+    b
+}
+
 /// Labs of any module run in parallel while each holds this shared; the
 /// timing test and the reaping test hold it alone (any `Lab::start` reaps
 /// orphans, and would take the reaping test's before it is counted).

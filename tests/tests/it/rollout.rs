@@ -246,11 +246,10 @@ fn rollout_on_a_lab_of_eight() {
     //    would catch the daemon that cannot start before it: a playbook
     //    without either exercises the rollback.)
     let b = work.second_build();
-    let unprepared = fleetctl::playbook::BUILTIN
-        .iter()
-        .find(|(n, _)| *n == "rollout")
-        .map(|(_, t)| {
-            t.lines()
+    let unprepared = fleetctl::playbook::builtin("rollout")
+        .map(|pb| {
+            pb.text
+                .lines()
                 .filter(|l| {
                     let l = l.trim_start();
                     !l.starts_with("- prepare") && !l.starts_with("- handover")
@@ -263,7 +262,7 @@ fn rollout_on_a_lab_of_eight() {
     let mut args = vec![
         "run".to_string(),
         "-p".into(),
-        "unprepared.yaml".into(),
+        "./unprepared.yaml".into(),
         "--binary".into(),
         b.to_string_lossy().into_owned(),
         "--limit".into(),
@@ -379,7 +378,7 @@ fn rollout_on_a_lab_of_eight() {
         "name: x\nsteps:\n  - drain: { timeout: soon }\n",
     )
     .expect("write");
-    let mut args = vec!["run".to_string(), "-p".into(), "bad.yaml".into()];
+    let mut args = vec!["run".to_string(), "-p".into(), "./bad.yaml".into()];
     args.extend(with(&[]));
     let r = run(args);
     assert_eq!(r.code, Some(1), "{}", r.show());
@@ -466,11 +465,9 @@ fn prepare_failures_leave_the_old_daemon_serving() {
             .replace("size = 1024", "size = 2048"),
     )
     .expect("write config");
-    let rollout_yaml = fleetctl::playbook::BUILTIN
-        .iter()
-        .find(|(n, _)| *n == "rollout")
-        .map(|(_, t)| *t)
-        .expect("built-in rollout");
+    let rollout_yaml = fleetctl::playbook::builtin("rollout")
+        .expect("built-in rollout")
+        .text;
     std::fs::write(
         cwd.join("bad-arch.yaml"),
         rollout_yaml.replace("- prepare: { timeout: 10m }", "- prepare: { arch: sm_11 }"),
@@ -483,7 +480,7 @@ fn prepare_failures_leave_the_old_daemon_serving() {
             "the new binary refuses the config",
         ),
         ("no-params.toml", "rollout", "preload[0] chain/2048"),
-        ("prover.toml", "bad-arch.yaml", "kernel compilation failed"),
+        ("prover.toml", "./bad-arch.yaml", "kernel compilation failed"),
     ];
     for (config, playbook, cause) in cases {
         let r = rollout(b_str, config, playbook);

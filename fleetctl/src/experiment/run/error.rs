@@ -23,6 +23,8 @@ pub enum ExperimentError {
     Groups(#[from] GroupError),
     #[error(transparent)]
     Playbook(#[from] PlaybookError),
+    #[error("{0} (build it with `cargo build --release -p prover`, or pass --binary PATH)")]
+    NotABuild(#[source] crate::input::InputError),
     #[error("candidate {}: {cause} (build it with `cargo build --release -p prover`, or pass --binary PATH)", path.display())]
     Binary {
         path: PathBuf,

@@ -87,6 +87,7 @@ pub async fn run(opts: Options, stop: watch::Receiver<Stop>) -> Result<Finished,
         .binary
         .clone()
         .unwrap_or_else(|| PathBuf::from(executor::DEFAULT_BINARY));
+    crate::input::check_elf("candidate", &binary).map_err(ExperimentError::NotABuild)?;
     let sha256 = steps::sha256_file(&binary).map_err(|cause| ExperimentError::Binary {
         path: binary.clone(),
         cause: Box::new(cause),

@@ -66,7 +66,7 @@ impl Exp {
         &mut self,
         stop: watch::Receiver<Stop>,
     ) -> Result<executor::Finished, ExperimentError> {
-        let mut pb = playbook::load("rollout")?;
+        let mut pb = playbook::builtin("rollout")?.load()?;
         pb.strategy = Strategy {
             canary: 0,
             batch: BatchSize::Percent(100),
@@ -117,7 +117,7 @@ impl Exp {
         let mut ok = true;
         let mut done = Vec::new();
         for (release, hosts) in by_release {
-            let mut pb = playbook::load("restart")?;
+            let mut pb = playbook::builtin("restart")?.load()?;
             pb.strategy = Strategy {
                 canary: 0,
                 batch: BatchSize::Percent(100),
@@ -204,7 +204,7 @@ impl Exp {
                     self.st.action_result = Some(msg);
                     return Ok(verdict_end);
                 }
-                let mut pb = playbook::load("rollout")?;
+                let mut pb = playbook::builtin("rollout")?.load()?;
                 pb.strategy = self.def.promote.clone();
                 self.log.started(
                     Stage::Promote,
