@@ -27,6 +27,12 @@ pub const READYZ_PATH: &str = "/readyz";
 pub const STATUS_PATH: &str = "/status";
 pub const METRICS_PATH: &str = "/metrics";
 
+/// The sizes (in constraints) a bundled circuit may have: the daemon
+/// refuses any other, and its clients check the same bounds before sending.
+pub const CIRCUIT_SIZES: std::ops::RangeInclusive<u64> = 1 << 4..=1 << 27;
+/// The most partitions one job may ask for.
+pub const MAX_PARTITIONS: u32 = 1024;
+
 /// A proving job: `partitions` independent proofs of the bundled `circuit`
 /// sized for `size` constraints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

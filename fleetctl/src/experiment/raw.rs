@@ -43,9 +43,9 @@ promote:                         # optional: the rollout to the rest of the sele
 /// a typo, and each is converted to a machine type only after this check.
 pub const MAX_JOBS: u64 = 100_000;
 pub const MAX_CONCURRENCY: u64 = 64;
-pub const MAX_PARTITIONS: u64 = 1024;
-pub const MIN_SIZE: u64 = 16;
-pub const MAX_SIZE: u64 = 1 << 27;
+pub const MAX_PARTITIONS: u64 = fleet_wire::api::MAX_PARTITIONS as u64;
+pub const MIN_SIZE: u64 = *fleet_wire::api::CIRCUIT_SIZES.start();
+pub const MAX_SIZE: u64 = *fleet_wire::api::CIRCUIT_SIZES.end();
 pub const MAX_MIN_SAMPLES: u64 = 1_000_000;
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 pub const MAX_HOSTS: u64 = 100_000;

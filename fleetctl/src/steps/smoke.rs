@@ -93,8 +93,10 @@ impl Check for SmokeParams {
     fn check(&self) -> Result<(), String> {
         bounds::duration_in("timeout", self.timeout, &bounds::TIMEOUTS)?;
         match &self.proof {
-            // The daemon's own bounds on a circuit's size (2^4..=2^27).
-            SmokeProof::Bundled { size, .. } => bounds::in_range("size", *size, &(16..=1 << 27)),
+            // The daemon's own bounds on a circuit's size.
+            SmokeProof::Bundled { size, .. } => {
+                bounds::in_range("size", *size, &fleet_wire::api::CIRCUIT_SIZES)
+            }
             SmokeProof::PorepC2 { .. } => Ok(()),
         }
     }

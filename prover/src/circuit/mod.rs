@@ -27,10 +27,10 @@ pub use shapes::ShapeCache;
 pub use split::SplitWitness;
 pub(crate) use unnamed::unnamed_root;
 
-/// Smallest accepted size (2^4).
-pub const MIN_SIZE: usize = 1 << 4;
-/// Largest accepted size (2^27).
-pub const MAX_SIZE: usize = 1 << 27;
+/// Smallest accepted size (2^4), the API's bound.
+pub const MIN_SIZE: usize = *fleet_wire::api::CIRCUIT_SIZES.start() as usize;
+/// Largest accepted size (2^27), the API's bound.
+pub const MAX_SIZE: usize = *fleet_wire::api::CIRCUIT_SIZES.end() as usize;
 /// log2 of [`MIN_SIZE`] and [`MAX_SIZE`], for options that take a power of two.
 pub const MIN_LOG_SIZE: u32 = MIN_SIZE.trailing_zeros();
 pub const MAX_LOG_SIZE: u32 = MAX_SIZE.trailing_zeros();

@@ -480,7 +480,11 @@ fn prepare_failures_leave_the_old_daemon_serving() {
             "the new binary refuses the config",
         ),
         ("no-params.toml", "rollout", "preload[0] chain/2048"),
-        ("prover.toml", "./bad-arch.yaml", "kernel compilation failed"),
+        (
+            "prover.toml",
+            "./bad-arch.yaml",
+            "kernel compilation failed",
+        ),
     ];
     for (config, playbook, cause) in cases {
         let r = rollout(b_str, config, playbook);
@@ -520,7 +524,7 @@ fn prepare_failures_leave_the_old_daemon_serving() {
         ),
     )
     .expect("write playbook");
-    let r = rollout(b_str, "prover.toml", "tight.yaml");
+    let r = rollout(b_str, "prover.toml", "./tight.yaml");
     assert_eq!(r.code, Some(2), "{}", r.show());
     assert!(
         r.stdout.contains("more than max_serving_gap 1ms"),

@@ -7,7 +7,7 @@ use crate::synthesis::pool_bytes;
 use fleet_wire::api::SubmitRequest;
 
 /// Most partitions one job may ask for.
-pub const MAX_PARTITIONS: u32 = 1024;
+pub const MAX_PARTITIONS: u32 = fleet_wire::api::MAX_PARTITIONS;
 
 /// Why a submission was refused; each maps to one HTTP status in the API.
 #[derive(Debug, thiserror::Error)]
