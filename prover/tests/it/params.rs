@@ -854,3 +854,49 @@ fn the_file_size_bound_of_setup_holds_for_generated_files() {
         );
     }
 }
+
+/// `prover setup` on a filesystem too small for the set: refused before the
+/// generation with both sizes named, exit 1, and the parameter folder it
+/// created removed. The small filesystem is a 64 KiB tmpfs mounted in a
+/// mount namespace of its own (root, as for the lab fleet), gone when the
+/// command ends.
+#[test]
+fn setup_on_a_full_filesystem_is_refused_before_the_work_and_leaves_nothing() {
+    if !fleet_testkit::have_lab() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = r#"mount -t tmpfs -o size=64k tmpfs "$1" || exit 90
+"$2" setup --circuit chain --size 1024 --params-dir "$1/params"
+rc=$?
+echo "left: $(ls -A "$1")"
+exit $rc"#;
+    let out = fleet_testkit::output_within(
+        std::process::Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+                "sh",
+            ])
+            .arg(dir.path())
+            .arg(env!("CARGO_BIN_EXE_prover")),
+        std::time::Duration::from_secs(60),
+    );
+    assert_ne!(out.status.code(), Some(90), "mounting the tmpfs: {out:?}");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no room for the parameters of `chain` size 1024")
+            && err.contains("bytes free"),
+        "{err}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.lines().any(|l| l == "left: "),
+        "setup left files on the full filesystem: {stdout}"
+    );
+}
