@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 
 use super::exit;
 use prover::circuit::CircuitKind;
-use prover::params::ParamStore;
+use prover::params::{NewDirectory, ParamStore};
 use prover::setup::parse_circuit_size;
 
 #[derive(Debug, clap::Args)]
@@ -83,20 +83,13 @@ pub fn run(args: ParamsCmdArgs) -> Result<u8> {
     match args.command {
         ParamsCommand::Import(a) => {
             // A refused import leaves nothing behind, not even the folder
-            // it would have gone into (remove_dir removes only an empty one).
-            let new_dir = !a.dir.params_dir.exists();
+            // it would have gone into.
+            let new_dir = NewDirectory::if_absent(&a.dir.params_dir);
             let store = open(&a.dir)?;
-            let meta = match store.import(a.circuit, a.size, &a.file, a.replace) {
-                Ok(meta) => meta,
-                Err(e) => {
-                    if new_dir {
-                        let _ = std::fs::remove_dir(&a.dir.params_dir);
-                    }
-                    return Err(
-                        anyhow::Error::new(e).context(format!("importing {}", a.file.display()))
-                    );
-                }
-            };
+            let meta = store
+                .import(a.circuit, a.size, &a.file, a.replace)
+                .with_context(|| format!("importing {}", a.file.display()))?;
+            new_dir.keep();
             println!(
                 "imported {} as {} (domain 2^{}, sha256 {})",
                 a.file.display(),

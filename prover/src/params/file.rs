@@ -1,6 +1,8 @@
 //! Files of the parameter directory as bytes: streamed SHA-256 while
 //! reading or writing, and atomic replacement (a synced temporary file
-//! renamed into place, so a reader sees the old file or the whole new one).
+//! renamed into place, so a reader sees the old file or the whole new one);
+//! and the directory a command creates, removed again if it stops
+//! ([`NewDirectory`]).
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -348,6 +350,33 @@ pub struct TempFile {
     pub writer_alive: bool,
 }
 
+/// A parameter directory a command is about to create: removed again when
+/// this is dropped unless [`NewDirectory::keep`] was called, so a command
+/// that is refused or fails leaves no folder behind where there was none.
+/// Only an empty folder is removed (`remove_dir`), never anything in it.
+#[must_use = "dropped at once, it removes the directory before it is used"]
+pub struct NewDirectory(Option<std::path::PathBuf>);
+
+impl NewDirectory {
+    /// Notes `dir` if it does not exist yet (call before creating it).
+    pub fn if_absent(dir: &Path) -> Self {
+        NewDirectory((!dir.exists()).then(|| dir.to_owned()))
+    }
+
+    /// The command succeeded: the directory stays.
+    pub fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for NewDirectory {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.0 {
+            let _ = fs::remove_dir(dir);
+        }
+    }
+}
+
 /// The temporary files of writes in `dir` (ours: `.<name>.tmp.<pid>.<n>`).
 pub fn temp_files(dir: &Path) -> Result<Vec<TempFile>, ParamsError> {
     let mut out = Vec::new();
@@ -399,6 +428,35 @@ pub fn remove_dead_temp_files(dir: &Path) -> Result<Vec<TempFile>, ParamsError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_directory_goes_unless_kept_and_only_when_new_and_empty() {
+        let root = tempfile::tempdir().unwrap();
+        let new = root.path().join("params");
+        let guard = NewDirectory::if_absent(&new);
+        fs::create_dir(&new).unwrap();
+        drop(guard);
+        assert!(!new.exists(), "a dropped new directory stays");
+
+        let guard = NewDirectory::if_absent(&new);
+        fs::create_dir(&new).unwrap();
+        guard.keep();
+        assert!(new.is_dir(), "a kept directory was removed");
+
+        // It existed before: never removed, empty or not.
+        drop(NewDirectory::if_absent(&new));
+        assert!(new.is_dir());
+
+        let other = root.path().join("other");
+        let guard = NewDirectory::if_absent(&other);
+        fs::create_dir(&other).unwrap();
+        fs::write(other.join("chain-1024.params"), b"x").unwrap();
+        drop(guard);
+        assert!(
+            other.join("chain-1024.params").is_file(),
+            "a file was removed"
+        );
+    }
 
     #[test]
     fn temp_names_carry_the_writer() {

@@ -21,7 +21,7 @@ pub mod read;
 pub mod store;
 
 pub use error::ParamsError;
-pub use file::{file_sha256, TempFile};
+pub use file::{file_sha256, NewDirectory, TempFile};
 pub use format::{
     read_mapped, write_params, MappedParams, Params, ParamsLayout, G1_BYTES, G2_BYTES,
 };

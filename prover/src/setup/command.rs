@@ -11,8 +11,8 @@ use anyhow::Context;
 use crate::backend::cuda::fixed_base::CudaFixedBase;
 use crate::backend::BackendKind;
 use crate::circuit::CircuitKind;
-use crate::params::generation_bytes;
 use crate::params::store::ParamStore;
+use crate::params::{generation_bytes, NewDirectory};
 use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
 use crate::setup::{bench, TEST_ONLY_WARNING};
 use crate::sys::meminfo;
@@ -59,7 +59,8 @@ pub fn run(args: SetupOptions) -> anyhow::Result<()> {
     }
     let size = args.size.context("--size is required")?;
     let kind = args.circuit;
-    let new_dir = !args.params_dir.exists();
+    // A refused or failed run leaves no folder it created behind.
+    let new_dir = NewDirectory::if_absent(&args.params_dir);
     let store = ParamStore::open(&args.params_dir)
         .with_context(|| format!("opening parameter cache {}", args.params_dir.display()))?;
     if !args.force {
@@ -72,23 +73,15 @@ pub fn run(args: SetupOptions) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    // A refused or failed run leaves no folder it created behind
-    // (remove_dir removes only an empty one).
-    let forget_new_dir = |e: anyhow::Error| {
-        if new_dir {
-            let _ = std::fs::remove_dir(&args.params_dir);
-        }
-        e
-    };
-    preflight(&store, kind, size).map_err(forget_new_dir)?;
-    let engine = engine(args.backend).map_err(forget_new_dir)?;
+    preflight(&store, kind, size)?;
+    let engine = engine(args.backend)?;
     let started = Instant::now();
     // Refuses to replace a file the store did not generate (an imported or
     // sidecar-less one), even with --force.
     let (meta, _) = store
         .generate_test_on(kind, size, args.seed, &*engine)
-        .with_context(|| format!("generating parameters for `{kind}` size {size}"))
-        .map_err(forget_new_dir)?;
+        .with_context(|| format!("generating parameters for `{kind}` size {size}"))?;
+    new_dir.keep();
     let generated = started.elapsed();
     println!(
         "wrote {} ({} bytes, domain 2^{}, sha256 {}) in {:.2}s on {}\n{TEST_ONLY_WARNING}",
