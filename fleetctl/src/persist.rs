@@ -13,15 +13,27 @@ use std::path::{Path, PathBuf};
 /// Longest id of a run or an experiment (theirs are about 25 characters).
 pub const MAX_ID: usize = 128;
 
+/// Whether `c` may be in a name fleetctl makes a file or folder of, or
+/// hands to ssh (a run or experiment id, a host's inventory name, a login):
+/// letters, digits, `-`, `_` and `.`. With [`bad_start`], the one rule for
+/// all of them; each caller adds its own length limit and message.
+pub fn name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
+}
+
+/// Whether such a name starts where it must not: `-` (read as an option)
+/// or `.` (`..`, the folder above; a hidden file).
+pub fn bad_start(name: &str) -> bool {
+    name.starts_with(['-', '.'])
+}
+
 /// Checks an id that names one of fleetctl's own files (`state/ID.json`,
-/// `experiments/ID.json`) as `--resume` gives it: letters, digits, `-`,
-/// `_`, `.`, not starting with `.` or `-`. Anything else (`../x`, a
-/// slash) would read, and then replace, a file outside the state folder.
+/// `experiments/ID.json`) as `--resume` gives it: [`name_char`]s, not
+/// starting with `.` or `-`. Anything else (`../x`, a slash) would read,
+/// and then replace, a file outside the state folder.
 pub fn check_id(id: &str) -> Result<(), String> {
-    let ok_chars = id
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if id.is_empty() || id.len() > MAX_ID || !ok_chars || id.starts_with(['.', '-']) {
+    let ok_chars = id.chars().all(name_char);
+    if id.is_empty() || id.len() > MAX_ID || !ok_chars || bad_start(id) {
         return Err(format!(
             "{id:?} is not an id of fleetctl's (letters, digits, `-`, `_` and `.`, 1 to \
              {MAX_ID} characters, not starting with `.` or `-`)"

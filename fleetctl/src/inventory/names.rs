@@ -10,6 +10,7 @@
 //! claim to be, so a hostile or mistyped inventory is refused when read
 //! rather than half-working on some hosts.
 
+use crate::persist::{bad_start, name_char};
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::{Component, Path};
 
@@ -47,16 +48,13 @@ pub fn host_name(name: &str) -> Result<(), Problem> {
             shown(name)
         ));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
-    {
+    if let Some(c) = name.chars().find(|&c| !name_char(c)) {
         return Err(format!(
             "{} has {c:?}; a host name is letters, digits, `-`, `_` and `.`",
             shown(name)
         ));
     }
-    if name.starts_with(['-', '.']) {
+    if bad_start(name) {
         return Err(format!("{} must not start with `-` or `.`", shown(name)));
     }
     Ok(())
@@ -107,13 +105,10 @@ pub fn user(user: &str) -> Result<(), Problem> {
             shown(user)
         ));
     }
-    if user.starts_with(['-', '.']) {
+    if bad_start(user) {
         return Err(format!("{} must not start with `-` or `.`", shown(user)));
     }
-    if let Some(c) = user
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
-    {
+    if let Some(c) = user.chars().find(|&c| !name_char(c)) {
         return Err(format!(
             "{} has {c:?}; a user name is letters, digits, `_`, `.` and `-`",
             shown(user)
