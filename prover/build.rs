@@ -22,6 +22,28 @@ fn main() {
     println!("cargo:rerun-if-changed=../.git/index");
     println!("cargo:rerun-if-changed=../kernels");
     write_kernel_tree();
+    compile_proto();
+}
+
+/// Generates the gRPC service (`cuzk.v1.ProvingEngine`) from
+/// `proto/cuzk/v1/proving.proto` with tonic/prost. `protoc` comes from the
+/// `protoc-bin-vendored` crate unless `PROTOC` names one, so a fresh machine
+/// needs no protobuf compiler of its own.
+fn compile_proto() {
+    let proto = "proto/cuzk/v1/proving.proto";
+    println!("cargo:rerun-if-changed={proto}");
+    println!("cargo:rerun-if-env-changed=PROTOC");
+    if std::env::var_os("PROTOC").is_none() {
+        let protoc =
+            protoc_bin_vendored::protoc_bin_path().expect("a vendored protoc for this host");
+        // SAFETY: build scripts are single-threaded.
+        unsafe { std::env::set_var("PROTOC", protoc) };
+    }
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(true)
+        .compile_protos(&[proto], &["proto"])
+        .expect("compiling proto/cuzk/v1/proving.proto");
 }
 
 /// Lists every `.cu`/`.cuh` under `kernels/` at build time into

@@ -11,7 +11,8 @@
 # Usage: scripts/test.sh [--leave-out PARTS]
 #   PARTS is a comma list (also read from TEST_LEAVE_OUT) of what CI has that
 #   this run goes without: lab (root and sshd, for the lab fleet), chromium,
-#   nvrtc. Without one of them, and without naming it, the script stops before
+#   nvrtc, grpcio (Python's grpcio and grpcio-tools, the gRPC client that is
+#   not ours). Without one of them, and without naming it, the script stops before
 #   testing anything; with it named, the tests that need it skip and the
 #   summary counts them. The GPU tests (and the netem test, on a kernel
 #   without netem) always skip when the host lacks the part, counted likewise;
@@ -22,15 +23,15 @@ cd "$(dirname "$0")/.."
 leave_out=${TEST_LEAVE_OUT:-}
 while [ $# -gt 0 ]; do
     case "$1" in
-    --leave-out) leave_out=${2:?--leave-out needs a comma list: lab,chromium,nvrtc}; shift 2 ;;
+    --leave-out) leave_out=${2:?--leave-out needs a comma list: lab,chromium,nvrtc,grpcio}; shift 2 ;;
     --leave-out=*) leave_out=${1#--leave-out=}; shift ;;
-    *) echo "test.sh: unknown argument $1 (usage: scripts/test.sh [--leave-out lab,chromium,nvrtc])" >&2; exit 2 ;;
+    *) echo "test.sh: unknown argument $1 (usage: scripts/test.sh [--leave-out lab,chromium,nvrtc,grpcio])" >&2; exit 2 ;;
     esac
 done
 for part in ${leave_out//,/ }; do
     case "$part" in
-    lab | chromium | nvrtc) ;;
-    *) echo "test.sh: --leave-out: unknown part '$part' (known: lab, chromium, nvrtc)" >&2; exit 2 ;;
+    lab | chromium | nvrtc | grpcio) ;;
+    *) echo "test.sh: --leave-out: unknown part '$part' (known: lab, chromium, nvrtc, grpcio)" >&2; exit 2 ;;
     esac
 done
 left_out() { [[ ",$leave_out," == *",$1,"* ]]; }
@@ -70,6 +71,14 @@ if ! left_out nvrtc; then
     fi
 fi
 
+# The gRPC tests' client is Python's, generated from the proto at test time.
+if ! left_out grpcio && ! python3 -c 'import grpc, grpc_tools' 2>/dev/null; then
+    echo "test.sh: installing grpcio and grpcio-tools (PyPI)"
+    python3 -m pip install -q --root-user-action=ignore 'grpcio==1.*' 'grpcio-tools==1.*' \
+        || python3 -m pip install -q --break-system-packages 'grpcio==1.*' 'grpcio-tools==1.*' \
+        || true
+fi
+
 # What CI has must be here, or be left out by name: a run without root would
 # otherwise go green having tested no SSH at all.
 lacking=()
@@ -78,6 +87,7 @@ if ! left_out lab; then
     [ -x /usr/sbin/sshd ] || lacking+=("lab: no /usr/sbin/sshd (openssh-server)")
 fi
 left_out chromium || chromium_on_path >/dev/null || lacking+=("chromium: not on PATH")
+left_out grpcio || python3 -c 'import grpc, grpc_tools' 2>/dev/null || lacking+=("grpcio: python3 cannot import grpc and grpc_tools (pip install grpcio grpcio-tools)")
 left_out nvrtc || [ -n "${libdir:-}" ] || lacking+=("nvrtc: libnvrtc not found (pip install 'nvidia-cuda-nvrtc==13.0.*')")
 if [ ${#lacking[@]} -gt 0 ]; then
     printf 'test.sh: %s\n' "${lacking[@]}" >&2

@@ -608,3 +608,347 @@ fn the_daemon_proves_a_c2_and_a_winning_post_that_filecoin_proofs_accepts() {
     );
     assert_eq!(digests(&f.cache), before, "the parameter cache changed");
 }
+
+/// The miner Curio's requests in the gRPC test come from.
+const MINER: u64 = 1000;
+
+/// A 2 KiB sector of miner [`MINER`], sealed once, with its folder.
+fn miner_sector() -> &'static (Sealed, PathBuf) {
+    static SECTOR: OnceLock<(Sealed, PathBuf)> = OnceLock::new();
+    SECTOR.get_or_init(|| {
+        let work = fixture().root.join("miner-sector");
+        let _ = fs::remove_dir_all(&work);
+        let sealed = seal::seal_random_sector_of_miner(proof_2kib(), TEST_SEED + 1, &work, MINER)
+            .expect("seal the miner's sector");
+        (sealed, work)
+    })
+}
+
+/// `sealed`'s C1 output in Curio's wrapper: `Phase1Out` is base64 of
+/// filecoin-ffi's form (`registered_proof`, proofs keyed by version).
+fn curio_c1(sealed: &Sealed, sector_num: u64) -> Vec<u8> {
+    use base64::Engine as _;
+    let mut api: serde_json::Value = serde_json::from_slice(&sealed.c1_json).expect("C1 JSON");
+    let proofs = api["vanilla_proofs"].take();
+    api["vanilla_proofs"] = serde_json::json!({ "StackedDrg2KiBV1": proofs });
+    api["registered_proof"] = "StackedDrg2KiBV1_1".into();
+    let inner = serde_json::to_vec(&api).expect("api form");
+    serde_json::to_vec(&serde_json::json!({
+        "SectorNum": sector_num,
+        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(inner),
+        "SectorSize": 2048,
+    }))
+    .expect("wrapper")
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A daemon serving gRPC on a unix socket (and TCP on a free loopback
+/// port), its Filecoin jobs from the fixture's cache.
+struct GrpcDaemon {
+    dir: tempfile::TempDir,
+    child: std::process::Child,
+}
+
+impl GrpcDaemon {
+    fn start() -> GrpcDaemon {
+        let f = fixture();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = format!(
+            "listen = \"127.0.0.1:0\"\ndrain_timeout = \"30s\"\n[gpu]\ndevices = []\n\
+             [memory]\nbudget = \"4GiB\"\n[filecoin]\nparam_cache = {:?}\nallow_test_params = true\n\
+             [grpc]\nsocket = \"run/cuzk.sock\"\nlisten = \"127.0.0.1:0\"\n",
+            f.cache.to_str().expect("utf-8 path")
+        );
+        fs::create_dir_all(dir.path().join("run")).expect("run dir");
+        fs::write(dir.path().join("prover.toml"), config).expect("config");
+        let child = Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(["daemon", "--config", "prover.toml"])
+            .current_dir(dir.path())
+            .env_remove(CACHE_ENV)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn prover daemon");
+        let d = GrpcDaemon { dir, child };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
+            cmd.args(["client", "ready", "--config"])
+                .arg(d.dir.path().join("prover.toml"))
+                .current_dir(d.dir.path());
+            if output_within(&mut cmd, CLI_LIMIT).status.code() == Some(0) {
+                return d;
+            }
+            assert!(Instant::now() < deadline, "daemon not ready:\n{}", d.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("logs/prover.log")).unwrap_or_default()
+    }
+
+    fn socket(&self) -> String {
+        format!("unix://{}", self.dir.path().join("run/cuzk.sock").display())
+    }
+
+    /// The TCP address from the `gRPC listening` log line.
+    fn tcp(&self) -> String {
+        let log = self.log();
+        let line = log
+            .lines()
+            .find(|l| l.contains("gRPC listening"))
+            .expect("gRPC listening line");
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix("listen="))
+            .and_then(|w| w.trim_matches('"').split(',').next().map(str::to_owned))
+            .expect("a listen= field")
+    }
+
+    /// Runs `plan` through the Python client against `target`: per step,
+    /// per call, `{code, details, response}`.
+    fn run(&self, target: &str, plan: &serde_json::Value) -> Vec<Vec<serde_json::Value>> {
+        let plan_path = self.dir.path().join("plan.json");
+        let results = self.dir.path().join("results.json");
+        fs::write(&plan_path, serde_json::to_vec(plan).expect("plan")).expect("write plan");
+        let _ = fs::remove_file(&results);
+        let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/proto");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/grpc/curio_client.py");
+        let out = output_within(
+            Command::new("python3").args([
+                script,
+                proto,
+                target,
+                &utf8(&plan_path),
+                &utf8(&results),
+            ]),
+            CLI_LIMIT,
+        );
+        assert!(
+            out.status.success(),
+            "the Python client failed: {}\n{}",
+            stderr(&out),
+            self.log()
+        );
+        serde_json::from_slice(&fs::read(&results).expect("results")).expect("results JSON")
+    }
+}
+
+impl Drop for GrpcDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether Python's grpcio and grpcio-tools can be imported here.
+fn have_grpcio() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import grpc, grpc_tools"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    fleet_testkit::have(
+        fleet_testkit::Need::Grpcio,
+        ok,
+        "python3 cannot import grpc and grpc_tools (pip install grpcio grpcio-tools)",
+    )
+}
+
+fn proof_of(result: &serde_json::Value) -> Vec<u8> {
+    use base64::Engine as _;
+    let r = &result["response"]["result"];
+    assert_eq!(r["status"], "COMPLETED", "{result}");
+    base64::engine::general_purpose::STANDARD
+        .decode(r["proof"].as_str().expect("proof"))
+        .expect("base64 proof")
+}
+
+fn refused(result: &serde_json::Value, code: &str, needle: &str) {
+    assert_eq!(result["code"], code, "{result}");
+    let details = result["details"].as_str().unwrap_or("");
+    assert!(details.contains(needle), "{needle:?} not in {result}");
+    assert!(details.len() < 2000, "a long message: {}", details.len());
+}
+
+#[test]
+fn curio_over_grpc_gets_proofs_filecoin_proofs_accepts_and_clear_refusals() {
+    if !have_grpcio() {
+        return;
+    }
+    let (sealed, work) = miner_sector();
+    let d = GrpcDaemon::start();
+    let c1 = curio_c1(sealed, sealed.sector_id);
+    let porep = |id: &str| {
+        serde_json::json!({
+            "request_id": id,
+            "proof_kind": "POREP_SEAL_COMMIT",
+            "registered_proof": 5,
+            "sector_number": sealed.sector_id,
+            "miner_id": MINER,
+            "vanilla_proof": b64(&c1),
+        })
+    };
+    let winning = bincode_vanilla(PostKind::Winning, sealed, work);
+    let window = bincode_vanilla(PostKind::Window, sealed, work);
+    let post = |kind: &str, id: &str, number: u64, vanilla: &[u8], randomness: [u8; 32]| {
+        serde_json::json!({
+            "request_id": id,
+            "proof_kind": kind,
+            "registered_proof": number,
+            "miner_id": MINER,
+            "vanilla_proofs": [b64(vanilla)],
+            "randomness": b64(&randomness),
+            "partition_index": 0,
+        })
+    };
+    let prove = |submit: serde_json::Value| serde_json::json!({"rpc": "Prove", "request": {"submit": submit}});
+    let request_id = format!("porep-{MINER}-{}", sealed.sector_id);
+    let mut truncated = winning.clone();
+    truncated.truncate(winning.len() / 2);
+    let mut other_sector = porep("porep-other");
+    other_sector["vanilla_proof"] = b64(&curio_c1(sealed, sealed.sector_id + 1)).into();
+    other_sector["sector_number"] = (sealed.sector_id + 1).into();
+    let mut changed = porep(&request_id);
+    changed["miner_id"] = (MINER + 1).into();
+    let mut synthetic = porep("porep-synthetic");
+    synthetic["registered_proof"] = 12.into();
+    let plan = serde_json::json!([
+        // Curio's retry of a request still being proved: one proof.
+        [prove(porep(&request_id)), {
+            "rpc": "Prove", "request": {"submit": porep(&request_id)}, "delay_s": 0.5
+        }],
+        [
+            prove(post("WINNING_POST", "winpost-1000-1", 0, &winning, RANDOMNESS)),
+            prove(post("WINDOW_POST_PARTITION", "wdpost-1000-0-1", 10, &window, RANDOMNESS)),
+        ],
+        [
+            prove(other_sector),
+            prove(post("WINNING_POST", "winpost-trunc", 0, &truncated, RANDOMNESS)),
+            prove(post("WINNING_POST", "winpost-other", 0, &winning, [9; 32])),
+            prove(serde_json::json!({"request_id": "snap-1", "proof_kind": "SNAP_DEALS_UPDATE", "registered_proof": 0,
+                "vanilla_proofs": [b64(b"x")], "comm_r_old": b64(&[1; 32]), "comm_r_new": b64(&[2; 32]), "comm_d_new": b64(&[3; 32])})),
+            prove(changed),
+            prove(synthetic),
+            prove(post("WINNING_POST", "winpost-as-window", 10, &winning, RANDOMNESS)),
+        ],
+        [
+            {"rpc": "GetStatus"},
+            {"rpc": "GetMetrics"},
+            {"rpc": "PreloadSRS", "request": {"circuit_id": "porep-2k"}},
+            {"rpc": "EvictSRS", "request": {"circuit_id": "wpost-2k"}},
+            {"rpc": "PreloadSRS", "request": {"circuit_id": "porep-3k"}},
+            {"rpc": "AwaitProof", "request": {"job_id": "no-such-job", "timeout_ms": 10}},
+        ],
+        [{"rpc": "SubmitProof", "request": porep("porep-cancelled")}],
+    ]);
+    let results = d.run(&d.socket(), &plan);
+
+    let first = proof_of(&results[0][0]);
+    assert_eq!(first.len(), porep::PROOF_BYTES);
+    assert_eq!(
+        proof_of(&results[0][1]),
+        first,
+        "the retry got another proof"
+    );
+    assert!(
+        seal::verify(sealed, &first).expect("verify_seal runs"),
+        "verify_seal rejected the proof Curio got"
+    );
+    let winning_proof = proof_of(&results[1][0]);
+    assert!(
+        seal::verify_post(PostKind::Winning, sealed, RANDOMNESS, &winning_proof).expect("verifier")
+    );
+    let window_proof = proof_of(&results[1][1]);
+    assert!(
+        seal::verify_post(PostKind::Window, sealed, RANDOMNESS, &window_proof).expect("verifier")
+    );
+    for r in &results[1] {
+        let result = &r["response"]["result"];
+        assert!(result["total_ms"].as_str().unwrap_or("0") != "0", "{r}");
+    }
+
+    let hostile = &results[2];
+    refused(&hostile[0], "INVALID_ARGUMENT", "not for sector");
+    refused(
+        &hostile[1],
+        "INVALID_ARGUMENT",
+        "vanilla_proofs[0] is not a bincode",
+    );
+    refused(
+        &hostile[2],
+        "INVALID_ARGUMENT",
+        "vanilla PoSt proofs are refused",
+    );
+    refused(&hostile[3], "UNIMPLEMENTED", "SnapDeals");
+    refused(&hostile[4], "ALREADY_EXISTS", "different request");
+    refused(&hostile[5], "INVALID_ARGUMENT", "SyntheticPoRep");
+    refused(&hostile[6], "INVALID_ARGUMENT", "window-post proof type");
+
+    let status = &results[3][0];
+    assert_eq!(status["code"], "OK", "{status}");
+    let completed: u64 = status["response"]["total_proofs_completed"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("completed count");
+    assert_eq!(completed, 3, "the retried C2 was proved twice? {status}");
+    let loaded: Vec<&str> = status["response"]["loaded_srs"]
+        .as_array()
+        .expect("loaded_srs")
+        .iter()
+        .filter_map(|s| s["circuit_id"].as_str())
+        .collect();
+    assert!(
+        loaded.contains(&"porep-2k") && loaded.contains(&"winning-2k"),
+        "{status}"
+    );
+    let metrics = &results[3][1];
+    assert!(
+        metrics["response"]["prometheus_text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("prover_"),
+        "{metrics}"
+    );
+    assert_eq!(
+        results[3][2]["response"]["already_loaded"], true,
+        "{}",
+        results[3][2]
+    );
+    assert_eq!(
+        results[3][3]["response"]["was_loaded"], true,
+        "{}",
+        results[3][3]
+    );
+    refused(&results[3][4], "INVALID_ARGUMENT", "circuit_id");
+    refused(&results[3][5], "NOT_FOUND", "no job");
+
+    // A submitted job cancelled before it reaches a device.
+    let job = results[4][0]["response"]["job_id"]
+        .as_str()
+        .expect("job id")
+        .to_owned();
+    let cancel = serde_json::json!([
+        [{"rpc": "CancelProof", "request": {"job_id": job}}],
+        [{"rpc": "AwaitProof", "request": {"job_id": job, "timeout_ms": 60000}}],
+        [{"rpc": "GetStatus"}],
+    ]);
+    let after = d.run(&d.tcp(), &cancel);
+    assert_eq!(after[0][0]["code"], "OK", "{}", after[0][0]);
+    let status = &after[1][0]["response"]["status"];
+    assert!(status == "CANCELLED", "{}", after[1][0]);
+    assert_eq!(
+        after[2][0]["code"],
+        "OK",
+        "the daemon stopped serving: {}",
+        d.log()
+    );
+}
+
+/// The fixture sector's vanilla proof for `kind`, bincode as Curio sends it.
+fn bincode_vanilla(kind: PostKind, sealed: &Sealed, work: &Path) -> Vec<u8> {
+    seal::post_vanilla_bincode(kind, sealed, work, RANDOMNESS).expect("vanilla proof")
+}

@@ -38,15 +38,19 @@ pub enum Need {
     /// The kernel's netem qdisc, for the lab's delay and loss faults; a
     /// kernel feature many CI hosts lack, so optional like the GPU.
     Netem,
+    /// Python's `grpcio` and `grpcio-tools` (PyPI), for the gRPC client that
+    /// is not the daemon's own.
+    Grpcio,
 }
 
 impl Need {
-    pub const ALL: [Need; 5] = [
+    pub const ALL: [Need; 6] = [
         Need::Lab,
         Need::Gpu,
         Need::Chromium,
         Need::Nvrtc,
         Need::Netem,
+        Need::Grpcio,
     ];
 
     /// The name used in `TEST_LEAVE_OUT`, `TEST_REQUIRE` and the skip log.
@@ -57,6 +61,7 @@ impl Need {
             Need::Chromium => "chromium",
             Need::Nvrtc => "nvrtc",
             Need::Netem => "netem",
+            Need::Grpcio => "grpcio",
         }
     }
 

@@ -254,7 +254,9 @@ type Shared = Arc<AppState>;
 
 /// The router over `state`.
 pub fn router(state: Shared) -> Router {
-    let protected = Router::new()
+    let limits = &state.http;
+    Router::new()
+        .route(wire::HEALTHZ_PATH, get(healthz))
         .route(wire::JOBS_PATH, axum::routing::post(submit))
         .route(
             wire::FILECOIN_JOBS_PATH,
@@ -265,11 +267,6 @@ pub fn router(state: Shared) -> Router {
         .route(wire::READYZ_PATH, get(readyz))
         .route(wire::STATUS_PATH, get(status))
         .route(wire::METRICS_PATH, get(metrics))
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth));
-    let limits = &state.http;
-    Router::new()
-        .route(wire::HEALTHZ_PATH, get(healthz))
-        .merge(protected)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(
@@ -277,6 +274,10 @@ pub fn router(state: Shared) -> Router {
                 .unwrap_or(usize::MAX),
         ))
         .layer(middleware::from_fn_with_state(state.clone(), whole_body))
+        // Outside `whole_body`: the token is judged from the head alone, so a
+        // client without one never holds a body slot or makes the daemon
+        // buffer a byte of what it sends.
+        .layer(middleware::from_fn_with_state(state.clone(), auth))
         .layer(middleware::from_fn_with_state(state.clone(), head_limits))
         .layer(middleware::map_response(json_errors))
         .with_state(state)
@@ -464,10 +465,16 @@ fn token_matches(given: &[u8], want: &[u8]) -> bool {
             == 0
 }
 
+/// Every route but `/healthz` (the liveness probe, which says nothing a
+/// stranger could use) needs the token when the config sets one; unknown
+/// routes too, so a stranger cannot map the API.
 async fn auth(State(state): State<Shared>, req: Request, next: Next) -> Response {
     let Some(want) = &state.token else {
         return next.run(req).await;
     };
+    if req.uri().path() == wire::HEALTHZ_PATH {
+        return next.run(req).await;
+    }
     let unauthorized =
         |why: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why).into_response();
     let Some(value) = req.headers().get(header::AUTHORIZATION) else {
@@ -617,27 +624,33 @@ async fn status(State(state): State<Shared>) -> Json<Status> {
 }
 
 async fn metrics(State(state): State<Shared>) -> Response {
-    let st = state.status();
-    let text = state.metrics.render(&Sample {
-        queue_depth: st.queue.depth,
-        partitions_in_flight: st.queue.partitions_in_flight,
-        pool_held_bytes: st.pool.held_bytes,
-        pool_in_use_bytes: st.pool.in_use_bytes,
-        budget_total_bytes: st.budget.total_bytes,
-        budget_reserved_bytes: st.budget.reserved_bytes,
-        budget_waiters: st.budget.waiters,
-        ready: st.state == DaemonState::Ready,
-        uptime_s: st.uptime_s,
-        gpu_utilization_pct: crate::health::gpu::utilization(),
-    });
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        text,
+        state.metrics_text(),
     )
         .into_response()
+}
+
+impl AppState {
+    /// The Prometheus/OpenMetrics text of `/metrics` (and gRPC `GetMetrics`).
+    pub fn metrics_text(&self) -> String {
+        let st = self.status();
+        self.metrics.render(&Sample {
+            queue_depth: st.queue.depth,
+            partitions_in_flight: st.queue.partitions_in_flight,
+            pool_held_bytes: st.pool.held_bytes,
+            pool_in_use_bytes: st.pool.in_use_bytes,
+            budget_total_bytes: st.budget.total_bytes,
+            budget_reserved_bytes: st.budget.reserved_bytes,
+            budget_waiters: st.budget.waiters,
+            ready: st.state == DaemonState::Ready,
+            uptime_s: st.uptime_s,
+            gpu_utilization_pct: crate::health::gpu::utilization(),
+        })
+    }
 }
 
 async fn not_found(req: Request) -> ApiError {

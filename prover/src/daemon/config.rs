@@ -49,6 +49,10 @@ pub struct Config {
     /// Bearer token every route but `/healthz` requires, when set.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "redact")]
     pub api_token: Option<String>,
+    /// Serve a non-loopback `listen` address without `api_token`: every
+    /// route, cancelling any job included, open to the network. Refused
+    /// unless set; when set, every start logs a warning.
+    pub allow_unauthenticated: bool,
     pub paths: Paths,
     pub memory: Memory,
     pub pool: Pool,
@@ -65,6 +69,7 @@ pub struct Config {
     pub test_params: bool,
     pub http: HttpLimits,
     pub filecoin: Filecoin,
+    pub grpc: Grpc,
 }
 
 impl Default for Config {
@@ -72,6 +77,7 @@ impl Default for Config {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
             api_token: None,
+            allow_unauthenticated: false,
             paths: Paths::default(),
             memory: Memory::default(),
             pool: Pool::default(),
@@ -84,6 +90,7 @@ impl Default for Config {
             test_params: false,
             http: Default::default(),
             filecoin: Filecoin::default(),
+            grpc: Grpc::default(),
         }
     }
 }
@@ -385,6 +392,13 @@ impl Config {
         Ok(config)
     }
 
+    /// Whether the API would answer the network without a token: a
+    /// listener on any address but loopback (`0.0.0.0` and `::` included)
+    /// with no `api_token`.
+    pub fn exposed_without_token(&self) -> bool {
+        self.api_token.is_none() && !self.listen.ip().is_loopback()
+    }
+
     /// Cross-field checks serde cannot express.
     fn check(&self, file: &Path) -> Result<(), ConfigError> {
         let bad = |key: &str, reason: String| ConfigError::Invalid {
@@ -451,6 +465,31 @@ impl Config {
                     "is empty; remove the key to disable authentication".into(),
                 ));
             }
+        }
+        if let Err((key, reason)) = self.grpc.check() {
+            return Err(bad(key, reason));
+        }
+        if self.grpc.exposed() && !self.allow_unauthenticated {
+            return Err(bad(
+                "grpc.listen",
+                format!(
+                    "{} is not a loopback address: the gRPC service takes no token (Curio cannot \
+                     send one), so every proof and cancel would be open to the network; listen on \
+                     127.0.0.1 or a unix socket (grpc.socket), or set allow_unauthenticated = true to mean it",
+                    self.grpc.listen.map(|a| a.ip().to_string()).unwrap_or_default()
+                ),
+            ));
+        }
+        if self.exposed_without_token() && !self.allow_unauthenticated {
+            return Err(bad(
+                "listen",
+                format!(
+                    "{} is not a loopback address and api_token is unset: every route, \
+                     cancelling any job included, would be open to the network; set api_token, \
+                     listen on 127.0.0.1, or set allow_unauthenticated = true to mean it",
+                    self.listen.ip()
+                ),
+            ));
         }
         self.check_pool(&bad)?;
         if let Err((key, reason)) = self.http.check() {
@@ -781,6 +820,115 @@ impl Filecoin {
     }
 }
 
+/// `[grpc]` in the daemon's config: the `cuzk.v1.ProvingEngine` service
+/// Curio calls. Off unless `listen` or `socket` is set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Grpc {
+    /// TCP address (h2c); a non-loopback one needs `allow_unauthenticated`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    /// Unix socket path (Curio: `unix:///run/curio/cuzk.sock`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
+    /// The socket's permission bits, octal as a string.
+    pub socket_mode: FileMode,
+    /// The socket's group (a name or a number), so Curio's user can connect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket_group: Option<String>,
+    /// Largest message either way (a 32 GiB C1 output is ~50 MB).
+    pub max_message_bytes: ByteSize,
+}
+
+/// The most `grpc.max_message_bytes` may be: the C1 reader's cap plus room
+/// for the request's other fields.
+pub const MAX_GRPC_MESSAGE: u64 = MAX_FILECOIN_BODY;
+/// Longest unix socket path (`sun_path` holds 108 bytes with its NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+impl Default for Grpc {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            socket: None,
+            socket_mode: FileMode(0o660),
+            socket_group: None,
+            max_message_bytes: ByteSize(256 << 20),
+        }
+    }
+}
+
+impl Grpc {
+    /// Whether the service would listen beyond loopback.
+    pub fn exposed(&self) -> bool {
+        self.listen.is_some_and(|a| !a.ip().is_loopback())
+    }
+
+    /// The key (under `grpc.`) and reason of the first unusable value.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let m = self.max_message_bytes.0;
+        if !((1 << 20)..=MAX_GRPC_MESSAGE).contains(&m) {
+            return Err((
+                "grpc.max_message_bytes",
+                format!("{m} bytes is out of range: must be between 1MiB and {MAX_GRPC_MESSAGE}"),
+            ));
+        }
+        if let Some(p) = &self.socket {
+            let len = p.as_os_str().len();
+            if len == 0 || len > MAX_SOCKET_PATH {
+                return Err((
+                    "grpc.socket",
+                    format!("a path of {len} bytes: must be 1 to {MAX_SOCKET_PATH}"),
+                ));
+            }
+        }
+        if self.socket_mode.0 & 0o006 != 0 {
+            return Err((
+                "grpc.socket_mode",
+                format!(
+                    "{:o} lets every local user connect; use the group bits (0660 and grpc.socket_group)",
+                    self.socket_mode.0
+                ),
+            ));
+        }
+        if let Some(g) = &self.socket_group {
+            if g.is_empty() || g.len() > 64 {
+                return Err((
+                    "grpc.socket_group",
+                    "must be a group name or number of 1 to 64 bytes".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Permission bits written as an octal string (`"0660"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileMode(pub u32);
+
+impl<'de> Deserialize<'de> for FileMode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        u32::from_str_radix(s.trim(), 8)
+            .ok()
+            .filter(|m| *m <= 0o777)
+            .map(FileMode)
+            .ok_or_else(|| {
+                de::Error::custom(format!(
+                    "invalid mode {:?}: expected octal permission bits such as \"0660\"",
+                    s.chars().take(16).collect::<String>()
+                ))
+            })
+    }
+}
+
+impl Serialize for FileMode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{:04o}", self.0))
+    }
+}
+
 /// `[http]` in the daemon's config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -1065,6 +1213,29 @@ mod tests {
         );
         let e = err("[[preload]]\ncircuit = \"chain\"\nsize = 3\n");
         assert!(e.contains("preload[0].size: 3 is out of range"), "{e}");
+    }
+
+    #[test]
+    fn a_listener_beyond_loopback_needs_a_token_or_an_explicit_allowance() {
+        for listen in ["0.0.0.0:7878", "[::]:7878", "10.1.2.3:7878"] {
+            let e = parse(&format!("listen = \"{listen}\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("listen:"), "{e}");
+            assert!(e.contains("api_token is unset"), "{e}");
+            assert!(e.contains("allow_unauthenticated = true"), "{e}");
+            let with_token = parse(&format!("listen = \"{listen}\"\napi_token = \"t\"\n")).unwrap();
+            assert!(!with_token.exposed_without_token());
+            let allowed = parse(&format!(
+                "listen = \"{listen}\"\nallow_unauthenticated = true\n"
+            ))
+            .unwrap();
+            assert!(allowed.exposed_without_token());
+        }
+        for listen in ["127.0.0.1:0", "127.8.9.1:7878", "[::1]:7878"] {
+            let c = parse(&format!("listen = \"{listen}\"\n")).unwrap();
+            assert!(!c.exposed_without_token(), "{listen}");
+        }
     }
 
     #[test]

@@ -150,6 +150,13 @@ pub async fn run(
         "starting"
     );
     tracing::info!(effective = %config.effective(), "configuration loaded");
+    if config.exposed_without_token() {
+        tracing::warn!(
+            listen = %config.listen,
+            "the API listens beyond loopback without api_token \
+             (allow_unauthenticated = true): anyone who reaches this address can submit and cancel jobs"
+        );
+    }
 
     let metrics = Arc::new(Metrics::new(crate::VERSION, crate::BUILD_HASH));
     let state = Arc::new(
@@ -159,8 +166,10 @@ pub async fn run(
     );
     let stop_http = Arc::new(Notify::new());
     let mut held = None;
+    let mut grpc_tasks = Vec::new();
     if let Some((pid_file, listener)) = bound {
         held = Some(serve_on(&config, &state, &stop_http, pid_file, listener)?);
+        grpc_tasks = serve_grpc(&config, &state, &stop_http, None).await?;
     }
 
     let started = tokio::select! {
@@ -180,10 +189,20 @@ pub async fn run(
                 None => Ok(true),
                 Some(wait) => match take_over(&config, wait, &mut shutdown).await {
                     Ok(Some((pid_file, listener))) => {
-                        serve_on(&config, &state, &stop_http, pid_file, listener).map(|h| {
-                            held = Some(h);
-                            true
-                        })
+                        match serve_on(&config, &state, &stop_http, pid_file, listener) {
+                            Ok(h) => {
+                                held = Some(h);
+                                // The predecessor lets its gRPC port go with
+                                // its HTTP one: moments, well inside the wait.
+                                serve_grpc(&config, &state, &stop_http, Some(wait))
+                                    .await
+                                    .map(|t| {
+                                        grpc_tasks = t;
+                                        true
+                                    })
+                            }
+                            Err(e) => Err(e),
+                        }
                     }
                     Ok(None) => Ok(false),
                     Err(e) => Err(e),
@@ -222,6 +241,13 @@ pub async fn run(
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!("http server task: {e}"),
             Err(_) => tracing::warn!("http server did not stop within {HTTP_GRACE:?}"),
+        }
+    }
+    for task in grpc_tasks {
+        match tokio::time::timeout(HTTP_GRACE, task).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("gRPC server task: {e}"),
+            Err(_) => tracing::warn!("gRPC server did not stop within {HTTP_GRACE:?}"),
         }
     }
 
@@ -264,6 +290,31 @@ fn serve_on(
     });
     tracing::info!(listen = %addr, "listening");
     Ok((pid_file, server))
+}
+
+/// Binds the gRPC socket and port the config names (none: nothing to
+/// serve) and serves `cuzk.v1.ProvingEngine` on them until `stop`.
+/// `takeover`: a handover's wait, within which a port the predecessor still
+/// holds is tried again.
+async fn serve_grpc(
+    config: &Config,
+    state: &Arc<AppState>,
+    stop: &Arc<Notify>,
+    takeover: Option<Duration>,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, DaemonError> {
+    if config.grpc.listen.is_none() && config.grpc.socket.is_none() {
+        return Ok(Vec::new());
+    }
+    let listeners = crate::daemon::grpc::listen::bind(&config.grpc, takeover)
+        .await
+        .map_err(step("binding the gRPC service"))?;
+    tracing::info!(listen = %listeners.describe(), "gRPC listening");
+    Ok(crate::daemon::grpc::spawn(
+        &config.grpc,
+        state.clone(),
+        listeners,
+        stop.clone(),
+    ))
 }
 
 /// Waits, at most `wait`, for the running daemon to give up the pid file

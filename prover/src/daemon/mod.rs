@@ -6,6 +6,7 @@
 //! - [`api`]: HTTP routes, authentication, error mapping.
 //! - [`http`]: serving them with timeouts, a connection cap and size limits.
 //! - [`engine`]: synthesis and device workers, jobs, admission.
+//! - [`grpc`]: `cuzk.v1.ProvingEngine`, the service Curio calls.
 //! - [`metrics`]: Prometheus registry behind `/metrics`.
 //! - [`pidfile`]: exclusive pid file with stale detection.
 //! - [`client`]: blocking API client used by `prover client` and `prover health`.
@@ -18,6 +19,7 @@ pub mod api;
 pub mod client;
 pub mod config;
 pub mod engine;
+pub mod grpc;
 pub mod http;
 pub mod lifecycle;
 pub mod metrics;

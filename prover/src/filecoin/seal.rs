@@ -62,7 +62,27 @@ pub fn seal_random_sector(
         seal_of,
         seal_proof,
         rng_seed,
-        work_dir
+        work_dir,
+        None
+    )
+}
+
+/// [`seal_random_sector`] for miner `actor_id`: its prover id is the one
+/// Filecoin derives from the miner's ID address, as Curio sends it.
+pub fn seal_random_sector_of_miner(
+    seal_proof: SealProof,
+    rng_seed: u64,
+    work_dir: &Path,
+    actor_id: u64,
+) -> Result<Sealed, FilecoinError> {
+    let prover_id = crate::filecoin::c1::prover_id_of_miner(actor_id);
+    crate::filecoin::with_tree!(
+        seal_proof.sector_size,
+        seal_of,
+        seal_proof,
+        rng_seed,
+        work_dir,
+        Some(prover_id)
     )
 }
 
@@ -70,6 +90,7 @@ fn seal_of<Tree: 'static + MerkleTreeTrait>(
     seal_proof: SealProof,
     rng_seed: u64,
     work_dir: &Path,
+    prover_id_of: Option<[u8; 32]>,
 ) -> Result<Sealed, FilecoinError> {
     let config = seal_proof.porep_config();
     let mut rng = ChaCha20Rng::seed_from_u64(rng_seed);
@@ -87,6 +108,7 @@ fn seal_of<Tree: 'static + MerkleTreeTrait>(
     // the top bits, as Filecoin's own ids are.
     let mut prover_id: [u8; 32] = rng.gen();
     prover_id[31] &= 0x3f;
+    let prover_id = prover_id_of.unwrap_or(prover_id);
     let mut ticket: [u8; 32] = rng.gen();
     ticket[31] &= 0x3f;
     let mut seed: [u8; 32] = rng.gen();
@@ -281,6 +303,30 @@ fn post_vanilla_of<Tree: 'static + MerkleTreeTrait>(
         context: "writing the vanilla proofs as JSON",
         reason: e.to_string(),
     })
+}
+
+/// [`post_vanilla`]'s proof in bincode, as filecoin-proofs-api's
+/// `generate_single_vanilla_proof` returns it (what Curio sends).
+pub fn post_vanilla_bincode(
+    kind: PostKind,
+    sealed: &Sealed,
+    work_dir: &Path,
+    randomness: [u8; 32],
+) -> Result<Vec<u8>, FilecoinError> {
+    let json = post_vanilla(kind, sealed, work_dir, randomness)?;
+    let size = sector_size_of(sealed)?;
+    crate::filecoin::with_tree!(size, json_to_bincode, &json)
+}
+
+fn json_to_bincode<Tree: 'static + MerkleTreeTrait>(json: &[u8]) -> Result<Vec<u8>, FilecoinError> {
+    let bad = |reason: String| FilecoinError::ProofCrates {
+        context: "re-encoding the vanilla proof as bincode",
+        reason,
+    };
+    let mut proofs: Vec<filecoin_proofs::FallbackPoStSectorProof<Tree>> =
+        serde_json::from_slice(json).map_err(|e| bad(e.to_string()))?;
+    let proof = proofs.pop().ok_or_else(|| bad("no proof".into()))?;
+    bincode::serialize(&proof).map_err(|e| bad(e.to_string()))
 }
 
 /// `filecoin-proofs`' `verify_winning_post` / `verify_window_post` on

@@ -90,6 +90,22 @@ pub fn utilization() -> Vec<(u32, u32)> {
         .collect()
 }
 
+/// NVML's memory figures (total, free bytes) of every device it lists, by
+/// NVML index; as [`utilization`], empty without NVML and never failing.
+pub fn memory() -> Vec<(u32, u64, u64)> {
+    static NVML: std::sync::OnceLock<Option<nvml_wrapper::Nvml>> = std::sync::OnceLock::new();
+    let Some(nvml) = NVML.get_or_init(|| nvml_wrapper::Nvml::init().ok()) else {
+        return Vec::new();
+    };
+    let count = nvml.device_count().unwrap_or(0);
+    (0..count)
+        .filter_map(|index| {
+            let m = nvml.device_by_index(index).ok()?.memory_info().ok()?;
+            Some((index, m.total, m.free))
+        })
+        .collect()
+}
+
 /// Records `r`'s value, or its error under `field` (NotSupported is a fact, not an error).
 fn take<T>(errors: &mut Vec<String>, field: &str, r: Result<T, NvmlError>) -> Option<T> {
     match r {

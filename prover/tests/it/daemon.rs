@@ -1363,3 +1363,130 @@ fn a_successor_that_cannot_take_over_exits_1_and_one_on_port_0_binds_a_port_of_i
         assert_eq!(out.status.code(), Some(2), "--handover {bad}");
     }
 }
+
+/// Sends a request head (no body) on a new connection and returns the
+/// stream, for bodies that never come.
+fn open_head(port: u16, path: &str, auth: bool, content_length: u64) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let auth = match auth {
+        true => format!("Authorization: Bearer {TOKEN}\r\n"),
+        false => String::new(),
+    };
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\nContent-Length: {content_length}\r\n\r\n"
+    )
+    .expect("write head");
+    s
+}
+
+/// The status code of the first answer on `s`, read within its timeout.
+fn answer_status(s: &mut std::net::TcpStream) -> (u16, String) {
+    use std::io::Read;
+    let mut buf = vec![0u8; 8192];
+    let mut got = Vec::new();
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("no answer: {e}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    (
+        text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0),
+        text,
+    )
+}
+
+// Regression: the token used to be checked only after the whole body was
+// read, so strangers could hold both Filecoin body slots for
+// `body_read_timeout` and make the daemon buffer 257 MiB each.
+#[test]
+fn a_request_without_the_token_is_refused_from_its_head_and_holds_no_body_slot() {
+    let d = Daemon::start("");
+    // A 200 MB body declared and never sent: the 401 comes at once.
+    let t = Instant::now();
+    let mut big = open_head(d.port, "/v1/filecoin/jobs", false, 200_000_000);
+    let (status, text) = answer_status(&mut big);
+    assert_eq!(status, 401, "{text}");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // More strangers than there are Filecoin body slots, each stalling its body.
+    let mut strangers: Vec<_> = (0..4)
+        .map(|_| open_head(d.port, "/v1/filecoin/jobs", false, 1_000_000))
+        .collect();
+    for s in &mut strangers {
+        assert_eq!(answer_status(s).0, 401);
+    }
+    // The same on the general routes and on an unknown one.
+    for path in ["/v1/jobs", "/no/such/route"] {
+        let mut s = open_head(d.port, path, false, 1_000_000);
+        assert_eq!(answer_status(&mut s).0, 401, "{path}");
+    }
+    // An authorised Filecoin body still gets a slot: its bad JSON is judged
+    // (400), not turned away as busy (503).
+    let (status, v) = d.send(
+        d.http
+            .post(d.url("/v1/filecoin/jobs"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body("{\"kind\": 1}"),
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    // /healthz needs no token.
+    let r = d.http.get(d.url("/healthz")).send().expect("healthz");
+    assert_eq!(r.status(), StatusCode::OK);
+    // The daemon buffered nothing of the 200 MB: its RSS stayed small.
+    let rss_kib = std::fs::read_to_string(format!("/proc/{}/status", d.pid()))
+        .expect("proc status")
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS");
+    assert!(rss_kib < 150 * 1024, "RSS {rss_kib} KiB");
+}
+
+// Regression: `listen = "0.0.0.0:…"` without a token used to open every
+// route to the network silently.
+#[test]
+fn a_listener_beyond_loopback_without_a_token_is_refused_unless_allowed_and_then_warned() {
+    let e = daemon_config_error("listen = \"0.0.0.0:0\"\n[gpu]\ndevices = []\n");
+    assert!(
+        e.contains("listen:") && e.contains("api_token is unset"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("prover.toml"),
+        "listen = \"0.0.0.0:0\"\n[gpu]\ndevices = []\n",
+    )
+    .expect("write");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(["daemon", "--config", "prover.toml", "--check-config"])
+            .current_dir(dir.path()),
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("allow_unauthenticated = true"), "{stderr}");
+
+    // Allowed explicitly: it starts, and says so in its log.
+    let mut d = Daemon::unstarted("");
+    std::fs::write(
+        d.path("prover.toml"),
+        "listen = \"0.0.0.0:0\"\nallow_unauthenticated = true\ndrain_timeout = \"60s\"\n\
+         [gpu]\ndevices = []\n[memory]\nbudget = \"1GiB\"\n",
+    )
+    .expect("write config");
+    d.launch(true);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !d.log().contains("without api_token") {
+        assert!(Instant::now() < deadline, "no warning\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(d.log().contains("WARN"), "{}", d.log());
+}

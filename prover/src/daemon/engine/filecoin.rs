@@ -74,6 +74,25 @@ impl FilecoinKeys {
             .sum()
     }
 
+    /// `entry`'s file if loaded: (bytes reserved, jobs holding it now).
+    pub fn loaded_entry(&self, entry: &CacheEntry) -> Option<(u64, u32)> {
+        self.loaded.lock().get(&entry.params).map(|k| {
+            let users = Arc::strong_count(k).saturating_sub(1);
+            (
+                k._reservation.bytes(),
+                u32::try_from(users).unwrap_or(u32::MAX),
+            )
+        })
+    }
+
+    /// Forgets `entry`'s loaded file; its reservation is released when the
+    /// last job holding it finishes. The bytes it held, if it was loaded.
+    pub fn evict(&self, entry: &CacheEntry) -> Option<u64> {
+        let key = self.loaded.lock().remove(&entry.params)?;
+        tracing::info!(file = %entry.params.display(), "Filecoin parameters evicted");
+        Some(key._reservation.bytes())
+    }
+
     /// The loaded parameters of `entry`, read (and checked against
     /// filecoin-proofs' digests) on first use. Their memory is reserved in
     /// `budget` first, evicting idle bundled parameter sets if that makes

@@ -145,6 +145,19 @@ impl Jobs {
         unfinished.fold((0, 0), |(d, s), j| (d + 1, s + u64::from(j.started)))
     }
 
+    /// Unfinished jobs by what they prove (`circuit`): (queued, running).
+    pub fn by_circuit(&self) -> BTreeMap<String, (u32, u32)> {
+        let mut out = BTreeMap::<String, (u32, u32)>::new();
+        for j in self.map.values().filter(|j| !j.state.is_finished()) {
+            let e = out.entry(j.req.circuit.clone()).or_default();
+            match j.started {
+                true => e.1 += 1,
+                false => e.0 += 1,
+            }
+        }
+        out
+    }
+
     /// Registers a queued job; returns its id. `now_ms` is the wall clock
     /// (Unix ms) the id and the status carry.
     pub fn insert(

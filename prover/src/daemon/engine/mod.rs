@@ -445,6 +445,46 @@ impl Engine {
         self.job(id)
     }
 
+    /// Unfinished jobs by circuit or Filecoin proof label: (queued, running).
+    pub fn queues_by_circuit(&self) -> std::collections::BTreeMap<String, (u32, u32)> {
+        self.shared.jobs.lock().by_circuit()
+    }
+
+    /// Loads the Filecoin parameter file of `entry` (as a job of it would);
+    /// true when it was loaded already.
+    pub fn preload_filecoin(
+        &self,
+        entry: &crate::filecoin::cache::CacheEntry,
+    ) -> Result<bool, SubmitError> {
+        let already = self.filecoin.loaded_entry(entry).is_some();
+        self.filecoin.get(
+            entry,
+            &self.shared.stages.budget,
+            &self.shared.stages.params,
+        )?;
+        Ok(already)
+    }
+
+    /// Drops the loaded Filecoin parameter file of `entry`: its memory
+    /// returns to the budget once jobs using it finish. The bytes it held,
+    /// or `None` when it was not loaded.
+    pub fn evict_filecoin(&self, entry: &crate::filecoin::cache::CacheEntry) -> Option<u64> {
+        self.filecoin.evict(entry)
+    }
+
+    /// The loaded Filecoin parameter file of `entry`: (bytes, jobs using it).
+    pub fn filecoin_loaded(
+        &self,
+        entry: &crate::filecoin::cache::CacheEntry,
+    ) -> Option<(u64, u32)> {
+        self.filecoin.loaded_entry(entry)
+    }
+
+    /// Filecoin's parameter cache folder.
+    pub fn filecoin_dir(&self) -> &std::path::Path {
+        self.filecoin.dir()
+    }
+
     pub fn queue_stats(&self) -> QueueStats {
         let (depth, in_flight) = self.shared.jobs.lock().depth();
         QueueStats {
