@@ -267,6 +267,39 @@ fn a_binary_that_is_not_an_elf_program_is_refused_before_any_host() {
     }
 }
 
+/// Regression (issue 51, item 13c): a `config_file` that is not there is
+/// found before any host is contacted (exit 1 naming the host and file),
+/// not by each host's upload after connect and lock (the host here would
+/// refuse the connection: exit 3).
+#[test]
+fn a_missing_config_file_is_refused_before_any_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let down = fleet_testkit::RefusingAddr::new().unwrap();
+    std::fs::write(
+        dir.path().join("down.yaml"),
+        format!(
+            "hosts:\n  gpu-01: {{ address: 127.0.0.1, port: {}, user: ops, config_file: gone.toml }}\n",
+            down.addr().port()
+        ),
+    )
+    .unwrap();
+    let binary = env!("CARGO_BIN_EXE_fleetctl");
+    let o = fleetctl(
+        dir.path(),
+        &["rollout", "-i", "down.yaml", "--binary", binary, "--plain"],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(
+        err.contains("host gpu-01: config_file: cannot read config file")
+            && err.contains("gone.toml")
+            && err.contains("nothing was contacted"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "nothing ran: {out}");
+    assert!(!dir.path().join(".fleetctl").exists(), "no run");
+}
+
 /// `-p` takes a built-in by bare name, a file only by a path with a `/`.
 #[test]
 fn a_bare_playbook_name_that_is_no_built_in_lists_the_built_ins() {

@@ -994,6 +994,42 @@ fn a_sigkilled_run_is_resumed_taking_over_its_own_locks() {
 
     // The cause fixed (no daemon to wait for: ship only), then the resume.
     playbook("  - upload: {}\n");
+    // Regression (issue 51, item 13e): a check of the resume shows the dead
+    // run's locks, their owner, and that the resume takes them over; it
+    // takes nothing itself.
+    let (code, out, err) = fleetctl_in(
+        cwd,
+        runtime.path(),
+        &[
+            "run",
+            "-p",
+            "./ship.yaml",
+            "--resume",
+            &run_id,
+            "--check",
+            "--plain",
+        ],
+    );
+    assert_eq!(code, Some(0), "check\n{out}\n{err}");
+    let said = format!("{out}\n{err}");
+    assert_eq!(
+        said.matches("a DEAD holder").count(),
+        2,
+        "both dead locks shown\n{said}"
+    );
+    assert!(
+        said.contains(&format!("run={run_id} "))
+            && said.contains(&format!("pid {} no longer runs", child.id()))
+            && said.contains("this resume takes it over"),
+        "{said}"
+    );
+    for i in 0..2 {
+        let owner = ssh_ok(&lab, i, "sed -n 2p /data/prover/state/lock/owner");
+        assert!(
+            owner.contains(&format!("run={run_id} ")),
+            "untouched: {owner}"
+        );
+    }
     let (code, out, err) = fleetctl_in(
         cwd,
         runtime.path(),
