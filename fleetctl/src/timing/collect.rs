@@ -11,8 +11,9 @@
 //!
 //! A line longer than any record, or one that is not a record, is not
 //! stored ([`super::line`]): it is counted in the host's state with its file
-//! and line number, and a line past the bound is measured on the host and
-//! passed over, so it is never read whole.
+//! and line number, and a line longer than a chunk is measured on the host
+//! and passed over without crossing the link, so no line is held past the
+//! chunk's bound.
 
 use super::line::{self, SkippedLine, Verdict, MAX_LINE};
 use super::store::{FileState, HostLock, HostState, Store, StoreError};
