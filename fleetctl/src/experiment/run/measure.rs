@@ -133,6 +133,12 @@ impl Exp {
                 Stage::Collect,
                 &s.host,
                 match &s.error {
+                    None if s.skipped > 0 => format!(
+                        "{} new bytes; left out {} line(s):\n{}",
+                        s.new_bytes,
+                        s.skipped,
+                        crate::timing::collect::skipped_text(s.skipped, &s.skipped_lines)
+                    ),
                     None => format!("{} new bytes", s.new_bytes),
                     Some(e) => format!("collect failed: {e}"),
                 },
