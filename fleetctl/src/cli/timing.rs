@@ -184,8 +184,12 @@ fn report_cmd(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let mut s = scan(&sources)?;
     if a.files.is_empty() {
-        let (count, lines) = store.skipped()?;
-        s.add_collect_skipped(count, lines);
+        // What collect left out is a note beside the report: a state file
+        // that cannot be read costs the note, never the report.
+        match store.skipped() {
+            Ok((count, lines)) => s.add_collect_skipped(count, lines),
+            Err(e) => eprintln!("warning: lines left out at collect not listed: {e}"),
+        }
     }
     let thresholds = Thresholds {
         min_h2d_gbps: a.min_h2d_gbps,
