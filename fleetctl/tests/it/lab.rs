@@ -1055,6 +1055,23 @@ fn a_sigkilled_run_is_resumed_taking_over_its_own_locks() {
     lab.teardown().expect("teardown");
 }
 
+/// Waits for `child` (its stdout drained first), returning its exit code
+/// and its own peak resident memory in KiB (`wait4`'s rusage: this child
+/// alone, not every child of the test binary).
+fn wait_with_max_rss(mut child: std::process::Child) -> (Option<i32>, i64) {
+    if let Some(mut out) = child.stdout.take() {
+        let _ = std::io::copy(&mut out, &mut std::io::sink());
+    }
+    let mut status = 0;
+    // SAFETY: plain data, all-zero is valid; filled in by wait4.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: our own child's pid, not reaped elsewhere; valid out pointers.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (code, usage.ru_maxrss)
+}
+
 /// A timing record the report reads (a finished proof).
 fn proof_line(n: u32) -> String {
     format!(
@@ -1137,6 +1154,32 @@ fn a_hostile_timing_line_is_left_out_and_named_and_the_report_goes_on() {
     assert_eq!(r["collect_skipped"][0]["host"], "h01");
     assert_eq!(r["collect_skipped"][0]["line"], 2);
 
+    // A 200 MB line with the default chunk: collect holds a chunk of it at
+    // most, never the line (it held all of it: RSS past the line's size).
+    ssh_ok(
+        &lab,
+        0,
+        &format!(
+            "cd /data/prover/logs && {{ echo '{}'; head -c 200000000 /dev/zero | tr '\\0' x; echo; }} > timing.jsonl.1",
+            proof_line(4)
+        ),
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+        .args(["timing", "collect", "-i", inv, "--store", "store"])
+        .current_dir(cwd)
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("fleetctl starts");
+    let (status, max_rss_kib) = wait_with_max_rss(child);
+    assert_eq!(status, Some(0));
+    eprintln!("collect of a 200 MB line: peak RSS {max_rss_kib} KiB");
+    assert!(
+        max_rss_kib < 120 * 1024,
+        "collect held {max_rss_kib} KiB for a 200 MB line"
+    );
+
     // A store written before collect left anything out: the overlong line
     // is passed over and listed, every other record reported.
     let old = cwd.join("store/h01/timing.jsonl@old");
@@ -1154,7 +1197,7 @@ fn a_hostile_timing_line_is_left_out_and_named_and_the_report_goes_on() {
     assert!(
         out.contains("1 malformed lines skipped")
             && out.contains("timing.jsonl@old:1: line of 2097153 bytes")
-            && out.contains("2 lines left out at collect")
+            && out.contains("3 lines left out at collect")
             && out.contains("h01: /data/prover/logs/timing.jsonl line 2: line of 8388609 bytes"),
         "{out}"
     );
