@@ -232,6 +232,59 @@ impl<R: BufRead> Lines<R> {
         }
         Ok(n)
     }
+
+    /// Reads the next line as [`read_line`](Self::read_line) does, but a
+    /// line past the bound is passed over instead of being an error: the
+    /// rest of it is read and dropped piece by piece (never more than the
+    /// reader's buffer held), so a reader of many records can go on to the
+    /// next one and say which line it left out.
+    pub fn read_line_or_skip(&mut self, buf: &mut Vec<u8>) -> Result<LineRead, InputError> {
+        match self.read_line(buf) {
+            Ok(0) => Ok(LineRead::End),
+            Ok(n) => Ok(LineRead::Line(n)),
+            Err(InputError::LineTooLong { .. }) => {
+                let mut bytes = buf.len() as u64;
+                buf.clear();
+                // Ends at the newline or at the end of the file, which a
+                // regular file has.
+                loop {
+                    let piece = self
+                        .reader
+                        .fill_buf()
+                        .map_err(|e| InputError::io(self.kind, &self.path, e))?;
+                    if piece.is_empty() {
+                        break;
+                    }
+                    let (used, done) = match piece.iter().position(|b| *b == b'\n') {
+                        Some(i) => (i + 1, true),
+                        None => (piece.len(), false),
+                    };
+                    self.reader.consume(used);
+                    bytes += used as u64;
+                    if done {
+                        break;
+                    }
+                }
+                Ok(LineRead::TooLong {
+                    line: self.line,
+                    bytes,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// What [`Lines::read_line_or_skip`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineRead {
+    /// The end of the file.
+    End,
+    /// A line of this many bytes (its newline included) is in the buffer.
+    Line(usize),
+    /// Line `line` was longer than the bound: `bytes` of it were passed
+    /// over, its newline included; the buffer is empty.
+    TooLong { line: u64, bytes: u64 },
 }
 
 #[cfg(test)]
@@ -354,5 +407,42 @@ mod tests {
         assert_eq!(lines.read_line(&mut buf).unwrap(), 8);
         assert_eq!(lines.read_line(&mut buf).unwrap(), 0);
         assert_eq!(lines.line_number(), 2);
+    }
+
+    /// Regression (issue 51, item 11): one overlong line must not hide the
+    /// records after it.
+    #[test]
+    fn an_overlong_line_is_passed_over_and_the_next_one_read() {
+        let mut text = b"short\n".to_vec();
+        text.extend(std::iter::repeat_n(b'x', 40));
+        text.extend_from_slice(b"\nafter\n");
+        text.extend(std::iter::repeat_n(b'y', 20));
+        let mut lines = Lines::new(
+            io::BufReader::with_capacity(4, &text[..]),
+            "timing file",
+            Path::new("t.jsonl"),
+        );
+        lines.max = 8;
+        let mut buf = Vec::new();
+        assert_eq!(
+            lines.read_line_or_skip(&mut buf).unwrap(),
+            LineRead::Line(6)
+        );
+        assert_eq!(
+            lines.read_line_or_skip(&mut buf).unwrap(),
+            LineRead::TooLong { line: 2, bytes: 41 }
+        );
+        assert!(buf.is_empty());
+        assert_eq!(
+            lines.read_line_or_skip(&mut buf).unwrap(),
+            LineRead::Line(6)
+        );
+        assert_eq!(buf, b"after\n");
+        // An overlong last line without its newline ends at the end of the file.
+        assert_eq!(
+            lines.read_line_or_skip(&mut buf).unwrap(),
+            LineRead::TooLong { line: 4, bytes: 20 }
+        );
+        assert_eq!(lines.read_line_or_skip(&mut buf).unwrap(), LineRead::End);
     }
 }

@@ -18,8 +18,10 @@ pub struct TargetArgs {
     /// Inventory file (YAML). Without it, the built-in local inventory.
     #[arg(short, long, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
-    /// Hosts to act on: names, groups, `tag:NAME` or globs, comma-separated;
-    /// `!PATTERN` leaves hosts out (`lab,!h3`), `&PATTERN` intersects.
+    /// Hosts to act on: names, groups, `tag:NAME`, globs or `@FILE` (a
+    /// retry file: host names one per line), separated by `,` or `:`;
+    /// `!PATTERN` leaves hosts out (`lab,!h3`, `all:!h3`), `&PATTERN`
+    /// intersects (`lab:&h1`).
     #[arg(short, long, value_name = "PATTERN", value_parser = limit_arg)]
     pub limit: Option<String>,
     /// Extra variable with the highest precedence, `key=value` (repeatable).

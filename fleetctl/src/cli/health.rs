@@ -117,11 +117,11 @@ pub fn status_table(readings: &[HostReading]) -> String {
                 format!("{busy}/{total}")
             })
         });
-        let note = match (&r.error, r.installed, d) {
-            (Some(e), _, _) => e.clone(),
-            (None, false, _) if r.reachable => "no release installed".into(),
-            (None, _, Some(d)) if !d.alive => "daemon not running".into(),
-            (None, _, Some(d)) if d.ready != Some(true) => {
+        let note = match (&r.error, r.installed, d, r.daemon_down_note()) {
+            (Some(e), ..) => e.clone(),
+            (None, false, ..) if r.reachable => "no release installed".into(),
+            (None, _, _, Some(down)) => down,
+            (None, _, Some(d), None) if d.ready != Some(true) => {
                 format!("not ready: {}", d.ready_reason.clone().unwrap_or_default())
             }
             _ => String::new(),
@@ -227,7 +227,7 @@ pub fn verdicts(
         let previous = std::fs::read_to_string(&path)
             .ok()
             .and_then(|t| Probe::parse(&t).ok());
-        out.push(if r.daemon_intent.as_deref() == Some("running") {
+        out.push(if r.daemon_expected() {
             evaluate_expecting_daemon(h, probe, previous.as_ref(), &policy)
         } else {
             evaluate(h, probe, previous.as_ref(), &policy)

@@ -189,6 +189,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let done = execute(prepared, &opts, Arc::new(RealRunner), vec![progress], rx).await?;
     print!("{}", done.table.render());
     println!("audit log: {}", done.audit.display());
+    if let Some(retry) = &done.retry {
+        println!(
+            "retry file: {} (the hosts that failed; --limit @{} runs only them)",
+            retry.display(),
+            retry.display()
+        );
+    }
     if let Some(path) = &args.exec.summary_json {
         let text = serde_json::to_string_pretty(&done.table.json())
             .context("encoding the JSON summary")?;

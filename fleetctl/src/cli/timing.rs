@@ -129,6 +129,7 @@ async fn collect_cmd(a: CollectArgs) -> anyhow::Result<ExitCode> {
         "files",
         "new bytes",
         "time",
+        "left out",
         "result",
     ]);
     let mut failed = 0;
@@ -143,10 +144,21 @@ async fn collect_cmd(a: CollectArgs) -> anyhow::Result<ExitCode> {
             s.files.to_string(),
             s.new_bytes.to_string(),
             format!("{} ms", s.elapsed_ms),
+            s.skipped.to_string(),
             s.error.clone().unwrap_or_else(|| "ok".into()),
         ]);
     }
     println!("{t}");
+    // Where every line left out was, so it can be looked at on the host.
+    for s in summary.iter().filter(|s| s.skipped > 0) {
+        println!(
+            "{}: left out {} line(s) (too long, or not a timing record):",
+            s.host, s.skipped
+        );
+        for l in collect::skipped_text(s.skipped, &s.skipped_lines).lines() {
+            println!("  {l}");
+        }
+    }
     let secs = started.elapsed().as_secs_f64();
     println!(
         "collected {total} new bytes from {} hosts in {secs:.2} s ({:.1} MB/s) into {}",
@@ -158,8 +170,9 @@ async fn collect_cmd(a: CollectArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn report_cmd(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    let store = Store::new(&a.store);
     let sources = if a.files.is_empty() {
-        store_sources(&Store::new(&a.store))?
+        store_sources(&store)?
     } else {
         file_sources(&a.files)
     };
@@ -169,7 +182,15 @@ fn report_cmd(a: ReportArgs) -> anyhow::Result<ExitCode> {
         a.store.display()
     );
     let started = Instant::now();
-    let s = scan(&sources)?;
+    let mut s = scan(&sources)?;
+    if a.files.is_empty() {
+        // What collect left out is a note beside the report: a state file
+        // that cannot be read costs the note, never the report.
+        match store.skipped() {
+            Ok((count, lines)) => s.add_collect_skipped(count, lines),
+            Err(e) => eprintln!("warning: lines left out at collect not listed: {e}"),
+        }
+    }
     let thresholds = Thresholds {
         min_h2d_gbps: a.min_h2d_gbps,
         min_busy: a.min_busy,

@@ -258,6 +258,7 @@ impl<'a> Dispatcher<'a> {
                 run_id: self.d.run_id.clone(),
                 check: self.d.check,
                 phase,
+                resume_of: self.d.resume.as_ref().map(|st| st.run_id.clone()),
             };
             let emit = Emitter::new(&self.d.run_id, &host.name, self.events.0.clone());
             set.spawn(i, &host.name, self.runner.run(job, emit, self.stop.clone()));

@@ -72,6 +72,9 @@ pub struct HostJob {
     pub run_id: String,
     pub check: bool,
     pub phase: Phase,
+    /// The run a check of a resume looks at (`--resume ID --check`), so
+    /// that it can say which of that run's dead locks the resume takes over.
+    pub resume_of: Option<String>,
 }
 
 /// How a host task ended.
@@ -223,6 +226,16 @@ async fn with_transport(
     }
 
     let lock = if job.check {
+        // Changes nothing, but shows who holds the lock: a dead run's lock
+        // is what a resume will meet.
+        let t = Timer::start(emit, "lock");
+        match steps::peek_lock(host, transport, job.resume_of.as_deref()).await {
+            Ok(view) => t.done(true, view),
+            Err(e) => t.done(
+                true,
+                format!("check mode: the lock could not be read: {}", e.cause),
+            ),
+        }
         None
     } else {
         let t = Timer::start(emit, "lock");

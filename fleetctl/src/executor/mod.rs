@@ -47,6 +47,12 @@ pub enum ExecError {
         path: PathBuf,
         cause: Box<steps::Cause>,
     },
+    #[error("host {host}: config_file: {source} (the inventory's `config_file`, shipped with every release; nothing was contacted)")]
+    ConfigFile {
+        host: String,
+        #[source]
+        source: InputError,
+    },
     #[error(transparent)]
     State(#[from] state::StateError),
     #[error(transparent)]
@@ -84,12 +90,34 @@ pub fn prepare(playbook: &str, target: &Target, binary: &Path) -> Result<Prepare
     } else {
         None
     };
+    if playbook.uploads() {
+        check_config_files(&hosts)?;
+    }
     Ok(Prepared {
         playbook: Arc::new(playbook),
         inventory: inv.file,
         hosts,
         release: Arc::new(Build::new(binary.to_owned(), sha256)),
     })
+}
+
+/// Every `config_file` a run ships is a regular file that opens, checked
+/// once per file before any host is contacted: found missing by each host's
+/// upload, it failed the fleet one host at a time, after connect and lock.
+fn check_config_files(hosts: &[Host]) -> Result<(), ExecError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for host in hosts {
+        let Some(path) = &host.config_file else {
+            continue;
+        };
+        if seen.insert(path.clone()) {
+            input::open_regular("config file", path).map_err(|source| ExecError::ConfigFile {
+                host: host.name.clone(),
+                source,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// A new run id: UTC time plus a random suffix, sortable and unique.
@@ -140,6 +168,31 @@ pub struct Finished {
     pub summary: RunSummary,
     pub table: Summary,
     pub audit: PathBuf,
+    /// The retry file naming the hosts that failed (`--limit @FILE` runs
+    /// only those), when the run was no check and some host failed.
+    pub retry: Option<PathBuf>,
+}
+
+/// Writes the run's retry file when a host failed; a file that cannot be
+/// written costs a warning, not the run's outcome.
+fn write_retry(state_dir: &Path, summary: &RunSummary) -> Option<PathBuf> {
+    let failed: Vec<&str> = summary
+        .hosts
+        .iter()
+        .filter(|(_, s)| s.is_failure())
+        .map(|(h, _)| h.as_str())
+        .collect();
+    if failed.is_empty() {
+        return None;
+    }
+    let path = crate::inventory::retry::path(state_dir, &summary.run_id);
+    match crate::inventory::retry::write(&path, &failed) {
+        Ok(()) => Some(path),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "could not write the retry file");
+            None
+        }
+    }
 }
 
 /// Runs a prepared playbook with the given reporters (plus the audit log and
@@ -193,10 +246,14 @@ pub async fn execute(
         origin: opts.origin.clone(),
     };
     let summary = dispatch(d, runner, &mut reporters, stop).await?;
+    let retry = (!opts.check)
+        .then(|| write_retry(&opts.state_dir, &summary))
+        .flatten();
     Ok(Finished {
         summary,
         table,
         audit: audit_path,
+        retry,
     })
 }
 
@@ -250,6 +307,33 @@ mod tests {
             .collect();
         out.sort();
         out
+    }
+
+    /// Regression (issue 51, item 12): a run with failures leaves a retry
+    /// file of the failed hosts, as Ansible writes one; a clean run none.
+    #[test]
+    fn a_run_with_failures_writes_a_retry_file_of_the_failed_hosts() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = RunOptions {
+            check: false,
+            resume: None,
+            state_dir: dir.path().to_owned(),
+            origin: Default::default(),
+            resume_with: None,
+        };
+        let done = run_scripted(
+            prepared(4, strategy(1, BatchSize::Count(4), 3)),
+            &opts,
+            &["h1", "h3"],
+        );
+        let retry = done.retry.expect("a retry file");
+        assert_eq!(
+            retry,
+            crate::inventory::retry::path(dir.path(), &done.summary.run_id)
+        );
+        assert_eq!(std::fs::read_to_string(&retry).unwrap(), "h1\nh3\n");
+        let clean = run_scripted(prepared(2, strategy(1, BatchSize::Count(2), 0)), &opts, &[]);
+        assert!(clean.retry.is_none());
     }
 
     #[test]

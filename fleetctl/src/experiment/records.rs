@@ -3,7 +3,7 @@
 //! window so a long history never sits in memory.
 
 use super::analysis::{host_records, HostRecords, HostWindow};
-use crate::input::{InputError, Lines};
+use crate::input::{InputError, LineRead, Lines};
 use crate::timing::store::{Store, StoreError};
 use fleet_wire::timing::TimingLine;
 use std::path::PathBuf;
@@ -49,7 +49,17 @@ pub fn read(
         }
         let mut file = Lines::open("timing file", &path)?;
         let mut buf = Vec::new();
-        while file.read_line(&mut buf)? > 0 {
+        loop {
+            match file.read_line_or_skip(&mut buf)? {
+                LineRead::End => break,
+                LineRead::Line(_) => {}
+                // Passed over without being held, as the timing report
+                // does: one hostile line must not cost the experiment.
+                LineRead::TooLong { .. } => {
+                    unreadable += 1;
+                    continue;
+                }
+            }
             let Ok(line) = std::str::from_utf8(&buf) else {
                 unreadable += 1;
                 continue;
@@ -86,7 +96,15 @@ mod tests {
                 r#"{{"kind":"proof","v":1,"ts_ms":{ts},"host":"h1","build":"b","job_id":"j","circuit":"chain","size":16,"partitions":1,"backend":"cpu","total_ms":3.0}}"#
             )
         };
-        let text = format!("{}\n{}\nnot json\n{}\n", line(5), line(15), line(25));
+        // An overlong line (an older collect stored it) is passed over and
+        // counted, not the end of the experiment's analysis.
+        let long = "x".repeat(crate::input::MAX_LINE + 1);
+        let text = format!(
+            "{}\n{}\nnot json\n{long}\n{}\n",
+            line(5),
+            line(15),
+            line(25)
+        );
         std::fs::write(host.join("timing.jsonl@1"), text).unwrap();
         let window = HostWindow {
             host: "h1".into(),
@@ -98,7 +116,7 @@ mod tests {
         };
         let long_ago = SystemTime::now() - Duration::from_secs(3600);
         let (recs, bad) = read(&store, &window, long_ago).unwrap();
-        assert_eq!((recs.proofs.len(), bad), (1, 1));
+        assert_eq!((recs.proofs.len(), bad), (1, 2));
         assert_eq!(recs.proofs[0].ts_ms, 15);
         let later = SystemTime::now() + Duration::from_secs(3600);
         assert_eq!(read(&store, &window, later).unwrap().0.proofs.len(), 0);

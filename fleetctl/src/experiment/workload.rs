@@ -181,12 +181,21 @@ async fn one_job(
 /// Submits the definition's jobs to one host, `concurrency` at a time,
 /// until the job count or the duration is reached or Ctrl-C stops it
 /// (jobs in flight finish; a second Ctrl-C abandons them).
+/// Jobs finished so far, across every host of a measurement, for its
+/// progress lines.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub ok: std::sync::atomic::AtomicU64,
+    pub failed: std::sync::atomic::AtomicU64,
+}
+
 pub async fn drive(
     t: Arc<Transport>,
     host: &Host,
     build: Option<String>,
     s: &Submit,
     stop: watch::Receiver<Stop>,
+    tally: Arc<Tally>,
 ) -> Result<HostLoad, WorkloadError> {
     let cmd = Arc::new(Cmd::new(host).map_err(|source| WorkloadError::Quote {
         host: host.name.clone(),
@@ -197,12 +206,13 @@ pub async fn drive(
     let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..s.concurrency {
-        let (t, cmd, next, s, name) = (
+        let (t, cmd, next, s, name, tally) = (
             t.clone(),
             cmd.clone(),
             next.clone(),
             s.clone(),
             host.name.clone(),
+            tally.clone(),
         );
         let mut stop = stop.clone();
         workers.spawn(async move {
@@ -222,7 +232,11 @@ pub async fn drive(
                     break;
                 }
                 tokio::select! {
-                    r = one_job(&t, &name, &cmd, &s, seed) => done.push(r),
+                    r = one_job(&t, &name, &cmd, &s, seed) => {
+                        let count = if r.1.is_ok() { &tally.ok } else { &tally.failed };
+                        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        done.push(r);
+                    }
                     _ = stop.wait_for(|s| *s == Stop::Abort) => {
                         interrupted = true;
                         break;

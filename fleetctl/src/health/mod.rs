@@ -16,3 +16,7 @@ pub mod status;
 /// drain with `stop: true`, the `stop` playbook). `fleetctl health` fails a
 /// host whose daemon should run and does not.
 pub const INTENT_FILE: &str = "daemon";
+/// [`INTENT_FILE`]'s word for a daemon that should be up.
+pub const INTENT_RUNNING: &str = "running";
+/// [`INTENT_FILE`]'s word for a daemon stopped on purpose.
+pub const INTENT_STOPPED: &str = "stopped";

@@ -113,6 +113,32 @@ fn parse(host: &str, text: &str) -> Parsed {
 }
 
 impl HostReading {
+    /// The host's last start said its daemon should run, and no stop since.
+    pub fn daemon_expected(&self) -> bool {
+        self.daemon_intent.as_deref() == Some(super::INTENT_RUNNING)
+    }
+
+    /// Why no daemon runs, as the recorded intent tells it: stopped on
+    /// purpose, down although it should run (a crash, a kill), or not known
+    /// (never started by fleetctl). `None` when it runs or nothing is known
+    /// of it.
+    pub fn daemon_down_note(&self) -> Option<String> {
+        let d = self.probe.as_ref()?.daemon.as_ref()?;
+        if d.alive {
+            return None;
+        }
+        Some(match self.daemon_intent.as_deref() {
+            Some(super::INTENT_STOPPED) => {
+                "daemon stopped on purpose (state/daemon = stopped)".to_owned()
+            }
+            Some(super::INTENT_RUNNING) => {
+                "daemon DOWN: should run (state/daemon = running) and does not: crashed or killed"
+                    .to_owned()
+            }
+            _ => "daemon not running".to_owned(),
+        })
+    }
+
     /// Page-locked memory the daemon holds, by its own account: its pool's
     /// `held_bytes` from `/status` when the pool pins (`mlock`, `cuda`;
     /// 0 for a `heap` pool). Without an answer from `/status`, the

@@ -10,6 +10,7 @@ mod host;
 pub mod names;
 pub mod raw;
 pub mod resolve;
+pub mod retry;
 pub mod select;
 pub mod yaml;
 
@@ -24,7 +25,8 @@ use std::path::{Path, PathBuf};
 pub struct Target {
     /// Inventory file; `None` is the built-in local inventory.
     pub inventory: Option<PathBuf>,
-    /// `--limit` pattern: names, groups, `tag:NAME` or globs, comma-separated.
+    /// `--limit` pattern: names, groups, `tag:NAME`, globs or `@FILE`,
+    /// separated by `,` or `:` ([`select`]).
     pub limit: Option<String>,
     /// `key=value` variables with the highest precedence.
     pub extra_vars: Vec<String>,

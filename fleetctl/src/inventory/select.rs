@@ -1,7 +1,11 @@
-//! `--limit`: pick hosts by name, group, `tag:NAME` or glob, comma-separated;
-//! `!PATTERN` leaves hosts out and `&PATTERN` keeps only those it matches.
+//! `--limit`: pick hosts by name, group, `tag:NAME`, glob or `@FILE` (a
+//! retry file), separated by `,` or `:` as Ansible writes them; `!PATTERN`
+//! leaves hosts out and `&PATTERN` keeps only those it matches.
 
 use super::resolve::ResolvedInventory;
+use super::retry;
+use crate::input::InputError;
+use std::path::Path;
 
 /// A `--limit` that picked nothing, or a pattern that is not a valid glob.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +28,46 @@ pub enum SelectError {
     Empty { file: String },
     #[error("--limit {pattern:?}: {}", NO_PATTERN)]
     NoPattern { pattern: String },
+    #[error("--limit @FILE: {0}")]
+    RetryFile(#[source] InputError),
+    #[error("--limit @{file}:{line}: `{name}` is no host of the inventory (hosts: {hosts})")]
+    RetryHost {
+        file: String,
+        line: u64,
+        name: String,
+        hosts: String,
+    },
+    #[error("--limit @{file}: names no host")]
+    RetryEmpty { file: String },
+}
+
+/// The patterns of a `--limit`, separated as Ansible separates them: by `,`
+/// or by `:` (`all:!h3`, `lab:&h1`). A `:` does not separate inside a glob's
+/// `[...]`, after `tag` (`tag:NAME`, fleetctl's own form) or in `@FILE`,
+/// which runs to the next `,`.
+pub fn patterns(limit: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut start, mut depth) = (0, 0usize);
+    for (i, c) in limit.char_indices() {
+        let token = limit[start..i].trim_start();
+        let colon_ends = |t: &str| {
+            let bare = t.trim_start_matches(['!', '&']).trim();
+            bare != "tag" && !bare.starts_with('@')
+        };
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' | ':' if depth == 0 && (c == ',' || colon_ends(token)) => {
+                out.push(limit[start..i].trim());
+                start = i + c.len_utf8();
+                depth = 0;
+            }
+            _ => {}
+        }
+    }
+    out.push(limit[start..].trim());
+    out.retain(|p| !p.is_empty());
+    out
 }
 
 /// What is wrong with a `--limit` of no pattern.
@@ -35,7 +79,7 @@ pub const NO_PATTERN: &str =
 /// hosts were meant, and was taken as every host. Checked by the command
 /// line (as a usage error) and again by [`select`], for other callers.
 pub fn check_limit(limit: &str) -> Result<(), SelectError> {
-    if limit.split(',').all(|p| p.trim().is_empty()) {
+    if patterns(limit).is_empty() {
         return Err(SelectError::NoPattern {
             pattern: limit.to_owned(),
         });
@@ -63,7 +107,7 @@ pub fn select(inv: &ResolvedInventory, limit: Option<&str>) -> Result<Vec<usize>
     let n = inv.hosts.len();
     let (mut union, mut any_plain) = (vec![false; n], false);
     let (mut within, mut without) = (vec![true; n], vec![false; n]);
-    for pattern in limit.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for pattern in patterns(limit) {
         let (kind, bare) = match pattern.as_bytes()[0] {
             b'!' => ('!', pattern[1..].trim()),
             b'&' => ('&', pattern[1..].trim()),
@@ -71,6 +115,8 @@ pub fn select(inv: &ResolvedInventory, limit: Option<&str>) -> Result<Vec<usize>
         };
         let hits = if bare.is_empty() {
             Vec::new()
+        } else if let Some(file) = bare.strip_prefix('@') {
+            retry_hosts(inv, Path::new(file.trim()))?
         } else {
             matches(inv, bare)?
         };
@@ -101,6 +147,39 @@ pub fn select(inv: &ResolvedInventory, limit: Option<&str>) -> Result<Vec<usize>
         return Err(no_match(inv, limit, "selects no host"));
     }
     Ok(out)
+}
+
+/// The hosts a retry file names; each name must be a host of the
+/// inventory (a name from another inventory is a mistake worth stopping
+/// for, not a host to drop silently).
+fn retry_hosts(inv: &ResolvedInventory, file: &Path) -> Result<Vec<usize>, SelectError> {
+    let names = retry::read(file).map_err(SelectError::RetryFile)?;
+    let mut hits = Vec::new();
+    for (line, name) in names {
+        match inv.hosts.iter().position(|h| h.host.name == name) {
+            Some(i) => hits.push(i),
+            None => {
+                return Err(SelectError::RetryHost {
+                    file: file.display().to_string(),
+                    line,
+                    // The file is not ours: never repeat a long line whole.
+                    name: name.chars().take(64).collect(),
+                    hosts: inv
+                        .hosts
+                        .iter()
+                        .map(|h| h.host.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+        }
+    }
+    if hits.is_empty() {
+        return Err(SelectError::RetryEmpty {
+            file: file.display().to_string(),
+        });
+    }
+    Ok(hits)
 }
 
 fn matches(inv: &ResolvedInventory, pattern: &str) -> Result<Vec<usize>, SelectError> {
@@ -256,6 +335,52 @@ hosts:
         let e = select(&inv, Some("gpu,!gpu")).unwrap_err().to_string();
         assert!(e.contains("selects no host"), "{e}");
         assert!(select(&inv, Some("gpu,!")).is_err(), "a bare ! is a typo");
+    }
+
+    /// Regression (issue 51, item 12): Ansible's colon forms.
+    #[test]
+    fn ansible_colon_forms_select_as_their_comma_forms() {
+        assert_eq!(names(Some("all:!gpu-02")), names(Some("all,!gpu-02")));
+        assert_eq!(names(Some("all:!gpu-02")).len(), 4);
+        assert_eq!(names(Some("gpu:&tag:canary")), vec!["gpu-01"]);
+        assert_eq!(names(Some("gpu:&gpu-01")), vec!["gpu-01"]);
+        assert_eq!(
+            names(Some("gpu:cpu:!canary")),
+            vec!["gpu-01", "gpu-02", "cpu-01"]
+        );
+        assert_eq!(
+            names(Some("!canary:gpu")),
+            vec!["gpu-01", "gpu-02"],
+            "order does not matter"
+        );
+        assert_eq!(names(Some("tag:canary:gpu-02")), vec!["gpu-01", "gpu-02"]);
+        assert_eq!(
+            names(Some("gpu-0[1:2]")).len(),
+            2,
+            "a colon in a glob class"
+        );
+        assert_eq!(patterns("a: b ,:c"), vec!["a", "b", "c"]);
+        assert_eq!(patterns("@x:y.retry,h"), vec!["@x:y.retry", "h"]);
+        assert!(check_limit("::").is_err());
+    }
+
+    #[test]
+    fn a_retry_file_selects_its_hosts_and_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("site.retry");
+        std::fs::write(&f, "gpu-03\ncpu-01\n").unwrap();
+        let at = format!("@{}", f.display());
+        assert_eq!(names(Some(&at)), vec!["gpu-03", "cpu-01"]);
+        assert_eq!(names(Some(&format!("{at},!cpu-01"))), vec!["gpu-03"]);
+        std::fs::write(&f, "gpu-03\ngpu-99\n").unwrap();
+        let e = select(&inv(), Some(&at)).unwrap_err().to_string();
+        assert!(e.contains("site.retry:2: `gpu-99` is no host"), "{e}");
+        std::fs::write(&f, "\n").unwrap();
+        let e = select(&inv(), Some(&at)).unwrap_err().to_string();
+        assert!(e.ends_with("names no host"), "{e}");
+        std::fs::write(&f, vec![b'a'; retry::MAX_BYTES as usize + 1]).unwrap();
+        let e = select(&inv(), Some(&at)).unwrap_err().to_string();
+        assert!(e.contains("more than the 1048576 allowed"), "{e}");
     }
 
     #[test]

@@ -64,10 +64,22 @@ pub(super) async fn run(
     let store = Store::new(&p.store);
     let fetch = collect_host(ctx.transport, ctx.host, &store, p.chunk_bytes);
     match tokio::time::timeout(p.timeout, fetch).await {
-        Ok(Ok((files, bytes))) => Ok(StepOutcome::done(format!(
-            "{bytes} new bytes from {files} file(s) into {}",
-            store.host_dir(&ctx.host.name).display()
-        ))),
+        Ok(Ok(got)) => {
+            let mut detail = format!(
+                "{} new bytes from {} file(s) into {}",
+                got.new_bytes,
+                got.files,
+                store.host_dir(&ctx.host.name).display()
+            );
+            if got.skipped > 0 {
+                detail += &format!(
+                    "; left out {} line(s):\n{}",
+                    got.skipped,
+                    got.skipped_text()
+                );
+            }
+            Ok(StepOutcome::done(detail))
+        }
         Ok(Err(e)) => Err((Cause::Check(e.to_string()), KEPT.to_owned())),
         Err(_) => Err((
             Cause::Check(format!(

@@ -109,6 +109,23 @@ pub async fn acquire_lock(
     }
 }
 
+/// One `name=value` field of an owner line.
+fn owner_field<'a>(holder: &'a str, name: &str) -> Option<&'a str> {
+    holder
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+}
+
+/// Whether the process named by `holder` (an owner line) is provably gone:
+/// taken on this machine by a pid that no longer exists here. A holder on
+/// another machine, or without a pid, cannot be known dead from here.
+fn holder_is_dead(holder: &str, this_host: &str, pid_exists: impl Fn(u32) -> bool) -> bool {
+    let pid = owner_field(holder, "pid").and_then(|p| p.parse::<u32>().ok());
+    owner_field(holder, "host") == Some(this_host)
+        && this_host != "?"
+        && pid.is_some_and(|pid| pid != std::process::id() && !pid_exists(pid))
+}
+
 /// Whether `holder` (an owner line) is this run, taken on this machine by
 /// a process that no longer exists.
 fn holder_is_gone(
@@ -117,16 +134,78 @@ fn holder_is_gone(
     this_host: &str,
     pid_exists: impl Fn(u32) -> bool,
 ) -> bool {
-    let field = |name: &str| {
-        holder
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+    owner_field(holder, "run") == Some(run) && holder_is_dead(holder, this_host, pid_exists)
+}
+
+/// What a check run says about a host's lock, read without taking it: free,
+/// or who holds it, for how long, whether that holder is dead, and what a
+/// run (a resume of `resume_of`, when given) would do about it.
+pub async fn peek_lock(
+    host: &Host,
+    transport: &Transport,
+    resume_of: Option<&str>,
+) -> Result<String, StepError> {
+    let layout = Layout::new(host);
+    let path = layout.lock_dir();
+    let script = (|| -> Result<String, Cause> {
+        let lock = q(&path)?;
+        Ok(format!(
+            "if [ -d {lock} ]; then echo held; sed -n 2p {lock}/owner 2>/dev/null; echo;              echo \"age=$(( $(date +%s) - $(stat -c %Y {lock} 2>/dev/null || date +%s) ))\";              else echo free; fi"
+        ))
+    })()
+    .map_err(|c| error(host, c, "nothing was changed"))?;
+    let out = transport
+        .run_script_ok(&script, QUICK)
+        .await
+        .map_err(|e| error(host, e.into(), "nothing was changed"))?;
+    let text = out.stdout_text();
+    let mut lines = text.lines();
+    if lines.next() != Some("held") {
+        return Ok(format!("check mode: {path} is free; a run takes it"));
+    }
+    let holder = lines.next().unwrap_or("").trim().to_owned();
+    let age = lines
+        .filter_map(|l| l.strip_prefix("age="))
+        .find_map(|a| a.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    Ok(peek_words(
+        &path,
+        &holder,
+        age,
+        resume_of,
+        &local_hostname(),
+        pid_exists,
+    ))
+}
+
+/// [`peek_lock`]'s sentence for a held lock.
+fn peek_words(
+    path: &str,
+    holder: &str,
+    age: Option<Duration>,
+    resume_of: Option<&str>,
+    this_host: &str,
+    pid_exists: impl Fn(u32) -> bool + Copy,
+) -> String {
+    if !holder_is_dead(holder, this_host, pid_exists) {
+        return format!(
+            "check mode: {}; a run is refused",
+            held_message(path, holder, age)
+        );
+    }
+    let age_text = age.map_or("an unknown time".to_owned(), |a| {
+        humantime::format_duration(a).to_string()
+    });
+    let pid = owner_field(holder, "pid").unwrap_or("?");
+    let then = match resume_of {
+        Some(run) if holder_is_gone(holder, run, this_host, pid_exists) => {
+            "this resume takes it over".to_owned()
+        }
+        _ => format!("only a resume of its own run takes it over; else remove {path} by hand"),
     };
-    let pid = field("pid").and_then(|p| p.parse::<u32>().ok());
-    field("run") == Some(run)
-        && field("host") == Some(this_host)
-        && this_host != "?"
-        && pid.is_some_and(|pid| pid != std::process::id() && !pid_exists(pid))
+    format!(
+        "check mode: host is locked by {holder} for {age_text}, a DEAD holder (pid {pid} no longer runs on this machine): {then}"
+    )
 }
 
 fn pid_exists(pid: u32) -> bool {
@@ -288,6 +367,33 @@ mod tests {
         assert!(!holder_is_gone("", "r1", "ctl", dead), "no owner file");
         let mine = format!("run=r1 host=ctl pid={}", std::process::id());
         assert!(!holder_is_gone(&mine, "r1", "ctl", dead), "ourselves");
+    }
+
+    /// Regression (issue 51, item 13e): a check shows a dead run's lock.
+    #[test]
+    fn a_check_names_a_dead_holder_and_what_a_resume_would_do() {
+        let line = "run=r1 user=ops host=ctl pid=4000000 since=2026-01-01T00:00:00Z";
+        let age = Some(Duration::from_secs(90));
+        let dead = |_| false;
+        let w = peek_words("/d/state/lock", line, age, Some("r1"), "ctl", dead);
+        assert!(
+            w.contains("locked by run=r1 user=ops")
+                && w.contains("DEAD holder (pid 4000000")
+                && w.ends_with("this resume takes it over"),
+            "{w}"
+        );
+        let w = peek_words("/d/state/lock", line, age, None, "ctl", dead);
+        assert!(
+            w.contains("DEAD") && w.contains("remove /d/state/lock by hand"),
+            "{w}"
+        );
+        let w = peek_words("/d/state/lock", line, age, Some("r1"), "ctl", |_| true);
+        assert!(
+            !w.contains("DEAD") && w.ends_with("a run is refused"),
+            "{w}"
+        );
+        let w = peek_words("/d/state/lock", line, age, Some("r1"), "other", dead);
+        assert!(!w.contains("DEAD"), "another machine's holder: {w}");
     }
 
     #[test]

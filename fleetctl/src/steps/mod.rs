@@ -38,7 +38,7 @@ pub use drain::DrainParams;
 pub use handover::HandoverParams;
 pub use health::HealthParams;
 pub use layout::Layout;
-pub use lock::{acquire_lock, release_lock, LockGuard};
+pub use lock::{acquire_lock, peek_lock, release_lock, LockGuard};
 pub use outcome::{Cause, Failed, StepError, StepOutcome};
 pub use params::ByteSize;
 pub use prepare::PrepareParams;

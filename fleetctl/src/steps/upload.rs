@@ -229,7 +229,25 @@ pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepO
     };
     let how = sent_words(&sent);
     ctx.state.uploaded = Some(sent);
-    kept(runs_here(ctx, &dir).await, KEPT)?;
+    if let Err(cause) = runs_here(ctx, &dir).await {
+        // A build that cannot start here is no release of this host: what
+        // this step made goes, as after a failed transfer.
+        if dir_existed {
+            return Err((cause, format!("{KEPT}; {dir} was there before and is kept")));
+        }
+        let rm = kept(q(&dir), KEPT)?;
+        return match ctx
+            .transport
+            .run_script_ok(&format!("rm -rf -- {rm}"), QUICK)
+            .await
+        {
+            Ok(_) => Err((cause, format!("{KEPT}; the uploaded release was removed"))),
+            Err(e) => Err((
+                cause,
+                format!("{KEPT}; the uploaded release may remain ({e})"),
+            )),
+        };
+    }
     let pruned = kept(prune(ctx, p.keep_releases).await, KEPT)?;
     Ok(StepOutcome::done(format!(
         "uploaded release {short} ({}; {how}){swept}{pruned}",

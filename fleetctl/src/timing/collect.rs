@@ -8,7 +8,14 @@
 //! between listing and reading cannot splice two files. Only whole lines are
 //! fetched; the state is saved after every chunk, so an interrupted collect
 //! resumes where it stopped. Nothing on the host is changed.
+//!
+//! A line longer than any record, or one that is not a record, is not
+//! stored ([`super::line`]): it is counted in the host's state with its file
+//! and line number, and a line longer than a chunk is measured on the host
+//! and passed over without crossing the link, so no line is held past the
+//! chunk's bound.
 
+use super::line::{self, SkippedLine, Verdict, MAX_LINE};
 use super::store::{FileState, HostLock, HostState, Store, StoreError};
 use crate::fanout;
 use crate::inventory::Host;
@@ -79,6 +86,10 @@ pub struct HostSummary {
     pub elapsed_ms: u64,
     /// `None` when the host was collected completely.
     pub error: Option<String>,
+    /// Lines left out this time (too long, or not a record): how many, and
+    /// the first ones with their file and line number.
+    pub skipped: u64,
+    pub skipped_lines: Vec<SkippedLine>,
 }
 
 /// One remote file as listed.
@@ -117,13 +128,129 @@ async fn hold_host(store: &Store, host: &str) -> Result<HostLock, StoreError> {
     }
 }
 
-/// Collects one host: list, then fetch every file's new whole lines.
+/// What one collect of a host fetched.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fetched {
+    /// Remote files listed (the log and its rotations).
+    pub files: usize,
+    /// Bytes added to the store.
+    pub new_bytes: u64,
+    /// Lines this collect left out (too long, or not a record).
+    pub skipped: u64,
+    /// The first of them, with where they were ([`SKIPPED_SHOWN`] at most).
+    pub skipped_lines: Vec<SkippedLine>,
+}
+
+/// How many of a collect's skipped lines are named in its outcome; the
+/// store's state keeps more, and `timing report` lists those.
+pub const SKIPPED_SHOWN: usize = 10;
+
+impl Fetched {
+    fn skip(&mut self, state: &mut HostState, line: SkippedLine) {
+        tracing::warn!(host = %line.host, file = %line.file, line = line.line, reason = %line.reason, "timing line left out");
+        self.skipped += 1;
+        if self.skipped_lines.len() < SKIPPED_SHOWN {
+            self.skipped_lines.push(line.clone());
+        }
+        state.skip(line);
+    }
+
+    /// The skipped lines on one line each, for a table cell or a step's
+    /// detail: `timing.jsonl line 3: <reason>`, and how many more.
+    pub fn skipped_text(&self) -> String {
+        skipped_text(self.skipped, &self.skipped_lines)
+    }
+}
+
+/// `count` skipped lines, `lines` the first of them, one per line:
+/// `FILE line N: REASON`, and how many more.
+pub fn skipped_text(count: u64, lines: &[SkippedLine]) -> String {
+    let mut out: Vec<String> = lines
+        .iter()
+        .map(|s| format!("{} line {}: {}", s.file, s.line, s.reason))
+        .collect();
+    let more = count.saturating_sub(lines.len() as u64);
+    if more > 0 {
+        out.push(format!(
+            "and {more} more (`fleetctl timing report` lists them)"
+        ));
+    }
+    out.join("\n")
+}
+
+/// Newlines in a local file, read in pieces (a state written before lines
+/// were counted: its local copy holds every line fetched).
+fn count_lines(path: &std::path::Path) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0;
+    loop {
+        let got = f.read(&mut buf)?;
+        if got == 0 {
+            return Ok(n);
+        }
+        n += buf[..got].iter().filter(|b| **b == b'\n').count() as u64;
+    }
+}
+
+/// Length of the line at byte `from` of the remote file (its newline
+/// included), measured on the host so that a line longer than any record
+/// never crosses the link; `None` while it has no newline yet (still being
+/// written, or cut off), within the `size` listed.
+async fn remote_line_length(
+    t: &Transport,
+    host: &str,
+    open: &str,
+    from: u64,
+    size: u64,
+) -> Result<Option<u64>, CollectError> {
+    let script = format!(
+        "{open}; tail -c +{} <&3 | head -c {} | head -n 1 | wc -lc",
+        from + 1,
+        size - from
+    );
+    let out = t
+        .run_script(&script, Duration::from_secs(120))
+        .await
+        .map_err(|source| CollectError::Transport {
+            host: host.to_owned(),
+            source,
+        })?;
+    if out.status == Some(3) || out.status == Some(4) {
+        return Ok(None);
+    }
+    let text = out.stdout_text();
+    let mut it = text.split_whitespace().map(str::parse::<u64>);
+    match (out.success(), it.next(), it.next()) {
+        (true, Some(Ok(newlines)), Some(Ok(bytes))) if bytes <= size - from => {
+            Ok((newlines == 1).then_some(bytes))
+        }
+        _ => Err(CollectError::Transport {
+            host: host.to_owned(),
+            source: TransportError::Failed {
+                host: host.to_owned(),
+                command: script,
+                status: out.status,
+                stderr: crate::timing::line::bounded_reason(&out.stderr_text()),
+            },
+        }),
+    }
+}
+
+/// Collects one host: list, then fetch every file's new whole lines,
+/// keeping those [`line::verdict`] keeps and counting the others in the
+/// host's state with where they were.
 pub async fn collect_host(
     t: &Transport,
     host: &Host,
     store: &Store,
     chunk: u64,
-) -> Result<(usize, u64), CollectError> {
+) -> Result<Fetched, CollectError> {
     let tr = |source| CollectError::Transport {
         host: host.name.clone(),
         source,
@@ -164,13 +291,17 @@ pub async fn collect_host(
         path: host_dir.display().to_string(),
         source: e,
     })?;
-    let mut new_bytes = 0;
+    let mut fetched = Fetched {
+        files: remotes.len(),
+        ..Fetched::default()
+    };
     for r in &remotes {
         let key = r.inode.to_string();
         let mut file = state.files.get(&key).cloned().unwrap_or_else(|| FileState {
             inode: r.inode,
             fetched: 0,
             local: format!("{base}@{}", r.inode),
+            lines: Some(0),
         });
         if r.size < file.fetched {
             // A timing log only grows; a shorter file under a known inode means
@@ -179,17 +310,33 @@ pub async fn collect_host(
             let kept = host_dir.join(format!("{}.replaced-{}", file.local, file.fetched));
             let _ = std::fs::rename(&old, &kept);
             file.fetched = 0;
+            file.lines = Some(0);
         }
         let local_path = host_dir.join(&file.local);
+        let local_err = |e| CollectError::Local {
+            host: host.name.clone(),
+            path: local_path.display().to_string(),
+            source: e,
+        };
+        let mut lines = match file.lines {
+            Some(n) => n,
+            None => count_lines(&local_path).map_err(local_err)?,
+        };
+        // Where a skipped line was: the file as the host names it.
+        let remote_name = if dir == "." {
+            r.name.clone()
+        } else {
+            format!("{dir}/{}", r.name)
+        };
         let qname = q(&r.name)?;
+        let open = format!(
+            "cd {qdir} || exit 3; exec 3< {qname} || exit 3; [ \"$(stat -L -c %i /dev/fd/3)\" = {} ] || exit 4",
+            r.inode
+        );
         let mut chunk = chunk.max(4096);
         while file.fetched < r.size {
             let want = (r.size - file.fetched).min(chunk);
-            let read = format!(
-                "cd {qdir} || exit 3; exec 3< {qname} || exit 3; [ \"$(stat -L -c %i /dev/fd/3)\" = {} ] || exit 4; tail -c +{} <&3 | head -c {want}",
-                r.inode,
-                file.fetched + 1
-            );
+            let read = format!("{open}; tail -c +{} <&3 | head -c {want}", file.fetched + 1);
             let out = t
                 .run_script(&read, Duration::from_secs(120))
                 .await
@@ -217,29 +364,68 @@ pub async fn collect_host(
             let short = (out.stdout.len() as u64) < want
                 || file.fetched + out.stdout.len() as u64 >= r.size;
             if whole == 0 {
+                if want > MAX_LINE as u64 {
+                    // No record is this long: measure the line on the host
+                    // and pass over it, rather than read it whole.
+                    let Some(bytes) =
+                        remote_line_length(t, &host.name, &open, file.fetched, r.size).await?
+                    else {
+                        // Not ended yet: left out once it is.
+                        break;
+                    };
+                    lines += 1;
+                    file.fetched += bytes;
+                    file.lines = Some(lines);
+                    let skipped = SkippedLine {
+                        host: host.name.clone(),
+                        file: remote_name.clone(),
+                        line: lines,
+                        bytes,
+                        reason: line::too_long(bytes),
+                    };
+                    fetched.skip(&mut state, skipped);
+                    state.files.insert(key.clone(), file.clone());
+                    store.save_state(&host.name, &state).map_err(st)?;
+                    continue;
+                }
                 if short {
                     // Only a partial line is left: it is still being written.
                     break;
                 }
-                // One line longer than the chunk: read a bigger piece.
-                chunk = chunk.saturating_mul(2);
+                // One line longer than the chunk: read a bigger piece, up
+                // to one byte past the longest record.
+                chunk = chunk.saturating_mul(2).min(MAX_LINE as u64 + 1);
                 continue;
             }
-            let local_err = |e| CollectError::Local {
-                host: host.name.clone(),
-                path: local_path.display().to_string(),
-                source: e,
-            };
+            let mut keep = Vec::with_capacity(whole);
+            for text in out.stdout[..whole].split_inclusive(|b| *b == b'\n') {
+                lines += 1;
+                match line::verdict(text) {
+                    Verdict::Record => keep.extend_from_slice(text),
+                    Verdict::Blank => {}
+                    Verdict::Skip(reason) => {
+                        let skipped = SkippedLine {
+                            host: host.name.clone(),
+                            file: remote_name.clone(),
+                            line: lines,
+                            bytes: text.len() as u64,
+                            reason,
+                        };
+                        fetched.skip(&mut state, skipped);
+                    }
+                }
+            }
             let mut f = OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(&local_path)
                 .map_err(local_err)?;
-            f.write_all(&out.stdout[..whole])
+            f.write_all(&keep)
                 .and_then(|_| f.sync_data())
                 .map_err(local_err)?;
             file.fetched += whole as u64;
-            new_bytes += whole as u64;
+            file.lines = Some(lines);
+            fetched.new_bytes += keep.len() as u64;
             state.files.insert(key.clone(), file.clone());
             store.save_state(&host.name, &state).map_err(st)?;
             if short {
@@ -251,7 +437,7 @@ pub async fn collect_host(
         state.files.insert(key, file);
     }
     store.save_state(&host.name, &state).map_err(st)?;
-    Ok((remotes.len(), new_bytes))
+    Ok(fetched)
 }
 
 /// Collects every host in parallel, each under `deadline`; one host's failure
@@ -286,16 +472,18 @@ pub async fn collect_all(
                     after: deadline,
                 }),
             };
-            let (files, new_bytes, error) = match result {
-                Ok((f, b)) => (f, b, None),
-                Err(e) => (0, 0, Some(e.to_string())),
+            let (fetched, error) = match result {
+                Ok(f) => (f, None),
+                Err(e) => (Fetched::default(), Some(e.to_string())),
             };
             HostSummary {
                 host: host.name.clone(),
-                files,
-                new_bytes,
+                files: fetched.files,
+                new_bytes: fetched.new_bytes,
                 elapsed_ms: started.elapsed().as_millis() as u64,
                 error,
+                skipped: fetched.skipped,
+                skipped_lines: fetched.skipped_lines,
             }
         }
     };
@@ -309,6 +497,8 @@ pub async fn collect_all(
                 new_bytes: 0,
                 elapsed_ms: 0,
                 error: Some(e.to_string()),
+                skipped: 0,
+                skipped_lines: Vec::new(),
             })
         })
         .collect()
@@ -345,7 +535,11 @@ mod tests {
         let host = local_host(dir.path());
         let t = Transport::connect(&host).await.unwrap();
         let store = Store::new(dir.path().join("store"));
-        let (files, bytes) = collect_host(&t, &host, &store, 4096).await.unwrap();
+        let Fetched {
+            files,
+            new_bytes: bytes,
+            ..
+        } = collect_host(&t, &host, &store, 4096).await.unwrap();
         assert_eq!(files, 2);
         assert_eq!(bytes as usize, text.len() + "{\"kind\":\"proof\"}\n".len());
         let mut fetched = String::new();
@@ -354,14 +548,23 @@ mod tests {
         }
         assert_eq!(fetched.lines().count(), 3001);
         // Nothing new: nothing fetched; the partial line completes: it arrives once.
-        assert_eq!(collect_host(&t, &host, &store, 4096).await.unwrap().1, 0);
+        assert_eq!(
+            collect_host(&t, &host, &store, 4096)
+                .await
+                .unwrap()
+                .new_bytes,
+            0
+        );
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(logs.join("timing.jsonl"))
             .unwrap();
         std::io::Write::write_all(&mut f, b"of\"}\n").unwrap();
         assert_eq!(
-            collect_host(&t, &host, &store, 4096).await.unwrap().1,
+            collect_host(&t, &host, &store, 4096)
+                .await
+                .unwrap()
+                .new_bytes,
             "{\"kind\":\"proof\"}\n".len() as u64
         );
     }
@@ -381,7 +584,10 @@ mod tests {
         let store = Store::new(dir.path().join("store"));
         let one = || async {
             let t = Transport::connect(&host).await.unwrap();
-            collect_host(&t, &host, &store, 4096).await.unwrap().1
+            collect_host(&t, &host, &store, 4096)
+                .await
+                .unwrap()
+                .new_bytes
         };
         let (a, b, c) = tokio::join!(one(), one(), one());
         assert_eq!(a + b + c, text.len() as u64, "{a} + {b} + {c}");
@@ -392,6 +598,67 @@ mod tests {
             .map(|f| std::fs::read_to_string(f).unwrap())
             .collect();
         assert_eq!(fetched, text);
+    }
+
+    /// Regression (issue 51, item 11): a line far past any record's length
+    /// and a line that is no record are left out and named (file, line
+    /// number); the records around them are stored, whatever the chunk (a
+    /// small one meets the overlong line alone, and measures it on the host).
+    #[tokio::test]
+    async fn an_overlong_line_and_garbage_are_left_out_and_named() {
+        for chunk in [4096, CHUNK] {
+            let dir = tempfile::tempdir().unwrap();
+            let logs = dir.path().join("logs");
+            std::fs::create_dir_all(&logs).unwrap();
+            let rec = |n: u32| format!("{{\"kind\":\"proof\",\"n\":{n}}}\n");
+            let long = format!("{{\"kind\":\"{}\"}}\n", "x".repeat(3 * MAX_LINE));
+            let text = format!("{}{long}{}not json\n\n{}", rec(1), rec(2), rec(3));
+            std::fs::write(logs.join("timing.jsonl"), &text).unwrap();
+            let host = local_host(dir.path());
+            let t = Transport::connect(&host).await.unwrap();
+            let store = Store::new(dir.path().join("store"));
+            let got = collect_host(&t, &host, &store, chunk).await.unwrap();
+            let stored: String = store
+                .files("local")
+                .unwrap()
+                .iter()
+                .map(|f| std::fs::read_to_string(f).unwrap())
+                .collect();
+            assert_eq!(
+                stored,
+                format!("{}{}{}", rec(1), rec(2), rec(3)),
+                "chunk {chunk}"
+            );
+            assert_eq!(got.new_bytes, stored.len() as u64);
+            assert_eq!(got.skipped, 2);
+            let file = format!("{}/timing.jsonl", logs.display());
+            assert_eq!(
+                (
+                    got.skipped_lines[0].file.as_str(),
+                    got.skipped_lines[0].line
+                ),
+                (file.as_str(), 2)
+            );
+            assert_eq!(got.skipped_lines[0].bytes, long.len() as u64);
+            assert!(got.skipped_lines[0].reason.contains("longer than"));
+            assert_eq!(got.skipped_lines[1].line, 4);
+            assert!(got.skipped_lines[1]
+                .reason
+                .starts_with("not a timing record"));
+            assert!(got.skipped_text().contains("timing.jsonl line 2: line of"));
+            let state = store.load_state("local").unwrap();
+            assert_eq!(state.skipped_count, 2);
+            assert_eq!(state.skipped, got.skipped_lines);
+            // Appended later: numbered on from where the last collect stopped.
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(logs.join("timing.jsonl"))
+                .unwrap();
+            std::io::Write::write_all(&mut f, b"oops\n").unwrap();
+            let again = collect_host(&t, &host, &store, chunk).await.unwrap();
+            assert_eq!((again.skipped, again.skipped_lines[0].line), (1, 7));
+            assert_eq!(store.skipped().unwrap().0, 3);
+        }
     }
 
     #[test]

@@ -141,6 +141,24 @@ pub fn table(report: &Report) -> String {
             let _ = writeln!(out, "  {}:{}: {}", m.file.display(), m.line, m.reason);
         }
     }
+    if report.collect_skipped_count > 0 {
+        let _ = writeln!(
+            out,
+            "\n{} lines left out at collect (too long, or not a timing record):",
+            report.collect_skipped_count
+        );
+        for m in &report.collect_skipped {
+            let _ = writeln!(
+                out,
+                "  {}: {} line {}: {}",
+                m.host, m.file, m.line, m.reason
+            );
+        }
+        let more = report.collect_skipped_count - report.collect_skipped.len() as u64;
+        if more > 0 {
+            let _ = writeln!(out, "  and {more} more");
+        }
+    }
     out
 }
 
@@ -516,10 +534,11 @@ td:first-child,th:first-child{text-align:left}.flag{color:#c53030}svg.chart{disp
     );
     let _ = write!(
         page,
-        "<p>{} lines ({:.1} MB), {} malformed skipped.</p>",
+        "<p>{} lines ({:.1} MB), {} malformed skipped, {} left out at collect.</p>",
         report.lines,
         report.bytes as f64 / 1e6,
-        report.malformed_count
+        report.malformed_count,
+        report.collect_skipped_count
     );
     page.push_str("<h2>Hosts</h2><table><tr><th>host</th><th>build</th><th>partitions</th><th>failed</th><th>h2d GB/s</th><th>pinned</th><th>occupied</th><th>kernel busy</th><th title=\"synthesis cores that keep one device busy\">cores/device</th><th>bottleneck</th></tr>");
     for s in &report.sections {

@@ -6,6 +6,7 @@
 //! The JSON form of [`Report`] is documented in `docs/timing.md`
 //! (`report_version` 1).
 
+use super::line::SkippedLine;
 use super::scan::{merged_busy_fraction, window_us, Acc, Malformed, Scan};
 use fleet_wire::timing::{Clock, Phase, Stage};
 use hdrhistogram::Histogram;
@@ -210,6 +211,10 @@ pub struct Report {
     pub malformed_count: u64,
     pub malformed: Vec<Malformed>,
     pub newer_schema_lines: u64,
+    /// Lines `timing collect` left out of the store (too long, or not a
+    /// record), and the first of them with host, file and line.
+    pub collect_skipped_count: u64,
+    pub collect_skipped: Vec<SkippedLine>,
     /// One section per (host, build).
     pub sections: Vec<Section>,
     /// One section per host, all builds together (`build` = `*`).
@@ -515,6 +520,8 @@ pub fn build(scan: &Scan, thresholds: &Thresholds, baseline: Option<&str>) -> Re
         malformed_count: scan.malformed_count,
         malformed: scan.malformed.clone(),
         newer_schema_lines: scan.newer_schema,
+        collect_skipped_count: scan.collect_skipped_count,
+        collect_skipped: scan.collect_skipped.clone(),
         sections,
         hosts,
         builds,

@@ -5,7 +5,8 @@
 //! Malformed lines are counted and reported with their file and line, never
 //! fatal: a log written by a crashing prover may end in half a line.
 
-use crate::input::{InputError, Lines};
+use super::line::{bounded_reason, too_long, SkippedLine};
+use crate::input::{InputError, LineRead, Lines};
 use fleet_wire::phase::{summable, Stage};
 use fleet_wire::timing::{Phase, TimelineKind, TimingLine};
 use hdrhistogram::Histogram;
@@ -424,12 +425,31 @@ pub struct Scan {
     pub malformed: Vec<Malformed>,
     /// Lines written by a newer schema than this reader knows.
     pub newer_schema: u64,
+    /// Lines `timing collect` left out of the store ([`super::line`]).
+    pub collect_skipped_count: u64,
+    /// The first of them, with host, file and line.
+    pub collect_skipped: Vec<SkippedLine>,
 }
 
 /// How many malformed lines are kept verbatim in a scan.
 const MALFORMED_KEPT: usize = 100;
 
 impl Scan {
+    fn note_malformed(&mut self, m: Malformed) {
+        self.malformed_count += 1;
+        if self.malformed.len() < MALFORMED_KEPT {
+            self.malformed.push(m);
+        }
+    }
+
+    /// Adds what `timing collect` left out of the store (`count` lines, the
+    /// first of them named), for the report to list.
+    pub fn add_collect_skipped(&mut self, count: u64, lines: Vec<SkippedLine>) {
+        self.collect_skipped_count += count;
+        let room = MALFORMED_KEPT.saturating_sub(self.collect_skipped.len());
+        self.collect_skipped.extend(lines.into_iter().take(room));
+    }
+
     fn merge(&mut self, other: Scan) {
         for (k, acc) in other.accs {
             match self.accs.get_mut(&k) {
@@ -443,6 +463,7 @@ impl Scan {
         self.bytes += other.bytes;
         self.malformed_count += other.malformed_count;
         self.newer_schema += other.newer_schema;
+        self.add_collect_skipped(other.collect_skipped_count, other.collect_skipped);
         for m in other.malformed {
             if self.malformed.len() < MALFORMED_KEPT {
                 self.malformed.push(m);
@@ -451,10 +472,11 @@ impl Scan {
     }
 }
 
-/// Errors that stop a scan: a file that cannot be read, is not a regular
-/// file, or has a line past [`crate::input::MAX_LINE`] (no record is that
-/// long; buffering it whole is what a hostile file would want). Lines that
-/// do not parse are not errors.
+/// Errors that stop a scan: a file that cannot be read or is not a regular
+/// file. Lines that do not parse are not errors, nor is a line past
+/// [`crate::input::MAX_LINE`]: no record is that long, so it is passed over
+/// without being held (buffering it whole is what a hostile file would
+/// want) and listed as malformed.
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
 pub struct ScanError(#[from] pub InputError);
@@ -465,10 +487,21 @@ fn scan_file(src: &Source) -> Result<Scan, ScanError> {
     let mut buf = Vec::with_capacity(1024);
     let mut current: Option<(String, Acc)> = None;
     loop {
-        let n = reader.read_line(&mut buf)?;
-        if n == 0 {
-            break;
-        }
+        let n = match reader.read_line_or_skip(&mut buf)? {
+            LineRead::End => break,
+            LineRead::Line(n) => n,
+            LineRead::TooLong { line, bytes } => {
+                // Passed over without being held: the rest of the file counts.
+                scan.bytes += bytes;
+                scan.lines += 1;
+                scan.note_malformed(Malformed {
+                    file: src.path.clone(),
+                    line,
+                    reason: too_long(bytes),
+                });
+                continue;
+            }
+        };
         let lineno = reader.line_number();
         scan.bytes += n as u64;
         let text = trim_ascii(&buf);
@@ -480,14 +513,11 @@ fn scan_file(src: &Source) -> Result<Scan, ScanError> {
         let line = match parsed {
             Ok(l) => l,
             Err(e) => {
-                scan.malformed_count += 1;
-                if scan.malformed.len() < MALFORMED_KEPT {
-                    scan.malformed.push(Malformed {
-                        file: src.path.clone(),
-                        line: lineno,
-                        reason: e.to_string(),
-                    });
-                }
+                scan.note_malformed(Malformed {
+                    file: src.path.clone(),
+                    line: lineno,
+                    reason: bounded_reason(&e.to_string()),
+                });
                 continue;
             }
         };

@@ -2,6 +2,7 @@
 //! fetched (same names as on the host) and `.collect.json`, the record of what
 //! has been fetched, so each collect only moves new bytes.
 
+use super::line::SkippedLine;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs;
@@ -40,10 +41,16 @@ pub struct FileState {
     /// Inode on the host: a rotation renames the file, so the inode follows
     /// the data, not the name.
     pub inode: u64,
-    /// Bytes fetched so far (the local copy's length).
+    /// Bytes of the remote file passed so far: the local copy's length,
+    /// plus the lines left out ([`super::line`]).
     pub fetched: u64,
     /// Local file name inside the host folder.
     pub local: String,
+    /// Lines of the remote file passed so far, to say where a skipped one
+    /// was. `None` in a state written before it was counted: then every
+    /// line fetched was kept, and the local copy's lines are the count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<u64>,
 }
 
 /// The `.collect.json` of one host.
@@ -51,6 +58,26 @@ pub struct FileState {
 pub struct HostState {
     /// Keyed by inode (as a string, for JSON).
     pub files: BTreeMap<String, FileState>,
+    /// Lines collect left out, ever, for this host.
+    #[serde(default)]
+    pub skipped_count: u64,
+    /// The first [`SKIPPED_KEPT`] of them, with where they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedLine>,
+}
+
+/// How many skipped lines a host's state names (the count goes on): a log
+/// of nothing but garbage must not grow the state without bound.
+pub const SKIPPED_KEPT: usize = 100;
+
+impl HostState {
+    /// Counts a line left out, and keeps where it was while there is room.
+    pub fn skip(&mut self, line: SkippedLine) {
+        self.skipped_count += 1;
+        if self.skipped.len() < SKIPPED_KEPT {
+            self.skipped.push(line);
+        }
+    }
 }
 
 /// An exclusive hold on one host's folder of the store (an advisory `flock`
@@ -139,6 +166,18 @@ impl Store {
         }
     }
 
+    /// Every host's lines left out at collect: how many, and the first
+    /// ones of each host with where they were.
+    pub fn skipped(&self) -> Result<(u64, Vec<SkippedLine>), StoreError> {
+        let (mut count, mut lines) = (0, Vec::new());
+        for host in self.hosts()? {
+            let st = self.load_state(&host)?;
+            count += st.skipped_count;
+            lines.extend(st.skipped);
+        }
+        Ok((count, lines))
+    }
+
     pub fn load_state(&self, host: &str) -> Result<HostState, StoreError> {
         let path = self.host_dir(host).join(".collect.json");
         match fs::read(&path) {
@@ -174,6 +213,7 @@ mod tests {
                 inode: 42,
                 fetched: 10,
                 local: "timing.jsonl@42".into(),
+                lines: None,
             },
         );
         store.save_state("h01", &st).unwrap();

@@ -45,12 +45,18 @@ impl LocalTransport {
         let child = Self::command(line, Stdio::null())
             .spawn()
             .map_err(|source| self.io_error(shown, source))?;
-        super::outcome::finish(&self.host, shown, timeout, async {
-            child
-                .wait_with_output()
-                .await
-                .map_err(|source| self.io_error(shown, source))
-        })
+        super::outcome::finish(
+            &self.host,
+            shown,
+            timeout,
+            super::outcome::Runs::Here,
+            async {
+                child
+                    .wait_with_output()
+                    .await
+                    .map_err(|source| self.io_error(shown, source))
+            },
+        )
         .await
     }
 
@@ -75,7 +81,7 @@ impl LocalTransport {
                 .await
                 .map_err(|source| self.io_error(shown, source))
         };
-        super::outcome::finish(&self.host, shown, timeout, fut).await
+        super::outcome::finish(&self.host, shown, timeout, super::outcome::Runs::Here, fut).await
     }
 
     fn io_error(&self, shown: &str, source: std::io::Error) -> TransportError {

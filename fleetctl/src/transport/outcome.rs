@@ -199,6 +199,16 @@ pub enum TransportError {
         command: String,
         after: Duration,
     },
+    /// Over SSH, no answer at all past the command's deadline: the host's
+    /// own `timeout` ends every command a few seconds after it, so silence
+    /// beyond that is the link or the host gone (a black hole behind a kept
+    /// master, which notices only after its keepalives), not a slow command.
+    #[error("{host}: unreachable: no answer within {} although the host's own deadline ends the command sooner: the host or the link to it went silent; fix: {}", humantime::format_duration(*after), Failure::Unreachable.fix())]
+    NoAnswer {
+        host: String,
+        command: String,
+        after: Duration,
+    },
     #[error("{host}: {}: {} ({}); fix: {}", Failure::of(*status, stderr).label(), telling_line(stderr), exit_text(status), Failure::of(*status, stderr).fix())]
     Failed {
         host: String,
@@ -241,7 +251,8 @@ impl TransportError {
         match self {
             TransportError::Connect { .. }
             | TransportError::Session { .. }
-            | TransportError::Io { .. } => Failure::Unreachable,
+            | TransportError::Io { .. }
+            | TransportError::NoAnswer { .. } => Failure::Unreachable,
             TransportError::Timeout { .. } => Failure::Timeout,
             TransportError::Failed { status, stderr, .. } => Failure::of(*status, stderr),
             TransportError::LocalFile { .. } | TransportError::Quote { .. } => Failure::Failed,
@@ -252,6 +263,7 @@ impl TransportError {
     pub fn command(&self) -> Option<String> {
         match self {
             TransportError::Timeout { command, .. }
+            | TransportError::NoAnswer { command, .. }
             | TransportError::Failed { command, .. }
             | TransportError::Session { command, .. }
             | TransportError::Io { command, .. } => Some(redact(command)),
@@ -269,6 +281,17 @@ pub(super) fn logged(e: TransportError) -> TransportError {
     e
 }
 
+/// Who runs a command, for what silence past its deadline means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Runs {
+    /// This machine: a command that outlives its own `timeout` is a machine
+    /// too loaded to end it.
+    Here,
+    /// A host over a connection: the host's `timeout` would have answered,
+    /// so silence is the host or the link gone ([`TransportError::NoAnswer`]).
+    Remote,
+}
+
 /// Awaits a spawned command under the local deadline (the host-side
 /// `timeout` plus [`LOCAL_SLACK`], for a host that stopped answering) and
 /// turns its output into ours. Shared by every backend.
@@ -276,6 +299,7 @@ pub(super) async fn finish<F>(
     host: &str,
     shown: &str,
     timeout: Duration,
+    runs: Runs,
     fut: F,
 ) -> Result<Output, TransportError>
 where
@@ -288,6 +312,11 @@ where
             stderr: out.stderr,
         }),
         Ok(Err(e)) => Err(e),
+        Err(_) if runs == Runs::Remote => Err(TransportError::NoAnswer {
+            host: host.to_owned(),
+            command: shown.to_owned(),
+            after: timeout + LOCAL_SLACK,
+        }),
         Err(_) => Err(TransportError::Timeout {
             host: host.to_owned(),
             command: shown.to_owned(),

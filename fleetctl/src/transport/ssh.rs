@@ -204,10 +204,16 @@ impl SshTransport {
                 .await?;
             child.wait_with_output().await
         };
-        super::outcome::finish(&self.host, shown, timeout, async {
-            fut.await
-                .map_err(|source| self.session_error(shown, source))
-        })
+        super::outcome::finish(
+            &self.host,
+            shown,
+            timeout,
+            super::outcome::Runs::Remote,
+            async {
+                fut.await
+                    .map_err(|source| self.session_error(shown, source))
+            },
+        )
         .await
     }
 
@@ -239,7 +245,14 @@ impl SshTransport {
                 .await
                 .map_err(|e| self.session_error(shown, e))
         };
-        super::outcome::finish(&self.host, shown, timeout, fut).await
+        super::outcome::finish(
+            &self.host,
+            shown,
+            timeout,
+            super::outcome::Runs::Remote,
+            fut,
+        )
+        .await
     }
 
     /// Ends this invocation's use of the master: a reusable one is left

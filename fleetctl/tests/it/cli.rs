@@ -267,6 +267,39 @@ fn a_binary_that_is_not_an_elf_program_is_refused_before_any_host() {
     }
 }
 
+/// Regression (issue 51, item 13c): a `config_file` that is not there is
+/// found before any host is contacted (exit 1 naming the host and file),
+/// not by each host's upload after connect and lock (the host here would
+/// refuse the connection: exit 3).
+#[test]
+fn a_missing_config_file_is_refused_before_any_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let down = fleet_testkit::RefusingAddr::new().unwrap();
+    std::fs::write(
+        dir.path().join("down.yaml"),
+        format!(
+            "hosts:\n  gpu-01: {{ address: 127.0.0.1, port: {}, user: ops, config_file: gone.toml }}\n",
+            down.addr().port()
+        ),
+    )
+    .unwrap();
+    let binary = env!("CARGO_BIN_EXE_fleetctl");
+    let o = fleetctl(
+        dir.path(),
+        &["rollout", "-i", "down.yaml", "--binary", binary, "--plain"],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(
+        err.contains("host gpu-01: config_file: cannot read config file")
+            && err.contains("gone.toml")
+            && err.contains("nothing was contacted"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "nothing ran: {out}");
+    assert!(!dir.path().join(".fleetctl").exists(), "no run");
+}
+
 /// `-p` takes a built-in by bare name, a file only by a path with a `/`.
 #[test]
 fn a_bare_playbook_name_that_is_no_built_in_lists_the_built_ins() {
@@ -457,11 +490,12 @@ fn hostile_inventories_and_playbooks_are_refused_in_one_line() {
     );
 }
 
-/// `timing report` reads only regular files, and no line past 1 MiB: a
-/// FIFO would block it, a device or one endless line fill memory. Each is
-/// one line naming the file, exit 1.
+/// `timing report` reads only regular files, and holds no line past 1 MiB:
+/// a FIFO would block it, a device or one endless line fill memory. A
+/// special file is one line naming it, exit 1; an endless line is passed
+/// over and listed.
 #[test]
-fn timing_report_refuses_special_files_and_endless_lines() {
+fn timing_report_refuses_special_files_and_passes_over_endless_lines() {
     let dir = tempfile::tempdir().unwrap();
     let host = dir.path().join("gpu-01");
     std::fs::create_dir(&host).unwrap();
@@ -484,10 +518,6 @@ fn timing_report_refuses_special_files_and_endless_lines() {
             "/dev/zero",
             "timing file /dev/zero: is a device, not a regular file",
         ),
-        (
-            "gpu-01/long.jsonl",
-            "timing file gpu-01/long.jsonl:2: line longer than 1048576 bytes",
-        ),
     ] {
         let o = fleetctl(dir.path(), &["timing", "report", file]);
         let (out, err) = text(&o);
@@ -495,6 +525,16 @@ fn timing_report_refuses_special_files_and_endless_lines() {
         assert_eq!(err, format!("error: {what}\n"), "{file}");
         assert!(out.is_empty(), "{file}: {out}");
     }
+    // An endless line is passed over without being held and listed; the
+    // rest of the file is reported (issue 51, item 11: it failed the whole
+    // report).
+    let o = fleetctl(dir.path(), &["timing", "report", "gpu-01/long.jsonl"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        out.contains("gpu-01/long.jsonl:2: line of 1048577 bytes, longer than the 1048576"),
+        "{out}"
+    );
 }
 
 /// The defaults the docs give for `timing collect` are those `--help`

@@ -994,6 +994,42 @@ fn a_sigkilled_run_is_resumed_taking_over_its_own_locks() {
 
     // The cause fixed (no daemon to wait for: ship only), then the resume.
     playbook("  - upload: {}\n");
+    // Regression (issue 51, item 13e): a check of the resume shows the dead
+    // run's locks, their owner, and that the resume takes them over; it
+    // takes nothing itself.
+    let (code, out, err) = fleetctl_in(
+        cwd,
+        runtime.path(),
+        &[
+            "run",
+            "-p",
+            "./ship.yaml",
+            "--resume",
+            &run_id,
+            "--check",
+            "--plain",
+        ],
+    );
+    assert_eq!(code, Some(0), "check\n{out}\n{err}");
+    let said = format!("{out}\n{err}");
+    assert_eq!(
+        said.matches("a DEAD holder").count(),
+        2,
+        "both dead locks shown\n{said}"
+    );
+    assert!(
+        said.contains(&format!("run={run_id} "))
+            && said.contains(&format!("pid {} no longer runs", child.id()))
+            && said.contains("this resume takes it over"),
+        "{said}"
+    );
+    for i in 0..2 {
+        let owner = ssh_ok(&lab, i, "sed -n 2p /data/prover/state/lock/owner");
+        assert!(
+            owner.contains(&format!("run={run_id} ")),
+            "untouched: {owner}"
+        );
+    }
     let (code, out, err) = fleetctl_in(
         cwd,
         runtime.path(),
@@ -1016,5 +1052,301 @@ fn a_sigkilled_run_is_resumed_taking_over_its_own_locks() {
             "free"
         );
     }
+    lab.teardown().expect("teardown");
+}
+
+/// Waits for `child` (its stdout drained first), returning its exit code
+/// and its own peak resident memory in KiB (`wait4`'s rusage: this child
+/// alone, not every child of the test binary).
+fn wait_with_max_rss(mut child: std::process::Child) -> (Option<i32>, i64) {
+    if let Some(mut out) = child.stdout.take() {
+        let _ = std::io::copy(&mut out, &mut std::io::sink());
+    }
+    let mut status = 0;
+    // SAFETY: plain data, all-zero is valid; filled in by wait4.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: our own child's pid, not reaped elsewhere; valid out pointers.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (code, usage.ru_maxrss)
+}
+
+/// A timing record the report reads (a finished proof).
+fn proof_line(n: u32) -> String {
+    format!(
+        r#"{{"kind":"proof","v":1,"ts_ms":{n},"host":"h01","build":"b1","job_id":"j{n}","circuit":"chain","size":16,"partitions":1,"backend":"cpu","total_ms":3.0}}"#
+    )
+}
+
+/// Regression (issue 51, item 11): one hostile line in a host's timing log
+/// (here 8 MiB of one line, and a line that is no record) no longer goes
+/// into the store whole nor blocks the fleet's report: collect leaves both
+/// out and says where (host, file, line number), the report reports every
+/// record and lists what was left out; a store that already holds an
+/// overlong line (an older collect's) is reported too.
+#[test]
+fn a_hostile_timing_line_is_left_out_and_named_and_the_report_goes_on() {
+    if !have_lab() {
+        return;
+    }
+    let _shared = crate::labs_shared();
+    let lab = Lab::start(1).expect("lab starts");
+    let work = tempfile::tempdir().expect("tempdir");
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let cwd = work.path();
+    let inv = lab.inventory_path();
+    let inv = inv.to_str().expect("utf-8 path");
+    ssh_ok(
+        &lab,
+        0,
+        &format!(
+            "mkdir -p /data/prover/logs && cd /data/prover/logs && {{ echo '{}'; head -c 8388608 /dev/zero | tr '\\0' x; echo; echo 'not a record'; echo '{}'; }} > timing.jsonl && wc -c < timing.jsonl",
+            proof_line(1),
+            proof_line(2)
+        ),
+    );
+    let (code, out, err) = fleetctl_in(
+        cwd,
+        runtime.path(),
+        // A chunk smaller than the line: it is measured on the host and
+        // passed over without being fetched.
+        &[
+            "timing",
+            "collect",
+            "-i",
+            inv,
+            "--store",
+            "store",
+            "--chunk-bytes",
+            "4194304",
+        ],
+    );
+    assert_eq!(code, Some(0), "collect\n{out}\n{err}");
+    assert!(
+        out.contains("h01: left out 2 line(s)")
+            && out.contains(
+                "/data/prover/logs/timing.jsonl line 2: line of 8388609 bytes, longer than the 1048576"
+            )
+            && out.contains("/data/prover/logs/timing.jsonl line 3: not a timing record"),
+        "{out}"
+    );
+    let stored: u64 = glob::glob(&format!("{}/store/h01/timing.jsonl@*", cwd.display()))
+        .expect("pattern")
+        .flatten()
+        .map(|p| std::fs::metadata(p).expect("stored file").len())
+        .sum();
+    assert_eq!(
+        stored,
+        2 * (proof_line(1).len() as u64 + 1),
+        "only the records"
+    );
+
+    let (code, out, err) = fleetctl_in(
+        cwd,
+        runtime.path(),
+        &["timing", "report", "--store", "store", "--format", "json"],
+    );
+    assert_eq!(code, Some(0), "report\n{out}\n{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
+    assert_eq!(r["sections"][0]["proofs"], 2, "{out}");
+    assert_eq!(r["collect_skipped_count"], 2, "{out}");
+    assert_eq!(r["collect_skipped"][0]["host"], "h01");
+    assert_eq!(r["collect_skipped"][0]["line"], 2);
+
+    // A 200 MB line with the default chunk: collect holds a chunk of it at
+    // most, never the line (it held all of it: RSS past the line's size).
+    ssh_ok(
+        &lab,
+        0,
+        &format!(
+            "cd /data/prover/logs && {{ echo '{}'; head -c 200000000 /dev/zero | tr '\\0' x; echo; }} > timing.jsonl.1",
+            proof_line(4)
+        ),
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+        .args(["timing", "collect", "-i", inv, "--store", "store"])
+        .current_dir(cwd)
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("fleetctl starts");
+    let (status, max_rss_kib) = wait_with_max_rss(child);
+    assert_eq!(status, Some(0));
+    eprintln!("collect of a 200 MB line: peak RSS {max_rss_kib} KiB");
+    assert!(
+        max_rss_kib < 120 * 1024,
+        "collect held {max_rss_kib} KiB for a 200 MB line"
+    );
+
+    // A store written before collect left anything out: the overlong line
+    // is passed over and listed, every other record reported.
+    let old = cwd.join("store/h01/timing.jsonl@old");
+    std::fs::write(
+        &old,
+        format!("{}\n{}\n", "y".repeat(2 << 20), proof_line(3)),
+    )
+    .expect("write an old store file");
+    let (code, out, err) = fleetctl_in(
+        cwd,
+        runtime.path(),
+        &["timing", "report", "--store", "store"],
+    );
+    assert_eq!(code, Some(0), "report of an old store\n{out}\n{err}");
+    assert!(
+        out.contains("1 malformed lines skipped")
+            && out.contains("timing.jsonl@old:1: line of 2097153 bytes")
+            && out.contains("3 lines left out at collect")
+            && out.contains("h01: /data/prover/logs/timing.jsonl line 2: line of 8388609 bytes"),
+        "{out}"
+    );
+    lab.teardown().expect("teardown");
+}
+
+/// Regression (issue 51, item 12): Ansible's colon forms select as their
+/// comma forms (`all:!h03`, `lab:&h01`), a run with a failed host writes a
+/// retry file and says where, and `--limit @FILE` runs only its hosts.
+#[test]
+fn ansible_limits_and_a_retry_file_take_exactly_their_hosts() {
+    if !have_lab() {
+        return;
+    }
+    let _shared = crate::labs_shared();
+    let lab = Lab::start(3).expect("lab starts");
+    let work = tempfile::tempdir().expect("tempdir");
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let cwd = work.path();
+    std::fs::copy(lab.inventory_path(), cwd.join("fleet.yaml")).expect("inventory");
+    std::fs::write(cwd.join("build-a"), crate::fake_build(b"build a\n")).expect("write build");
+    std::fs::write(
+        cwd.join("ship.yaml"),
+        "name: ship\nstrategy: { batch: \"100%\", max_fail: 3 }\nsteps:\n  - upload: {}\n",
+    )
+    .expect("write playbook");
+    let ship = |limit: &str| {
+        fleetctl_in(
+            cwd,
+            runtime.path(),
+            &[
+                "run",
+                "-p",
+                "./ship.yaml",
+                "-i",
+                "fleet.yaml",
+                "--binary",
+                "build-a",
+                "--plain",
+                "-e",
+                "ssh_persist=0",
+                "--limit",
+                limit,
+            ],
+        )
+    };
+    let rows = status_json(
+        runtime.path(),
+        &cwd.join("fleet.yaml"),
+        &["--limit", "lab:&h01"],
+    );
+    let names: Vec<&str> = rows
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|r| r["host"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(names, ["h01"], "{rows}");
+
+    lab.stop_sshd(1).expect("stop h02's sshd");
+    let (code, out, err) = ship("all:!h03");
+    assert_eq!(code, Some(2), "h02 fails\n{out}\n{err}");
+    let retry_line = out
+        .lines()
+        .find(|l| l.starts_with("retry file: "))
+        .unwrap_or_else(|| panic!("no retry line\n{out}"));
+    let retry = retry_line
+        .trim_start_matches("retry file: ")
+        .split(" (")
+        .next()
+        .expect("a path");
+    assert!(
+        retry.starts_with(".fleetctl/retry/") && retry.ends_with(".retry"),
+        "{retry_line}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(cwd.join(retry)).expect("retry file"),
+        "h02\n"
+    );
+    assert!(
+        retry_line.contains(&format!("--limit @{retry}")),
+        "{retry_line}"
+    );
+    assert_eq!(
+        ssh_ok(
+            &lab,
+            2,
+            "[ -e /data/prover ] && echo touched || echo untouched"
+        ),
+        "untouched",
+        "h03 was left out"
+    );
+
+    lab.start_sshd(1).expect("start h02's sshd");
+    let (code, out, err) = ship(&format!("@{retry}"));
+    assert_eq!(code, Some(0), "the retry\n{out}\n{err}");
+    assert!(
+        out.contains("h02") && !out.contains("h01") && !out.contains("retry file"),
+        "only h02 ran, and nothing failed\n{out}"
+    );
+    let touched = |i| {
+        ssh_ok(
+            &lab,
+            i,
+            "[ -e /data/prover ] && echo touched || echo untouched",
+        )
+    };
+    assert_eq!(touched(1), "touched", "h02 ran");
+    assert_eq!(touched(2), "untouched", "h03 never ran");
+    lab.teardown().expect("teardown");
+}
+
+/// Regression (issue 51, item 13a): a host that goes silent behind a kept
+/// SSH master (its link down: a black hole, no refusal) is reported
+/// UNREACHABLE with no answer, not as an overloaded host.
+#[test]
+fn a_blackholed_host_behind_a_kept_master_is_unreachable() {
+    if !have_lab() {
+        return;
+    }
+    let _shared = crate::labs_shared();
+    let lab = Lab::start(1).expect("lab starts");
+    let runtime = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    let inv = lab.inventory_path();
+    let first = status_json(runtime.path(), &inv, &[]);
+    assert!(reachable(&first, "h01"), "{first}");
+    assert_eq!(master_sockets(runtime.path()).len(), 1, "a master kept");
+    let down = lab
+        .exec(0, &["ip", "link", "set", "eth0", "down"])
+        .expect("exec");
+    assert!(down.status.success(), "{}", text(&down.stderr));
+    let (code, out, err) = fleetctl_in(
+        work.path(),
+        runtime.path(),
+        &[
+            "run",
+            "-p",
+            "health",
+            "-i",
+            inv.to_str().expect("utf-8"),
+            "--plain",
+        ],
+    );
+    assert_eq!(code, Some(2), "{out}\n{err}");
+    assert!(
+        out.contains("UNREACHABLE") && out.contains("no answer within"),
+        "{out}\n{err}"
+    );
+    assert!(!out.contains("overloaded"), "{out}");
     lab.teardown().expect("teardown");
 }

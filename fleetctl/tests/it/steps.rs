@@ -54,6 +54,8 @@ fn main() {
         .lines().find_map(|l| l.strip_prefix("mode = ")).unwrap_or("\"normal\"").trim_matches('"').to_string();
     let me = build_of("/proc/self/exe");
     match args.get(1).map(String::as_str) {
+        // A build that cannot start on the host (missing library, bad CPU).
+        Some("--version") if me.contains("no-start") => { eprintln!("error while loading shared libraries"); std::process::exit(127); }
         Some("--version") => println!("prover 0.1.0 ({me})"),
         // `prepare`: no GPU here, and a config is accepted unless its mode says not.
         // `prepare_sleep_ms = N` in the release's own prover.toml: a stand-in
@@ -367,6 +369,31 @@ fn upload_is_content_addressed_skipped_when_present_and_rejects_corruption() {
         assert_eq!(
             sh(&t, &format!("sha256sum {rel_a}/prover | cut -d' ' -f1")).await,
             a.sha256
+        );
+        assert_eq!(sh(&t, "ls -A /data/prover/releases").await, a.sha256);
+        t.close().await.unwrap();
+    });
+}
+
+/// Regression (issue 51, item 13b): an uploaded binary that fails
+/// `prover --version` on the host leaves no release folder behind.
+#[test]
+fn an_uploaded_binary_that_does_not_start_leaves_no_release_behind() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "build-a", "normal", 0);
+    let bad = release(dir.path(), "no-start", "normal", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        let mut ctx = StepCtx::new(&host, &t, &bad);
+        let msg = fails(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        assert!(
+            msg.contains("does not start on this host") && msg.contains("removed"),
+            "{msg}"
         );
         assert_eq!(sh(&t, "ls -A /data/prover/releases").await, a.sha256);
         t.close().await.unwrap();
@@ -1848,6 +1875,12 @@ fn fleetctl_health(lab: &Lab) -> (Option<i32>, String, String) {
     ])
 }
 
+/// `fleetctl status` on the lab host: (exit code, stdout, stderr).
+fn fleetctl_status(lab: &Lab) -> (Option<i32>, String, String) {
+    let inv = lab.inventory_path();
+    fleetctl_cmd(&["status", "-i", inv.to_str().unwrap()])
+}
+
 /// The fleetctl binary in a fresh folder (its state, history and SSH
 /// sockets there), masters closed at the end.
 fn fleetctl_cmd(args: &[&str]) -> (Option<i32>, String, String) {
@@ -1924,6 +1957,12 @@ fn health_fails_a_host_whose_daemon_should_run_and_a_gpu_host_proving_on_the_cpu
             "a stopped daemon that should run: {out}{err}"
         );
         assert!(out.contains("FAIL") && out.contains("daemon_down"), "{out}");
+        // Regression (issue 51, item 13d): `status` tells a crash from a stop.
+        let (_, out, err) = fleetctl_status(&lab);
+        assert!(
+            out.contains("daemon DOWN") && out.contains("crashed or killed"),
+            "{out}{err}"
+        );
 
         // Stopped on purpose, as the stop playbook does: not a failure.
         let stop = DrainParams {
@@ -1934,6 +1973,11 @@ fn health_fails_a_host_whose_daemon_should_run_and_a_gpu_host_proving_on_the_cpu
         assert_eq!(sh(&t, "cat /data/prover/state/daemon").await, "stopped");
         let (code, out, err) = fleetctl_health(&lab);
         assert_eq!(code, Some(0), "{out}{err}");
+        let (_, out, err) = fleetctl_status(&lab);
+        assert!(
+            out.contains("daemon stopped on purpose") && !out.contains("DOWN"),
+            "{out}{err}"
+        );
 
         // A build whose daemon fell back to the CPU on a host with a GPU.
         let mut ctx = StepCtx::new(&host, &t, &cpu);

@@ -3,6 +3,7 @@
 
 use super::error::ExperimentError;
 use super::stages::{workload_text, Exp};
+use super::ticker;
 use crate::executor::Stop;
 use crate::experiment::analysis::{analyse, Analysis, HostRecords, HostWindow};
 use crate::experiment::definition::Workload;
@@ -35,12 +36,13 @@ impl Exp {
             .cloned()
             .collect();
         let w = self.def.workload.clone();
-        let results = fanout::for_each_host(
+        let tally = Arc::new(workload::Tally::default());
+        let work = fanout::for_each_host(
             &hosts,
             |h| h.name.as_str(),
             hosts.len(),
             |host| {
-                let (w, stop) = (w.clone(), stop.clone());
+                let (w, stop, tally) = (w.clone(), stop.clone(), tally.clone());
                 async move {
                     let t = Arc::new(Transport::connect(&host).await.map_err(|source| {
                         WorkloadError::Transport {
@@ -51,7 +53,7 @@ impl Exp {
                     let build = workload::daemon_status(&t, &host).await?.build;
                     let load = match &w {
                         Workload::Submit(s) => {
-                            workload::drive(t.clone(), &host, Some(build), s, stop).await
+                            workload::drive(t.clone(), &host, Some(build), s, stop, tally).await
                         }
                         Workload::Observe { duration } => {
                             workload::observe(&t, &host, Some(build), *duration, stop).await
@@ -63,6 +65,13 @@ impl Exp {
                     load
                 }
             },
+        );
+        let n = hosts.len();
+        let results = ticker::with_progress(
+            work,
+            ticker::EVERY,
+            |elapsed| ticker::measure_line(elapsed, &tally, n, &what),
+            |line| eprintln!("{line}"),
         )
         .await;
         let mut loads: Vec<(usize, HostLoad)> = Vec::new();
@@ -124,6 +133,12 @@ impl Exp {
                 Stage::Collect,
                 &s.host,
                 match &s.error {
+                    None if s.skipped > 0 => format!(
+                        "{} new bytes; left out {} line(s):\n{}",
+                        s.new_bytes,
+                        s.skipped,
+                        crate::timing::collect::skipped_text(s.skipped, &s.skipped_lines)
+                    ),
                     None => format!("{} new bytes", s.new_bytes),
                     Some(e) => format!("collect failed: {e}"),
                 },

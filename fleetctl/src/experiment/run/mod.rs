@@ -22,6 +22,7 @@ mod options;
 mod prepare;
 mod rollouts;
 mod stages;
+mod ticker;
 
 pub use error::ExperimentError;
 pub use options::{End, Options};
