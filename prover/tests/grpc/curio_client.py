@@ -48,13 +48,16 @@ def main():
     from google.protobuf import json_format
 
     pb, grpc_pb = stubs(proto_dir)
-    channel = grpc.insecure_channel(
-        target,
-        options=[
-            ("grpc.max_send_message_length", MAX_MESSAGE),
-            ("grpc.max_receive_message_length", MAX_MESSAGE),
-        ],
-    )
+    options = [
+        ("grpc.max_send_message_length", MAX_MESSAGE),
+        ("grpc.max_receive_message_length", MAX_MESSAGE),
+    ]
+    if target.startswith("unix:"):
+        # gRPC's C core sends the socket path, percent-encoded, as the
+        # :authority of a unix-socket call, which the server's HTTP/2 layer
+        # refuses as malformed; Go's gRPC (Curio's) sends "localhost".
+        options.append(("grpc.default_authority", "localhost"))
+    channel = grpc.insecure_channel(target, options=options)
     stub = grpc_pb.ProvingEngineStub(channel)
     requests = {
         "SubmitProof": pb.SubmitProofRequest,
