@@ -339,23 +339,6 @@ async fn whole_body(State(state): State<Shared>, req: Request, next: Next) -> Re
             "http.body_read_timeout",
         ),
     };
-    let _permit = match filecoin {
-        true => match state.filecoin_bodies.clone().try_acquire_owned() {
-            Ok(p) => Some(p),
-            Err(_) => {
-                return ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "busy",
-                    format!(
-                        "{} Filecoin job bodies are being read already (filecoin.max_concurrent_bodies); retry later",
-                        state.filecoin.max_concurrent_bodies
-                    ),
-                )
-                .into_response();
-            }
-        },
-        false => None,
-    };
     let too_large = |what: String| {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -372,6 +355,29 @@ async fn whole_body(State(state): State<Shared>, req: Request, next: Next) -> Re
     if let Some(len) = declared.filter(|&len| len > limit) {
         return too_large(format!("the body declares {len} bytes"));
     }
+    // Filecoin bodies beyond the permits wait their turn (Curio and scripts
+    // submit many at once) rather than being turned away, for as long as a
+    // body may take to arrive; the deadline below starts with the permit.
+    let _permit = match filecoin {
+        true => match tokio::time::timeout(deadline, state.filecoin_bodies.clone().acquire_owned())
+            .await
+        {
+            Ok(Ok(p)) => Some(p),
+            _ => {
+                return ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "busy",
+                    format!(
+                        "{} Filecoin job bodies were being read and checked for all of {} ({timeout_key}); retry later",
+                        state.filecoin.max_concurrent_bodies,
+                        humantime::format_duration(deadline)
+                    ),
+                )
+                .into_response();
+            }
+        },
+        false => None,
+    };
     let (parts, body) = req.into_parts();
     let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
     let bytes = match tokio::time::timeout(deadline, limited.collect()).await {

@@ -773,8 +773,9 @@ pub struct Filecoin {
     pub max_body_bytes: ByteSize,
     /// How long such a body may take to arrive, from the end of its head.
     pub body_read_timeout: HumanDuration,
-    /// Filecoin job bodies read (and checked) at once; another is answered
-    /// 503 `busy` at once, so large bodies cannot pile up in memory.
+    /// Filecoin job bodies read (and checked) at once, so large bodies cannot
+    /// pile up in memory; another waits for a slot for up to
+    /// `body_read_timeout`, then is answered 503 `busy`.
     pub max_concurrent_bodies: u32,
 }
 

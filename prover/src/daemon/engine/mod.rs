@@ -41,7 +41,7 @@ pub mod scheduler;
 
 pub use admission::{working_bytes, SubmitError, MAX_PARTITIONS};
 pub use devices::Device;
-pub use partition::proof_bytes;
+pub use partition::{proof_bytes, Priority};
 
 use crate::budget::MemoryBudget;
 use crate::circuit::CircuitKind;
@@ -127,6 +127,7 @@ impl Engine {
             .unwrap_or(crate::backend::BackendKind::Cpu);
         let (tasks_tx, tasks_rx) = unbounded::<Task>();
         let (urgent_tx, urgent_rx) = unbounded::<Task>();
+        let (high_tx, high_rx) = unbounded::<Task>();
         let (verify_tx, verify_rx) = unbounded();
         let (changed, _) = tokio::sync::watch::channel(0u64);
         let workers: Vec<u32> = parts.devices.iter().map(|d| d.workers).collect();
@@ -147,6 +148,7 @@ impl Engine {
             changed,
             tasks_tx: Mutex::new(Some(tasks_tx)),
             urgent_tx: Mutex::new(Some(urgent_tx)),
+            high_tx: Mutex::new(Some(high_tx)),
             verify_tx: Mutex::new(Some(verify_tx)),
             accepting: AtomicBool::new(true),
             pipelined,
@@ -183,6 +185,7 @@ impl Engine {
         if let Some(slots) = &slots {
             let queue = TaskQueue {
                 urgent: urgent_rx.clone(),
+                high: high_rx.clone(),
                 normal: tasks_rx.clone(),
             };
             for i in 0..parts.concurrency {
@@ -299,7 +302,7 @@ impl Engine {
             size: req.size,
             witness_seed: req.seed,
         };
-        self.enqueue(spec, circuit, blinding, false)
+        self.enqueue(spec, circuit, blinding, Priority::Normal)
     }
 
     /// Checks a Filecoin job's inputs, loads its parameters (once per
@@ -307,6 +310,16 @@ impl Engine {
     /// others. Blocks for the checks (seconds for a large sector's C1): call
     /// it off the async runtime.
     pub fn submit_filecoin(&self, req: &FilecoinSubmitRequest) -> Result<String, SubmitError> {
+        self.submit_filecoin_as(req, None)
+    }
+
+    /// [`Engine::submit_filecoin`] at `priority` (`None`: the kind's own,
+    /// [`Priority::of_kind`]).
+    pub fn submit_filecoin_as(
+        &self,
+        req: &FilecoinSubmitRequest,
+        priority: Option<Priority>,
+    ) -> Result<String, SubmitError> {
         let shared = &self.shared;
         if !shared.accepting.load(Ordering::SeqCst) {
             return Err(SubmitError::Draining);
@@ -344,7 +357,7 @@ impl Engine {
                 got: u32::try_from(statement.partitions()).unwrap_or(u32::MAX),
                 max: admission::MAX_PARTITIONS,
             })?;
-        let urgent = statement.kind().is_urgent();
+        let priority = priority.unwrap_or_else(|| Priority::of_kind(statement.kind()));
         let spec = JobSpec {
             circuit: label,
             size: shape.num_constraints as u64,
@@ -353,7 +366,7 @@ impl Engine {
         };
         let circuit = Circuit::Filecoin(Arc::new(FilecoinWork { statement, key }));
         let blinding = crate::prove::Blinding::from_seed(req.rs_seed);
-        self.enqueue(spec, circuit, blinding, urgent)
+        self.enqueue(spec, circuit, blinding, priority)
     }
 
     /// Registers a job and queues one task per partition.
@@ -362,7 +375,7 @@ impl Engine {
         spec: JobSpec,
         circuit: Circuit,
         blinding: crate::prove::Blinding,
-        urgent: bool,
+        priority: Priority,
     ) -> Result<String, SubmitError> {
         let shared = &self.shared;
         let mut jobs = shared.jobs.lock();
@@ -391,7 +404,7 @@ impl Engine {
                 partition,
                 partitions,
                 circuit: circuit.clone(),
-                urgent,
+                priority,
                 blinding,
                 submitted,
                 cancelled: cancelled.clone(),
@@ -406,7 +419,7 @@ impl Engine {
             }
         }
         drop(jobs);
-        tracing::info!(job = %id, circuit = %label, size, partitions, urgent, "job accepted");
+        tracing::info!(job = %id, circuit = %label, size, partitions, priority = priority.name(), "job accepted");
         shared.bump();
         Ok(id)
     }
@@ -587,6 +600,7 @@ impl Engine {
         };
         self.shared.tasks_tx.lock().take();
         self.shared.urgent_tx.lock().take();
+        self.shared.high_tx.lock().take();
         join(threads.synthesis);
         self.shared.queue.close();
         join(threads.devices);

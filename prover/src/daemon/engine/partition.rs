@@ -129,6 +129,38 @@ pub enum Circuit {
     Filecoin(Arc<FilecoinWork>),
 }
 
+/// Where a job's partitions queue. A WinningPoSt (critical) goes ahead of
+/// every queued partition and is synthesised by a worker of its own; a
+/// WindowPoSt (high) ahead of the PoRep and bundled partitions waiting for
+/// a synthesis worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    Normal,
+    High,
+    Critical,
+}
+
+impl Priority {
+    /// The priority a Filecoin proof of `kind` gets unless its client says
+    /// otherwise.
+    pub fn of_kind(kind: fleet_wire::api::FilecoinKind) -> Priority {
+        use fleet_wire::api::FilecoinKind as K;
+        match kind {
+            K::WinningPost => Priority::Critical,
+            K::WindowPost => Priority::High,
+            K::PorepC2 => Priority::Normal,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Critical => "critical",
+        }
+    }
+}
+
 /// One partition on its way through the pipeline.
 #[derive(Debug, Clone)]
 pub struct Task {
@@ -136,8 +168,8 @@ pub struct Task {
     pub partition: u32,
     pub partitions: u32,
     pub circuit: Circuit,
-    /// Goes ahead of every queued partition (a WinningPoSt).
-    pub urgent: bool,
+    /// Its place in the queues: see [`Priority`].
+    pub priority: Priority,
     /// Where r, s come from: the job's `rs_seed`, or the OS per partition.
     pub blinding: Blinding,
     pub submitted: Instant,
@@ -147,6 +179,11 @@ pub struct Task {
 }
 
 impl Task {
+    /// Ahead of every queued partition, synthesised by the urgent worker.
+    pub fn urgent(&self) -> bool {
+        self.priority == Priority::Critical
+    }
+
     pub fn key(&self) -> WorkKey {
         match &self.circuit {
             Circuit::Bundled { kind, size, .. } => (kind.to_string(), *size),
@@ -424,7 +461,7 @@ impl Stages {
             },
             // Recording costs about one more synthesis: an urgent partition
             // (a WinningPoSt) is not the one to pay it.
-            None if self.compiled.enabled() && !task.urgent => Mode::Record,
+            None if self.compiled.enabled() && !task.urgent() => Mode::Record,
             None => Mode::Plain,
         };
         let Partition {

@@ -12,7 +12,7 @@
 use crate::daemon::engine::devices::Device;
 use crate::daemon::engine::jobs::{Jobs, Recorded};
 use crate::daemon::engine::partition::{
-    Failed, Outcome, PartitionError, Proved, Ready, Stages, Task, WorkKey,
+    Failed, Outcome, PartitionError, Priority, Proved, Ready, Stages, Task, WorkKey,
 };
 use crate::daemon::engine::scheduler::DeviceQueue;
 use crate::daemon::metrics::Metrics;
@@ -33,29 +33,40 @@ pub enum Work {
     Task(Task),
 }
 
-/// The synthesis workers' two inputs: urgent tasks are always taken first.
+/// The synthesis workers' inputs, taken in priority order: urgent, high,
+/// normal.
 #[derive(Clone)]
 pub struct TaskQueue {
     pub urgent: Receiver<Task>,
+    pub high: Receiver<Task>,
     pub normal: Receiver<Task>,
 }
 
 impl TaskQueue {
-    /// The next task, an urgent one if any waits; `None` once both inputs
-    /// are closed and empty.
+    /// The next task, of the highest priority that waits; `None` once every
+    /// input is closed and empty.
     fn recv(&self) -> Option<Task> {
-        if let Ok(t) = self.urgent.try_recv() {
-            return Some(t);
-        }
-        crossbeam_channel::select! {
-            recv(self.urgent) -> t => match t {
-                Ok(t) => Some(t),
-                Err(_) => self.normal.recv().ok(),
-            },
-            recv(self.normal) -> t => match t {
-                Ok(t) => Some(t),
-                Err(_) => self.urgent.recv().ok(),
-            },
+        use crossbeam_channel::TryRecvError;
+        let inputs = [&self.urgent, &self.high, &self.normal];
+        loop {
+            let mut open = Vec::with_capacity(inputs.len());
+            for rx in inputs {
+                match rx.try_recv() {
+                    Ok(t) => return Some(t),
+                    Err(TryRecvError::Empty) => open.push(rx),
+                    Err(TryRecvError::Disconnected) => {}
+                }
+            }
+            if open.is_empty() {
+                return None;
+            }
+            // Sleep until an open input has a task or closes, then take in
+            // priority order again.
+            let mut sel = crossbeam_channel::Select::new();
+            for rx in open {
+                sel.recv(rx);
+            }
+            sel.ready();
         }
     }
 }
@@ -68,6 +79,8 @@ pub struct Shared {
     pub tasks_tx: Mutex<Option<Sender<Task>>>,
     /// Urgent tasks (WinningPoSt), taken before any other.
     pub urgent_tx: Mutex<Option<Sender<Task>>>,
+    /// High-priority tasks (WindowPoSt), taken before normal ones.
+    pub high_tx: Mutex<Option<Sender<Task>>>,
     pub verify_tx: Mutex<Option<Sender<Box<Proved>>>>,
     pub accepting: AtomicBool,
     pub pipelined: bool,
@@ -108,9 +121,10 @@ impl Shared {
     /// pipelining is off); hands it back when that stage is closed.
     pub fn dispatch(&self, task: Task) -> Result<(), Task> {
         if self.pipelined {
-            let tx = match task.urgent {
-                true => &self.urgent_tx,
-                false => &self.tasks_tx,
+            let tx = match task.priority {
+                Priority::Critical => &self.urgent_tx,
+                Priority::High => &self.high_tx,
+                Priority::Normal => &self.tasks_tx,
             };
             match tx.lock().as_ref() {
                 // Receivers live as long as the workers, which outlive the sender.
@@ -119,7 +133,7 @@ impl Shared {
             }
         } else {
             let key = task.key();
-            let urgent = task.urgent;
+            let urgent = task.urgent();
             self.to_devices(key, Work::Task(task), urgent)
                 .map_err(|w| match w {
                     Work::Task(t) => t,
@@ -313,7 +327,7 @@ fn synthesize_and_queue(shared: &Shared, task: Task, slot: bool) -> bool {
         Ok(r) => {
             shared.stages.queued(&r, None);
             let key = r.task.key();
-            let urgent = r.task.urgent;
+            let urgent = r.task.urgent();
             match shared.to_devices(key, Work::Ready(Box::new(r), slot), urgent) {
                 Ok(()) => true,
                 Err(w) => {

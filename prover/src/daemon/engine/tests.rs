@@ -715,7 +715,7 @@ fn an_urgent_job_behind_a_backlog_is_synthesised_and_proved_before_the_backlog()
                 witness_seed: 3,
             },
             crate::prove::Blinding::from_seed(Some(5)),
-            true,
+            Priority::Critical,
         )
         .expect("accepted");
     wait_for("the urgent partition is synthesised and queued", || {
@@ -764,5 +764,67 @@ fn an_urgent_job_behind_a_backlog_is_synthesised_and_proved_before_the_backlog()
         backlog_partitions,
         (0..BACKLOG).collect::<Vec<_>>(),
         "{proved:?}"
+    );
+}
+
+#[test]
+fn a_high_priority_job_is_synthesised_before_a_normal_backlog_waiting_for_a_worker() {
+    use fleet_wire::timing::TimelineKind::SynthesisStart;
+    const LOOKAHEAD: u32 = 2;
+    const BACKLOG: u32 = 6;
+    let gate = Arc::new(Gate::default());
+    let rig = rig(
+        vec![Faulty::device(0, Fault::Hold(gate.clone()), 1)],
+        LOOKAHEAD,
+    );
+    let backlog = submit(&rig.engine, BACKLOG);
+    let queued = || rig.engine.shared.queue.waiting();
+    wait_for("the backlog holds the device and the lookahead", || {
+        rig.engine.devices()[0].busy == 1 && queued() == LOOKAHEAD as usize
+    });
+    // What `submit_filecoin` gives a WindowPoSt.
+    assert_eq!(
+        Priority::of_kind(fleet_wire::api::FilecoinKind::WindowPost),
+        Priority::High
+    );
+    let high = rig
+        .engine
+        .enqueue(
+            JobSpec {
+                circuit: "chain".into(),
+                size: SIZE,
+                partitions: 1,
+                sector_size: None,
+            },
+            Circuit::Bundled {
+                kind: CircuitKind::Chain,
+                size: SIZE,
+                witness_seed: 4,
+            },
+            crate::prove::Blinding::from_seed(Some(6)),
+            Priority::High,
+        )
+        .expect("accepted");
+    gate.open();
+    for id in [&backlog, &high] {
+        let s = finished(&rig.engine, id);
+        assert_eq!(s.state, JobState::Done, "{id}: {:?}", s.error);
+    }
+    stop(&rig.engine);
+    // Synthesised right after the partitions that already held a worker or
+    // a slot when it came, ahead of the rest of the backlog.
+    let synthesised = order_of(&timeline(&rig), SynthesisStart);
+    let at = synthesised
+        .iter()
+        .position(|(job, _)| job == &high)
+        .expect("the high job was synthesised");
+    assert!(at <= LOOKAHEAD as usize + 1, "{synthesised:?}");
+    assert!(
+        synthesised[at + 1..].iter().all(|(job, _)| job == &backlog),
+        "{synthesised:?}"
+    );
+    assert!(
+        synthesised.len() - at - 1 >= (BACKLOG - LOOKAHEAD - 2) as usize,
+        "{synthesised:?}"
     );
 }

@@ -6,7 +6,7 @@ use super::ids::{self, Claim, Refusal, RequestIds};
 use super::pb::{self, proving_engine_server::ProvingEngine};
 use super::srs::{CircuitId, SrsError};
 use crate::daemon::api::AppState;
-use crate::daemon::engine::{Engine, SubmitError};
+use crate::daemon::engine::{Engine, Priority, SubmitError};
 use fleet_wire::api::{DaemonState, JobState, JobStatus};
 use fleet_wire::timing::Phase;
 use prost::Message as _;
@@ -68,9 +68,10 @@ impl Service {
         }
         let engine = self.engine()?;
         let fil = curio::translate(&req).map_err(curio_status)?;
+        let priority = priority_of(req.priority)?;
         if req.request_id.is_empty() {
             return self
-                .submit_to(&engine, fil)
+                .submit_to(&engine, fil, priority)
                 .await
                 .map_err(|(c, m)| Status::new(c, m));
         }
@@ -95,7 +96,7 @@ impl Service {
         };
         let got = slot
             .get_or_init(|| async {
-                self.submit_to(&engine, fil)
+                self.submit_to(&engine, fil, priority)
                     .await
                     .map_err(|(code, message)| Refusal {
                         code: code as i32,
@@ -120,6 +121,7 @@ impl Service {
         &self,
         engine: &Arc<Engine>,
         fil: fleet_wire::api::FilecoinSubmitRequest,
+        priority: Option<Priority>,
     ) -> Result<String, (Code, String)> {
         let _turn = self
             .checks
@@ -127,7 +129,7 @@ impl Service {
             .await
             .map_err(|_| (Code::Unavailable, "shutting down".to_string()))?;
         let engine = engine.clone();
-        match tokio::task::spawn_blocking(move || engine.submit_filecoin(&fil)).await {
+        match tokio::task::spawn_blocking(move || engine.submit_filecoin_as(&fil, priority)).await {
             Ok(Ok(job)) => Ok(job),
             Ok(Err(e)) => Err((submit_code(&e), e.to_string())),
             Err(e) => Err((Code::Internal, format!("checking the request: {e}"))),
@@ -180,6 +182,21 @@ fn submit_code(e: &SubmitError) -> Code {
         SubmitError::ParamsMissing(_) => Code::FailedPrecondition,
         SubmitError::Filecoin(F::Cache(_) | F::Params(_) | F::Setup(_)) => Code::FailedPrecondition,
         _ => Code::InvalidArgument,
+    }
+}
+
+/// The engine's priority for the request's (0: the kind's own; LOW is
+/// NORMAL, the engine has nothing lower).
+fn priority_of(p: i32) -> Result<Option<Priority>, Status> {
+    use pb::Priority as P;
+    match P::try_from(p) {
+        Ok(P::Unspecified) => Ok(None),
+        Ok(P::Low | P::Normal) => Ok(Some(Priority::Normal)),
+        Ok(P::High) => Ok(Some(Priority::High)),
+        Ok(P::Critical) => Ok(Some(Priority::Critical)),
+        Err(_) => Err(Status::invalid_argument(format!(
+            "priority {p} is not one of 0 to 4"
+        ))),
     }
 }
 
