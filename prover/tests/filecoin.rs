@@ -658,7 +658,7 @@ impl GrpcDaemon {
         let f = fixture();
         let dir = tempfile::tempdir().expect("tempdir");
         let config = format!(
-            "listen = \"127.0.0.1:0\"\ndrain_timeout = \"30s\"\n[gpu]\ndevices = []\n\
+            "listen = \"127.0.0.1:0\"\ndrain_timeout = \"10m\"\n[gpu]\ndevices = []\n\
              [memory]\nbudget = \"4GiB\"\n[filecoin]\nparam_cache = {:?}\nallow_test_params = true\n\
              [grpc]\nsocket = \"run/cuzk.sock\"\nlisten = \"127.0.0.1:0\"\n",
             f.cache.to_str().expect("utf-8 path")
@@ -946,6 +946,53 @@ fn curio_over_grpc_gets_proofs_filecoin_proofs_accepts_and_clear_refusals() {
         "the daemon stopped serving: {}",
         d.log()
     );
+
+    // A drain: the proof being made is finished and handed over, a new
+    // request is answered UNAVAILABLE (Curio retries it elsewhere or later).
+    let started = d.run(
+        &d.socket(),
+        &serde_json::json!([
+            [{"rpc": "SubmitProof", "request": porep("porep-drained")}],
+        ]),
+    );
+    let job = started[0][0]["response"]["job_id"]
+        .as_str()
+        .expect("job id")
+        .to_owned();
+    wait_running(&d, &job);
+    // SAFETY: kill(2) on the daemon this test started.
+    assert_eq!(unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) }, 0);
+    let during = d.run(
+        &d.socket(),
+        &serde_json::json!([[
+            {"rpc": "AwaitProof", "request": {"job_id": job, "timeout_ms": 120000}},
+            {"rpc": "Prove", "request": {"submit": porep("porep-late")}, "delay_s": 0.2},
+        ]]),
+    );
+    assert_eq!(during[0][0]["code"], "OK", "{during:?}\n{}", d.log());
+    let drained = proof_of(&serde_json::json!({"response": {"result": during[0][0]["response"]}}));
+    assert!(seal::verify(sealed, &drained).expect("verify_seal runs"));
+    refused(&during[0][1], "UNAVAILABLE", "draining");
+}
+
+/// Waits (bounded) until `job` has a partition in progress.
+fn wait_running(d: &GrpcDaemon, job: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = d.run(&d.socket(), &serde_json::json!([[{"rpc": "GetStatus"}]]));
+        let running = r[0][0]["response"]["queues"]
+            .as_array()
+            .is_some_and(|q| q.iter().any(|q| q["in_progress"].as_u64().unwrap_or(0) > 0));
+        if running {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job {job} never started:\n{}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// The fixture sector's vanilla proof for `kind`, bincode as Curio sends it.
