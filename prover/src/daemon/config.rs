@@ -1240,6 +1240,43 @@ mod tests {
     }
 
     #[test]
+    fn the_grpc_section_is_checked_when_read() {
+        let e = parse("[grpc]\nlisten = \"0.0.0.0:9820\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("grpc.listen") && e.contains("takes no token"),
+            "{e}"
+        );
+        // A token does not help: Curio cannot send one.
+        let e = parse("api_token = \"t\"\n[grpc]\nlisten = \"0.0.0.0:9820\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("grpc.listen"), "{e}");
+        let c = parse("allow_unauthenticated = true\n[grpc]\nlisten = \"0.0.0.0:9820\"\n").unwrap();
+        assert!(c.grpc.exposed());
+        let c = parse("[grpc]\nlisten = \"127.0.0.1:9820\"\nsocket = \"run/p.sock\"\n").unwrap();
+        assert!(!c.grpc.exposed());
+        assert_eq!(c.grpc.socket_mode, FileMode(0o660));
+        let e = parse("[grpc]\nsocket_mode = \"0666\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("grpc.socket_mode"), "{e}");
+        let e = parse("[grpc]\nsocket_mode = \"rw\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("octal"), "{e}");
+        let e = parse(&format!("[grpc]\nsocket = \"/{}\"\n", "s".repeat(200)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("grpc.socket"), "{e}");
+        let e = parse("[grpc]\nmax_message_bytes = \"4GiB\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("grpc.max_message_bytes"), "{e}");
+    }
+
+    #[test]
     fn effective_config_redacts_the_token() {
         let c = parse("api_token = \"s3cret\"\n").unwrap();
         let eff = c.effective();

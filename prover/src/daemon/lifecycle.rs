@@ -150,6 +150,13 @@ pub async fn run(
         "starting"
     );
     tracing::info!(effective = %config.effective(), "configuration loaded");
+    if config.grpc.exposed() {
+        tracing::warn!(
+            listen = ?config.grpc.listen,
+            "the gRPC service listens beyond loopback (allow_unauthenticated = true); it takes no token: \
+             anyone who reaches this address can submit and cancel proofs"
+        );
+    }
     if config.exposed_without_token() {
         tracing::warn!(
             listen = %config.listen,
