@@ -120,6 +120,9 @@ pub struct ParamStore {
     /// entry do the work once.
     generating: Mutex<()>,
     test_params: TestParams,
+    /// Sidecars of files validated in a folder this process cannot write:
+    /// what [`ParamStore::meta`] answers for them, as a written one would.
+    unrecorded: Mutex<HashMap<(CircuitKind, usize), ParamsMeta>>,
     /// Where [`ParamStore::get_or_generate`] runs a generation's fixed-base
     /// multiplications.
     fixed_base: Arc<dyn FixedBaseEngine + Send + Sync>,
@@ -194,6 +197,7 @@ impl ParamStore {
             shapes: Arc::new(ShapeCache::new()),
             generating: Mutex::new(()),
             test_params: TestParams::Refuse,
+            unrecorded: Mutex::new(HashMap::new()),
             fixed_base: Arc::new(CpuFixedBase),
             budget: None,
         })
@@ -285,11 +289,14 @@ impl ParamStore {
         let text = match fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if let Some(meta) = self.unrecorded.lock().get(&(kind, size)) {
+                    return Ok(meta.clone());
+                }
                 return Err(ParamsError::Missing {
                     dir: self.root.clone(),
                     kind,
                     size,
-                })
+                });
             }
             Err(e) => return Err(io_err(&path, "reading")(e)),
         };
@@ -567,6 +574,7 @@ impl ParamStore {
         if !crate::sys::disk::writable(&self.root) {
             let meta = Self::new_meta(kind, size, shape, layout, sha256, origin);
             tracing::warn!(circuit = %kind, size, path = %path.display(), sha256 = %meta.sha256, "using a parameter file found without a sidecar in a folder this process cannot write: validated in full on every load until a sidecar can be recorded");
+            self.unrecorded.lock().insert((kind, size), meta.clone());
             return Ok((meta, params));
         }
         let meta = self.write_meta(kind, size, shape, layout, sha256, origin)?;
