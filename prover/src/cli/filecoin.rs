@@ -166,6 +166,8 @@ fn code_of(e: &FilecoinError) -> u8 {
         FilecoinError::C1(_)
         | FilecoinError::C1Shape { .. }
         | FilecoinError::C1Field { .. }
+        | FilecoinError::PostField { .. }
+        | FilecoinError::RequestField { .. }
         | FilecoinError::NotThisSector { .. }
         | FilecoinError::VanillaInvalid { .. }
         | FilecoinError::VanillaPostInvalid { .. } => exit::C1_REFUSED,

@@ -135,6 +135,8 @@ pub enum FilecoinError {
     C1Field { field: &'static str, reason: String },
     #[error("the PoSt input's {field}: {reason}")]
     PostField { field: &'static str, reason: String },
+    #[error("the job's {field}: {reason}")]
+    RequestField { field: &'static str, reason: String },
     #[error(
         "the C1 output is not for sector {sector_id} of prover {prover_id} ({seal_proof}): its replica id differs from the one those, its ticket and its CommD give (another sector's C1, or a wrong --sector-id / --prover-id / --registered-proof)"
     )]
