@@ -18,6 +18,7 @@
 pub mod bench;
 pub mod command;
 pub mod fixed_base;
+pub mod preflight;
 pub mod qap;
 
 use std::sync::Arc;

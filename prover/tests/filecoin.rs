@@ -265,6 +265,7 @@ fn hostile_c1_outputs_are_refused_with_exit_7_and_nothing_written() {
         p
     };
     let other_sector = (f.sealed.sector_id + 1).to_string();
+    let sector_id = f.sealed.sector_id.to_string();
     let truncated = write(
         "truncated.json",
         &f.sealed.c1_json[..f.sealed.c1_json.len() / 2],
@@ -284,7 +285,24 @@ fn hostile_c1_outputs_are_refused_with_exit_7_and_nothing_written() {
     let mut no_proofs = c1.clone();
     no_proofs["vanilla_proofs"] = serde_json::json!([]);
     let no_proofs = write("empty.json", &serde_json::to_vec(&no_proofs).expect("json"));
-    let cases: [(&str, &Path, Vec<&str>, &str); 6] = [
+    let mut unknown = c1.clone();
+    unknown["comm_rr"] = c1["comm_r"].clone();
+    let unknown = write("unknown.json", &serde_json::to_vec(&unknown).expect("json"));
+    // Curio's / lotus-bench's wrapper whose SectorSize (8 MiB) is not its
+    // Phase1Out's (a 2 KiB C1 in the api form).
+    let mut api = c1.clone();
+    api["registered_proof"] = serde_json::json!("StackedDrg2KiBV1_1");
+    let wrapped = {
+        use base64::Engine as _;
+        serde_json::json!({
+            "SectorNum": f.sealed.sector_id,
+            "Phase1Out": base64::engine::general_purpose::STANDARD
+                .encode(serde_json::to_vec(&api).expect("json")),
+            "SectorSize": 8u64 << 20,
+        })
+    };
+    let wrapped = write("wrapped.json", &serde_json::to_vec(&wrapped).expect("json"));
+    let cases: [(&str, &Path, Vec<&str>, &str); 8] = [
         (
             "another sector",
             &f.c1,
@@ -300,6 +318,18 @@ fn hostile_c1_outputs_are_refused_with_exit_7_and_nothing_written() {
         ),
         ("altered CommD", &altered_d, vec![], "is not for sector"),
         ("no vanilla proofs", &no_proofs, vec![], "vanilla_proofs"),
+        (
+            "an unknown field",
+            &unknown,
+            vec![],
+            "unknown field `comm_rr`",
+        ),
+        (
+            "a wrapper's SectorSize against its C1",
+            &wrapped,
+            vec!["--sector-id", &sector_id],
+            "SectorSize 8388608",
+        ),
         (
             "another sector size",
             &f.c1,
@@ -374,6 +404,7 @@ fn missing_truncated_foreign_and_test_only_parameters_are_refused_with_exit_8() 
         "{err}"
     );
 
+    let started = Instant::now();
     let run = c2(&f.c1, &f.cache, &out, &[]);
     let err = stderr(&run);
     assert_eq!(run.status.code(), Some(8), "{err}");
@@ -382,6 +413,27 @@ fn missing_truncated_foreign_and_test_only_parameters_are_refused_with_exit_8() 
         "{err}"
     );
     assert!(!out.exists(), "a proof was written");
+    eprintln!(
+        "TEST-ONLY refused in {:.1} s (the file is not read)",
+        started.elapsed().as_secs_f64()
+    );
+
+    // The sidecar decides before the file is read: beside the foreign file
+    // (whose digest, were it computed, matches nothing), it is the TEST-ONLY
+    // refusal that comes, not the digest's.
+    fs::copy(
+        entry.sidecar(),
+        foreign.join(format!("{name}{TEST_ONLY_SUFFIX}")),
+    )
+    .expect("sidecar");
+    let run = c2(&f.c1, &foreign, &out, &[]);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(8), "{err}");
+    assert!(
+        err.contains("TEST-ONLY") && err.contains("sidecar"),
+        "{err}"
+    );
+    assert!(!err.contains("parameters.json"), "{err}");
 }
 
 #[test]
@@ -470,6 +522,34 @@ fn post_is_accepted_by_filecoin_proofs(kind: PostKind) {
     assert!(err.contains("vanilla PoSt proofs are refused"), "{err}");
     assert!(!bad_out.exists());
     assert_eq!(digests(&f.cache), before, "the parameter cache changed");
+}
+
+/// A WindowPoSt's vanilla proofs sent as a WinningPoSt (and the other way
+/// round) are refused before any proving, naming the challenge counts and
+/// the PoSt input (not "the C1 output"), with the real parameters there.
+#[test]
+fn vanilla_proofs_of_the_other_post_kind_are_refused_before_proving() {
+    let f = fixture();
+    let dir = scratch("other-kind");
+    for (made_for, sent_as, says) in [
+        (PostKind::Window, PostKind::Winning, "10 challenges"),
+        (PostKind::Winning, PostKind::Window, "66 challenges"),
+    ] {
+        let vanilla =
+            seal::post_vanilla(made_for, &f.sealed, &f.work, RANDOMNESS).expect("vanilla");
+        let path = dir.join(format!("{}.json", made_for.name()));
+        fs::write(&path, &vanilla).expect("write");
+        let out = dir.join("proof");
+        let run = post_cli(sent_as, &path, &out, RANDOMNESS);
+        let err = stderr(&run);
+        assert_eq!(run.status.code(), Some(7), "{err}");
+        assert!(
+            err.contains("the PoSt input's vanilla proofs") && err.contains(says),
+            "{err}"
+        );
+        assert!(!err.contains("C1 output"), "{err}");
+        assert!(!out.exists());
+    }
 }
 
 #[test]
@@ -605,6 +685,36 @@ fn the_daemon_proves_a_c2_and_a_winning_post_that_filecoin_proofs_accepts() {
     assert!(
         seal::verify_post(PostKind::Winning, &f.sealed, RANDOMNESS, &proof).expect("verifier runs"),
         "filecoin-proofs rejected the daemon's WinningPoSt"
+    );
+
+    // A WindowPoSt's vanilla proofs as a WinningPoSt: refused at submission
+    // (so never queued as urgent), and vanilla proofs of other randomness
+    // too; neither is an ERROR line in the daemon's log.
+    let window =
+        seal::post_vanilla(PostKind::Window, &f.sealed, &f.work, RANDOMNESS).expect("vanilla");
+    let window_path = dir.join("window.json");
+    fs::write(&window_path, &window).expect("write vanilla");
+    let refused = dir.join("refused.proof");
+    let (code, err) = d.client(
+        &["post"],
+        &post_args(PostKind::Winning, &window_path, &refused, RANDOMNESS),
+    );
+    assert_eq!(code, Some(7), "{err}");
+    assert!(
+        err.contains("bad_filecoin_input") && err.contains("66"),
+        "{err}"
+    );
+    let (code, err) = d.client(
+        &["post"],
+        &post_args(PostKind::Winning, &vanilla_path, &refused, [9; 32]),
+    );
+    assert_eq!(code, Some(7), "{err}");
+    assert!(!refused.exists());
+    let log = d.log();
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("ERROR") && l.contains("storage_proofs")),
+        "a client's input wrote ERROR lines into the daemon's log:\n{log}"
     );
     assert_eq!(digests(&f.cache), before, "the parameter cache changed");
 }

@@ -90,6 +90,7 @@ pub struct JobArgs {
     #[command(flatten)]
     pub common: ConfigArg,
     /// Job id as `submit` printed it.
+    #[arg(value_parser = super::checked::Checked(super::checked::job_id))]
     pub job_id: String,
 }
 
@@ -202,8 +203,18 @@ fn post_request(input: &PostInput, rs_seed: Option<u64>) -> Result<FilecoinSubmi
     })
 }
 
-/// Sends a Filecoin job, waits for it and writes its proof.
-fn send_filecoin(send: &FilecoinSend, req: &FilecoinSubmitRequest) -> Result<u8> {
+/// Sends a Filecoin job, waits for it and writes its proof. `input` is the
+/// file the request was read from (`--c1`, `--vanilla`): the proof must not
+/// overwrite it, and its folder must be there before the daemon proves.
+fn send_filecoin(
+    send: &FilecoinSend,
+    input: (&'static str, &Path),
+    req: &FilecoinSubmitRequest,
+) -> Result<u8> {
+    if let Err(e) = super::out_path::check(&[("--out", send.out.as_deref())], &[input]) {
+        eprintln!("error: {e}");
+        return Ok(exit::USAGE);
+    }
     let config = load(&send.config)?;
     let client = ApiClient::new(&config, send.timeout)?;
     let started = std::time::Instant::now();
@@ -305,8 +316,16 @@ pub fn run_client(args: ClientArgs) -> Result<u8> {
                 && status.result.as_ref().is_some_and(|r| r.verified);
             Ok(if ok { exit::OK } else { exit::JOB_FAILED })
         }
-        ClientCommand::C2(a) => send_filecoin(&a.send, &c2_request(&a.input, a.send.rs_seed)?),
-        ClientCommand::Post(a) => send_filecoin(&a.send, &post_request(&a.input, a.send.rs_seed)?),
+        ClientCommand::C2(a) => send_filecoin(
+            &a.send,
+            ("--c1", &a.input.c1),
+            &c2_request(&a.input, a.send.rs_seed)?,
+        ),
+        ClientCommand::Post(a) => send_filecoin(
+            &a.send,
+            ("--vanilla", &a.input.vanilla),
+            &post_request(&a.input, a.send.rs_seed)?,
+        ),
         ClientCommand::Status(a) => {
             let client = ApiClient::new(&load(&a.config)?, a.timeout)?;
             print_json(&client.status()?)?;
@@ -441,6 +460,7 @@ fn check_config(path: &Path, config: &Config) -> Result<u8> {
         );
         None
     };
+    check_param_cache(path, &config.filecoin.param_cache)?;
     let mut problems = Vec::new();
     for (i, p) in config.preload.iter().enumerate() {
         let size = usize::try_from(p.size).context("preload size")?;
@@ -479,6 +499,37 @@ fn check_config(path: &Path, config: &Config) -> Result<u8> {
     Ok(exit::OK)
 }
 
+/// `[filecoin] param_cache` for `--check-config`: a folder the config names
+/// must be there (the daemon reads it in place and never creates it); the
+/// default one may be absent on a host without Filecoin jobs, and is then
+/// reported, not failed.
+fn check_param_cache(path: &Path, cache: &Path) -> Result<()> {
+    let default = Path::new(prover::filecoin::cache::DEFAULT_CACHE_DIR);
+    if cache.is_dir() {
+        println!("filecoin.param_cache {}: ok", cache.display());
+        return Ok(());
+    }
+    if cache.exists() {
+        anyhow::bail!(
+            "{}: filecoin.param_cache {} is not a folder",
+            path.display(),
+            cache.display()
+        );
+    }
+    if cache == default {
+        println!(
+            "filecoin.param_cache {}: not there (the default); Filecoin jobs are refused (params_missing) until it is",
+            cache.display()
+        );
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{}: filecoin.param_cache {} does not exist: the daemon reads Filecoin's parameters there in place and never creates it (fetch them into it, e.g. `lotus fetch-params <sector size>`, or fix the path)",
+        path.display(),
+        cache.display()
+    )
+}
+
 /// Logs to stderr and, unless stderr already is the log file (fleetctl
 /// appends the daemon's stderr there), to the log file too: each line lands
 /// in the log file exactly once either way.
@@ -502,7 +553,7 @@ fn init_logging(config: &Config) -> Result<()> {
         })?;
     let stderr_is_file = same_file_as_stderr(&file);
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let filter = || EnvFilter::new(config.log.level.as_str());
+    let filter = || quiet_input_faults(EnvFilter::new(config.log.level.as_str()), config.log.level);
     let json = config.log.format == LogFormat::Json;
     let stderr_layer = if json {
         fmt::layer()
@@ -543,6 +594,26 @@ fn init_logging(config: &Config) -> Result<()> {
         .try_init()
         .context("installing the logger")?;
     Ok(())
+}
+
+/// The proof crates log each fault they find in vanilla PoSt proofs as an
+/// ERROR line of their own (`invalid inclusion proof: SectorId(…)`), though
+/// it is a client's input, which the daemon already refuses with the cause
+/// (400 `bad_filecoin_input`). Those lines stay out of the daemon's log
+/// unless it logs at debug or trace level.
+fn quiet_input_faults(
+    filter: tracing_subscriber::EnvFilter,
+    level: prover::daemon::config::LogLevel,
+) -> tracing_subscriber::EnvFilter {
+    use prover::daemon::config::LogLevel;
+    const TARGET: &str = "storage_proofs_post::fallback::vanilla";
+    if matches!(level, LogLevel::Debug | LogLevel::Trace) {
+        return filter;
+    }
+    match format!("{TARGET}=off").parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    }
 }
 
 fn same_file_as_stderr(file: &std::fs::File) -> bool {

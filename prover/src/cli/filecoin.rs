@@ -92,7 +92,8 @@ pub struct ProverIdArg {
     #[arg(
         long,
         conflicts_with = "miner_id",
-        required_unless_present = "miner_id"
+        required_unless_present = "miner_id",
+        value_parser = super::checked::Checked(super::checked::hex32)
     )]
     pub prover_id: Option<String>,
     /// The miner's actor id (the prover id is its ID address payload, as Lotus derives it).
@@ -119,7 +120,7 @@ pub struct PostInput {
     #[arg(long)]
     pub vanilla: PathBuf,
     /// The challenge randomness as 64 hex digits.
-    #[arg(long)]
+    #[arg(long, value_parser = super::checked::Checked(super::checked::hex32))]
     pub randomness: String,
     #[command(flatten)]
     pub prover: ProverIdArg,
@@ -165,6 +166,8 @@ fn code_of(e: &FilecoinError) -> u8 {
         FilecoinError::C1(_)
         | FilecoinError::C1Shape { .. }
         | FilecoinError::C1Field { .. }
+        | FilecoinError::PostField { .. }
+        | FilecoinError::RequestField { .. }
         | FilecoinError::NotThisSector { .. }
         | FilecoinError::VanillaInvalid { .. }
         | FilecoinError::VanillaPostInvalid { .. } => exit::C1_REFUSED,
@@ -179,8 +182,31 @@ fn fail(e: FilecoinError) -> Result<u8> {
     Ok(code_of(&e))
 }
 
+/// `--out` and `--report` checked against the input before anything is
+/// proven (a bad one is a usage error: exit 2).
+fn check_outputs(
+    out: Option<&Path>,
+    report: Option<&Path>,
+    input: (&'static str, &Path),
+) -> Option<u8> {
+    match super::out_path::check(&[("--out", out), ("--report", report)], &[input]) {
+        Ok(()) => None,
+        Err(e) => {
+            eprintln!("error: {e}");
+            Some(exit::USAGE)
+        }
+    }
+}
+
 /// `prover c2`.
 pub fn run_c2(args: C2Args) -> Result<u8> {
+    if let Some(code) = check_outputs(
+        args.out.as_deref(),
+        args.report.as_deref(),
+        ("--c1", &args.input.c1),
+    ) {
+        return Ok(code);
+    }
     let prover_id = args.input.prover.bytes()?;
     let bytes = read_c1(&args.input.c1)?;
     let doc = match c1::parse(&bytes, args.input.seal_proof(), args.input.sector_id) {
@@ -242,6 +268,8 @@ pub fn run_setup(args: SetupArgs) -> Result<u8> {
         anyhow::bail!("--filecoin is required");
     };
     eprintln!("WARNING: {}", prover::setup::TEST_ONLY_WARNING);
+    // A refused or failed run leaves no folder it created behind.
+    let new_dir = prover::params::NewDirectory::if_absent(&args.param_cache);
     let generated = match circuit {
         FilCircuit::PoRep(p) => fil_setup::generate_porep(&args.param_cache, p, args.seed),
         FilCircuit::Post(kind, size) => {
@@ -250,6 +278,7 @@ pub fn run_setup(args: SetupArgs) -> Result<u8> {
     };
     match generated {
         Ok(g) => {
+            new_dir.keep();
             println!("{}", serde_json::to_string(&g)?);
             Ok(exit::OK)
         }
@@ -296,6 +325,13 @@ pub struct PostArgs {
 /// `prover post`.
 pub fn run_post(args: PostArgs) -> Result<u8> {
     let input = &args.input;
+    if let Some(code) = check_outputs(
+        args.out.as_deref(),
+        args.report.as_deref(),
+        ("--vanilla", &input.vanilla),
+    ) {
+        return Ok(code);
+    }
     let prover_id = input.prover.bytes()?;
     let randomness =
         c1::parse_hex32("--randomness", &input.randomness).map_err(anyhow::Error::msg)?;

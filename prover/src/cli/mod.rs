@@ -7,10 +7,12 @@
 
 pub mod args;
 pub mod bench_pool;
+pub mod checked;
 pub mod daemon;
 pub mod exit;
 pub mod filecoin;
 pub mod kernels;
+pub mod out_path;
 pub mod params;
 pub mod prove;
 pub mod setup;

@@ -107,16 +107,16 @@ pub fn run(args: ParamsCmdArgs) -> Result<u8> {
                 println!("no parameter files in {}", dir.params_dir.display());
             }
             for t in &temps {
-                println!(
-                    "{}\t{} bytes\tunfinished write by pid {} ({})",
-                    t.path.display(),
-                    t.bytes,
-                    t.writer,
-                    match t.writer_alive {
-                        true => "still running",
-                        false => "gone; removed at the next start",
+                let writer = match (t.writer, t.writer_alive) {
+                    (Some(pid), true) => format!("unfinished write by pid {pid} (still running)"),
+                    (Some(pid), false) => format!(
+                        "unfinished write by pid {pid} (gone, or its pid now another program's; removed at the next start)"
+                    ),
+                    (None, _) => {
+                        "a temporary name without a writer's pid (removed at the next start)".into()
                     }
-                );
+                };
+                println!("{}\t{} bytes\t{writer}", t.path.display(), t.bytes);
             }
             for e in &entries {
                 match (&e.meta, &e.problem) {

@@ -27,7 +27,7 @@ pub fn load_params(
     size: usize,
     dir: &std::path::Path,
     test_params: bool,
-) -> Result<Arc<Parameters<Bls12>>> {
+) -> Result<(Arc<Parameters<Bls12>>, String)> {
     use prover::params::ParamStore;
     // Only a store that may write (TEST-ONLY parameters) makes its directory.
     let (store, test_params) = if test_params {
@@ -38,9 +38,16 @@ pub fn load_params(
     };
     // The store's error names the directory and what failed.
     let store = store?.with_test_params(test_params);
-    store
+    let params = store
         .get_or_generate(kind, size)
-        .with_context(|| format!("parameters for {kind} at size {size}"))
+        .with_context(|| format!("parameters for {kind} at size {size}"))?;
+    // From the store that loaded them: a file used without a sidecar (a
+    // folder this process cannot write) has its checksum only there.
+    let sha256 = store
+        .meta(kind, size)
+        .map(|m| m.sha256)
+        .with_context(|| format!("reading the checksum of the {kind} parameters at size {size}"))?;
+    Ok((params, sha256))
 }
 
 /// The backend `choice` names: CUDA needs a usable device.
@@ -96,12 +103,10 @@ fn timing_table(rows: &[(u32, std::collections::BTreeMap<Phase, f64>)]) -> Table
 pub fn run_prove(args: ProveArgs) -> Result<u8> {
     let kind = args.params.circuit;
     let size = args.params.size;
-    let params = load_params(kind, size, &args.params.params_dir, args.test_params)?;
-    // The key under which a device keeps the bases resident across partitions.
-    let params_sha256 = prover::params::ParamStore::open_existing(&args.params.params_dir)
-        .and_then(|store| store.meta(kind, size))
-        .map(|m| m.sha256)
-        .with_context(|| format!("reading the checksum of the {kind} parameters at size {size}"))?;
+    // The checksum is the key under which a device keeps the bases resident
+    // across partitions.
+    let (params, params_sha256) =
+        load_params(kind, size, &args.params.params_dir, args.test_params)?;
     // The job starts once its parameters are in memory, as in the daemon.
     let submitted = Instant::now();
     let backend = make_backend(args.backend, args.threads)?;
@@ -234,7 +239,7 @@ pub fn run_verify(args: VerifyArgs) -> Result<u8> {
             return Ok(exit::VERIFY_FAILED);
         }
     };
-    let params = load_params(kind, size, &args.params.params_dir, false)?;
+    let (params, _) = load_params(kind, size, &args.params.params_dir, false)?;
     let (_, inputs): (_, Vec<Scalar>) = circuit::bundled(kind, size, args.seed)?;
     let pvk = prepare_verifying_key(&params.vk);
     let mut all_ok = true;

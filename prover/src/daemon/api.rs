@@ -535,7 +535,11 @@ async fn submit_filecoin(State(state): State<Shared>, body: Bytes) -> Result<Res
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad_request",
-            format!("invalid Filecoin job JSON: {e}"),
+            // serde repeats a bad enum variant whole: bounded, one line.
+            format!(
+                "invalid Filecoin job JSON: {}",
+                crate::filecoin::bounded_reason(&e.to_string())
+            ),
         )
     })?;
     drop(body);

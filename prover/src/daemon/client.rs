@@ -39,12 +39,18 @@ pub enum ClientError {
         status: u16,
         reason: String,
     },
-    #[error("`{id}` is not a job id: one to {MAX_JOB_ID} letters, digits, `-` or `_` (as `submit` prints them)")]
-    JobId { id: String },
+    #[error("not a job id ({chars} characters): one to {MAX_JOB_ID} letters, digits, `-` or `_` (as `submit` prints them)")]
+    JobId { chars: usize },
 }
 
 /// The longest job id the client sends (the daemon's are about 20 characters).
 pub const MAX_JOB_ID: usize = 128;
+
+/// Whether `id` can be a job id (the command line checks it up front, so a
+/// bad one is a usage error).
+pub fn check_job_id(id: &str) -> Result<(), ClientError> {
+    job_segment(id).map(|_| ())
+}
 
 /// The id as one path segment: only the characters the daemon's ids are
 /// made of, so that an id can never reach another route (`../healthz`).
@@ -56,7 +62,9 @@ fn job_segment(id: &str) -> Result<&str, ClientError> {
     if ok {
         Ok(id)
     } else {
-        Err(ClientError::JobId { id: id.to_string() })
+        Err(ClientError::JobId {
+            chars: id.chars().count(),
+        })
     }
 }
 

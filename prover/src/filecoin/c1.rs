@@ -56,6 +56,56 @@ pub enum C1Error {
     NoProofType,
     #[error("the C1 output does not carry its sector number: pass --sector-id")]
     NoSector,
+    #[error(
+        "the C1 output's wrapper says SectorSize {in_wrapper} but its Phase1Out is a {in_file} C1 output"
+    )]
+    SectorSizeConflict { in_wrapper: u64, in_file: SealProof },
+    #[error("the C1 output has an unknown field `{field}` {place} (known: {known})")]
+    UnknownField {
+        field: String,
+        place: &'static str,
+        known: &'static str,
+    },
+}
+
+/// The lotus-bench / Curio wrapper's fields (`Commit2In`).
+const WRAPPER_FIELDS: [&str; 3] = ["SectorNum", "Phase1Out", "SectorSize"];
+/// `SealCommitPhase1Output`'s fields, with the api form's `registered_proof`.
+const C1_FIELDS: [&str; 7] = [
+    "registered_proof",
+    "vanilla_proofs",
+    "comm_r",
+    "comm_d",
+    "replica_id",
+    "seed",
+    "ticket",
+];
+
+/// The longest field name a refusal names; a longer one is cut (an input is
+/// never echoed whole).
+const MAX_NAMED_FIELD: usize = 64;
+
+/// Refuses a key of `obj` outside `known`, as the HTTP request's own
+/// fields are refused: a misspelt or foreign field is never silently dropped.
+fn refuse_unknown(
+    obj: &serde_json::Map<String, Value>,
+    known: &[&str],
+    place: &'static str,
+    known_text: &'static str,
+) -> Result<(), C1Error> {
+    match obj.keys().find(|k| !known.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => Err(C1Error::UnknownField {
+            field: k
+                .chars()
+                .take(MAX_NAMED_FIELD)
+                .collect::<String>()
+                .escape_debug()
+                .to_string(),
+            place,
+            known: known_text,
+        }),
+    }
 }
 
 /// A C1 document, unwrapped to filecoin-proofs' own form.
@@ -101,8 +151,22 @@ pub fn from_value(
     sector_id: Option<u64>,
 ) -> Result<C1Document, C1Error> {
     let mut sector_in_file = None;
+    let mut size_in_wrapper = None;
     if let Some(obj) = value.as_object_mut() {
         if obj.contains_key("Phase1Out") {
+            refuse_unknown(
+                obj,
+                &WRAPPER_FIELDS,
+                "in the SectorNum/Phase1Out wrapper",
+                "SectorNum, Phase1Out, SectorSize",
+            )?;
+            size_in_wrapper = match obj.get("SectorSize") {
+                None => None,
+                Some(v) => Some(
+                    v.as_u64()
+                        .ok_or_else(|| field_err("SectorSize", "not an unsigned integer"))?,
+                ),
+            };
             let n = obj
                 .get("SectorNum")
                 .and_then(Value::as_u64)
@@ -120,6 +184,12 @@ pub fn from_value(
     }
     let mut in_file = None;
     if let Some(obj) = value.as_object_mut() {
+        refuse_unknown(
+            obj,
+            &C1_FIELDS,
+            "at its top level",
+            "registered_proof, vanilla_proofs, comm_r, comm_d, replica_id, seed, ticket",
+        )?;
         if let Some(name) = obj.remove("registered_proof") {
             let name = name
                 .as_str()
@@ -150,6 +220,14 @@ pub fn from_value(
         (Some(p), _) | (None, Some(p)) => p,
         (None, None) => return Err(C1Error::NoProofType),
     };
+    if let Some(size) = size_in_wrapper {
+        if size != seal_proof.sector_size {
+            return Err(C1Error::SectorSizeConflict {
+                in_wrapper: size,
+                in_file: seal_proof,
+            });
+        }
+    }
     let sector_id = match (sector_in_file, sector_id) {
         (Some(f), Some(g)) if f != g => {
             return Err(C1Error::SectorConflict {
@@ -191,10 +269,17 @@ pub fn parse_prover_id(s: &str) -> Result<[u8; 32], String> {
     parse_hex32("prover id", s)
 }
 
-/// 32 bytes (a prover id, a randomness) from 64 hex digits.
+/// 32 bytes (a prover id, a randomness) from 64 hex digits. The refusal
+/// names `what` and the cause, never the value (it may be kilobytes long).
 pub fn parse_hex32(what: &str, s: &str) -> Result<[u8; 32], String> {
-    let bytes = hex::decode(s.trim_start_matches("0x"))
-        .map_err(|e| format!("{what} `{}` is not hex: {e}", s.escape_debug()))?;
+    let digits = s.strip_prefix("0x").unwrap_or(s);
+    if digits.len() != 64 {
+        return Err(format!(
+            "{what} must be 64 hex digits (32 bytes), not {} characters",
+            digits.chars().count()
+        ));
+    }
+    let bytes = hex::decode(digits).map_err(|e| format!("{what} is not hex: {e}"))?;
     bytes
         .try_into()
         .map_err(|b: Vec<u8>| format!("{what} has {} bytes, not 32", b.len()))
@@ -248,5 +333,65 @@ mod tests {
             parse(b"[1]", Some(p), Some(1)),
             Err(C1Error::Field { .. })
         ));
+    }
+
+    fn wrapper(inner: &[u8], sector_size: u64) -> String {
+        let inner = base64::engine::general_purpose::STANDARD.encode(inner);
+        format!(r#"{{"SectorNum":7,"Phase1Out":"{inner}","SectorSize":{sector_size}}}"#)
+    }
+
+    #[test]
+    fn a_wrapper_whose_sector_size_contradicts_its_phase1out_is_refused() {
+        let api = br#"{"registered_proof":"StackedDrg8MiBV1_1","vanilla_proofs":{"StackedDrg8MiBV1":[[]]}}"#;
+        let err = parse(wrapper(api, 2048).as_bytes(), None, None).expect_err("contradiction");
+        assert!(
+            matches!(
+                err,
+                C1Error::SectorSizeConflict {
+                    in_wrapper: 2048,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // Without a proof type inside, the caller's type is what it contradicts.
+        let bare = br#"{"vanilla_proofs":[[]]}"#;
+        let p: SealProof = "StackedDrg2KiBV1_1".parse().expect("name");
+        assert!(parse(wrapper(bare, 2048).as_bytes(), Some(p), None).is_ok());
+        assert!(matches!(
+            parse(wrapper(bare, 8 << 20).as_bytes(), Some(p), None),
+            Err(C1Error::SectorSizeConflict { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_at_the_top_and_in_the_wrapper() {
+        let p: SealProof = "StackedDrg2KiBV1_1".parse().expect("name");
+        let doc = br#"{"vanilla_proofs":[[]],"comm_rr":[1]}"#;
+        let err = parse(doc, Some(p), Some(1)).expect_err("unknown field");
+        assert!(err.to_string().contains("`comm_rr`"), "{err}");
+        let bare = br#"{"vanilla_proofs":[[]]}"#;
+        let inner = base64::engine::general_purpose::STANDARD.encode(bare);
+        let extra = format!(r#"{{"SectorNum":7,"Phase1Out":"{inner}","Extra":1}}"#);
+        let err = parse(extra.as_bytes(), Some(p), None).expect_err("unknown wrapper field");
+        assert!(err.to_string().contains("`Extra`"), "{err}");
+        // A kilobytes-long field name is cut, not echoed.
+        let long = format!(r#"{{"vanilla_proofs":[[]],"{}":1}}"#, "x".repeat(50_000));
+        let err = parse(long.as_bytes(), Some(p), Some(1)).expect_err("unknown field");
+        assert!(
+            err.to_string().len() < 400,
+            "{} bytes",
+            err.to_string().len()
+        );
+    }
+
+    #[test]
+    fn hex_refusals_name_the_field_not_the_value() {
+        let long = "z".repeat(49_000);
+        let err = parse_hex32("randomness", &long).expect_err("not hex");
+        assert!(err.starts_with("randomness") && err.len() < 200, "{err}");
+        let err = parse_hex32("randomness", &"zz".repeat(32)).expect_err("not hex");
+        assert!(err.contains("not hex") && !err.contains("zzzz"), "{err}");
+        assert!(parse_hex32("randomness", &"07".repeat(32)).is_ok());
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod c1;
 pub mod cache;
+pub mod need;
 pub mod porep;
 pub mod post;
 pub mod registered;
@@ -58,12 +59,7 @@ impl std::str::FromStr for FilCircuit {
             let kind = match kind {
                 "winning-post" => registered::PostKind::Winning,
                 "window-post" => registered::PostKind::Window,
-                other => {
-                    return Err(format!(
-                        "unknown PoSt `{}`: winning-post or window-post",
-                        other.escape_debug()
-                    ))
-                }
+                _ => return Err("unknown PoSt kind: winning-post or window-post".into()),
             };
             let size = registered::parse_sector_size(size).map_err(|e| e.to_string())?;
             return Ok(FilCircuit::Post(kind, size));
@@ -71,6 +67,15 @@ impl std::str::FromStr for FilCircuit {
         s.parse::<SealProof>()
             .map(FilCircuit::PoRep)
             .map_err(|e| format!("{e}; or a PoSt as winning-post:SIZE / window-post:SIZE"))
+    }
+}
+
+impl std::fmt::Display for FilCircuit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FilCircuit::PoRep(p) => write!(f, "{p}"),
+            FilCircuit::Post(kind, size) => f.write_str(&job_label(kind.job_kind(), *size)),
+        }
     }
 }
 
@@ -90,12 +95,28 @@ pub fn write_output(path: &std::path::Path, bytes: &[u8]) -> Result<(), ParamsEr
 }
 
 /// The error of a call into the proof crates (they answer `anyhow`), with
-/// what it was doing and the whole chain of causes.
+/// what it was doing and the chain of causes, bounded ([`bounded_reason`]).
 pub(crate) fn crates_err(context: &'static str) -> impl FnOnce(anyhow::Error) -> FilecoinError {
     move |e| FilecoinError::ProofCrates {
         context,
-        reason: format!("{e:#}"),
+        reason: bounded_reason(&format!("{e:#}")),
     }
+}
+
+/// The most of a cause from the proof crates or serde a message carries.
+pub const MAX_REASON_CHARS: usize = 300;
+
+/// A cause as a message may carry it: one line of at most
+/// [`MAX_REASON_CHARS`] characters. The proof crates' errors can hold a
+/// whole input in `Debug` form (tens of KB); a message names the field and
+/// the cause, never the input.
+pub fn bounded_reason(reason: &str) -> String {
+    let line = reason.lines().next().unwrap_or_default();
+    let mut out: String = line.chars().take(MAX_REASON_CHARS).collect();
+    if out.len() < reason.len() {
+        out.push_str(" …");
+    }
+    out
 }
 
 /// Why a Filecoin proof could not be made.
@@ -112,6 +133,10 @@ pub enum FilecoinError {
     },
     #[error("the C1 output's {field}: {reason}")]
     C1Field { field: &'static str, reason: String },
+    #[error("the PoSt input's {field}: {reason}")]
+    PostField { field: &'static str, reason: String },
+    #[error("the job's {field}: {reason}")]
+    RequestField { field: &'static str, reason: String },
     #[error(
         "the C1 output is not for sector {sector_id} of prover {prover_id} ({seal_proof}): its replica id differs from the one those, its ticket and its CommD give (another sector's C1, or a wrong --sector-id / --prover-id / --registered-proof)"
     )]
@@ -137,6 +162,8 @@ pub enum FilecoinError {
     Params(#[from] ParamsError),
     #[error(transparent)]
     Setup(#[from] SetupError),
+    #[error(transparent)]
+    Preflight(#[from] crate::setup::preflight::PreflightError),
     #[error("{path} exists: the parameter cache is never written over")]
     Exists { path: PathBuf },
     #[error("proving partition {partition}: {source}")]

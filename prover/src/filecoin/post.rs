@@ -14,6 +14,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use blstrs::Scalar;
+use filecoin_hashers::HashFunction;
 use filecoin_hashers::Hasher;
 use filecoin_proofs::constants::{
     WINDOW_POST_CHALLENGE_COUNT, WINDOW_POST_SECTOR_COUNT, WINNING_POST_CHALLENGE_COUNT,
@@ -26,7 +27,7 @@ use filecoin_proofs::{
 use fleet_wire::api::FilecoinKind;
 use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
-use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCompound, PublicSector};
 
@@ -266,23 +267,97 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for PostStatement<Tree> {
     }
 }
 
+/// What the proof crates' verifier would refuse in the vanilla proofs' form,
+/// checked here first: a sector proof of another PoSt kind (a WindowPoSt's
+/// 10 challenges handed in as a WinningPoSt's 66, which the crates'
+/// partitioning accepts and only proving then fails), no inclusion proofs
+/// (the crates index the first one), roots that disagree with CommR, paths
+/// of another sector size. The crates log each of these as an ERROR line of
+/// their own; a client's malformed input is refused here without one.
+fn check_vanilla_shape<Tree: 'static + MerkleTreeTrait>(
+    kind: PostKind,
+    config: &PoStConfig,
+    vanilla: &[FallbackPoStSectorProof<Tree>],
+) -> Result<(), FilecoinError> {
+    let refuse = |i: usize, reason: String| FilecoinError::PostField {
+        field: "vanilla proofs",
+        reason: format!("sector proof {i}: {reason}"),
+    };
+    let leaves = u64::from(config.sector_size) as usize / storage_proofs_core::util::NODE_SIZE;
+    for (i, p) in vanilla.iter().enumerate() {
+        let [sector] = p.vanilla_proof.sectors.as_slice() else {
+            return Err(refuse(
+                i,
+                format!(
+                    "{} sector proofs inside, not 1 (as generate_single_vanilla_proof gives)",
+                    p.vanilla_proof.sectors.len()
+                ),
+            ));
+        };
+        let proofs = &sector.inclusion_proofs;
+        if proofs.len() != config.challenge_count {
+            return Err(refuse(
+                i,
+                format!(
+                    "{} challenges' inclusion proofs; a {} has {} a sector{}",
+                    proofs.len(),
+                    kind.name(),
+                    config.challenge_count,
+                    match kind {
+                        PostKind::Winning => " (vanilla proofs of a WindowPoSt?)",
+                        PostKind::Window => " (vanilla proofs of a WinningPoSt?)",
+                    }
+                ),
+            ));
+        }
+        let root = proofs[0].root();
+        let comm_r = <Tree::Hasher as Hasher>::Function::hash2(&sector.comm_c, &root);
+        if comm_r != p.comm_r {
+            return Err(refuse(
+                i,
+                "its CommC and tree root do not hash to its CommR".into(),
+            ));
+        }
+        if let Some(n) = proofs.iter().position(|q| q.root() != root) {
+            return Err(refuse(i, format!("inclusion proof {n} has another root")));
+        }
+        if let Some(n) = proofs
+            .iter()
+            .position(|q| q.path().len() != q.expected_len(leaves))
+        {
+            return Err(refuse(
+                i,
+                format!(
+                    "inclusion proof {n} has a path of another length than a {} sector's",
+                    crate::filecoin::registered::size_name(u64::from(config.sector_size))
+                        .unwrap_or("?")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn prepare_of<Tree: 'static + MerkleTreeTrait>(
     request: &PostRequest,
 ) -> Result<Box<dyn Statement>, FilecoinError> {
     let config = post_config(request.kind, request.sector_size)?;
     if request.vanilla_json.len() > crate::filecoin::c1::MAX_C1_BYTES {
-        return Err(FilecoinError::C1Field {
+        return Err(FilecoinError::PostField {
             field: "vanilla proofs",
             reason: format!("{} bytes, more than accepted", request.vanilla_json.len()),
         });
     }
     let vanilla: Vec<FallbackPoStSectorProof<Tree>> = serde_json::from_slice(&request.vanilla_json)
-        .map_err(|e| FilecoinError::C1Field {
+        .map_err(|e| FilecoinError::PostField {
             field: "vanilla proofs",
-            reason: format!("not a JSON array of FallbackPoStSectorProof: {e}"),
+            reason: format!(
+                "not a JSON array of FallbackPoStSectorProof: {}",
+                crate::filecoin::bounded_reason(&e.to_string())
+            ),
         })?;
     if vanilla.is_empty() || vanilla.len() > config.sector_count {
-        return Err(FilecoinError::C1Field {
+        return Err(FilecoinError::PostField {
             field: "vanilla proofs",
             reason: format!(
                 "{} sectors; a {} partition proves 1 to {}",
@@ -295,7 +370,7 @@ fn prepare_of<Tree: 'static + MerkleTreeTrait>(
     if request.kind == PostKind::Winning
         && (vanilla.len() != config.sector_count || request.partition != 0)
     {
-        return Err(FilecoinError::C1Field {
+        return Err(FilecoinError::PostField {
             field: "vanilla proofs",
             reason: format!(
                 "WinningPoSt proves exactly {} sector(s), as partition 0",
@@ -303,17 +378,18 @@ fn prepare_of<Tree: 'static + MerkleTreeTrait>(
             ),
         });
     }
+    check_vanilla_shape::<Tree>(request.kind, &config, &vanilla)?;
     let randomness = as_safe_commitment::<<Tree::Hasher as Hasher>::Domain, _>(
         &request.randomness,
         "randomness",
     )
-    .map_err(|e| FilecoinError::C1Field {
+    .map_err(|e| FilecoinError::PostField {
         field: "randomness",
         reason: format!("{e:#}"),
     })?;
     let prover_id =
         as_safe_commitment::<<Tree::Hasher as Hasher>::Domain, _>(&request.prover_id, "prover_id")
-            .map_err(|e| FilecoinError::C1Field {
+            .map_err(|e| FilecoinError::PostField {
                 field: "prover id",
                 reason: format!("{e:#}"),
             })?;
@@ -343,7 +419,7 @@ fn prepare_of<Tree: 'static + MerkleTreeTrait>(
                 &vanilla,
             )
             .map_err(|e| FilecoinError::VanillaPostInvalid {
-                reason: format!("{e:#}"),
+                reason: crate::filecoin::bounded_reason(&format!("{e:#}")),
             })?;
             (pub_inputs, parts)
         }
@@ -361,7 +437,7 @@ fn prepare_of<Tree: 'static + MerkleTreeTrait>(
                 &vanilla,
             )
             .map_err(|e| FilecoinError::VanillaPostInvalid {
-                reason: format!("{e:#}"),
+                reason: crate::filecoin::bounded_reason(&format!("{e:#}")),
             })?;
             (pub_inputs, vec![part])
         }
@@ -372,7 +448,7 @@ fn prepare_of<Tree: 'static + MerkleTreeTrait>(
         &partitioned,
     )
     .map_err(|e| FilecoinError::VanillaPostInvalid {
-        reason: format!("{e:#}"),
+        reason: crate::filecoin::bounded_reason(&format!("{e:#}")),
     })?;
     if !valid {
         return Err(FilecoinError::VanillaPostInvalid {

@@ -41,12 +41,40 @@ pub struct SealProof {
 }
 
 /// Why a seal proof name or sector size was refused.
+///
+/// Refusals name the cause, not the value given (it may be kilobytes long);
+/// a proof type this prover knows and refuses is named, being one of ours.
 #[derive(Debug, thiserror::Error)]
 pub enum RegisteredError {
-    #[error("unknown registered seal proof `{name}`: valid are {valid}")]
-    UnknownName { name: String, valid: String },
-    #[error("unknown sector size `{name}`: valid are 2KiB, 8MiB, 512MiB, 32GiB, 64GiB")]
-    UnknownSize { name: String },
+    #[error("unknown registered seal proof ({chars} characters): valid are {valid}")]
+    UnknownName { chars: usize, valid: String },
+    #[error(
+        "registered seal proof `{name}` is a {feature}, which this prover refuses: its C2 output is not the partitions' proofs concatenated (valid are the V1 and V1_1 types, e.g. StackedDrg32GiBV1_1)"
+    )]
+    Unsupported { name: String, feature: &'static str },
+    #[error(
+        "unknown sector size ({chars} characters): valid are 2KiB, 8MiB, 512MiB, 32GiB, 64GiB"
+    )]
+    UnknownSize { chars: usize },
+}
+
+/// The suffixes filecoin-proofs-api gives the seal proof types this prover
+/// refuses, after the sector size (`StackedDrg32GiBV1_1_Feat_SyntheticPoRep`).
+const REFUSED_FEATURES: [(&str, &str); 2] = [
+    ("V1_1_Feat_SyntheticPoRep", "synthetic PoRep"),
+    ("V1_2_Feat_NonInteractivePoRep", "non-interactive PoRep"),
+];
+
+/// The refused feature `s` names, if it is one of a known sector size.
+fn refused_feature(s: &str) -> Option<(String, &'static str)> {
+    let rest = s.strip_prefix("StackedDrg")?;
+    SECTOR_SIZES.iter().find_map(|(_, size)| {
+        let suffix = rest.strip_prefix(size)?;
+        REFUSED_FEATURES
+            .iter()
+            .find(|(name, _)| *name == suffix)
+            .map(|(_, feature)| (s.to_string(), *feature))
+    })
 }
 
 impl SealProof {
@@ -122,10 +150,13 @@ impl FromStr for SealProof {
     type Err = RegisteredError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Some((name, feature)) = refused_feature(s) {
+            return Err(RegisteredError::Unsupported { name, feature });
+        }
         SealProof::all()
             .find(|p| p.to_string() == s)
             .ok_or_else(|| RegisteredError::UnknownName {
-                name: s.escape_debug().to_string(),
+                chars: s.chars().count(),
                 valid: SealProof::all()
                     .map(|p| p.to_string())
                     .collect::<Vec<_>>()
@@ -149,7 +180,7 @@ pub fn parse_sector_size(s: &str) -> Result<u64, RegisteredError> {
         .find(|(size, name)| *name == s || size.to_string() == s)
         .map(|(size, _)| *size)
         .ok_or_else(|| RegisteredError::UnknownSize {
-            name: s.escape_debug().to_string(),
+            chars: s.chars().count(),
         })
 }
 
@@ -198,5 +229,41 @@ mod tests {
         assert!(err.to_string().contains("StackedDrg64GiBV1_1"), "{err}");
         assert_eq!(parse_sector_size("8MiB").expect("size"), 1 << 23);
         assert!(parse_sector_size("4KiB").is_err());
+    }
+
+    #[test]
+    fn synthetic_and_non_interactive_porep_are_refused_by_name() {
+        for (name, says) in [
+            ("StackedDrg32GiBV1_1_Feat_SyntheticPoRep", "synthetic PoRep"),
+            (
+                "StackedDrg2KiBV1_2_Feat_NonInteractivePoRep",
+                "non-interactive PoRep",
+            ),
+        ] {
+            let err = name.parse::<SealProof>().expect_err("refused");
+            assert!(matches!(err, RegisteredError::Unsupported { .. }), "{err}");
+            let text = err.to_string();
+            assert!(text.contains(name) && text.contains(says), "{text}");
+        }
+        // Not a known size: an unknown name, not echoed.
+        let err = "StackedDrg3KiBV1_1_Feat_SyntheticPoRep"
+            .parse::<SealProof>()
+            .expect_err("unknown");
+        assert!(!err.to_string().contains("3KiB"), "{err}");
+        let long = "x".repeat(49_000);
+        assert!(
+            long.parse::<SealProof>()
+                .expect_err("unknown")
+                .to_string()
+                .len()
+                < 400
+        );
+        assert!(
+            parse_sector_size(&long)
+                .expect_err("unknown")
+                .to_string()
+                .len()
+                < 200
+        );
     }
 }

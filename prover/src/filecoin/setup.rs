@@ -27,9 +27,10 @@ use crate::filecoin::cache::{self, CacheEntry, TestOnlySidecar};
 use crate::filecoin::porep;
 use crate::filecoin::post::{self, PostKind};
 use crate::filecoin::registered::SealProof;
-use crate::filecoin::{crates_err, FilecoinError};
+use crate::filecoin::{crates_err, need, FilCircuit, FilecoinError};
 use crate::params::file::write_atomic;
 use crate::params::ParamsError;
+use crate::setup::preflight::{self, Need};
 
 /// What `generate_porep` wrote.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -63,9 +64,14 @@ fn generate_of<Tree: 'static + MerkleTreeTrait>(
     seed: u64,
 ) -> Result<Generated, FilecoinError> {
     let started = Instant::now();
-    create_dir(cache_dir)?;
     let entry = porep::cache_entry(cache_dir, seal_proof)?;
     refuse_existing(&entry)?;
+    check_fits(
+        cache_dir,
+        FilCircuit::PoRep(seal_proof),
+        preflight::mem_available(),
+    )?;
+    create_dir(cache_dir)?;
     let config = seal_proof.porep_config();
     let setup = compound_proof::SetupParams {
         vanilla_params: filecoin_proofs::parameters::setup_params(&config)
@@ -111,14 +117,46 @@ fn generate_post_of<Tree: 'static + MerkleTreeTrait>(
     seed: u64,
 ) -> Result<Generated, FilecoinError> {
     let started = Instant::now();
-    create_dir(cache_dir)?;
     let entry = post::cache_entry(cache_dir, kind, sector_size)?;
     refuse_existing(&entry)?;
+    check_fits(
+        cache_dir,
+        FilCircuit::Post(kind, sector_size),
+        preflight::mem_available(),
+    )?;
+    create_dir(cache_dir)?;
     let config = post::post_config(kind, sector_size)?;
     let pub_params = post::public_params::<Tree>(&config, config.sector_count)?;
     let blank = FallbackPoStCompound::<Tree>::blank_circuit(&pub_params.vanilla_params);
     let params = crate::setup::generate(&blank, seed)?;
     write_entry(&entry, &params, seed, sector_size, started)
+}
+
+/// Refuses, before any of the work, a generation this host cannot hold:
+/// `circuit`'s set and working vectors against `available` memory (the
+/// kernel's `MemAvailable` where it is known), its largest file against the
+/// free space where `cache_dir` is. Returns what it needs.
+pub fn check_fits(
+    cache_dir: &Path,
+    circuit: FilCircuit,
+    available: Option<u64>,
+) -> Result<Need, FilecoinError> {
+    let shape = need::shape(circuit)?;
+    let need = Need::of(&shape);
+    let what = format!(
+        "the parameters of {} ({} constraints, domain 2^{})",
+        circuit,
+        shape.num_constraints,
+        shape.log2_domain()
+    );
+    preflight::check_memory(&what, need.memory, available)?;
+    let free = preflight::free_bytes(cache_dir).map_err(|source| ParamsError::Io {
+        path: cache_dir.to_path_buf(),
+        action: "reading the free space of",
+        source,
+    })?;
+    preflight::check_disk(&what, cache_dir, need.disk, free)?;
+    Ok(need)
 }
 
 fn create_dir(dir: &Path) -> Result<(), FilecoinError> {
@@ -232,4 +270,45 @@ fn write_entry(
         blake2b,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::setup::preflight::PreflightError;
+
+    const GIB: u64 = 1 << 30;
+
+    /// The need of a 32 GiB PoRep set, from its counted shape (10 partitions
+    /// of 18 challenges, ~130 M constraints, a 2^27 domain), against the
+    /// 24 GiB of the host that ran out of memory: refused, both figures
+    /// named, nothing created. A 2 KiB WinningPoSt set fits the same host.
+    #[test]
+    fn a_32gib_porep_set_is_refused_on_a_24gib_host_before_any_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let p: SealProof = "StackedDrg32GiBV1_1".parse().unwrap();
+        let shape = need::shape(FilCircuit::PoRep(p)).unwrap();
+        assert_eq!(shape.log2_domain(), 27, "{shape:?}");
+        assert!(shape.num_constraints > 120_000_000, "{shape:?}");
+        let err = check_fits(&cache, FilCircuit::PoRep(p), Some(24 * GIB)).unwrap_err();
+        let FilecoinError::Preflight(PreflightError::Memory {
+            need, available, ..
+        }) = &err
+        else {
+            panic!("not a memory refusal: {err}");
+        };
+        assert_eq!(*available, 24 * GIB);
+        assert_eq!(*need, Need::of(&shape).memory);
+        assert!(*need > 64 * GIB, "{need}");
+        let text = err.to_string();
+        assert!(
+            text.contains("StackedDrg32GiBV1_1") && text.contains("24.0 GiB available"),
+            "{text}"
+        );
+        assert!(!cache.exists());
+        let small = FilCircuit::Post(PostKind::Winning, 2048);
+        let fits = check_fits(&cache, small, Some(24 * GIB)).unwrap();
+        assert!(fits.memory < GIB && fits.disk < GIB, "{fits:?}");
+    }
 }

@@ -344,9 +344,12 @@ pub(crate) fn write_atomic<T>(
 pub struct TempFile {
     pub path: std::path::PathBuf,
     pub bytes: u64,
-    /// The pid of the process that wrote it, from its name.
-    pub writer: u32,
-    /// Whether that process still runs (then the write may be under way).
+    /// The pid of the process that wrote it, from its name; `None` when the
+    /// name carries none (not one of ours, or damaged): nobody finishes it.
+    pub writer: Option<u32>,
+    /// Whether its writer may still be writing it: the pid names a live
+    /// process that started before the file was last written. A pid alone
+    /// proves nothing once its writer is gone: the kernel hands it out again.
     pub writer_alive: bool,
 }
 
@@ -377,7 +380,30 @@ impl Drop for NewDirectory {
     }
 }
 
-/// The temporary files of writes in `dir` (ours: `.<name>.tmp.<pid>.<n>`).
+/// How much later than a temporary file's last write a process holding its
+/// writer's pid may have started and still be its writer: the start time
+/// is known to a second (the boot time is whole seconds).
+const START_SLACK_S: f64 = 2.0;
+
+/// Whether the process `pid` may be the writer of a file last written at
+/// `modified`: it runs, and it started before that write (a process started
+/// later holds a reused pid). Where either time cannot be read, a live pid
+/// is taken as the writer: a file is never removed from under a write.
+fn writer_alive(pid: u32, modified: Option<std::time::SystemTime>) -> bool {
+    if !crate::sys::process_alive(pid) {
+        return false;
+    }
+    let modified = modified
+        .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs_f64());
+    match (crate::sys::process_started_unix(pid), modified) {
+        (Some(started), Some(modified)) => started <= modified + START_SLACK_S,
+        _ => true,
+    }
+}
+
+/// The temporary files of writes in `dir` (ours: `.<name>.tmp.<pid>.<n>`;
+/// any `.<name>.tmp.<rest>` is listed, a `rest` without a pid as writerless).
 pub fn temp_files(dir: &Path) -> Result<Vec<TempFile>, ParamsError> {
     let mut out = Vec::new();
     for entry in fs::read_dir(dir).map_err(io_err(dir, "listing"))? {
@@ -387,33 +413,42 @@ pub fn temp_files(dir: &Path) -> Result<Vec<TempFile>, ParamsError> {
         let Some(writer) = tmp_writer(name) else {
             continue;
         };
-        let bytes = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        let meta = entry.metadata().ok();
+        let bytes = meta.as_ref().map_or(0, |m| m.len());
+        let modified = meta.and_then(|m| m.modified().ok());
         out.push(TempFile {
             path: entry.path(),
             bytes,
             writer,
-            writer_alive: crate::sys::process_alive(writer),
+            writer_alive: writer.is_some_and(|pid| writer_alive(pid, modified)),
         });
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
 }
 
-/// The writer's pid in a temporary file's name.
-fn tmp_writer(name: &str) -> Option<u32> {
+/// Whether `name` is a temporary file's (`Some`), and then the writer's pid
+/// in it, if it carries one.
+fn tmp_writer(name: &str) -> Option<Option<u32>> {
     let rest = name.strip_prefix('.')?;
     let (_, tail) = rest.split_once(".tmp.")?;
-    let (pid, counter) = tail.split_once('.')?;
-    counter.parse::<u64>().ok()?;
-    pid.parse().ok()
+    if tail.is_empty() {
+        return None;
+    }
+    let pid = tail
+        .split_once('.')
+        .filter(|(_, counter)| counter.parse::<u64>().is_ok())
+        .and_then(|(pid, _)| pid.parse().ok());
+    Some(pid)
 }
 
 /// Removes the temporary files in `dir` whose writer is gone (a write killed
-/// half-way); a live writer's are left alone. Returns what was removed.
+/// half-way) or unknown; a live writer's are left alone. Returns what was
+/// removed.
 pub fn remove_dead_temp_files(dir: &Path) -> Result<Vec<TempFile>, ParamsError> {
     let mut removed = Vec::new();
     for t in temp_files(dir)? {
-        if t.writer_alive || t.writer == std::process::id() {
+        if t.writer_alive || t.writer == Some(std::process::id()) {
             continue;
         }
         match fs::remove_file(&t.path) {
@@ -460,11 +495,51 @@ mod tests {
 
     #[test]
     fn temp_names_carry_the_writer() {
-        assert_eq!(tmp_writer(".chain-1024.params.tmp.4242.7"), Some(4242));
-        assert_eq!(tmp_writer(".chain-1024.json.tmp.1.0"), Some(1));
+        assert_eq!(
+            tmp_writer(".chain-1024.params.tmp.4242.7"),
+            Some(Some(4242))
+        );
+        assert_eq!(tmp_writer(".chain-1024.json.tmp.1.0"), Some(Some(1)));
         assert_eq!(tmp_writer("chain-1024.params"), None);
-        assert_eq!(tmp_writer(".chain-1024.params.tmp.x.7"), None);
-        assert_eq!(tmp_writer(".chain-1024.params.tmp.12"), None);
+        assert_eq!(tmp_writer(".chain-1024.params.tmp."), None);
+        // Temporary names without a pid: listed, writerless.
+        assert_eq!(tmp_writer(".chain-1024.params.tmp.x.7"), Some(None));
+        assert_eq!(tmp_writer(".chain-1024.params.tmp.12"), Some(None));
+    }
+
+    #[test]
+    fn a_temp_file_named_for_a_pid_that_a_later_program_holds_is_removed() {
+        use std::time::{Duration, SystemTime};
+        let dir = tempfile::tempdir().unwrap();
+        // A live program that started after the file was last written: the
+        // pid was handed out again, its writer is gone.
+        let mut later = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let reused = dir
+            .path()
+            .join(format!(".chain-1024.params.tmp.{}.0", later.id()));
+        let file = fs::File::create(&reused).unwrap();
+        file.set_modified(SystemTime::now() - Duration::from_secs(3600))
+            .unwrap();
+        drop(file);
+        // The same live program, with a file written after it started: kept.
+        let current = dir
+            .path()
+            .join(format!(".chain-2048.params.tmp.{}.0", later.id()));
+        fs::write(&current, b"partial").unwrap();
+        let writerless = dir.path().join(".chain-4096.params.tmp.x.y");
+        fs::write(&writerless, b"partial").unwrap();
+        let listed = temp_files(dir.path()).unwrap();
+        assert_eq!(listed.len(), 3, "{listed:?}");
+        let removed = remove_dead_temp_files(dir.path()).unwrap();
+        let _ = later.kill();
+        let _ = later.wait();
+        let mut gone: Vec<_> = removed.into_iter().map(|t| t.path).collect();
+        gone.sort();
+        assert_eq!(gone, vec![reused.clone(), writerless.clone()]);
+        assert!(current.exists());
     }
 
     #[test]
@@ -484,6 +559,7 @@ mod tests {
         }
         let listed = temp_files(dir.path()).unwrap();
         assert_eq!(listed.len(), 2, "{listed:?}");
+        assert!(listed.iter().all(|t| t.writer.is_some()));
         let removed = remove_dead_temp_files(dir.path()).unwrap();
         assert_eq!(removed.len(), 1);
         assert_eq!(removed[0].path, dead_tmp);

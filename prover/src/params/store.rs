@@ -120,6 +120,9 @@ pub struct ParamStore {
     /// entry do the work once.
     generating: Mutex<()>,
     test_params: TestParams,
+    /// Sidecars of files validated in a folder this process cannot write:
+    /// what [`ParamStore::meta`] answers for them, as a written one would.
+    unrecorded: Mutex<HashMap<(CircuitKind, usize), ParamsMeta>>,
     /// Where [`ParamStore::get_or_generate`] runs a generation's fixed-base
     /// multiplications.
     fixed_base: Arc<dyn FixedBaseEngine + Send + Sync>,
@@ -182,7 +185,7 @@ impl ParamStore {
         match file::remove_dead_temp_files(&root) {
             Ok(removed) => {
                 for t in removed {
-                    tracing::warn!(path = %t.path.display(), bytes = t.bytes, writer = t.writer, "removed the temporary file of a parameter write that never finished");
+                    tracing::warn!(path = %t.path.display(), bytes = t.bytes, writer = ?t.writer, "removed the temporary file of a parameter write that never finished");
                 }
             }
             Err(e) => tracing::warn!("looking for unfinished parameter writes: {e}"),
@@ -194,6 +197,7 @@ impl ParamStore {
             shapes: Arc::new(ShapeCache::new()),
             generating: Mutex::new(()),
             test_params: TestParams::Refuse,
+            unrecorded: Mutex::new(HashMap::new()),
             fixed_base: Arc::new(CpuFixedBase),
             budget: None,
         })
@@ -285,11 +289,14 @@ impl ParamStore {
         let text = match fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if let Some(meta) = self.unrecorded.lock().get(&(kind, size)) {
+                    return Ok(meta.clone());
+                }
                 return Err(ParamsError::Missing {
                     dir: self.root.clone(),
                     kind,
                     size,
-                })
+                });
             }
             Err(e) => return Err(io_err(&path, "reading")(e)),
         };
@@ -362,7 +369,8 @@ impl ParamStore {
             let shape = self.shape(kind, size)?;
             let (_, _, sha256) = Self::validate(&path, kind, size, &shape)?;
             return Ok(format!(
-                "no sidecar yet; valid, adopted as imported on first use; sha256 {sha256}"
+                "no sidecar yet; valid, {}; sha256 {sha256}",
+                self.adoption_note()
             ));
         }
         let meta = self.verify(kind, size)?;
@@ -557,16 +565,19 @@ impl ParamStore {
         };
         let shape = self.shape(kind, size)?;
         let (params, layout, sha256) = Self::validate(&path, kind, size, &shape).map_err(refuse)?;
-        let meta = self.write_meta(
-            kind,
-            size,
-            shape,
-            layout,
-            sha256,
-            ParamsOrigin::Imported {
-                from: format!("{} (found without a sidecar)", path.display()),
-            },
-        )?;
+        let origin = ParamsOrigin::Imported {
+            from: format!("{} (found without a sidecar)", path.display()),
+        };
+        // A folder this process cannot write (a read-only mount, a shared
+        // cache owned by another user): the file is just as valid, only its
+        // sidecar cannot be recorded, so it is validated again next time.
+        if !crate::sys::disk::writable(&self.root) {
+            let meta = Self::new_meta(kind, size, shape, layout, sha256, origin);
+            tracing::warn!(circuit = %kind, size, path = %path.display(), sha256 = %meta.sha256, "using a parameter file found without a sidecar in a folder this process cannot write: validated in full on every load until a sidecar can be recorded");
+            self.unrecorded.lock().insert((kind, size), meta.clone());
+            return Ok((meta, params));
+        }
+        let meta = self.write_meta(kind, size, shape, layout, sha256, origin)?;
         tracing::info!(circuit = %kind, size, path = %path.display(), sha256 = %meta.sha256, "adopted a parameter file found without a sidecar");
         Ok((meta, params))
     }
@@ -596,6 +607,37 @@ impl ParamStore {
         Ok(meta)
     }
 
+    /// The sidecar of a file, made now.
+    fn new_meta(
+        kind: CircuitKind,
+        size: usize,
+        shape: CircuitShape,
+        layout: ParamsLayout,
+        sha256: String,
+        origin: ParamsOrigin,
+    ) -> ParamsMeta {
+        ParamsMeta {
+            format: META_FORMAT,
+            circuit: kind,
+            size,
+            shape,
+            domain_size: shape.domain_size(),
+            layout,
+            sha256,
+            origin,
+            created_unix_s: crate::sys::clock::unix_secs(),
+        }
+    }
+
+    /// What becomes of a file found without a sidecar, in words
+    /// (`params list`, `params verify`).
+    fn adoption_note(&self) -> &'static str {
+        match crate::sys::disk::writable(&self.root) {
+            true => "adopted as `imported` on first use",
+            false => "used as found on every load, validated in full each time (this process cannot write the folder, so no sidecar is recorded)",
+        }
+    }
+
     /// The sidecar for a file, written in full beside its place.
     fn stage_meta(
         &self,
@@ -606,17 +648,7 @@ impl ParamStore {
         sha256: String,
         origin: ParamsOrigin,
     ) -> Result<(ParamsMeta, Staged), ParamsError> {
-        let meta = ParamsMeta {
-            format: META_FORMAT,
-            circuit: kind,
-            size,
-            shape,
-            domain_size: shape.domain_size(),
-            layout,
-            sha256,
-            origin,
-            created_unix_s: crate::sys::clock::unix_secs(),
-        };
+        let meta = Self::new_meta(kind, size, shape, layout, sha256, origin);
         let meta_path = self.meta_path(kind, size);
         let json = serde_json::to_vec_pretty(&meta).map_err(|e| ParamsError::Meta {
             path: meta_path.clone(),
@@ -916,7 +948,10 @@ impl ParamStore {
                 Ok(meta) => (Some(meta), None),
                 Err(ParamsError::Missing { .. }) => (
                     None,
-                    Some("no sidecar: validated and adopted as `imported` on first use".into()),
+                    Some(format!(
+                        "no sidecar: validated and {}",
+                        self.adoption_note()
+                    )),
                 ),
                 Err(e) => (None, Some(e.to_string())),
             };

@@ -14,8 +14,7 @@ use crate::circuit::CircuitKind;
 use crate::params::store::ParamStore;
 use crate::params::{generation_bytes, NewDirectory};
 use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
-use crate::setup::{bench, TEST_ONLY_WARNING};
-use crate::sys::meminfo;
+use crate::setup::{bench, preflight, TEST_ONLY_WARNING};
 
 /// What `prover setup` is asked to do (the binary's `cli::setup` parses it).
 #[derive(Debug, Clone)]
@@ -73,7 +72,7 @@ pub fn run(args: SetupOptions) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    preflight(&store, kind, size)?;
+    check_fits(&store, kind, size)?;
     let engine = engine(args.backend)?;
     let started = Instant::now();
     // Refuses to replace a file the store did not generate (an imported or
@@ -95,49 +94,16 @@ pub fn run(args: SetupOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Refuses, before minutes of work, a generation this host cannot hold:
-/// the set and its working vectors must fit in the memory available now
-/// (the kernel's `MemAvailable`); without this a careless `--size 2^27` ends
-/// in the OOM killer. (The store checks the disk itself, for the daemon's
-/// generation too.)
-fn preflight(store: &ParamStore, kind: CircuitKind, size: usize) -> anyhow::Result<()> {
-    let available = std::fs::read_to_string(meminfo::MEMINFO)
-        .ok()
-        .and_then(|text| meminfo::field(&text, "MemAvailable"));
-    let Some(available) = available else {
-        tracing::warn!(
-            "{}: no MemAvailable; generating without a memory check",
-            meminfo::MEMINFO
-        );
-        return Ok(());
-    };
+/// Refuses, before minutes of work, a generation this host cannot hold
+/// (the memory; the store checks the disk itself, for the daemon's
+/// generation too): without this a careless `--size 2^27` ends in the OOM
+/// killer.
+fn check_fits(store: &ParamStore, kind: CircuitKind, size: usize) -> anyhow::Result<()> {
     let memory = generation_bytes(&store.shape(kind, size)?);
-    check_memory(kind, size, memory, available)
-}
-
-fn check_memory(kind: CircuitKind, size: usize, memory: u64, available: u64) -> anyhow::Result<()> {
-    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
-    if memory > available {
-        anyhow::bail!(
-            "generating `{kind}` size {size} holds up to {:.1} GiB in memory; this host has {:.1} GiB available (MemAvailable)",
-            gib(memory),
-            gib(available)
-        );
-    }
+    preflight::check_memory(
+        &format!("`{kind}` size {size}"),
+        memory,
+        preflight::mem_available(),
+    )?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_generation_must_fit_the_available_memory() {
-        check_memory(CircuitKind::Chain, 1 << 26, 10 << 30, 10 << 30).unwrap();
-        let err = check_memory(CircuitKind::Chain, 1 << 26, 10 << 30, 9 << 30).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "generating `chain` size 67108864 holds up to 10.0 GiB in memory; this host has 9.0 GiB available (MemAvailable)"
-        );
-    }
 }

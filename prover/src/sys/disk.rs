@@ -24,6 +24,17 @@ pub fn available_bytes(path: &Path) -> io::Result<u64> {
     Ok(blocks.saturating_mul(fragment))
 }
 
+/// Whether this process may create files in the folder `dir` (`access`
+/// with `W_OK`: a read-only mount or missing permission says no; root on a
+/// writable mount says yes, as its writes would succeed).
+pub fn writable(dir: &Path) -> bool {
+    let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a valid NUL-terminated string; access only reads it.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -31,5 +42,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert!(super::available_bytes(dir.path()).unwrap() > 0);
         assert!(super::available_bytes(&dir.path().join("missing")).is_err());
+        assert!(super::writable(dir.path()));
+        assert!(!super::writable(&dir.path().join("missing")));
     }
 }

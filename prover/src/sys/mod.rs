@@ -24,6 +24,26 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// When `pid` started, in Unix seconds (`/proc/<pid>/stat`'s start time
+/// after boot, plus the boot time of `/proc/stat`); `None` if it cannot be
+/// read. Good to about a second (the boot time is whole seconds).
+pub fn process_started_unix(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after `(comm)`: state is field 3, start time field 22.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let boot: u64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| boot as f64 + ticks as f64 / hz as f64)
+}
+
 /// This host's name as the kernel knows it (`gethostname`, the UTS
 /// nodename); `unknown` if it cannot be read. Timing records and the health
 /// probe both carry it, and fleet reports join the two on it.
@@ -46,5 +66,16 @@ mod tests {
     fn hostname_is_the_kernels() {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
         assert_eq!(super::hostname(), kernel.trim());
+    }
+
+    #[test]
+    fn this_process_started_in_the_recent_past() {
+        let started = super::process_started_unix(std::process::id()).expect("start time");
+        let now = super::clock::unix_secs() as f64;
+        assert!(
+            started <= now + 2.0 && started > now - 86_400.0,
+            "{started} vs {now}"
+        );
+        assert!(super::process_started_unix(u32::MAX).is_none());
     }
 }

@@ -1237,6 +1237,48 @@ fn check_config_names_a_missing_preloaded_parameter_file() {
     assert!(err.contains("is not a directory"), "{err}");
 }
 
+/// `--check-config` and `[filecoin] param_cache`: a folder the config names
+/// must be there (the daemon never creates it); a file there is refused; an
+/// existing folder passes.
+#[test]
+fn check_config_refuses_a_missing_filecoin_param_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let check = |cache: &std::path::Path| {
+        let config = dir.path().join("prover.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[filecoin]\nparam_cache = {:?}\n",
+                cache.to_str().expect("utf-8")
+            ),
+        )
+        .expect("write config");
+        Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(["daemon", "--check-config", "--config"])
+            .arg(&config)
+            .current_dir(dir.path())
+            .output()
+            .expect("run prover")
+    };
+    let missing = dir.path().join("no-cache");
+    let out = check(&missing);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("filecoin.param_cache") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(!missing.exists(), "the check created the cache");
+    std::fs::write(&missing, b"a file").expect("write");
+    let out = check(&missing);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let cache = dir.path().join("cache");
+    std::fs::create_dir(&cache).expect("dir");
+    let out = check(&cache);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("filecoin.param_cache"));
+}
+
 /// A loopback port free right now (a handover needs a fixed `listen`).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -402,6 +402,41 @@ async fn the_bearer_scheme_is_case_insensitive_and_a_malformed_header_or_wait_qu
     );
 }
 
+/// A Filecoin job whose fields are kilobytes of junk is refused with a
+/// message of bounded length, whichever field it is (an unknown kind, a
+/// randomness, a prover id, a proof type): an input is never echoed whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filecoin_refusals_do_not_echo_a_kilobytes_long_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = router(state(dir.path(), TestParams::Refuse, HttpLimits::default()));
+    let blob = "z".repeat(49_000);
+    let bodies = [
+        serde_json::json!({"kind": blob, "prover_id": "00".repeat(32)}),
+        serde_json::json!({"kind": "winning-post", "prover_id": "00".repeat(32),
+            "vanilla_proofs": [], "randomness": blob, "sector_size": 2048}),
+        serde_json::json!({"kind": "porep-c2", "prover_id": blob, "c1": {}}),
+        serde_json::json!({"kind": "porep-c2", "prover_id": "00".repeat(32), "c1": {},
+            "registered_proof": blob, "sector_id": 1}),
+    ];
+    for body in bodies {
+        let req = Request::post("/v1/filecoin/jobs")
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .body(Body::from(serde_json::to_vec(&body).expect("json")))
+            .expect("request");
+        let resp = app.clone().oneshot(req).await.expect("infallible");
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        assert!(
+            bytes.len() < 1_000,
+            "{} bytes: {}",
+            bytes.len(),
+            String::from_utf8_lossy(&bytes[..300])
+        );
+    }
+}
+
 async fn http_get(addr: std::net::SocketAddr, path: &str, auth: bool) -> (u16, String) {
     let mut s = TcpStream::connect(addr).await.expect("connect");
     let auth = if auth {

@@ -8,6 +8,7 @@
 //! - [`cuda`]: the CUDA backend on a real GPU (skipped without one).
 //! - [`daemon`]: the real `prover` binary, its daemon over HTTP and its
 //!   subcommands' exit codes.
+//! - [`filecoin_cli`]: the Filecoin subcommands' checks before any proving.
 //! - [`hostile`]: the daemon's API and server against hostile clients, in-process.
 //! - [`kernels_compile`]: every CUDA C file compiles to a cubin through NVRTC.
 //! - [`kernels_warm`]: `prover kernels warm` fills the kernel cache and reads it back.
@@ -17,6 +18,7 @@
 
 mod cuda;
 mod daemon;
+mod filecoin_cli;
 mod hostile;
 mod kernels_compile;
 mod kernels_warm;

@@ -900,3 +900,55 @@ exit $rc"#;
         "setup left files on the full filesystem: {stdout}"
     );
 }
+
+/// A file without a sidecar in a parameter folder this process cannot
+/// write (a read-only bind mount, in a mount namespace of its own; root, as
+/// for the lab fleet): `params verify` says it is used as found, and
+/// `prove` proves with it, writing nothing there. Before, adopting it
+/// failed on the sidecar's write, though `params verify` promised adoption.
+#[test]
+fn a_sidecar_less_file_in_a_read_only_folder_is_used_as_found() {
+    if !fleet_testkit::have_lab() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let params = dir.path().join("params");
+    fs::create_dir(&params).expect("dir");
+    write_foreign(
+        &params.join(format!("chain-{SIZE}.params")),
+        &foreign_params(78),
+    );
+    let script = r#"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" || exit 90
+"$2" params verify --params-dir "$1" || exit 91
+"$2" prove --circuit chain --size 1024 --params-dir "$1" --backend cpu --log warn"#;
+    let out = fleet_testkit::output_within(
+        std::process::Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+                "sh",
+            ])
+            .arg(&params)
+            .arg(env!("CARGO_BIN_EXE_prover")),
+        std::time::Duration::from_secs(300),
+    );
+    assert_ne!(out.status.code(), Some(90), "mounting read-only: {out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("used as found on every load"), "{stdout}");
+    assert!(stdout.lines().any(|l| l.starts_with("proof ")), "{stdout}");
+    let left: Vec<_> = fs::read_dir(&params)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "something was written: {left:?}");
+}

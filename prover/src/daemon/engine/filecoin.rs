@@ -172,8 +172,10 @@ fn reserve_now(
     }
 }
 
+/// A field of the request refused: the request's own, not the C1 output's
+/// or the vanilla proofs' (those errors name their document).
 fn bad(field: &'static str, reason: impl Into<String>) -> SubmitError {
-    SubmitError::Filecoin(FilecoinError::C1Field {
+    SubmitError::Filecoin(FilecoinError::RequestField {
         field,
         reason: reason.into(),
     })
@@ -314,5 +316,33 @@ mod tests {
         r.randomness = Some("00".repeat(32));
         r.sector_size = Some(4096);
         assert!(refusal(&r).contains("4096"), "{}", refusal(&r));
+    }
+
+    /// A PoSt's refusals name the PoSt input or the job's field, never "the
+    /// C1 output"; a refused value is not echoed.
+    #[test]
+    fn post_refusals_name_the_post_input_not_a_c1_output() {
+        let mut r = req(FilecoinKind::WinningPost);
+        r.vanilla_proofs = Some(serde_json::json!([]));
+        r.randomness = Some("00".repeat(32));
+        r.sector_size = Some(2048);
+        let text = refusal(&r);
+        assert!(
+            text.contains("PoSt input") && !text.contains("C1"),
+            "{text}"
+        );
+        r.vanilla_proofs = Some(serde_json::json!([{"unexpected": 1}]));
+        let text = refusal(&r);
+        assert!(
+            text.contains("PoSt input") && !text.contains("C1"),
+            "{text}"
+        );
+        r.randomness = Some("z".repeat(49_000));
+        let text = refusal(&r);
+        assert!(
+            text.contains("randomness") && !text.contains("C1"),
+            "{text}"
+        );
+        assert!(text.len() < 400, "{} bytes", text.len());
     }
 }
