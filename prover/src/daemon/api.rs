@@ -561,7 +561,10 @@ fn not_found_job(id: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "not_found",
-        format!("no job {id:?} (finished jobs are forgotten after a while)"),
+        format!(
+            "no job {} (finished jobs are forgotten after a while)",
+            crate::daemon::engine::jobs::job_ref(id)
+        ),
     )
 }
 

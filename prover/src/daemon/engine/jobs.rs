@@ -12,6 +12,18 @@ use std::time::Instant;
 /// Finished jobs kept for `GET /v1/jobs/{id}` before the oldest are forgotten.
 pub const KEEP_FINISHED: usize = 1024;
 
+/// Longest job id the engine makes (`j<unix ms in hex>-<counter>`) with room.
+pub const MAX_JOB_ID: usize = 64;
+
+/// A client's job id as a message may name it: quoted when it could be one
+/// of ours, else only its length (never a whole hostile input).
+pub fn job_ref(id: &str) -> String {
+    match id.len() <= MAX_JOB_ID && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        true => format!("{id:?}"),
+        false => format!("of {} bytes (not a job id of this daemon)", id.len()),
+    }
+}
+
 fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }

@@ -824,7 +824,7 @@ fn a_high_priority_job_is_synthesised_before_a_normal_backlog_waiting_for_a_work
         "{synthesised:?}"
     );
     assert!(
-        synthesised.len() - at - 1 >= (BACKLOG - LOOKAHEAD - 2) as usize,
+        synthesised.len() - at > (BACKLOG - LOOKAHEAD - 2) as usize,
         "{synthesised:?}"
     );
 }

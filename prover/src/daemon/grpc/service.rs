@@ -6,6 +6,7 @@ use super::ids::{self, Claim, Refusal, RequestIds};
 use super::pb::{self, proving_engine_server::ProvingEngine};
 use super::srs::{CircuitId, SrsError};
 use crate::daemon::api::AppState;
+use crate::daemon::engine::jobs::job_ref;
 use crate::daemon::engine::{Engine, Priority, SubmitError};
 use fleet_wire::api::{DaemonState, JobState, JobStatus};
 use fleet_wire::timing::Phase;
@@ -152,7 +153,8 @@ impl Service {
             };
             let status = engine.wait(job, step).await.ok_or_else(|| {
                 Status::not_found(format!(
-                    "no job {job:?} (unknown, or forgotten since it finished)"
+                    "no job {} (unknown, or forgotten since it finished)",
+                    job_ref(job)
                 ))
             })?;
             if status.state.is_finished() {
@@ -312,7 +314,7 @@ impl ProvingEngine for Service {
         let engine = self.engine()?;
         let before = engine
             .job(&id)
-            .ok_or_else(|| Status::not_found(format!("no job {id:?}")))?;
+            .ok_or_else(|| Status::not_found(format!("no job {}", job_ref(&id))))?;
         engine.cancel(&id);
         Ok(Response::new(pb::CancelProofResponse {
             was_running: before.state == JobState::Running,
