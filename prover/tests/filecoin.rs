@@ -571,13 +571,19 @@ struct FilDaemon {
 
 impl FilDaemon {
     fn start() -> FilDaemon {
+        Self::start_with("30s", "")
+    }
+
+    /// With `drain_timeout` and `extra` TOML tables after the test's own.
+    fn start_with(drain_timeout: &str, extra: &str) -> FilDaemon {
         let f = fixture();
         let dir = tempfile::tempdir().expect("tempdir");
         let config = format!(
-            "listen = \"127.0.0.1:0\"\ndrain_timeout = \"30s\"\n[gpu]\ndevices = []\n\
-             [memory]\nbudget = \"4GiB\"\n[filecoin]\nparam_cache = {:?}\nallow_test_params = true\n",
+            "listen = \"127.0.0.1:0\"\ndrain_timeout = \"{drain_timeout}\"\n[gpu]\ndevices = []\n\
+             [memory]\nbudget = \"4GiB\"\n[filecoin]\nparam_cache = {:?}\nallow_test_params = true\n{extra}",
             f.cache.to_str().expect("utf-8 path")
         );
+        fs::create_dir_all(dir.path().join("run")).expect("run dir");
         fs::write(dir.path().join("prover.toml"), config).expect("config");
         let child = Command::new(env!("CARGO_BIN_EXE_prover"))
             .args(["daemon", "--config", "prover.toml"])
@@ -759,51 +765,32 @@ fn b64(bytes: &[u8]) -> String {
 /// A daemon serving gRPC on a unix socket (and TCP on a free loopback
 /// port), its Filecoin jobs from the fixture's cache.
 struct GrpcDaemon {
-    dir: tempfile::TempDir,
-    child: std::process::Child,
+    daemon: FilDaemon,
 }
 
 impl GrpcDaemon {
     fn start() -> GrpcDaemon {
-        let f = fixture();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = format!(
-            "listen = \"127.0.0.1:0\"\ndrain_timeout = \"10m\"\n[gpu]\ndevices = []\n\
-             [memory]\nbudget = \"4GiB\"\n[filecoin]\nparam_cache = {:?}\nallow_test_params = true\n\
-             [grpc]\nsocket = \"run/cuzk.sock\"\nlisten = \"127.0.0.1:0\"\n",
-            f.cache.to_str().expect("utf-8 path")
+        // A drain waits for a C2 on the CPU (a minute on a loaded CI host).
+        let daemon = FilDaemon::start_with(
+            "10m",
+            "[grpc]\nsocket = \"run/cuzk.sock\"\nlisten = \"127.0.0.1:0\"\n",
         );
-        fs::create_dir_all(dir.path().join("run")).expect("run dir");
-        fs::write(dir.path().join("prover.toml"), config).expect("config");
-        let child = Command::new(env!("CARGO_BIN_EXE_prover"))
-            .args(["daemon", "--config", "prover.toml"])
-            .current_dir(dir.path())
-            .env_remove(CACHE_ENV)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn prover daemon");
-        let d = GrpcDaemon { dir, child };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
-            cmd.args(["client", "ready", "--config"])
-                .arg(d.dir.path().join("prover.toml"))
-                .current_dir(d.dir.path());
-            if output_within(&mut cmd, CLI_LIMIT).status.code() == Some(0) {
-                return d;
-            }
-            assert!(Instant::now() < deadline, "daemon not ready:\n{}", d.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        GrpcDaemon { daemon }
+    }
+
+    fn pid(&self) -> i32 {
+        self.daemon.child.id() as i32
     }
 
     fn log(&self) -> String {
-        fs::read_to_string(self.dir.path().join("logs/prover.log")).unwrap_or_default()
+        self.daemon.log()
     }
 
     fn socket(&self) -> String {
-        format!("unix://{}", self.dir.path().join("run/cuzk.sock").display())
+        format!(
+            "unix://{}",
+            self.daemon.dir.path().join("run/cuzk.sock").display()
+        )
     }
 
     /// The TCP address from the `gRPC listening` log line.
@@ -822,8 +809,8 @@ impl GrpcDaemon {
     /// Runs `plan` through the Python client against `target`: per step,
     /// per call, `{code, details, response}`.
     fn run(&self, target: &str, plan: &serde_json::Value) -> Vec<Vec<serde_json::Value>> {
-        let plan_path = self.dir.path().join("plan.json");
-        let results = self.dir.path().join("results.json");
+        let plan_path = self.daemon.dir.path().join("plan.json");
+        let results = self.daemon.dir.path().join("results.json");
         fs::write(&plan_path, serde_json::to_vec(plan).expect("plan")).expect("write plan");
         let _ = fs::remove_file(&results);
         let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/proto");
@@ -845,13 +832,6 @@ impl GrpcDaemon {
             self.log()
         );
         serde_json::from_slice(&fs::read(&results).expect("results")).expect("results JSON")
-    }
-}
-
-impl Drop for GrpcDaemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -1071,7 +1051,7 @@ fn curio_over_grpc_gets_proofs_filecoin_proofs_accepts_and_clear_refusals() {
         .to_owned();
     wait_running(&d, &job);
     // SAFETY: kill(2) on the daemon this test started.
-    assert_eq!(unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(unsafe { libc::kill(d.pid(), libc::SIGTERM) }, 0);
     let during = d.run(
         &d.socket(),
         &serde_json::json!([[

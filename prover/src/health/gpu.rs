@@ -77,8 +77,7 @@ pub fn probe() -> Gpus {
 /// once per process and kept: `/metrics` is scraped every few seconds, and
 /// opening NVML costs far more than reading one counter.
 pub fn utilization() -> Vec<(u32, u32)> {
-    static NVML: std::sync::OnceLock<Option<nvml_wrapper::Nvml>> = std::sync::OnceLock::new();
-    let Some(nvml) = NVML.get_or_init(|| nvml_wrapper::Nvml::init().ok()) else {
+    let Some(nvml) = kept_nvml() else {
         return Vec::new();
     };
     let count = nvml.device_count().unwrap_or(0);
@@ -90,11 +89,17 @@ pub fn utilization() -> Vec<(u32, u32)> {
         .collect()
 }
 
+/// NVML opened once for the process (None without a driver).
+fn kept_nvml() -> Option<&'static nvml_wrapper::Nvml> {
+    static NVML: std::sync::OnceLock<Option<nvml_wrapper::Nvml>> = std::sync::OnceLock::new();
+    NVML.get_or_init(|| nvml_wrapper::Nvml::init().ok())
+        .as_ref()
+}
+
 /// NVML's memory figures (total, free bytes) of every device it lists, by
 /// NVML index; as [`utilization`], empty without NVML and never failing.
 pub fn memory() -> Vec<(u32, u64, u64)> {
-    static NVML: std::sync::OnceLock<Option<nvml_wrapper::Nvml>> = std::sync::OnceLock::new();
-    let Some(nvml) = NVML.get_or_init(|| nvml_wrapper::Nvml::init().ok()) else {
+    let Some(nvml) = kept_nvml() else {
         return Vec::new();
     };
     let count = nvml.device_count().unwrap_or(0);

@@ -11,11 +11,12 @@
 use crate::filecoin::c1::prover_id_of_miner;
 use crate::filecoin::registered::{size_name, SealProof, SealVersion, SECTOR_SIZES};
 use crate::filecoin::FilecoinError;
+use bincode::Options as _;
 use fleet_wire::api::{FilecoinKind, FilecoinSubmitRequest};
 use serde_json::Value;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 
-use super::pb::{ProofKind, SubmitProofRequest};
+use crate::daemon::grpc::pb::{ProofKind, SubmitProofRequest};
 
 /// Most vanilla proofs one request may carry: a WindowPoSt partition holds
 /// at most 2349 sectors, a SnapDeals update 16 partitions.
@@ -286,8 +287,6 @@ fn decode_all<Tree: 'static + MerkleTreeTrait>(
     }
     Ok(Ok(Value::Array(out)))
 }
-
-use bincode::Options as _;
 
 #[cfg(test)]
 mod tests {

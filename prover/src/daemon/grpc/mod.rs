@@ -10,14 +10,9 @@
 pub mod curio;
 pub mod ids;
 pub mod listen;
+pub mod pb;
 pub mod service;
 pub mod srs;
-
-/// The types and server trait generated from the proto.
-#[allow(clippy::all, missing_docs)]
-pub mod pb {
-    tonic::include_proto!("cuzk.v1");
-}
 
 use crate::daemon::api::AppState;
 use crate::daemon::config::Grpc;

@@ -1,13 +1,13 @@
 //! `cuzk.v1.ProvingEngine` over the daemon's engine: every RPC answers from
 //! the same engine, jobs and metrics as the HTTP API.
 
-use super::curio::{self, CurioError};
-use super::ids::{self, Claim, Refusal, RequestIds};
-use super::pb::{self, proving_engine_server::ProvingEngine};
-use super::srs::{CircuitId, SrsError};
 use crate::daemon::api::AppState;
 use crate::daemon::engine::jobs::job_ref;
 use crate::daemon::engine::{Engine, Priority, SubmitError};
+use crate::daemon::grpc::curio::{self, CurioError};
+use crate::daemon::grpc::ids::{self, Claim, Refusal, RequestIds};
+use crate::daemon::grpc::pb::{self, proving_engine_server::ProvingEngine};
+use crate::daemon::grpc::srs::{CircuitId, SrsError};
 use fleet_wire::api::{DaemonState, JobState, JobStatus};
 use fleet_wire::timing::Phase;
 use prost::Message as _;
@@ -50,6 +50,20 @@ impl Service {
                 Err(Status::unavailable(format!("not ready: {why}")))
             }
         }
+    }
+
+    /// The engine and the parameter file of Curio's `circuit_id`.
+    fn parameter_set(
+        &self,
+        circuit_id: &str,
+    ) -> Result<(Arc<Engine>, crate::filecoin::cache::CacheEntry), Status> {
+        let id = CircuitId::parse(circuit_id).map_err(srs_status)?;
+        let engine = self.engine()?;
+        let entry = id
+            .cache_entry(engine.filecoin_dir())
+            .map_err(srs_status)?
+            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        Ok((engine, entry))
     }
 
     /// Queues `req` (or attaches to the job its `request_id` started);
@@ -399,12 +413,7 @@ impl ProvingEngine for Service {
         &self,
         request: Request<pb::PreloadSrsRequest>,
     ) -> Result<Response<pb::PreloadSrsResponse>, Status> {
-        let id = CircuitId::parse(&request.into_inner().circuit_id).map_err(srs_status)?;
-        let engine = self.engine()?;
-        let entry = id
-            .cache_entry(engine.filecoin_dir())
-            .map_err(srs_status)?
-            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        let (engine, entry) = self.parameter_set(&request.into_inner().circuit_id)?;
         let t = Instant::now();
         let loaded = tokio::task::spawn_blocking(move || engine.preload_filecoin(&entry))
             .await
@@ -424,12 +433,7 @@ impl ProvingEngine for Service {
         &self,
         request: Request<pb::EvictSrsRequest>,
     ) -> Result<Response<pb::EvictSrsResponse>, Status> {
-        let id = CircuitId::parse(&request.into_inner().circuit_id).map_err(srs_status)?;
-        let engine = self.engine()?;
-        let entry = id
-            .cache_entry(engine.filecoin_dir())
-            .map_err(srs_status)?
-            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        let (engine, entry) = self.parameter_set(&request.into_inner().circuit_id)?;
         let freed = engine.evict_filecoin(&entry);
         Ok(Response::new(pb::EvictSrsResponse {
             was_loaded: freed.is_some(),
