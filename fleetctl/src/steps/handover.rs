@@ -110,7 +110,7 @@ pub(super) async fn run(p: &HandoverParams, ctx: &mut StepCtx<'_>) -> Result<Ste
             )));
         }
     }
-    let sha = ctx.release.sha256.clone();
+    let sha = ctx.release.id.clone();
     let begin = Instant::now();
     let previous = start_release(ctx, &sha, QUICK, Some(p.wait)).await?;
     let Some(started) = ctx.state.started.clone() else {
@@ -211,7 +211,7 @@ async fn wait_started_up(
 }
 
 /// Stops the new daemon and points `current` back; a note for the cause.
-async fn undo(ctx: &mut StepCtx<'_>, pid: u32, previous: Option<&str>) -> String {
+pub(super) async fn undo(ctx: &mut StepCtx<'_>, pid: u32, previous: Option<&str>) -> String {
     ctx.state.started = None;
     let mut notes = String::new();
     // SIGTERM first: it unpins what it allocated before it goes.

@@ -236,6 +236,24 @@ pub async fn signal(ctx: &StepCtx<'_>, pid: u32, sig: &str) -> Result<(), Cause>
     )))
 }
 
+/// Sends `sig` to `pid` only while `guard` is a live process (not gone,
+/// not a zombie), checked and sent in one command on the host, so that
+/// `guard` cannot die between the check and the signal; false when it was
+/// gone and nothing was sent. A handover's drain: the old daemon is told
+/// to stop only while its successor waits to take over.
+pub async fn signal_while_alive(
+    ctx: &StepCtx<'_>,
+    pid: u32,
+    sig: &str,
+    guard: u32,
+) -> Result<bool, Cause> {
+    let script = format!(
+        "s=$(sed -n 's/^State:[[:space:]]*//p' /proc/{guard}/status 2>/dev/null); case \"$s\" in ''|Z*|X*) echo gone;; *) kill -{sig} {pid} 2>/dev/null; echo sent;; esac"
+    );
+    let out = ctx.transport.run_script_ok(&script, QUICK).await?;
+    Ok(out.stdout_text() == "sent")
+}
+
 /// Polls /proc until the process has exited (gone or a zombie) or the
 /// deadline passes; true when it exited.
 pub async fn wait_exit(
