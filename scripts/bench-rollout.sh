@@ -5,7 +5,8 @@
 # and restarts, host after host, on the same lab; the stand-in prover of the
 # step tests. Prints each run's time and, per step, the mean and slowest host.
 # Usage (root): scripts/bench-rollout.sh
-# Environment: BENCH_HOSTS (1-128, default 64), BENCH_PAYLOAD_MIB (padding of
+# Environment: BENCH_HOSTS (1-128, default 64), BENCH_ROUNDS (default 1),
+# BENCH_PAYLOAD_MIB (padding of
 # each build from a Rust release binary, 0-64, default 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,7 +2,7 @@
 //! `/proc/<pid>/exe`), wait for it to exit, SIGKILL it at the deadline.
 
 use super::ctx::StepCtx;
-use super::daemon_log::{check_alive, is_ready_line, last_lines, new_log, TOOK_OVER_LINE};
+use super::daemon_log::{check_alive, is_ready_line, last_lines, log_and_alive, TOOK_OVER_LINE};
 use super::gap_probe;
 use super::handover::undo;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
@@ -203,19 +203,21 @@ async fn hand_over(
     let start = Instant::now();
     let mut killed_at: Option<Instant> = None;
     loop {
-        let log = kept(new_log(ctx, offset).await, KEPT_HANDOVER)?;
         // Alive after the log was read: a successor that said `ready` and
         // died at once has not taken over.
-        kept(check_alive(ctx, successor, offset).await, KEPT_HANDOVER).map_err(
-            |(cause, kept)| {
-                (
-                    Cause::Check(format!(
-                        "the new daemon exited before it took over: {cause}"
-                    )),
-                    kept,
-                )
-            },
-        )?;
+        let (log, alive) = kept(log_and_alive(ctx, successor, offset).await, KEPT_HANDOVER)?;
+        if !alive {
+            kept(check_alive(ctx, successor, offset).await, KEPT_HANDOVER).map_err(
+                |(cause, kept)| {
+                    (
+                        Cause::Check(format!(
+                            "the new daemon exited before it took over: {cause}"
+                        )),
+                        kept,
+                    )
+                },
+            )?;
+        }
         if took_over_and_ready(&log) {
             ctx.state.serving_again.get_or_insert_with(Instant::now);
             ctx.state.handover = Some(Handover::Done {

@@ -13,7 +13,7 @@
 //! runs as without it: drain, wait for the memory, start.
 
 use super::ctx::StepCtx;
-use super::daemon_log::{check_alive, check_log, last_lines, new_log, WAITING_LINE};
+use super::daemon_log::{check_alive, check_log, last_lines, log_and_alive, WAITING_LINE};
 use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{self as bounds, Check};
 use super::params::{duration, show, ByteSize};
@@ -193,9 +193,11 @@ async fn wait_started_up(
     let patterns: Vec<String> = FAILURE_PATTERNS.iter().map(|s| s.to_string()).collect();
     let begin = Instant::now();
     loop {
-        let log = new_log(ctx, offset).await?;
+        let (log, alive) = log_and_alive(ctx, pid, offset).await?;
         check_log(&log, &patterns)?;
-        check_alive(ctx, pid, offset).await?;
+        if !alive {
+            check_alive(ctx, pid, offset).await?;
+        }
         if log.contains(WAITING_LINE) {
             return Ok(());
         }

@@ -8,6 +8,9 @@
 //!
 //! Prints each run's wall time, and per step the mean and the slowest host
 //! (`--summary-json`), so the critical path of a batch can be read off.
+//! `BENCH_BASELINE=PATH` names another fleetctl binary (an earlier commit's
+//! build) whose rollouts run beside this one's in every round, on the same
+//! lab under the same load.
 
 use fleetctl::lab::{Lab, LabConfig};
 use std::path::{Path, PathBuf};
@@ -52,10 +55,27 @@ fn playbook(stage: Option<usize>) -> String {
 
 /// One fleetctl run: (seconds, JSON summary).
 fn fleetctl(dir: &Path, inv: &Path, pb: &str, binary: &Path) -> (f64, serde_json::Value) {
+    fleetctl_with(
+        Path::new(env!("CARGO_BIN_EXE_fleetctl")),
+        dir,
+        inv,
+        pb,
+        binary,
+    )
+}
+
+/// One run of the fleetctl binary `exe`: (seconds, JSON summary).
+fn fleetctl_with(
+    exe: &Path,
+    dir: &Path,
+    inv: &Path,
+    pb: &str,
+    binary: &Path,
+) -> (f64, serde_json::Value) {
     std::fs::write(dir.join("pb.yaml"), pb).expect("write playbook");
     let t = Instant::now();
     let out = fleet_testkit::output_within(
-        Command::new(env!("CARGO_BIN_EXE_fleetctl"))
+        Command::new(exe)
             .current_dir(dir)
             .args([
                 "run",
@@ -112,30 +132,42 @@ fn step_times(s: &serde_json::Value) -> String {
         .join(", ")
 }
 
-/// The plain loop: per host, one after the other, copy the build and its
-/// config into a new release folder (`scp`), then stop the daemon, switch
-/// `current` and start the new one (`ssh`). No checks at all.
-fn bash_loop(lab: &Lab, dir: &Path, binary: &Path) -> f64 {
+/// The plain loop: per host, copy the build and its config into a new
+/// release folder (`scp`), then stop the daemon, switch `current` and start
+/// the new one (`ssh`). No checks at all. Host after host, or with
+/// `parallel`, the hosts of each batch of [`BATCH`] at once.
+fn bash_loop(lab: &Lab, dir: &Path, binary: &Path, parallel: bool) -> f64 {
     let config = dir.join("prover.toml");
-    let id = fleetctl::steps::release_id(
-        &fleetctl::steps::sha256_file(binary).expect("hash"),
-        Some(&fleetctl::steps::sha256_file(&config).expect("hash")),
-    );
+    // Any folder under releases/ serves; the binary's own sum names it.
+    let id = fleetctl::steps::sha256_file(binary).expect("hash");
     let hosts: Vec<String> = lab.hosts().iter().map(|h| h.name.clone()).collect();
     let script = format!(
         r#"set -e
 cfg={cfg}
-for h in {hosts}; do
+one() {{
+  h=$1
   ssh -F "$cfg" "$h" 'mkdir -p /data/prover/releases/{id}'
   scp -q -F "$cfg" {bin} "$h:/data/prover/releases/{id}/prover"
   scp -q -F "$cfg" {config} "$h:/data/prover/releases/{id}/prover.toml"
   ssh -F "$cfg" "$h" 'cd /data/prover && chmod 0755 releases/{id}/prover && p=$(cat run/prover.pid) && kill $p; i=0; while kill -0 $p 2>/dev/null && [ $i -lt 600 ]; do i=$((i+1)); sleep 0.05; done; ln -sfn releases/{id} current && {{ setsid /data/prover/current/prover daemon --config /data/prover/current/prover.toml >> logs/prover.log 2>&1 < /dev/null & }}'
+}}
+n=0
+for h in {hosts}; do
+  if [ {parallel} = 1 ]; then
+    one "$h" &
+    n=$((n+1))
+    if [ $n -ge {BATCH} ]; then wait; n=0; fi
+  else
+    one "$h"
+  fi
 done
+wait
 "#,
         cfg = lab.ssh_config_path().display(),
         hosts = hosts.join(" "),
         bin = binary.display(),
         config = config.display(),
+        parallel = u8::from(parallel),
     );
     std::fs::write(dir.join("loop.sh"), &script).expect("write loop");
     let t = Instant::now();
@@ -188,15 +220,26 @@ fn rollout_against_a_plain_loop() {
         n += 1;
         build(dir.path(), &format!("{what}-{n}"), &payload)
     };
-    for round in 0..2 {
-        let secs = bash_loop(&lab, dir.path(), &next("loop"));
+    let rounds = env_number("BENCH_ROUNDS", 1, 10);
+    for round in 0..rounds {
+        let secs = bash_loop(&lab, dir.path(), &next("loop"), false);
         println!("round {round}: bash loop (upload + restart, host after host): {secs:.1} s");
-        // The loop's daemons, verified as fleetctl would start from them.
-        for (name, stage) in [
-            ("rollout, batch 16", None),
-            ("rollout, batch 16, stage 16", Some(BATCH)),
-        ] {
-            let (secs, s) = fleetctl(dir.path(), &inv, &playbook(stage), &next("fleet"));
+        let secs = bash_loop(&lab, dir.path(), &next("loop"), true);
+        println!(
+            "round {round}: bash loop (upload + restart, {BATCH} hosts at a time): {secs:.1} s"
+        );
+        let this = PathBuf::from(env!("CARGO_BIN_EXE_fleetctl"));
+        let mut runs = vec![
+            ("rollout, batch 16", None, this.clone()),
+            ("rollout, batch 16, stage 16", Some(BATCH), this),
+        ];
+        if let Some(base) = std::env::var_os("BENCH_BASELINE").map(PathBuf::from) {
+            runs.push(("baseline: rollout, batch 16", None, base.clone()));
+            runs.push(("baseline: rollout, batch 16, stage 16", Some(BATCH), base));
+        }
+        for (name, stage, exe) in runs {
+            let binary = next("fleet");
+            let (secs, s) = fleetctl_with(&exe, dir.path(), &inv, &playbook(stage), &binary);
             let gap = &s["serving_gap"];
             println!(
                 "round {round}: {name}: {secs:.1} s; serving gap max {:.2} s, sum {:.1} s",
