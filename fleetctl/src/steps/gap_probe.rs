@@ -15,16 +15,21 @@ use super::outcome::Cause;
 use super::remote::{q, QUICK};
 use std::time::Duration;
 
-/// Time between two probes: the resolution of the measured gap.
+/// Time between two probes while the switch is young: the resolution of
+/// the measured gap.
 pub const INTERVAL: Duration = Duration::from_millis(50);
+/// Probes at [`INTERVAL`] before the loop slows to [`SLOW_INTERVAL`]: a
+/// switch is over in seconds, and the probe shares the host's CPU with the
+/// new daemon's smoke proof for as long as the host's steps last.
+const FAST_PROBES: u32 = 200;
+/// Time between two probes after [`FAST_PROBES`].
+pub const SLOW_INTERVAL: Duration = Duration::from_millis(250);
 /// What one probe may take before it counts as not ready.
 const PROBE_TIMEOUT: &str = "1s";
-/// The loop's bound: at most this many probes (with [`INTERVAL`], at least
-/// 20 minutes, longer than every step's default deadlines together), so a
-/// probe whose fleetctl was killed ends by itself.
-const MAX_PROBES: u32 = 24_000;
-/// How many times the stop waits [`INTERVAL`] for the loop's last line.
-const STOP_POLLS: u32 = 60;
+/// The loop's bound: at most this many probes (at least 20 minutes, longer
+/// than every step's default deadlines together), so a probe whose
+/// fleetctl was killed ends by itself.
+const MAX_PROBES: u32 = 5_000;
 
 /// A probe loop running on the host: its output file, under `run/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,12 +63,15 @@ pub async fn start(ctx: &StepCtx<'_>) -> Result<GapProbe, Cause> {
         "if [ -x {bin} ] && {probe}; then s=up; else s=down; fi",
         bin = q(&layout.current_binary())?
     );
-    let interval = format!("{:.3}", INTERVAL.as_secs_f64());
-    let stop = q(&format!("{file}.stop"))?;
-    let lp = format!(
-        "prev=$1; i=0; while [ $i -lt {MAX_PROBES} ] && [ ! -e {stop} ]; do i=$((i+1)); sleep {interval}; {sample}; if [ \"$s\" != \"$prev\" ]; then echo \"$(date +%s%N) $s\"; prev=$s; fi; done; echo \"$(date +%s%N) end\""
+    let (fast, slow) = (
+        format!("{:.3}", INTERVAL.as_secs_f64()),
+        format!("{:.3}", SLOW_INTERVAL.as_secs_f64()),
     );
     let qfile = q(&file)?;
+    // The loop ends when its record is gone (`finish` took it) or at its bound.
+    let lp = format!(
+        "prev=$1; i=0; while [ $i -lt {MAX_PROBES} ] && [ -e {qfile} ]; do i=$((i+1)); if [ $i -le {FAST_PROBES} ]; then sleep {fast}; else sleep {slow}; fi; {sample}; if [ \"$s\" != \"$prev\" ]; then echo \"$(date +%s%N) $s\"; prev=$s; fi; done; echo \"$(date +%s%N) end\""
+    );
     // The first sample in the foreground, then the loop detached (its own
     // session, no stream tied to the channel), as `start` launches a daemon:
     // only the loop's simple command is backgrounded, never an `&&` list,
@@ -77,13 +85,12 @@ pub async fn start(ctx: &StepCtx<'_>) -> Result<GapProbe, Cause> {
     Ok(GapProbe { file })
 }
 
-/// Stops the loop, reads what it saw and removes its files.
+/// Closes the record with the host's clock, reads it and removes it, which
+/// ends the loop at its next probe: one command, no wait for the loop.
 pub async fn finish(ctx: &StepCtx<'_>, probe: &GapProbe) -> Result<Gap, Cause> {
     let file = q(&probe.file)?;
-    let stop = q(&format!("{}.stop", probe.file))?;
-    let interval = format!("{:.3}", INTERVAL.as_secs_f64());
     let script = format!(
-        "touch {stop}; i=0; while [ $i -lt {STOP_POLLS} ] && ! grep -q ' end$' {file} 2>/dev/null; do i=$((i+1)); sleep {interval}; done; cat {file} 2>/dev/null; rm -f {file} {stop}"
+        "if [ -f {file} ]; then echo \"$(date +%s%N) end\" >> {file}; cat {file}; rm -f {file}; fi"
     );
     let out = ctx.transport.run_script_ok(&script, QUICK).await?;
     parse(&out.stdout_text()).ok_or_else(|| {
@@ -95,14 +102,18 @@ pub async fn finish(ctx: &StepCtx<'_>, probe: &GapProbe) -> Result<Gap, Cause> {
 }
 
 /// The down time in a record of `<unix ns> up|down` lines closed by
-/// `<unix ns> end`; `None` for a record without its end or with a line
-/// that is neither (a host whose `date` has no `%N`).
+/// `<unix ns> end` (a line the loop wrote after it is not counted); `None`
+/// for a record without its end or with a line that is neither (a host
+/// whose `date` has no `%N`).
 fn parse(text: &str) -> Option<Gap> {
     let mut samples = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let (ns, what) = line.trim().split_once(' ')?;
         let ns: u64 = ns.parse().ok()?;
         samples.push((ns, what));
+        if what == "end" {
+            break;
+        }
     }
     let (&(first, _), &(last, end)) = (samples.first()?, samples.last()?);
     if end != "end" || last < first {
@@ -157,6 +168,12 @@ mod tests {
         assert_eq!(
             parse(&format!("{} up\n{} end\n", s, 2 * s)).unwrap().down,
             Duration::ZERO
+        );
+        // A change the loop wrote after the record was closed is not counted.
+        let gap = parse(&format!("{} up\n{} end\n{} down\n", s, 2 * s, 3 * s)).unwrap();
+        assert_eq!(
+            (gap.down, gap.watched),
+            (Duration::ZERO, Duration::from_secs(1))
         );
     }
 
