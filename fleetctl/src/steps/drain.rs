@@ -1,5 +1,9 @@
 //! `drain`: SIGTERM the running daemon (found by its pid file, confirmed by
 //! `/proc/<pid>/exe`), wait for it to exit, SIGKILL it at the deadline.
+//! After a handover, the old daemon is signalled only while its successor
+//! lives, and the drain ends when the successor has taken over and still
+//! lives. Just before the signal it starts the probe of the serving gap
+//! (`gap_probe`), which the executor stops when the host is done.
 
 use super::ctx::StepCtx;
 use super::daemon_log::{check_alive, is_ready_line, last_lines, log_and_alive, TOOK_OVER_LINE};
@@ -106,11 +110,15 @@ async fn drain(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Fa
         // The old daemon is told to stop only while its successor is alive
         // and waiting, asked in the same command as the signal: a successor
         // that died must not cost the old daemon.
-        if !kept(
-            remote::signal_while_alive(ctx, pid, "TERM", successor).await,
-            KEPT,
-        )? {
-            return Err(successor_gone(ctx, pid, successor, offset).await);
+        match remote::signal_while_alive(ctx, pid, "TERM", successor).await {
+            Ok(true) => {}
+            Ok(false) => return Err(successor_gone(ctx, pid, successor, offset).await),
+            Err(cause) => {
+                // The signal may have gone out: drained, for the rollback.
+                ctx.state.drained = Some(drained);
+                ctx.state.serving_stopped.get_or_insert(stopped_at);
+                return Err((cause, KEPT.to_owned()));
+            }
         }
         ctx.state.drained = Some(drained);
         ctx.state.serving_stopped.get_or_insert(stopped_at);
