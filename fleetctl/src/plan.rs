@@ -31,7 +31,7 @@ pub fn render(p: &Prepared) -> String {
     );
     match &p.release.sha256 {
         Some(sha) => out.push_str(&format!(
-            "release: {} ({})\n",
+            "release: binary sha256 {} ({}); a host's release id also covers the config shipped to it\n",
             sha,
             p.release.binary.display()
         )),
@@ -91,15 +91,19 @@ pub fn render(p: &Prepared) -> String {
             // `describe` only formats; it never touches the transport, so a
             // local handle stands in for the connection the run would open.
             let transport = Transport::Local(LocalTransport::new(&host.name));
-            let release = Release {
-                binary: p.release.binary.clone(),
-                sha256: p
-                    .release
-                    .sha256
-                    .clone()
-                    .unwrap_or_else(|| "<current>".into()),
-                config: host.config_file.clone(),
-                compressed: p.release.compressed.clone(),
+            // Hashing the host's config is reading a file, not the host;
+            // one that cannot be read shows as the binary's id here, and
+            // fails that host's run.
+            let release = match &p.release.sha256 {
+                Some(sha) if pb.uploads() => Release::shipped(
+                    &p.release.binary,
+                    sha.clone(),
+                    host.config_file.as_deref(),
+                    p.release.compressed.clone(),
+                )
+                .unwrap_or_else(|_| Release::on_host(sha.clone(), host.config_file.clone())),
+                Some(id) => Release::on_host(id.clone(), host.config_file.clone()),
+                None => Release::on_host("<current>".into(), host.config_file.clone()),
             };
             let ctx = StepCtx::new(host, &transport, &release);
             for (n, spec) in pb.steps.iter().enumerate() {

@@ -211,17 +211,32 @@ async fn with_transport(
     transport: &Transport,
 ) -> HostEnd {
     let host = &job.host;
-    let mut release = Release {
-        binary: job.release.binary.clone(),
-        sha256: job.release.sha256.clone().unwrap_or_default(),
-        config: host.config_file.clone(),
-        compressed: job.release.compressed.clone(),
+    let mut release = match (&job.release.sha256, job.playbook.uploads()) {
+        // Shipped: the release id covers the binary and this host's config.
+        (Some(sha), true) => match Release::shipped(
+            &job.release.binary,
+            sha.clone(),
+            host.config_file.as_deref(),
+            job.release.compressed.clone(),
+        ) {
+            Ok(r) => r,
+            Err(cause) => {
+                return HostEnd {
+                    status: HostStatus::Failed,
+                    build: None,
+                    error: Some(format!("release: {cause}")),
+                }
+            }
+        },
+        // A release already on the hosts (an experiment's restore).
+        (Some(id), false) => Release::on_host(id.clone(), host.config_file.clone()),
+        (None, _) => Release::on_host(String::new(), host.config_file.clone()),
     };
-    if job.release.sha256.is_none() {
+    if release.id.is_empty() {
         // Nothing shipped: the steps act on the release the host runs.
         let probe_ctx = StepCtx::new(host, transport, &release);
         if let Ok(Some(current)) = remote::current_release(&probe_ctx).await {
-            release.sha256 = current;
+            release.id = current;
         }
     }
 
@@ -282,6 +297,8 @@ async fn with_transport(
 
     let mut ctx = StepCtx::new(host, transport, &release);
     ctx.check = job.check;
+    // Stopped in `run_steps`, whatever way the host ends.
+    ctx.measure_gap = !job.check;
     ctx.faults.corrupt_upload = host
         .vars
         .get(FAULT_CORRUPT_UPLOAD)
@@ -309,6 +326,8 @@ async fn with_transport(
     end
 }
 
+/// The host's steps, then its serving gap, read once the host is done
+/// (after its rollback, if any): what clients saw of the whole switch.
 async fn run_steps(
     job: &HostJob,
     emit: &Emitter,
@@ -316,7 +335,72 @@ async fn run_steps(
     ctx: &mut StepCtx<'_>,
 ) -> HostEnd {
     let mut changed = false;
-    let mut gap_reported = false;
+    let end = steps_in_order(job, emit, stop, ctx, &mut changed).await;
+    let Some(gap) = serving_gap(ctx).await else {
+        return end;
+    };
+    let budget = job.playbook.strategy.max_serving_gap;
+    emit.emit(EventKind::ServingGap {
+        gap_ms: millis(gap),
+        budget_ms: budget.map(millis),
+    });
+    match budget.filter(|b| gap > *b) {
+        Some(budget) if end.status == HostStatus::Ok => {
+            let t = Timer::start(emit, "serving_gap");
+            let msg = format!(
+                "the host was out of service {}, more than max_serving_gap {}",
+                steps::params::show(gap),
+                steps::params::show(budget)
+            );
+            t.failed(
+                msg.clone(),
+                "the new daemon, until the rollback replaces it".into(),
+            );
+            let end = failed(job, emit, ctx, changed, format!("serving_gap: {msg}")).await;
+            // The rollback's drain watched its own switch: stopped, not
+            // reported again (the host failed on the gap above).
+            let _ = serving_gap(ctx).await;
+            end
+        }
+        _ => end,
+    }
+}
+
+/// The serving gap of a host that was drained: what the probe of its
+/// daemon's address saw, stopped here; by the steps' clock where the probe
+/// did not run or left no record.
+async fn serving_gap(ctx: &mut StepCtx<'_>) -> Option<std::time::Duration> {
+    let Some(probe) = ctx.state.gap_probe.take() else {
+        return ctx.state.serving_gap();
+    };
+    match steps::gap_probe::finish(ctx, &probe).await {
+        Ok(gap) => {
+            tracing::debug!(
+                host = %ctx.host.name,
+                "serving gap {} in {} outage(s), watched for {}",
+                steps::params::show(gap.down),
+                gap.outages,
+                steps::params::show(gap.watched)
+            );
+            Some(gap.down)
+        }
+        Err(e) => {
+            tracing::warn!(
+                host = %ctx.host.name,
+                "the serving gap is measured by the steps' clock: {e}"
+            );
+            ctx.state.serving_gap()
+        }
+    }
+}
+
+async fn steps_in_order(
+    job: &HostJob,
+    emit: &Emitter,
+    stop: &mut watch::Receiver<Stop>,
+    ctx: &mut StepCtx<'_>,
+    changed: &mut bool,
+) -> HostEnd {
     for spec in job.phase.steps(&job.playbook) {
         if *stop.borrow() != Stop::Run {
             return HostEnd {
@@ -333,7 +417,7 @@ async fn run_steps(
                 )),
             };
         }
-        changed |= Playbook::changes_daemon(spec);
+        *changed |= Playbook::changes_daemon(spec);
         let t = Timer::start(emit, spec.name());
         let result = tokio::select! {
             r = steps::run(spec, ctx) => r,
@@ -359,34 +443,13 @@ async fn run_steps(
             Err(e) => {
                 let error = format!("{}: {}", e.step, e.cause);
                 t.failed(e.cause.to_string(), e.kept.clone());
-                return failed(job, emit, ctx, changed, error).await;
-            }
-        }
-        if let (Some(gap), false) = (ctx.state.serving_gap(), gap_reported) {
-            gap_reported = true;
-            let budget = job.playbook.strategy.max_serving_gap;
-            emit.emit(EventKind::ServingGap {
-                gap_ms: millis(gap),
-                budget_ms: budget.map(millis),
-            });
-            if let Some(budget) = budget.filter(|b| gap > *b) {
-                let t = Timer::start(emit, "serving_gap");
-                let msg = format!(
-                    "the host was out of service {}, more than max_serving_gap {}",
-                    steps::params::show(gap),
-                    steps::params::show(budget)
-                );
-                t.failed(
-                    msg.clone(),
-                    "the new daemon, until the rollback replaces it".into(),
-                );
-                return failed(job, emit, ctx, changed, format!("serving_gap: {msg}")).await;
+                return failed(job, emit, ctx, *changed, error).await;
             }
         }
     }
     HostEnd {
         status: HostStatus::Ok,
-        build: (!ctx.release.sha256.is_empty()).then(|| short(&ctx.release.sha256)),
+        build: (!ctx.release.id.is_empty()).then(|| short(&ctx.release.id)),
         error: None,
     }
 }
@@ -477,7 +540,7 @@ async fn recover(emit: &Emitter, ctx: &mut StepCtx<'_>) -> (String, bool) {
         }
     };
     let release = Release {
-        sha256: current.clone(),
+        id: current.clone(),
         ..ctx.release.clone()
     };
     let mut restart = StepCtx::new(ctx.host, ctx.transport, &release);

@@ -22,6 +22,11 @@ pub struct StepCtx<'a> {
     pub state: HostProgress,
     /// Dry run: describe, read what is cheap to read, change nothing.
     pub check: bool,
+    /// `drain` starts the probe of the daemon's address that measures the
+    /// serving gap ([`super::gap_probe`]); whoever sets this stops it (the
+    /// executor, when the host is done). Off for a step run on its own,
+    /// which has nobody to stop it.
+    pub measure_gap: bool,
     pub faults: Faults,
 }
 
@@ -33,6 +38,7 @@ impl<'a> StepCtx<'a> {
             release,
             state: HostProgress::default(),
             check: false,
+            measure_gap: false,
             faults: Faults::default(),
         }
     }

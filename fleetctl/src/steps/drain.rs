@@ -1,8 +1,14 @@
 //! `drain`: SIGTERM the running daemon (found by its pid file, confirmed by
 //! `/proc/<pid>/exe`), wait for it to exit, SIGKILL it at the deadline.
+//! After a handover, the old daemon is signalled only while its successor
+//! lives, and the drain ends when the successor has taken over and still
+//! lives. Just before the signal it starts the probe of the serving gap
+//! (`gap_probe`), which the executor stops when the host is done.
 
 use super::ctx::StepCtx;
-use super::daemon_log::{check_alive, is_ready_line, last_lines, new_log, TOOK_OVER_LINE};
+use super::daemon_log::{check_alive, is_ready_line, last_lines, log_and_alive, TOOK_OVER_LINE};
+use super::gap_probe;
+use super::handover::undo;
 use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{self as bounds, Check};
 use super::params::{duration, show};
@@ -72,6 +78,7 @@ async fn drain(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Fa
         DaemonState::NotRunning(reason) => {
             // Nothing serves from here on either: the gap starts now.
             ctx.state.serving_stopped.get_or_insert_with(Instant::now);
+            watch_the_gap(ctx).await;
             return Ok(StepOutcome::skipped(reason));
         }
         DaemonState::Running { pid, info } => (pid, info),
@@ -85,12 +92,6 @@ async fn drain(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Fa
         rss_anon: info.rss_anon,
         killed: false,
     };
-    // Recorded before signalling: even a failed drain leaves wait_release
-    // and rollback a baseline to compare against.
-    ctx.state.drained = Some(drained.clone());
-    // The daemon refuses new work from the SIGTERM on: the serving gap
-    // starts here, not when it has finished its proofs.
-    ctx.state.serving_stopped.get_or_insert_with(Instant::now);
     // Taken: a later drain (rollback's) is a plain one.
     let waiting = match ctx.state.handover.take() {
         Some(Handover::Waiting { successor }) => ctx
@@ -101,21 +102,33 @@ async fn drain(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Fa
             .map(|s| (successor, s.log_offset)),
         _ => None,
     };
+    watch_the_gap(ctx).await;
+    // The daemon refuses new work from the SIGTERM on: the serving gap
+    // starts here, not when it has finished its proofs.
+    let stopped_at = Instant::now();
     if let Some((successor, offset)) = waiting {
-        // A successor that gave up waiting must not cost the old daemon.
-        kept(check_alive(ctx, successor, offset).await, KEPT).map_err(|(cause, kept)| {
-            (
-                Cause::Check(format!(
-                    "the new daemon exited while it waited to take over, so the old one (pid {pid}) was not signalled: {cause}"
-                )),
-                kept,
-            )
-        })?;
-    }
-    kept(remote::signal(ctx, pid, "TERM").await, KEPT)?;
-    if let Some((successor, offset)) = waiting {
+        // The old daemon is told to stop only while its successor is alive
+        // and waiting, asked in the same command as the signal: a successor
+        // that died must not cost the old daemon.
+        match remote::signal_while_alive(ctx, pid, "TERM", successor).await {
+            Ok(true) => {}
+            Ok(false) => return Err(successor_gone(ctx, pid, successor, offset).await),
+            Err(cause) => {
+                // The signal may have gone out: drained, for the rollback.
+                ctx.state.drained = Some(drained);
+                ctx.state.serving_stopped.get_or_insert(stopped_at);
+                return Err((cause, KEPT.to_owned()));
+            }
+        }
+        ctx.state.drained = Some(drained);
+        ctx.state.serving_stopped.get_or_insert(stopped_at);
         return hand_over(p, ctx, pid, successor, offset).await;
     }
+    // Recorded before signalling: even a failed drain leaves wait_release
+    // and rollback a baseline to compare against.
+    ctx.state.drained = Some(drained.clone());
+    ctx.state.serving_stopped.get_or_insert(stopped_at);
+    kept(remote::signal(ctx, pid, "TERM").await, KEPT)?;
     let start = Instant::now();
     if kept(remote::wait_exit(ctx, pid, p.timeout, p.poll).await, KEPT)? {
         return Ok(StepOutcome::done(format!(
@@ -146,6 +159,42 @@ async fn drain(p: &DrainParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Fa
     ))
 }
 
+/// Starts the probe of the daemon's address that measures the serving gap
+/// as clients see it, once per host run. A host where it cannot start
+/// (no `sh` loop, a full `run/`) is measured by the steps' clock instead.
+async fn watch_the_gap(ctx: &mut StepCtx<'_>) {
+    if !ctx.measure_gap || ctx.state.gap_probe.is_some() {
+        return;
+    }
+    match gap_probe::start(ctx).await {
+        Ok(probe) => ctx.state.gap_probe = Some(probe),
+        Err(e) => tracing::warn!(
+            host = %ctx.host.name,
+            "the serving gap is measured by the steps' clock: its probe did not start: {e}"
+        ),
+    }
+}
+
+/// The successor of a handover died before the old daemon was signalled:
+/// nothing was drained, and the host goes back to where it was before the
+/// handover (`current` at the old release, the successor's leftovers
+/// stopped), so no rollback touches the old daemon, which still serves.
+async fn successor_gone(ctx: &mut StepCtx<'_>, old: u32, successor: u32, offset: u64) -> Failed {
+    let why = match check_alive(ctx, successor, offset).await {
+        Err(cause) => cause.to_string(),
+        Ok(()) => format!("pid {successor} was gone or a zombie"),
+    };
+    let previous = ctx.state.previous_release.clone();
+    let undone = undo(ctx, successor, previous.as_deref()).await;
+    (
+        Cause::Check(format!(
+            "the new daemon exited while it waited to take over, so the old one (pid {old}) was not signalled: {why}{undone}"
+        )),
+        "the old daemon, serving (never signalled); `current` points at the old release again"
+            .to_owned(),
+    )
+}
+
 /// After the SIGTERM of a handover: until the waiting successor has taken
 /// over and says `ready` (the end of the serving gap), the old daemon
 /// SIGKILLed at the drain deadline as in a plain drain. The old process may
@@ -162,7 +211,21 @@ async fn hand_over(
     let start = Instant::now();
     let mut killed_at: Option<Instant> = None;
     loop {
-        let log = kept(new_log(ctx, offset).await, KEPT_HANDOVER)?;
+        // Alive after the log was read: a successor that said `ready` and
+        // died at once has not taken over.
+        let (log, alive) = kept(log_and_alive(ctx, successor, offset).await, KEPT_HANDOVER)?;
+        if !alive {
+            kept(check_alive(ctx, successor, offset).await, KEPT_HANDOVER).map_err(
+                |(cause, kept)| {
+                    (
+                        Cause::Check(format!(
+                            "the new daemon exited before it took over: {cause}"
+                        )),
+                        kept,
+                    )
+                },
+            )?;
+        }
         if took_over_and_ready(&log) {
             ctx.state.serving_again.get_or_insert_with(Instant::now);
             ctx.state.handover = Some(Handover::Done {
@@ -181,16 +244,6 @@ async fn hand_over(
                 None => StepOutcome::done(text),
             });
         }
-        kept(check_alive(ctx, successor, offset).await, KEPT_HANDOVER).map_err(
-            |(cause, kept)| {
-                (
-                    Cause::Check(format!(
-                        "the new daemon exited before it took over: {cause}"
-                    )),
-                    kept,
-                )
-            },
-        )?;
         match killed_at {
             None if start.elapsed() >= p.timeout => {
                 kept(remote::signal(ctx, old, "KILL").await, KEPT_HANDOVER)?;

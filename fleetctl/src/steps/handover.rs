@@ -13,7 +13,7 @@
 //! runs as without it: drain, wait for the memory, start.
 
 use super::ctx::StepCtx;
-use super::daemon_log::{check_alive, check_log, last_lines, new_log, WAITING_LINE};
+use super::daemon_log::{check_alive, check_log, last_lines, log_and_alive, WAITING_LINE};
 use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{self as bounds, Check};
 use super::params::{duration, show, ByteSize};
@@ -110,7 +110,7 @@ pub(super) async fn run(p: &HandoverParams, ctx: &mut StepCtx<'_>) -> Result<Ste
             )));
         }
     }
-    let sha = ctx.release.sha256.clone();
+    let sha = ctx.release.id.clone();
     let begin = Instant::now();
     let previous = start_release(ctx, &sha, QUICK, Some(p.wait)).await?;
     let Some(started) = ctx.state.started.clone() else {
@@ -193,9 +193,11 @@ async fn wait_started_up(
     let patterns: Vec<String> = FAILURE_PATTERNS.iter().map(|s| s.to_string()).collect();
     let begin = Instant::now();
     loop {
-        let log = new_log(ctx, offset).await?;
+        let (log, alive) = log_and_alive(ctx, pid, offset).await?;
         check_log(&log, &patterns)?;
-        check_alive(ctx, pid, offset).await?;
+        if !alive {
+            check_alive(ctx, pid, offset).await?;
+        }
         if log.contains(WAITING_LINE) {
             return Ok(());
         }
@@ -211,7 +213,7 @@ async fn wait_started_up(
 }
 
 /// Stops the new daemon and points `current` back; a note for the cause.
-async fn undo(ctx: &mut StepCtx<'_>, pid: u32, previous: Option<&str>) -> String {
+pub(super) async fn undo(ctx: &mut StepCtx<'_>, pid: u32, previous: Option<&str>) -> String {
     ctx.state.started = None;
     let mut notes = String::new();
     // SIGTERM first: it unpins what it allocated before it goes.

@@ -79,7 +79,7 @@ const KEPT: &str =
 /// ships one, else the host's.
 fn config_path(ctx: &StepCtx<'_>) -> String {
     if ctx.release.config.is_some() {
-        format!("{}/prover.toml", ctx.layout().release(&ctx.release.sha256))
+        format!("{}/prover.toml", ctx.layout().release(&ctx.release.id))
     } else {
         ctx.layout().config
     }
@@ -93,14 +93,15 @@ fn tail(text: &str, lines: usize) -> String {
 }
 
 pub(super) async fn run(p: &PrepareParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
-    if ctx.release.sha256.is_empty() {
+    if ctx.release.id.is_empty() {
         return Ok(StepOutcome::skipped("no release to prepare"));
     }
     let layout = ctx.layout();
-    let dir = layout.release(&ctx.release.sha256);
-    let config_sha = match &ctx.release.config {
-        Some(c) => kept(sha256_file(c), KEPT)?,
-        None => "host-config".to_string(),
+    let dir = layout.release(&ctx.release.id);
+    let config_sha = match (&ctx.release.config, &ctx.release.config_sha256) {
+        (Some(_), Some(sum)) => sum.clone(),
+        (Some(c), None) => kept(sha256_file(c), KEPT)?,
+        (None, _) => "host-config".to_string(),
     };
     let qdir = kept(q(&dir), KEPT)?;
     let marker = kept(q(&format!("{dir}/{MARKER}")), KEPT)?;

@@ -1,5 +1,6 @@
 //! What a host's earlier steps recorded for the later ones within one run.
 
+use super::gap_probe::GapProbe;
 use super::proc::MemInfo;
 use std::time::Instant;
 
@@ -69,13 +70,19 @@ pub struct HostProgress {
     pub serving_stopped: Option<Instant>,
     /// When `verify` first saw the new daemon ready.
     pub serving_again: Option<Instant>,
+    /// The probe of the daemon's address that `drain` started just before
+    /// it stopped the old daemon: the serving gap as clients saw it, read
+    /// when the host is done ([`super::gap_probe`]). Without one (it could
+    /// not start), the gap falls back to `serving_stopped`..`serving_again`.
+    pub gap_probe: Option<GapProbe>,
     /// What `upload` sent, until the host task reports it.
     pub uploaded: Option<Sent>,
 }
 
 impl HostProgress {
-    /// The serving gap: from the old daemon refusing new work to the new
-    /// one ready; `None` until both ends are known.
+    /// The serving gap by the steps' clock: from the old daemon refusing
+    /// new work to the new one ready; `None` until both ends are known.
+    /// Only a fallback for [`super::gap_probe`], which sees what clients see.
     pub fn serving_gap(&self) -> Option<std::time::Duration> {
         Some(
             self.serving_again?

@@ -10,34 +10,78 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Release {
     pub binary: PathBuf,
-    /// Hex sha256 of the binary: the release id on every host.
-    pub sha256: String,
+    /// Hex sha256 of the binary: what the host's copy is checked against.
+    pub binary_sha256: String,
+    /// The release id on the host, its folder under `releases/`: covers the
+    /// binary and the config shipped with it ([`release_id`]). A release is
+    /// immutable on a host: a changed config is a new release, staged and
+    /// checked beside the serving one.
+    pub id: String,
     /// Daemon config shipped beside the binary as `prover.toml`; `None`
     /// keeps whatever config the host has at its `config_path`.
     pub config: Option<PathBuf>,
+    /// Hex sha256 of `config`, hashed once when the release was made.
+    pub config_sha256: Option<String>,
     /// The binary compressed for `upload`, made once and shared by every
     /// host's copy of this release.
     pub compressed: CompressedOnce,
 }
 
+/// The id of a release: the binary's sha256 alone when no config is
+/// shipped (so a binary-only release keeps the id it always had), else the
+/// sha256 of both files' names and sums, one line each
+/// (`prover <sha>\nprover.toml <sha>\n`). Either way 64 lowercase hex
+/// digits, the form [`super::remote::is_release_id`] accepts.
+pub fn release_id(binary_sha256: &str, config_sha256: Option<&str>) -> String {
+    match config_sha256 {
+        None => binary_sha256.to_owned(),
+        Some(config) => {
+            let mut hasher = Sha256::new();
+            hasher.update(format!("prover {binary_sha256}\nprover.toml {config}\n"));
+            hex::encode(hasher.finalize())
+        }
+    }
+}
+
 impl Release {
     /// Checks the binary is a program ([`crate::input::check_elf`]) and
-    /// hashes it; the config, if any, is checked to exist.
+    /// hashes it and the config, if any.
     pub fn from_files(binary: &Path, config: Option<&Path>) -> Result<Release, Cause> {
         crate::input::check_elf("binary", binary)?;
         let sha256 = sha256_file(binary)?;
-        if let Some(config) = config {
-            std::fs::metadata(config).map_err(|source| Cause::Local {
-                path: config.to_owned(),
-                source,
-            })?;
-        }
+        Release::shipped(binary, sha256, config, Default::default())
+    }
+
+    /// The release a run ships to a host: the build (hashed once per run)
+    /// and the host's config file, hashed here.
+    pub fn shipped(
+        binary: &Path,
+        binary_sha256: String,
+        config: Option<&Path>,
+        compressed: CompressedOnce,
+    ) -> Result<Release, Cause> {
+        let config_sha256 = config.map(sha256_file).transpose()?;
         Ok(Release {
             binary: binary.to_owned(),
-            sha256,
+            id: release_id(&binary_sha256, config_sha256.as_deref()),
+            binary_sha256,
             config: config.map(Path::to_owned),
-            compressed: Default::default(),
+            config_sha256,
+            compressed,
         })
+    }
+
+    /// A release already on the host (nothing is shipped): the steps act on
+    /// the folder `id` names; empty when there is none.
+    pub fn on_host(id: String, config: Option<PathBuf>) -> Release {
+        Release {
+            binary: PathBuf::new(),
+            binary_sha256: String::new(),
+            id,
+            config,
+            config_sha256: None,
+            compressed: Default::default(),
+        }
     }
 }
 
@@ -67,6 +111,19 @@ pub fn sha256_file(path: &Path) -> Result<String, Cause> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_release_id_covers_the_config_shipped_with_the_binary() {
+        let bin = "ab".repeat(32);
+        // Without a config: the binary's own sum, as before configs counted.
+        assert_eq!(release_id(&bin, None), bin);
+        let one = release_id(&bin, Some(&"01".repeat(32)));
+        let two = release_id(&bin, Some(&"02".repeat(32)));
+        assert_ne!(one, two, "a changed config is a new release");
+        assert_ne!(one, bin);
+        assert!(super::super::remote::is_release_id(&one), "{one}");
+        assert_eq!(one, release_id(&bin, Some(&"01".repeat(32))));
+    }
 
     #[test]
     fn only_a_regular_file_is_hashed() {

@@ -25,32 +25,12 @@ pub fn is_release_id(s: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// What the pid file says.
+/// What the pid file says (read by [`daemon_state`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PidFile {
     Missing,
     Garbage(String),
     Pid(u32),
-}
-
-pub async fn read_pid_file(ctx: &StepCtx<'_>) -> Result<PidFile, Cause> {
-    let layout = ctx.layout();
-    let f = q(&layout.pid_file())?;
-    let out = ctx
-        .transport
-        .run_script_ok(
-            &format!("if [ -f {f} ]; then printf 'pid:'; head -c 64 {f}; fi"),
-            QUICK,
-        )
-        .await?;
-    let text = out.stdout_text();
-    let Some(body) = text.strip_prefix("pid:") else {
-        return Ok(PidFile::Missing);
-    };
-    match body.trim().parse::<u32>() {
-        Ok(pid) if pid > 1 => Ok(PidFile::Pid(pid)),
-        _ => Ok(PidFile::Garbage(body.trim().to_owned())),
-    }
 }
 
 /// `None` when the pid is gone from /proc.
@@ -83,9 +63,53 @@ pub enum DaemonState {
     NotRunning(String),
 }
 
+/// Marks the sections of [`daemon_state`]'s one command.
+const STATUS_MARK: &str = "@@fleetctl-status";
+const PID_MARK: &str = "@@fleetctl-pid:";
+
+/// The pid file, the process it names and where the releases are, read in
+/// one command on the host (every step that touches the daemon asks this
+/// first: one round trip, not three).
 pub async fn daemon_state(ctx: &StepCtx<'_>) -> Result<DaemonState, Cause> {
     let layout = ctx.layout();
-    let pid = match read_pid_file(ctx).await? {
+    let f = q(&layout.pid_file())?;
+    let script = format!(
+        "printf 'releases:%s\\n' \"$(readlink -f {r})\"; if [ -f {f} ]; then p=$(head -c 64 {f}); case \"$p\" in ''|*[!0-9[:space:]]*) ;; *) p=$(echo $p); if [ -r /proc/$p/status ]; then echo {STATUS_MARK}; cat /proc/$p/status 2>/dev/null; printf 'Exe:\\t%s\\n' \"$(readlink /proc/$p/exe 2>/dev/null)\"; fi;; esac; printf '{PID_MARK}'; head -c 64 {f}; fi",
+        r = q(&layout.releases())?,
+    );
+    let out = ctx.transport.run_script_ok(&script, QUICK).await?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (head, pid_body) = match text.split_once(PID_MARK) {
+        Some((head, body)) => (head, Some(body)),
+        None => (text.as_str(), None),
+    };
+    let releases = head
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("releases:"))
+        .filter(|r| !r.trim().is_empty())
+        .map_or_else(|| layout.releases(), |r| r.trim().to_owned());
+    let status = head.split_once(STATUS_MARK).map(|(_, s)| s);
+    let pid = match pid_body {
+        None => PidFile::Missing,
+        Some(body) => match body.trim().parse::<u32>() {
+            Ok(pid) if pid > 1 => PidFile::Pid(pid),
+            _ => PidFile::Garbage(body.trim().to_owned()),
+        },
+    };
+    let info = status.and_then(parse_proc_status);
+    judge_daemon(&layout, pid, info, &releases)
+}
+
+/// What [`daemon_state`] read, judged: a live process of one of our
+/// releases, or why not.
+fn judge_daemon(
+    layout: &super::layout::Layout,
+    pid: PidFile,
+    info: Option<ProcInfo>,
+    releases: &str,
+) -> Result<DaemonState, Cause> {
+    let pid = match pid {
         PidFile::Missing => {
             return Ok(DaemonState::NotRunning(format!(
                 "no pid file at {}",
@@ -100,7 +124,7 @@ pub async fn daemon_state(ctx: &StepCtx<'_>) -> Result<DaemonState, Cause> {
         }
         PidFile::Pid(pid) => pid,
     };
-    let Some(info) = proc_info(ctx, pid).await? else {
+    let Some(info) = info else {
         return Ok(DaemonState::NotRunning(format!(
             "stale pid file: pid {pid} is not running"
         )));
@@ -110,7 +134,7 @@ pub async fn daemon_state(ctx: &StepCtx<'_>) -> Result<DaemonState, Cause> {
             "pid {pid} has exited (zombie, not yet reaped)"
         )));
     }
-    let releases = format!("{}/", canonical(ctx, &layout.releases()).await?);
+    let releases = format!("{releases}/");
     if !info.exe.starts_with(&releases) {
         return Ok(DaemonState::NotRunning(format!(
             "stale pid file: pid {pid} is {:?}, not a prover under {releases}",
@@ -234,6 +258,24 @@ pub async fn signal(ctx: &StepCtx<'_>, pid: u32, sig: &str) -> Result<(), Cause>
         "cannot send SIG{sig} to pid {pid}: {}",
         out.stderr_text()
     )))
+}
+
+/// Sends `sig` to `pid` only while `guard` is a live process (not gone,
+/// not a zombie), checked and sent in one command on the host, so that
+/// `guard` cannot die between the check and the signal; false when it was
+/// gone and nothing was sent. A handover's drain: the old daemon is told
+/// to stop only while its successor waits to take over.
+pub async fn signal_while_alive(
+    ctx: &StepCtx<'_>,
+    pid: u32,
+    sig: &str,
+    guard: u32,
+) -> Result<bool, Cause> {
+    let script = format!(
+        "s=$(sed -n 's/^State:[[:space:]]*//p' /proc/{guard}/status 2>/dev/null); case \"$s\" in ''|Z*|X*) echo gone;; *) kill -{sig} {pid} 2>/dev/null; echo sent;; esac"
+    );
+    let out = ctx.transport.run_script_ok(&script, QUICK).await?;
+    Ok(out.stdout_text() == "sent")
 }
 
 /// Polls /proc until the process has exited (gone or a zombie) or the

@@ -38,14 +38,14 @@ pub fn describe(_p: &StartParams, ctx: &StepCtx<'_>) -> String {
     format!(
         "point {} at releases/{} (previous recorded in {}) and start `prover daemon` detached, logging to {}",
         layout.current(),
-        &ctx.release.sha256[..12.min(ctx.release.sha256.len())],
+        &ctx.release.id[..12.min(ctx.release.id.len())],
         layout.previous_file(),
         layout.log()
     )
 }
 
 pub(super) async fn run(p: &StartParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
-    let sha = ctx.release.sha256.clone();
+    let sha = ctx.release.id.clone();
     let begin = Instant::now();
     if let Some(Handover::Done { successor, from }) = ctx.state.handover {
         return Ok(StepOutcome::skipped(format!(

@@ -62,7 +62,7 @@ pub fn describe(p: &UploadParams, ctx: &StepCtx<'_>) -> String {
     format!(
         "upload {}{config} to {}/{}, keep {} releases",
         ctx.release.binary.display(),
-        ctx.layout().release(&ctx.release.sha256),
+        ctx.layout().release(&ctx.release.id),
         if p.compress {
             format!(" ({ENCODING}-compressed where the host has {ENCODING})")
         } else {
@@ -76,12 +76,16 @@ const KEPT: &str = "existing releases, `current` and the running daemon";
 
 pub(super) async fn run(p: &UploadParams, ctx: &mut StepCtx<'_>) -> Result<StepOutcome, Failed> {
     let layout = ctx.layout();
-    let sha = ctx.release.sha256.clone();
-    let short = &sha[..12.min(sha.len())];
-    let dir = layout.release(&sha);
-    let config_sha = match &ctx.release.config {
-        Some(c) => Some(kept(sha256_file(c), KEPT)?),
-        None => None,
+    // The folder is the release id (binary and config together); the files
+    // in it are checked against their own sums.
+    let id = ctx.release.id.clone();
+    let short = &id[..12.min(id.len())];
+    let dir = layout.release(&id);
+    let sha = ctx.release.binary_sha256.clone();
+    let config_sha = match (&ctx.release.config, &ctx.release.config_sha256) {
+        (Some(_), Some(sum)) => Some(sum.clone()),
+        (Some(c), None) => Some(kept(sha256_file(c), KEPT)?),
+        (None, _) => None,
     };
 
     // Under the host's rollout lock no other upload runs here: every
@@ -506,10 +510,10 @@ async fn prune(ctx: &StepCtx<'_>, keep: usize) -> Result<String, Cause> {
     let target = verified
         .iter()
         .rev()
-        .find(|v| **v != ctx.release.sha256 && Some(**v) != current.as_deref())
+        .find(|v| **v != ctx.release.id && Some(**v) != current.as_deref())
         .map(|s| s.to_string());
     let protected = [
-        Some(ctx.release.sha256.clone()),
+        Some(ctx.release.id.clone()),
         current,
         Some(prev),
         last_good,

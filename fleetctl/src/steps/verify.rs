@@ -3,7 +3,7 @@
 //! after a settle period, and runs the build that was uploaded.
 
 use super::ctx::StepCtx;
-use super::daemon_log::{check_alive, check_log, is_ready_line, last_lines, new_log};
+use super::daemon_log::{check_alive, check_log, is_ready_line, last_lines, log_and_alive};
 use super::outcome::{kept, Cause, Failed, StepOutcome};
 use super::params::{self as bounds, Check};
 use super::params::{duration, show};
@@ -94,9 +94,11 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
     // waiting out the deadline would only hide its message for a minute.
     let mut same_failure = (String::new(), 0u32);
     let (daemon_build, release_build) = loop {
-        let log = kept(new_log(ctx, log_offset).await, KEPT)?;
+        let (log, alive) = kept(log_and_alive(ctx, pid, log_offset).await, KEPT)?;
         kept(check_log(&log, &patterns), KEPT)?;
-        kept(check_alive(ctx, pid, log_offset).await, KEPT)?;
+        if !alive {
+            kept(check_alive(ctx, pid, log_offset).await, KEPT)?;
+        }
         let line_seen = !need_line || log.lines().any(is_ready_line);
         match remote::probe(ctx, Duration::from_secs(30)).await {
             Ok(probe) => match probe.daemon {
@@ -150,9 +152,11 @@ pub(super) async fn run(p: &VerifyParams, ctx: &mut StepCtx<'_>) -> Result<StepO
     let ready_after = start.elapsed();
 
     tokio::time::sleep(p.settle).await;
-    let log = kept(new_log(ctx, log_offset).await, KEPT)?;
+    let (log, alive) = kept(log_and_alive(ctx, pid, log_offset).await, KEPT)?;
     kept(check_log(&log, &patterns), KEPT)?;
-    kept(check_alive(ctx, pid, log_offset).await, KEPT)?;
+    if !alive {
+        kept(check_alive(ctx, pid, log_offset).await, KEPT)?;
+    }
 
     let Some(release) = release else {
         return Err((

@@ -3,6 +3,9 @@
 //! beside this folder. `cargo test -p fleetctl --test it MODULE::` runs one
 //! module.
 //!
+//! - [`bench_rollout`]: the built-in rollout in batches of 16 on a lab of 64
+//!   against a plain upload-and-restart loop (ignored by default;
+//!   `scripts/bench-rollout.sh`).
 //! - [`bench_staging`]: the staging benchmark on a lab of 32 (ignored by
 //!   default; `scripts/bench-staging.sh`).
 //! - [`cli`]: the binary as a user runs it: exit codes, error locations,
@@ -12,6 +15,7 @@
 
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+mod bench_rollout;
 mod bench_staging;
 mod cli;
 mod lab;

@@ -40,6 +40,9 @@ fn build_of(exe: &str) -> String {
 fn arg(args: &[String], name: &str) -> String {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned().unwrap_or_default()
 }
+fn now_ms() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis())
+}
 fn pid_alive() -> (Option<u32>, bool) {
     let pid = std::fs::read_to_string("run/prover.pid").ok().and_then(|s| s.trim().parse::<u32>().ok());
     let alive = pid.map_or(false, |p| {
@@ -87,7 +90,8 @@ fn main() {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
             }
-            if mode == "crash" {
+            // A config the build refuses does not start a daemon either.
+            if mode == "crash" || mode == "refused_config" {
                 eprintln!("Error: cannot bind 127.0.0.1:1: address in use");
                 std::process::exit(1);
             }
@@ -104,7 +108,8 @@ fn main() {
             }
             // `--handover WAITs`: as the real daemon, wait for the running
             // one to give up its pid file, then take over.
-            if let Some(i) = args.iter().position(|a| a == "--handover") {
+            let handover = args.iter().position(|a| a == "--handover");
+            if let Some(i) = handover {
                 println!("INFO started, waiting to take over");
                 let secs: u64 = args.get(i + 1).and_then(|w| w.trim_end_matches('s').parse().ok()).unwrap_or(60);
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
@@ -123,10 +128,16 @@ fn main() {
             if mode == "panic" {
                 let _ = std::thread::spawn(|| panic!("engine lost its device")).join();
             }
-            println!("INFO ready listen=127.0.0.1:0");
+            println!("INFO ready listen=127.0.0.1:0 ts_ms={}", now_ms());
+            if mode == "die_after_takeover" && handover.is_some() {
+                // Takes over, says ready, and dies a moment later (a device lost at the first job).
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                println!("INFO died ts_ms={}", now_ms());
+                std::process::exit(1);
+            }
             loop {
                 if TERM.load(Ordering::SeqCst) {
-                    println!("INFO draining");
+                    println!("INFO draining ts_ms={}", now_ms());
                     println!("INFO drained");
                     let _ = std::fs::remove_file("run/prover.pid");
                     println!("INFO exiting");
@@ -159,6 +170,11 @@ fn main() {
                  \"build\":\"{build}\",\"ready\":{alive}{devices}}},\"gpus\":{gpus}}}",
                 pid.map_or("null".to_string(), |p| p.to_string())
             );
+        }
+        // `client ready`: what a client's readiness check gets, ready while
+        // the pid file names a live daemon (the serving-gap probe asks it).
+        Some("client") if args.get(2).map(String::as_str) == Some("ready") => {
+            std::process::exit(if pid_alive().1 { 0 } else { 1 });
         }
         // `client c2`: the C1 output on stdin (`--c1 -`), as the smoke sends
         // it; `no_fil_params`: a daemon whose Filecoin cache lacks the files.
@@ -347,10 +363,10 @@ fn upload_is_content_addressed_skipped_when_present_and_rejects_corruption() {
         let mut ctx = StepCtx::new(&host, &t, &a);
         let first = ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
         assert!(matches!(first, StepOutcome::Done { .. }), "{first:?}");
-        let rel_a = format!("/data/prover/releases/{}", a.sha256);
+        let rel_a = format!("/data/prover/releases/{}", a.id);
         assert_eq!(
             sh(&t, &format!("sha256sum {rel_a}/prover | cut -d' ' -f1")).await,
-            a.sha256
+            a.binary_sha256
         );
         let second = ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
         assert!(
@@ -362,15 +378,17 @@ fn upload_is_content_addressed_skipped_when_present_and_rejects_corruption() {
         ctx.faults.corrupt_upload = true;
         let msg = fails(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
         assert!(
-            msg.contains("sha256 mismatch") && msg.contains(&b.sha256) && msg.contains("upload"),
+            msg.contains("sha256 mismatch")
+                && msg.contains(&b.binary_sha256)
+                && msg.contains("upload"),
             "{msg}"
         );
         // Release A untouched, nothing of B left behind.
         assert_eq!(
             sh(&t, &format!("sha256sum {rel_a}/prover | cut -d' ' -f1")).await,
-            a.sha256
+            a.binary_sha256
         );
-        assert_eq!(sh(&t, "ls -A /data/prover/releases").await, a.sha256);
+        assert_eq!(sh(&t, "ls -A /data/prover/releases").await, a.id);
         t.close().await.unwrap();
     });
 }
@@ -406,7 +424,7 @@ async fn landed(t: &Transport, r: &Release) -> String {
         t,
         &format!(
             "sha256sum /data/prover/releases/{}/prover | cut -d' ' -f1",
-            r.sha256
+            r.id
         ),
     )
     .await
@@ -442,7 +460,7 @@ fn upload_goes_compressed_and_plain_where_the_host_cannot_inflate() {
             ("gzip", file_bytes(&zipped), None)
         );
         assert!(sent.sent_bytes * 4 < sent.file_bytes, "{sent:?}");
-        assert_eq!(landed(&t, &zipped).await, zipped.sha256);
+        assert_eq!(landed(&t, &zipped).await, zipped.binary_sha256);
 
         // A host whose gzip cannot run: a plain file over it, on this host only.
         let hidden = lab
@@ -467,7 +485,7 @@ fn upload_goes_compressed_and_plain_where_the_host_cannot_inflate() {
             (sent.encoding, sent.sent_bytes),
             ("plain", file_bytes(&no_gzip))
         );
-        assert_eq!(landed(&t, &no_gzip).await, no_gzip.sha256);
+        assert_eq!(landed(&t, &no_gzip).await, no_gzip.binary_sha256);
 
         let mut ctx = StepCtx::new(&host, &t, &off);
         let params = UploadParams {
@@ -477,7 +495,7 @@ fn upload_goes_compressed_and_plain_where_the_host_cannot_inflate() {
         let o = ok(StepSpec::Upload(params), &mut ctx).await;
         assert!(o.text().ends_with("sent plain)"), "{o:?}");
         assert_eq!(ctx.state.uploaded.unwrap().plain_because, None);
-        assert_eq!(landed(&t, &off).await, off.sha256);
+        assert_eq!(landed(&t, &off).await, off.binary_sha256);
         t.close().await.unwrap();
     });
 }
@@ -504,16 +522,12 @@ fn upload_keeps_n_releases_but_never_current_or_previous() {
                 // Release 1 is what the host runs, release 2 what it ran before.
                 sh(
                     &t,
-                    &format!("cd /data/prover && ln -s releases/{} current", r.sha256),
+                    &format!("cd /data/prover && ln -s releases/{} current", r.id),
                 )
                 .await;
             }
             if i == 1 {
-                sh(
-                    &t,
-                    &format!("echo {} > /data/prover/state/previous", r.sha256),
-                )
-                .await;
+                sh(&t, &format!("echo {} > /data/prover/state/previous", r.id)).await;
             }
         }
         let mut left: Vec<String> = sh(&t, "ls -1 /data/prover/releases")
@@ -522,10 +536,7 @@ fn upload_keeps_n_releases_but_never_current_or_previous() {
             .map(str::to_owned)
             .collect();
         left.sort();
-        let mut want: Vec<String> = [0, 1, 3, 4]
-            .iter()
-            .map(|&i| rels[i].sha256.clone())
-            .collect();
+        let mut want: Vec<String> = [0, 1, 3, 4].iter().map(|&i| rels[i].id.clone()).collect();
         want.sort();
         assert_eq!(left, want, "release 3 is the only one old and unprotected");
         t.close().await.unwrap();
@@ -556,7 +567,7 @@ fn upload_never_prunes_the_last_verified_release_and_sweeps_killed_uploads() {
             keep_releases: 1,
             ..Default::default()
         };
-        let mut before = good.sha256.clone();
+        let mut before = good.id.clone();
         for r in &bad {
             let mut ctx = StepCtx::new(&host, &t, r);
             ok(StepSpec::Upload(keep.clone()), &mut ctx).await;
@@ -564,30 +575,30 @@ fn upload_never_prunes_the_last_verified_release_and_sweeps_killed_uploads() {
                 &t,
                 &format!(
                     "cd /data/prover && ln -sfn releases/{} current && echo {before} > state/previous",
-                    r.sha256
+                    r.id
                 ),
             )
             .await;
-            before = r.sha256.clone();
+            before = r.id.clone();
         }
         let left = sh(&t, "ls -1 /data/prover/releases").await;
-        assert!(left.contains(&good.sha256), "last verified pruned: {left}");
+        assert!(left.contains(&good.id), "last verified pruned: {left}");
         let mut ctx = StepCtx::new(&host, &t, &bad[2]);
         ok(StepSpec::Rollback(Default::default()), &mut ctx).await;
         assert_eq!(
             sh(&t, "readlink /data/prover/current").await,
-            format!("releases/{}", good.sha256)
+            format!("releases/{}", good.id)
         );
 
         // What a SIGKILLed upload leaves: a partial binary under its temporary name.
         let stale = [
             format!(
                 "/data/prover/releases/{}/.prover.00000000deadbeef.tmp",
-                bad[0].sha256
+                bad[0].id
             ),
             format!(
                 "/data/prover/releases/{}/.prover.toml.00000000deadbeef.tmp",
-                good.sha256
+                good.id
             ),
         ];
         for f in &stale {
@@ -662,7 +673,7 @@ fn rollout_start_detaches_verify_passes_and_rollback_restores_the_previous_relea
         let alive = sh(&t, &format!("readlink /proc/{pid_a}/exe")).await;
         assert_eq!(
             alive,
-            format!("/data/prover/releases/{}/prover", a.sha256),
+            format!("/data/prover/releases/{}/prover", a.id),
             "daemon died with the SSH session"
         );
         let mut ctx = StepCtx::new(&host, &t, &a);
@@ -692,7 +703,7 @@ fn rollout_start_detaches_verify_passes_and_rollback_restores_the_previous_relea
             matches!(&smoke, StepOutcome::Done { detail } if detail.contains("1 new timing record")),
             "{smoke:?}"
         );
-        assert_eq!(sh(&t, "cat /data/prover/state/previous").await, a.sha256);
+        assert_eq!(sh(&t, "cat /data/prover/state/previous").await, a.id);
         let log = sh(&t, "cat /data/prover/logs/prover.log").await;
         assert!(
             log.contains("build=roll-a")
@@ -710,9 +721,9 @@ fn rollout_start_detaches_verify_passes_and_rollback_restores_the_previous_relea
         );
         assert_eq!(
             sh(&t, "readlink /data/prover/current").await,
-            format!("releases/{}", a.sha256)
+            format!("releases/{}", a.id)
         );
-        assert_eq!(sh(&t, "cat /data/prover/state/previous").await, b.sha256);
+        assert_eq!(sh(&t, "cat /data/prover/state/previous").await, b.id);
         let v = ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
         assert!(
             matches!(&v, StepOutcome::Done { detail } if detail.contains("roll-a")),
@@ -780,7 +791,7 @@ fn rollback_stops_every_process_of_the_failed_release_and_leaves_one_daemon() {
         let after = release_processes(&t).await;
         assert_eq!(after.len(), 1, "one daemon per host: {after:?}");
         assert!(
-            after[0].ends_with(&format!("/releases/{}/prover", a.sha256)),
+            after[0].ends_with(&format!("/releases/{}/prover", a.id)),
             "{after:?}"
         );
         t.close().await.unwrap();
@@ -817,14 +828,14 @@ fn rollback_goes_to_the_last_release_that_passed_verify_not_the_previous() {
             .await
             .ok();
         ok(StepSpec::Start(StartParams::default()), &mut ctx).await;
-        assert_eq!(sh(&t, "cat /data/prover/state/previous").await, b.sha256);
+        assert_eq!(sh(&t, "cat /data/prover/state/previous").await, b.id);
         let mut quick = fast_verify();
         quick.timeout = Duration::from_secs(2);
         fails(StepSpec::Verify(quick), &mut ctx).await;
         ok(StepSpec::Rollback(Default::default()), &mut ctx).await;
         assert_eq!(
             sh(&t, "readlink /data/prover/current").await,
-            format!("releases/{}", a.sha256),
+            format!("releases/{}", a.id),
             "rolled back onto the build that worked"
         );
         ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
@@ -1370,7 +1381,7 @@ fn real_prover_rolls_out_smokes_drains_and_rolls_back() {
         eprintln!("rollback: {r:?}");
         assert_eq!(
             sh(&t, "readlink /data/prover/current").await,
-            format!("releases/{}", a.sha256)
+            format!("releases/{}", a.id)
         );
         ok(StepSpec::Verify(verify), &mut ctx).await;
         ok(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
@@ -1548,7 +1559,7 @@ fn local_uploads_compressed_and_plain_land_the_same_bytes() {
         };
         ok(StepSpec::Upload(params), &mut ctx).await;
         for r in [&a, &b] {
-            let on_host = install.join("releases").join(&r.sha256).join("prover");
+            let on_host = install.join("releases").join(&r.id).join("prover");
             assert_eq!(
                 std::fs::read(on_host).unwrap(),
                 std::fs::read(&r.binary).unwrap()
@@ -1635,7 +1646,7 @@ async fn run_playbook(
         hosts: vec![host.clone()],
         release: std::sync::Arc::new(Build::new(
             binary.map_or_else(PathBuf::new, |r| r.binary.clone()),
-            binary.map(|r| r.sha256.clone()),
+            binary.map(|r| r.binary_sha256.clone()),
         )),
     };
     let opts = RunOptions {
@@ -1701,7 +1712,7 @@ fn the_stop_playbook_starts_nothing_and_a_sigkill_shows_in_the_drain_cell() {
         assert!(release_processes(&t).await.is_empty(), "nothing started");
         assert_eq!(
             sh(&t, "readlink /data/prover/current").await,
-            format!("releases/{}", stubborn.sha256),
+            format!("releases/{}", stubborn.id),
             "nothing switched"
         );
         t.close().await.unwrap();
@@ -1729,7 +1740,7 @@ fn a_rollback_whose_restored_daemon_fails_verify_ends_rollback_failed() {
             &t,
             &format!(
                 "sed -i 's/mode = \"normal\"/mode = \"crash\"/' /data/prover/releases/{}/prover.toml",
-                a.sha256
+                a.id
             ),
         )
         .await;
@@ -1764,7 +1775,7 @@ fn a_rollback_whose_restored_daemon_fails_verify_ends_rollback_failed() {
         assert_eq!(failed, ["verify", "verify rollback"], "{table}");
         assert_eq!(
             sh(&t, "readlink /data/prover/current").await,
-            format!("releases/{}", a.sha256),
+            format!("releases/{}", a.id),
             "rolled back onto the last verified release"
         );
         t.close().await.unwrap();
@@ -1822,7 +1833,7 @@ fn the_rollout_hands_over_and_a_build_that_crashes_is_caught_before_the_drain() 
         );
         assert_eq!(
             sh(&t, "readlink /data/prover/current").await,
-            format!("releases/{}", a.sha256),
+            format!("releases/{}", a.id),
             "`current` points at the serving release again"
         );
 
@@ -1857,7 +1868,223 @@ fn the_rollout_hands_over_and_a_build_that_crashes_is_caught_before_the_drain() 
         assert_ne!(new_pid, old_pid, "{table}");
         assert_eq!(
             sh(&t, "readlink /data/prover/current").await,
-            format!("releases/{}", c.sha256)
+            format!("releases/{}", c.id)
+        );
+        t.close().await.unwrap();
+    });
+}
+
+/// Issue 51, item 9: shipping the build that serves with a changed config
+/// is a new release (its id covers the config), staged beside the serving
+/// one: a config the build refuses fails `prepare` while nothing the
+/// serving daemon reads on a restart has changed, and a restart afterwards
+/// brings back the daemon that served.
+#[test]
+fn a_config_only_rollout_is_a_new_release_and_never_touches_the_serving_one() {
+    let Some((_lab, mut host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "cfg-a", "normal", 0);
+    // The same binary, with a config its build refuses (and cannot start on).
+    let refused = dir.path().join("refused.toml");
+    std::fs::write(&refused, "mode = \"refused_config\"\n").unwrap();
+    let b = Release::from_files(&a.binary, Some(&refused)).unwrap();
+    assert_eq!(a.binary_sha256, b.binary_sha256);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let rollout = fleetctl::playbook::load("rollout").unwrap();
+        host.config_file = a.config.clone();
+        let (summary, table, _) = run_playbook(&host, rollout.clone(), Some(&a)).await;
+        assert_eq!(
+            summary.hosts,
+            [(host.name.clone(), fleetctl::executor::HostStatus::Ok)],
+            "{table}"
+        );
+        let serving_config = sh(&t, "cat /data/prover/current/prover.toml").await;
+        let old_pid = sh(&t, "cat /data/prover/run/prover.pid").await;
+
+        host.config_file = b.config.clone();
+        let (summary, table, _) = run_playbook(&host, rollout, Some(&b)).await;
+        assert_eq!(
+            summary.hosts,
+            [(host.name.clone(), fleetctl::executor::HostStatus::Failed)],
+            "{table}"
+        );
+        assert!(table.contains("refuses the config"), "{table}");
+        assert_eq!(
+            sh(&t, "readlink /data/prover/current").await,
+            format!("releases/{}", a.id)
+        );
+        assert_eq!(
+            sh(&t, "cat /data/prover/current/prover.toml").await,
+            serving_config,
+            "the serving release's config was overwritten\n{table}"
+        );
+        assert_eq!(
+            sh(
+                &t,
+                &format!("cat /data/prover/releases/{}/prover.toml", b.id)
+            )
+            .await,
+            "mode = \"refused_config\"",
+            "staged beside the serving release"
+        );
+        assert_eq!(sh(&t, "cat /data/prover/run/prover.pid").await, old_pid);
+        assert_ne!(a.id, b.id, "a changed config is a new release");
+
+        // What serves restarts as it was.
+        let restart = fleetctl::playbook::load("restart").unwrap();
+        let (summary, table, _) = run_playbook(&host, restart, None).await;
+        assert_eq!(
+            summary.hosts,
+            [(host.name.clone(), fleetctl::executor::HostStatus::Ok)],
+            "{table}"
+        );
+        t.close().await.unwrap();
+    });
+}
+
+/// Issue 51, item 10: a successor that died while it waited to take over
+/// costs the old daemon nothing. The drain does not signal it, `current`
+/// points back at its release, and the host records nothing drained or
+/// switched, so no rollback drains and restarts the daemon that serves.
+#[test]
+fn a_successor_that_died_before_the_drain_leaves_the_old_daemon_untouched() {
+    let Some((_lab, host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "dead-a", "normal", 0);
+    let b = release(dir.path(), "dead-b", "normal", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        let old_pid = sh(&t, "cat /data/prover/run/prover.pid").await;
+
+        let mut ctx = StepCtx::new(&host, &t, &b);
+        ok(StepSpec::Upload(UploadParams::default()), &mut ctx).await;
+        let handed = ok(StepSpec::Handover(Default::default()), &mut ctx).await;
+        assert!(handed.text().contains("started beside pid"), "{handed:?}");
+        let successor = ctx.state.started.as_ref().unwrap().pid;
+        sh(&t, &format!("kill -9 {successor}")).await;
+        let gone = sh(
+            &t,
+            &format!(
+                "i=0; while [ $i -lt 100 ] && [ -e /proc/{successor}/exe ] && ! grep -q '^State:.*Z' /proc/{successor}/status; do i=$((i+1)); sleep 0.05; done; echo done"
+            ),
+        )
+        .await;
+        assert_eq!(gone, "done");
+
+        let msg = fails(StepSpec::Drain(DrainParams::default()), &mut ctx).await;
+        assert!(msg.contains("was not signalled"), "{msg}");
+        assert_eq!(sh(&t, "cat /data/prover/run/prover.pid").await, old_pid);
+        assert_eq!(
+            sh(&t, &format!("kill -0 {old_pid} && echo alive")).await,
+            "alive"
+        );
+        assert_eq!(
+            sh(&t, "readlink /data/prover/current").await,
+            format!("releases/{}", a.id),
+            "`current` points at the serving release again"
+        );
+        // What a failed host's rollback reads: nothing drained, started or
+        // switched, so there is nothing to roll back.
+        assert_eq!(
+            (
+                &ctx.state.drained,
+                &ctx.state.started,
+                &ctx.state.previous_release
+            ),
+            (&None, &None, &None)
+        );
+        t.close().await.unwrap();
+    });
+}
+
+/// Issue 51, item 10: the serving gap is what a client sees. A successor
+/// that takes over, says `ready` and dies a moment later is caught, the
+/// host is rolled back, and the gap reported covers the whole outage until
+/// the restored daemon serves, not the 0.1 s of the switch alone.
+#[test]
+fn the_serving_gap_covers_a_successor_that_dies_after_taking_over() {
+    let Some((_lab, mut host)) = lab(None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = release(dir.path(), "gap-a", "normal", 0);
+    let b = release(dir.path(), "gap-b", "die_after_takeover", 0);
+    bounded(async {
+        let t = Transport::connect(&host).await.unwrap();
+        let mut ctx = StepCtx::new(&host, &t, &a);
+        upload_and_start(&mut ctx).await;
+        ok(StepSpec::Verify(fast_verify()), &mut ctx).await;
+        let offset: usize = sh(&t, "wc -c < /data/prover/logs/prover.log")
+            .await
+            .parse()
+            .unwrap();
+
+        host.config_file = b.config.clone();
+        let mut rollout = fleetctl::playbook::load("rollout").unwrap();
+        rollout
+            .steps
+            .retain(|s| !matches!(s, StepSpec::Smoke(_) | StepSpec::Health(_)));
+        let (summary, table, events) = run_playbook(&host, rollout, Some(&b)).await;
+        assert_eq!(
+            summary.hosts,
+            [(host.name.clone(), fleetctl::executor::HostStatus::Failed)],
+            "{table}"
+        );
+        assert!(table.contains("rolled back"), "{table}");
+        assert_eq!(
+            sh(&t, "readlink /data/prover/current").await,
+            format!("releases/{}", a.id)
+        );
+        let gaps: Vec<u64> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                fleetctl::executor::EventKind::ServingGap { gap_ms, .. } => Some(*gap_ms),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(gaps.len(), 1, "one gap per host: {gaps:?}\n{table}");
+
+        // No daemon at all, by the daemons' own clocks: from the
+        // successor's death to the restored daemon's `ready`.
+        let log = sh(&t, "cat /data/prover/logs/prover.log").await;
+        let ts = |line: &str| -> u64 {
+            line.rsplit("ts_ms=")
+                .next()
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        let new_lines = &log[offset.min(log.len())..];
+        let died = new_lines
+            .lines()
+            .find(|l| l.contains("INFO died"))
+            .map(ts)
+            .unwrap_or_else(|| panic!("no death in the log:\n{new_lines}"));
+        let restored = new_lines
+            .lines()
+            .filter(|l| l.contains("INFO ready"))
+            .map(ts)
+            .next_back()
+            .unwrap();
+        let no_daemon = restored.saturating_sub(died);
+        assert!(
+            no_daemon >= 150,
+            "the outage to measure is too short to tell ({no_daemon} ms)\n{new_lines}"
+        );
+        // The probe's resolution is 50 ms.
+        assert!(
+            gaps[0] + 60 >= no_daemon,
+            "serving gap {} ms reported, but no daemon served for {no_daemon} ms\n{table}",
+            gaps[0]
         );
         t.close().await.unwrap();
     });
@@ -2031,7 +2258,7 @@ fn remote_failures_are_classified_in_one_line_without_the_script() {
         assert!(!msg.contains('\n'), "one line: {msg}");
         assert_eq!(
             sh(&t, "ls /data/prover/releases").await,
-            a.sha256,
+            a.id,
             "nothing sent"
         );
         assert_eq!(

@@ -94,7 +94,7 @@ fn experiments_on_a_lab_of_four_pass_and_promote_or_fail_and_restore() {
     let inv = inv.to_str().expect("utf-8 path");
     let a = prover();
     let a_str = a.to_str().expect("utf-8 path");
-    let a_sha = sha(&a);
+    let a_sha = crate::release_id(&a, &cwd.join("prover.toml"));
     let base = ["-i", inv, "-e", "config_file=prover.toml"];
 
     let r = fleetctl(cwd, &[&["rollout", "--binary", a_str][..], &base].concat());

@@ -134,7 +134,7 @@ fn status_health_and_timing_on_a_lab_of_eight() {
     );
     // The release the rollout table names, under the same name, beside
     // the daemon's git build.
-    let release = fleetctl::steps::sha256_file(Path::new(prover)).expect("hash");
+    let release = crate::release_id(Path::new(prover), &cwd.join("prover.toml"));
     assert!(
         table.stdout.contains("release")
             && table.stdout.contains("git build")

@@ -7,6 +7,7 @@
 //! - [`fleet_ops`]: status, health and timing on a lab of eight.
 //! - [`rollout`]: rollouts on a lab of eight and on the local inventory.
 
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 mod docs;
@@ -24,4 +25,11 @@ static LABS: Mutex<()> = Mutex::new(());
 /// holding it does not stop the others.
 fn lab_turn() -> MutexGuard<'static, ()> {
     LABS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The release id fleetctl gives `binary` shipped with `config`: its folder
+/// under `releases/` on a host, and the name the tables show.
+fn release_id(binary: &Path, config: &Path) -> String {
+    let sum = |p: &Path| fleetctl::steps::sha256_file(p).expect("hash");
+    fleetctl::steps::release_id(&sum(binary), Some(&sum(config)))
 }

@@ -10,7 +10,6 @@ use crate::fanout;
 use crate::inventory::Host;
 use crate::steps::{remote, Release, StepCtx};
 use crate::transport::Transport;
-use std::path::PathBuf;
 
 impl Exp {
     /// Reads each canary's release (what a restore brings back) and checks
@@ -59,18 +58,6 @@ impl Exp {
         if let Some((host, problem)) = problems.into_iter().next() {
             return Err(ExperimentError::Preflight { host, problem });
         }
-        let cand = self.candidate.sha256.clone().unwrap_or_default();
-        if self.def.candidate_config.is_some() {
-            if let Some((h, _)) = self.st.baseline_release.iter().find(|(_, r)| **r == cand) {
-                return Err(ExperimentError::Preflight {
-                    host: h.clone(),
-                    problem: format!(
-                        "runs the candidate's binary (release {}) already: shipping the candidate's config into that release would change the baseline it is restored to; give the candidate a binary of its own",
-                        short(&cand)
-                    ),
-                });
-            }
-        }
         self.log.finished(Stage::Prepare, "every host serves");
         Ok(())
     }
@@ -81,12 +68,7 @@ impl Exp {
 async fn preflight(host: &Host) -> Result<(String, String), String> {
     let t = Transport::connect(host).await.map_err(|e| e.to_string())?;
     let r = async {
-        let release = Release {
-            binary: PathBuf::new(),
-            sha256: String::new(),
-            config: None,
-            compressed: Default::default(),
-        };
+        let release = Release::on_host(String::new(), None);
         let ctx = StepCtx::new(host, &t, &release);
         let current = remote::current_release(&ctx)
             .await
