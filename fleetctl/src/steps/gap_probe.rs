@@ -31,22 +31,7 @@ const PROBE_TIMEOUT: &str = "1s";
 /// fleetctl was killed ends by itself.
 const MAX_PROBES: u32 = 5_000;
 
-/// A probe loop running on the host: its output file, under `run/`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GapProbe {
-    file: String,
-}
-
-/// What the probe saw between its start and its stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Gap {
-    /// Total time the daemon's address did not answer ready.
-    pub down: Duration,
-    /// How many separate times it stopped answering.
-    pub outages: u32,
-    /// How long the probe ran.
-    pub watched: Duration,
-}
+pub use super::gap_record::{Gap, GapProbe};
 
 /// Starts the loop; returns once its first answer is written (so whatever
 /// the caller does next, the loop has seen the state before it).
@@ -82,13 +67,13 @@ pub async fn start(ctx: &StepCtx<'_>) -> Result<GapProbe, Cause> {
         lp = q(&lp)?,
     );
     ctx.transport.run_script_ok(&script, QUICK).await?;
-    Ok(GapProbe { file })
+    Ok(GapProbe::at(file))
 }
 
 /// Closes the record with the host's clock, reads it and removes it, which
 /// ends the loop at its next probe: one command, no wait for the loop.
 pub async fn finish(ctx: &StepCtx<'_>, probe: &GapProbe) -> Result<Gap, Cause> {
-    let file = q(&probe.file)?;
+    let file = q(probe.file())?;
     let script = format!(
         "if [ -f {file} ]; then echo \"$(date +%s%N) end\" >> {file}; cat {file}; rm -f {file}; fi"
     );

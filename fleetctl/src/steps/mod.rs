@@ -13,6 +13,7 @@ mod ctx;
 mod daemon_log;
 pub mod drain;
 pub mod gap_probe;
+pub mod gap_record;
 pub mod handover;
 pub mod health;
 mod layout;

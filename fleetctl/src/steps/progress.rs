@@ -1,6 +1,6 @@
 //! What a host's earlier steps recorded for the later ones within one run.
 
-use super::gap_probe::GapProbe;
+use super::gap_record::GapProbe;
 use super::proc::MemInfo;
 use std::time::Instant;
 

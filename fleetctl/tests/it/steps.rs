@@ -413,7 +413,7 @@ fn an_uploaded_binary_that_does_not_start_leaves_no_release_behind() {
             msg.contains("does not start on this host") && msg.contains("removed"),
             "{msg}"
         );
-        assert_eq!(sh(&t, "ls -A /data/prover/releases").await, a.sha256);
+        assert_eq!(sh(&t, "ls -A /data/prover/releases").await, a.id);
         t.close().await.unwrap();
     });
 }
