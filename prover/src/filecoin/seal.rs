@@ -57,14 +57,7 @@ pub fn seal_random_sector(
     rng_seed: u64,
     work_dir: &Path,
 ) -> Result<Sealed, FilecoinError> {
-    crate::filecoin::with_tree!(
-        seal_proof.sector_size,
-        seal_of,
-        seal_proof,
-        rng_seed,
-        work_dir,
-        None
-    )
+    seal_sector(seal_proof, rng_seed, work_dir, None)
 }
 
 /// [`seal_random_sector`] for miner `actor_id`: its prover id is the one
@@ -76,13 +69,22 @@ pub fn seal_random_sector_of_miner(
     actor_id: u64,
 ) -> Result<Sealed, FilecoinError> {
     let prover_id = crate::filecoin::c1::prover_id_of_miner(actor_id);
+    seal_sector(seal_proof, rng_seed, work_dir, Some(prover_id))
+}
+
+fn seal_sector(
+    seal_proof: SealProof,
+    rng_seed: u64,
+    work_dir: &Path,
+    prover_id: Option<[u8; 32]>,
+) -> Result<Sealed, FilecoinError> {
     crate::filecoin::with_tree!(
         seal_proof.sector_size,
         seal_of,
         seal_proof,
         rng_seed,
         work_dir,
-        Some(prover_id)
+        prover_id
     )
 }
 

@@ -679,6 +679,29 @@ fn order_of(
         .collect()
 }
 
+/// A one-partition chain job queued at `priority`, as `submit_filecoin`
+/// queues a PoSt (the priority is the engine's, so a small bundled circuit
+/// stands for the PoSt).
+fn one_partition_at(engine: &Engine, priority: Priority) -> String {
+    engine
+        .enqueue(
+            JobSpec {
+                circuit: "chain".into(),
+                size: SIZE,
+                partitions: 1,
+                sector_size: None,
+            },
+            Circuit::Bundled {
+                kind: CircuitKind::Chain,
+                size: SIZE,
+                witness_seed: 3,
+            },
+            crate::prove::Blinding::from_seed(Some(5)),
+            priority,
+        )
+        .expect("accepted")
+}
+
 #[test]
 fn an_urgent_job_behind_a_backlog_is_synthesised_and_proved_before_the_backlog() {
     use fleet_wire::timing::TimelineKind::{GpuStart, SynthesisStart};
@@ -700,24 +723,7 @@ fn an_urgent_job_behind_a_backlog_is_synthesised_and_proved_before_the_backlog()
     // What `submit_filecoin` does for a WinningPoSt: the urgency is the
     // engine's, so a small bundled circuit stands for the PoSt here.
     assert!(fleet_wire::api::FilecoinKind::WinningPost.is_urgent());
-    let urgent = rig
-        .engine
-        .enqueue(
-            JobSpec {
-                circuit: "chain".into(),
-                size: SIZE,
-                partitions: 1,
-                sector_size: None,
-            },
-            Circuit::Bundled {
-                kind: CircuitKind::Chain,
-                size: SIZE,
-                witness_seed: 3,
-            },
-            crate::prove::Blinding::from_seed(Some(5)),
-            Priority::Critical,
-        )
-        .expect("accepted");
+    let urgent = one_partition_at(&rig.engine, Priority::Critical);
     wait_for("the urgent partition is synthesised and queued", || {
         queued() == LOOKAHEAD as usize + 1
     });
@@ -787,24 +793,7 @@ fn a_high_priority_job_is_synthesised_before_a_normal_backlog_waiting_for_a_work
         Priority::of_kind(fleet_wire::api::FilecoinKind::WindowPost),
         Priority::High
     );
-    let high = rig
-        .engine
-        .enqueue(
-            JobSpec {
-                circuit: "chain".into(),
-                size: SIZE,
-                partitions: 1,
-                sector_size: None,
-            },
-            Circuit::Bundled {
-                kind: CircuitKind::Chain,
-                size: SIZE,
-                witness_seed: 4,
-            },
-            crate::prove::Blinding::from_seed(Some(6)),
-            Priority::High,
-        )
-        .expect("accepted");
+    let high = one_partition_at(&rig.engine, Priority::High);
     gate.open();
     for id in [&backlog, &high] {
         let s = finished(&rig.engine, id);
