@@ -535,7 +535,15 @@ fn prepare_failures_leave_the_old_daemon_serving() {
         ),
     )
     .expect("write playbook");
-    let r = rollout(b_str, "prover.toml", "./tight.yaml");
+    // The new daemon generates its preload's TEST-ONLY parameters before it
+    // is ready (a fraction of a second): an outage the 50 ms probe cannot
+    // miss, however fast the drain and the start are on an idle host.
+    std::fs::write(
+        cwd.join("slow-start.toml"),
+        LAB_DAEMON_CONFIG.replace("size = 1024", "size = 32768"),
+    )
+    .expect("write config");
+    let r = rollout(b_str, "slow-start.toml", "./tight.yaml");
     assert_eq!(r.code, Some(2), "{}", r.show());
     assert!(
         r.stdout.contains("more than max_serving_gap 1ms"),
