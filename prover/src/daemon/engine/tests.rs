@@ -702,6 +702,22 @@ fn one_partition_at(engine: &Engine, priority: Priority) -> String {
         .expect("accepted")
 }
 
+/// One device worker, held (until the gate opens) on the first partition of
+/// a `backlog`-partition job; `lookahead` more partitions are synthesised and
+/// wait for the device, the rest wait for a synthesis worker.
+fn held_backlog(lookahead: u32, backlog: u32) -> (Rig, Arc<Gate>, String) {
+    let gate = Arc::new(Gate::default());
+    let rig = rig(
+        vec![Faulty::device(0, Fault::Hold(gate.clone()), 1)],
+        lookahead,
+    );
+    let job = submit(&rig.engine, backlog);
+    wait_for("the backlog holds the device and the lookahead", || {
+        rig.engine.devices()[0].busy == 1 && rig.engine.shared.queue.waiting() == lookahead as usize
+    });
+    (rig, gate, job)
+}
+
 #[test]
 fn an_urgent_job_behind_a_backlog_is_synthesised_and_proved_before_the_backlog() {
     use fleet_wire::timing::TimelineKind::{GpuStart, SynthesisStart};
@@ -710,16 +726,8 @@ fn an_urgent_job_behind_a_backlog_is_synthesised_and_proved_before_the_backlog()
     // synthesis worker (both are busy only with waiting for a slot).
     const LOOKAHEAD: u32 = 2;
     const BACKLOG: u32 = 6;
-    let gate = Arc::new(Gate::default());
-    let rig = rig(
-        vec![Faulty::device(0, Fault::Hold(gate.clone()), 1)],
-        LOOKAHEAD,
-    );
-    let backlog = submit(&rig.engine, BACKLOG);
+    let (rig, gate, backlog) = held_backlog(LOOKAHEAD, BACKLOG);
     let queued = || rig.engine.shared.queue.waiting();
-    wait_for("the backlog holds the device and the lookahead", || {
-        rig.engine.devices()[0].busy == 1 && queued() == LOOKAHEAD as usize
-    });
     // What `submit_filecoin` does for a WinningPoSt: the urgency is the
     // engine's, so a small bundled circuit stands for the PoSt here.
     assert!(fleet_wire::api::FilecoinKind::WinningPost.is_urgent());
@@ -778,16 +786,7 @@ fn a_high_priority_job_is_synthesised_before_a_normal_backlog_waiting_for_a_work
     use fleet_wire::timing::TimelineKind::SynthesisStart;
     const LOOKAHEAD: u32 = 2;
     const BACKLOG: u32 = 6;
-    let gate = Arc::new(Gate::default());
-    let rig = rig(
-        vec![Faulty::device(0, Fault::Hold(gate.clone()), 1)],
-        LOOKAHEAD,
-    );
-    let backlog = submit(&rig.engine, BACKLOG);
-    let queued = || rig.engine.shared.queue.waiting();
-    wait_for("the backlog holds the device and the lookahead", || {
-        rig.engine.devices()[0].busy == 1 && queued() == LOOKAHEAD as usize
-    });
+    let (rig, gate, backlog) = held_backlog(LOOKAHEAD, BACKLOG);
     // What `submit_filecoin` gives a WindowPoSt.
     assert_eq!(
         Priority::of_kind(fleet_wire::api::FilecoinKind::WindowPost),
