@@ -38,6 +38,8 @@ pub struct TimingError {
 #[derive(Debug)]
 pub struct TimingLog {
     inner: Mutex<LogFile>,
+    /// Partition records kept for the caller (a one-shot command's report).
+    kept: Option<Mutex<Vec<PartitionRecord>>>,
 }
 
 #[derive(Debug)]
@@ -49,6 +51,8 @@ struct LogFile {
     keep: usize,
     /// Written first into every file rotated to (the devices record).
     header: Option<String>,
+    /// No file: lines are dropped (a one-shot command without a log).
+    discard: bool,
 }
 
 fn open_append(path: &Path) -> Result<(BufWriter<File>, u64), TimingError> {
@@ -129,6 +133,9 @@ impl LogFile {
     }
 
     fn append(&mut self, line: &str) -> Result<(), TimingError> {
+        if self.discard {
+            return Ok(());
+        }
         let len = line.len() as u64 + 1;
         if self.size > 0 && self.size + len > self.max_bytes {
             self.rotate()?;
@@ -169,8 +176,40 @@ impl TimingLog {
                 max_bytes: max_bytes.max(1),
                 keep,
                 header: None,
+                discard: false,
             }),
+            kept: None,
         })
+    }
+
+    /// A log that writes nothing: for a command run without `--timing-log`.
+    pub fn discarding() -> Self {
+        TimingLog {
+            inner: Mutex::new(LogFile {
+                path: PathBuf::new(),
+                writer: None,
+                size: 0,
+                max_bytes: u64::MAX,
+                keep: 0,
+                header: None,
+                discard: true,
+            }),
+            kept: None,
+        }
+    }
+
+    /// Also keeps every partition record written, for [`Self::take_partitions`].
+    pub fn keeping_partitions(mut self) -> Self {
+        self.kept = Some(Mutex::new(Vec::new()));
+        self
+    }
+
+    /// The partition records kept so far (emptied).
+    pub fn take_partitions(&self) -> Vec<PartitionRecord> {
+        self.kept
+            .as_ref()
+            .map(|k| std::mem::take(&mut *k.lock()))
+            .unwrap_or_default()
     }
 
     pub fn path(&self) -> PathBuf {
@@ -185,6 +224,9 @@ impl TimingLog {
     /// Appends a partition record and logs its `GPU_TIMING` line.
     pub fn partition(&self, rec: &PartitionRecord) -> Result<(), TimingError> {
         tracing::info!("{rec}");
+        if let Some(kept) = &self.kept {
+            kept.lock().push(rec.clone());
+        }
         self.write(&TimingLine::Partition(rec.clone()))
     }
 

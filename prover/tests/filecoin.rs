@@ -207,9 +207,13 @@ fn porep_c2_of_a_2kib_sector_is_accepted_by_verify_seal_and_leaves_the_cache_unc
     assert!(!seal::verify(&f.sealed, &bad).unwrap_or(false));
     let report: serde_json::Value =
         serde_json::from_slice(&fs::read(&report).expect("report")).expect("report JSON");
-    assert_eq!(report["seal_proof"], "StackedDrg2KiBV1_1");
+    // The report is the job as the daemon reports it, and each partition's
+    // timing record in the daemon's format.
+    assert_eq!(report["job"]["circuit"], "porep-c2:2KiB");
+    assert_eq!(report["job"]["state"], "done");
     assert_eq!(report["params"]["origin"], "test-only");
-    assert!(report["partitions"][0]["constraints"].as_u64().unwrap_or(0) > 100_000);
+    assert!(report["partitions"][0]["size"].as_u64().unwrap_or(0) > 100_000);
+    assert!(report["partitions"][0]["phases_ms"]["synthesis"].is_number());
     assert_eq!(digests(&f.cache), before, "the parameter cache changed");
 }
 
@@ -223,20 +227,15 @@ const SMOKE_REQUEST: &str = "../fixtures/filecoin/porep-c2-2KiB.json";
 /// proof crates' C1 format, say).
 #[test]
 fn the_shipped_smoke_request_is_the_c1_output_of_the_seeded_2kib_sector() {
-    use fleet_wire::api::{FilecoinKind, FilecoinSubmitRequest};
+    use fleet_wire::api::{FilecoinSubmitRequest, PorepC2Request};
     let f = fixture();
-    let want = FilecoinSubmitRequest {
-        kind: FilecoinKind::PorepC2,
+    let want = FilecoinSubmitRequest::PorepC2(PorepC2Request {
         prover_id: hex::encode(f.sealed.prover_id),
-        c1: Some(serde_json::from_slice(&f.sealed.c1_json).expect("C1 JSON")),
+        c1: serde_json::from_slice(&f.sealed.c1_json).expect("C1 JSON"),
         registered_proof: Some(f.sealed.seal_proof.clone()),
         sector_id: Some(f.sealed.sector_id),
-        vanilla_proofs: None,
-        randomness: None,
-        sector_size: None,
-        partition: None,
         rs_seed: None,
-    };
+    });
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(SMOKE_REQUEST);
     if std::env::var_os("BLESS").is_some() {
         let mut text = serde_json::to_vec(&want).expect("request JSON");

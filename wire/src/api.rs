@@ -71,13 +71,16 @@ pub enum FilecoinKind {
     WindowPost,
     /// A WinningPoSt from its sector's vanilla proof.
     WinningPost,
+    /// A SnapDeals update proof from its partitions' vanilla proofs.
+    SnapDeals,
 }
 
 impl FilecoinKind {
-    pub const ALL: [FilecoinKind; 3] = [
+    pub const ALL: [FilecoinKind; 4] = [
         FilecoinKind::PorepC2,
         FilecoinKind::WindowPost,
         FilecoinKind::WinningPost,
+        FilecoinKind::SnapDeals,
     ];
 
     /// The name jobs, records and the command line use.
@@ -86,6 +89,7 @@ impl FilecoinKind {
             FilecoinKind::PorepC2 => "porep-c2",
             FilecoinKind::WindowPost => "window-post",
             FilecoinKind::WinningPost => "winning-post",
+            FilecoinKind::SnapDeals => "snap-deals",
         }
     }
 
@@ -111,48 +115,127 @@ impl std::str::FromStr for FilecoinKind {
             .find(|k| k.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown Filecoin proof `{}` (porep-c2, window-post, winning-post)",
+                    "unknown Filecoin proof `{}` (porep-c2, window-post, winning-post, snap-deals)",
                     s.escape_debug()
                 )
             })
     }
 }
 
-/// A Filecoin proof job (`POST /v1/filecoin/jobs`). Which fields a kind
-/// takes: `porep-c2` takes `c1` (and `registered_proof` and `sector_id`
-/// where the C1 document lacks them); `window-post` and `winning-post` take
-/// `vanilla_proofs`, `randomness` and `sector_size`, `window-post` also
-/// `partition`. A field another kind takes is refused, never ignored.
+/// A Filecoin proof job (`POST /v1/filecoin/jobs`): one variant per proof
+/// kind, tagged by `kind`, each taking exactly its own fields (a field of
+/// another kind is an unknown field, refused, never ignored). A new kind is
+/// one more variant here and one arm in the prover's kind table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum FilecoinSubmitRequest {
+    PorepC2(PorepC2Request),
+    WindowPost(WindowPostRequest),
+    WinningPost(WinningPostRequest),
+    SnapDeals(SnapDealsRequest),
+}
+
+impl FilecoinSubmitRequest {
+    pub fn kind(&self) -> FilecoinKind {
+        match self {
+            FilecoinSubmitRequest::PorepC2(_) => FilecoinKind::PorepC2,
+            FilecoinSubmitRequest::WindowPost(_) => FilecoinKind::WindowPost,
+            FilecoinSubmitRequest::WinningPost(_) => FilecoinKind::WinningPost,
+            FilecoinSubmitRequest::SnapDeals(_) => FilecoinKind::SnapDeals,
+        }
+    }
+
+    /// The prover id, 32 bytes as 64 hex digits.
+    pub fn prover_id(&self) -> &str {
+        match self {
+            FilecoinSubmitRequest::PorepC2(r) => &r.prover_id,
+            FilecoinSubmitRequest::WindowPost(r) => &r.prover_id,
+            FilecoinSubmitRequest::WinningPost(r) => &r.prover_id,
+            FilecoinSubmitRequest::SnapDeals(r) => &r.prover_id,
+        }
+    }
+
+    /// Seed of r, s (reproducible proofs, for tests); `None` draws them
+    /// from the OS, as a node must.
+    pub fn rs_seed(&self) -> Option<u64> {
+        match self {
+            FilecoinSubmitRequest::PorepC2(r) => r.rs_seed,
+            FilecoinSubmitRequest::WindowPost(r) => r.rs_seed,
+            FilecoinSubmitRequest::WinningPost(r) => r.rs_seed,
+            FilecoinSubmitRequest::SnapDeals(r) => r.rs_seed,
+        }
+    }
+}
+
+/// PoRep C2: a sector's seal proof from its C1 output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FilecoinSubmitRequest {
-    pub kind: FilecoinKind,
-    /// The prover id, 32 bytes as 64 hex digits.
+pub struct PorepC2Request {
     pub prover_id: String,
     /// The C1 output in any form `prover c2 --c1` reads (filecoin-proofs'
     /// `SealCommitPhase1Output` JSON, or the `{"SectorNum", "Phase1Out"}`
     /// wrapper).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub c1: Option<serde_json::Value>,
-    /// The seal proof type (`StackedDrg2KiBV1_1`, ...).
+    pub c1: serde_json::Value,
+    /// The seal proof type (`StackedDrg2KiBV1_1`, ...), where the C1
+    /// document does not name it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registered_proof: Option<String>,
+    /// The sector number, where the C1 document does not carry it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sector_id: Option<u64>,
-    /// The PoSt's vanilla proofs: a JSON array of `FallbackPoStSectorProof`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vanilla_proofs: Option<serde_json::Value>,
-    /// The PoSt's challenge randomness, 32 bytes as 64 hex digits.
+    pub rs_seed: Option<u64>,
+}
+
+/// One WindowPoSt partition from its sectors' vanilla proofs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowPostRequest {
+    pub prover_id: String,
+    /// A JSON array of `FallbackPoStSectorProof`.
+    pub vanilla_proofs: serde_json::Value,
+    /// The challenge randomness, 32 bytes as 64 hex digits.
+    pub randomness: String,
+    /// The sectors' size in bytes (2048, 8388608, ...).
+    pub sector_size: u64,
+    /// The partition's index in its deadline.
+    #[serde(default)]
+    pub partition: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub randomness: Option<String>,
-    /// The PoSt's sector size in bytes (2048, 8388608, ...).
+    pub rs_seed: Option<u64>,
+}
+
+/// A WinningPoSt from its sector's vanilla proof.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WinningPostRequest {
+    pub prover_id: String,
+    /// A JSON array of `FallbackPoStSectorProof`.
+    pub vanilla_proofs: serde_json::Value,
+    /// The challenge randomness, 32 bytes as 64 hex digits.
+    pub randomness: String,
+    /// The sector's size in bytes.
+    pub sector_size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sector_size: Option<u64>,
-    /// The WindowPoSt partition these sectors are.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partition: Option<u32>,
-    /// Seed of r, s (reproducible proofs, for tests); `None` draws them
-    /// from the OS, as a node must.
+    pub rs_seed: Option<u64>,
+}
+
+/// A SnapDeals update proof from its partitions' vanilla proofs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapDealsRequest {
+    pub prover_id: String,
+    /// The update proof type (`StackedDrg32GiBV1`, ...; filecoin-proofs-api's
+    /// `RegisteredUpdateProof` names).
+    pub update_proof: String,
+    /// The sector's CommR before the update, 32 bytes as 64 hex digits.
+    pub comm_r_old: String,
+    /// The sector's CommR after the update.
+    pub comm_r_new: String,
+    /// The new data's CommD.
+    pub comm_d_new: String,
+    /// A JSON array of the partitions' vanilla proofs (`PartitionProof`).
+    pub vanilla_proofs: serde_json::Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rs_seed: Option<u64>,
 }
@@ -465,5 +548,31 @@ mod tests {
         );
         assert!(JobState::Done.is_finished());
         assert!(!JobState::Running.is_finished());
+    }
+
+    /// Each kind takes its own fields: another kind's field is refused by
+    /// name, and the kind tag round-trips.
+    #[test]
+    fn a_filecoin_job_takes_exactly_its_kinds_fields() {
+        let winning = r#"{"kind":"winning-post","prover_id":"00","vanilla_proofs":[],"randomness":"11","sector_size":2048}"#;
+        let r: FilecoinSubmitRequest = serde_json::from_str(winning).unwrap();
+        assert_eq!(r.kind(), FilecoinKind::WinningPost);
+        assert_eq!(r.prover_id(), "00");
+        let back: FilecoinSubmitRequest =
+            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        let with_partition = winning.replace("2048}", "2048,\"partition\":1}");
+        let e = serde_json::from_str::<FilecoinSubmitRequest>(&with_partition).unwrap_err();
+        assert!(e.to_string().contains("unknown field `partition`"), "{e}");
+        let c2_with_randomness =
+            r#"{"kind":"porep-c2","prover_id":"00","c1":{},"randomness":"11"}"#;
+        let e = serde_json::from_str::<FilecoinSubmitRequest>(c2_with_randomness).unwrap_err();
+        assert!(e.to_string().contains("randomness"), "{e}");
+        let missing =
+            r#"{"kind":"window-post","prover_id":"00","randomness":"11","sector_size":2048}"#;
+        let e = serde_json::from_str::<FilecoinSubmitRequest>(missing).unwrap_err();
+        assert!(e.to_string().contains("vanilla_proofs"), "{e}");
+        let e = serde_json::from_str::<FilecoinSubmitRequest>(r#"{"kind":"seal"}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown variant"), "{e}");
     }
 }

@@ -10,7 +10,7 @@ use super::params::{self as bounds, Check};
 use super::params::{duration, show};
 use super::remote::{self, q};
 use crate::transport::TransportError;
-use fleet_wire::api::{FilecoinKind, FilecoinSubmitRequest};
+use fleet_wire::api::FilecoinSubmitRequest;
 use fleet_wire::exit;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -235,38 +235,19 @@ impl C2Request {
             source_name: source.to_owned(),
             reason,
         };
-        let req: FilecoinSubmitRequest =
-            serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
-        if req.kind != FilecoinKind::PorepC2 {
-            return Err(invalid(format!("its kind is {}", req.kind)));
-        }
-        // `prover client c2` sends only a C2's fields: another kind's would
-        // be dropped on the way, so they are refused here.
-        let stray: Vec<&str> = [
-            ("vanilla_proofs", req.vanilla_proofs.is_some()),
-            ("randomness", req.randomness.is_some()),
-            ("sector_size", req.sector_size.is_some()),
-            ("partition", req.partition.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(name, set)| set.then_some(name))
-        .collect();
-        if !stray.is_empty() {
-            return Err(invalid(format!(
-                "{} belong to a PoSt, not a C2",
-                stray.join(", ")
-            )));
-        }
+        // `prover client c2` sends only a C2's fields: a request of another
+        // kind, or with another kind's fields, is refused here.
+        let req = match serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))? {
+            FilecoinSubmitRequest::PorepC2(req) => req,
+            other => return Err(invalid(format!("its kind is {}", other.kind()))),
+        };
         let hex = req.prover_id.len() == 64 && req.prover_id.bytes().all(|b| b.is_ascii_hexdigit());
         if !hex {
             return Err(invalid(
                 "prover_id must be 32 bytes as 64 hex digits".to_owned(),
             ));
         }
-        let c1 = req
-            .c1
-            .ok_or_else(|| invalid("it has no `c1` (the C1 output)".to_owned()))?;
-        let c1 = serde_json::to_vec(&c1).map_err(|e| invalid(e.to_string()))?;
+        let c1 = serde_json::to_vec(&req.c1).map_err(|e| invalid(e.to_string()))?;
         Ok(C2Request {
             source: source.to_owned(),
             c1,
@@ -597,12 +578,12 @@ mod tests {
             (
                 "a winning post",
                 with(&|d| d["kind"] = "winning-post".into()),
-                "its kind is winning-post",
+                "unknown field `c1`",
             ),
             (
                 "post fields",
                 with(&|d| d["randomness"] = "00".into()),
-                "randomness belong to a PoSt",
+                "unknown field `randomness`",
             ),
             (
                 "short prover id",
@@ -614,7 +595,7 @@ mod tests {
                 with(&|d| {
                     d.as_object_mut().unwrap().remove("c1");
                 }),
-                "no `c1`",
+                "missing field `c1`",
             ),
             (
                 "unknown field",

@@ -6,7 +6,7 @@ use super::exit;
 use super::filecoin::{read_c1, C1Input, PostInput};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use fleet_wire::api::{FilecoinKind, FilecoinSubmitRequest, JobState, SubmitRequest};
+use fleet_wire::api::{FilecoinSubmitRequest, JobState, PorepC2Request, SubmitRequest};
 use prover::daemon::client::{ApiClient, ClientError};
 use prover::daemon::config::{Config, LogFormat};
 use prover::daemon::lifecycle;
@@ -167,40 +167,21 @@ fn c2_request(input: &C1Input, rs_seed: Option<u64>) -> Result<FilecoinSubmitReq
     let bytes = read_c1(&input.c1)?;
     let c1: serde_json::Value = serde_json::from_slice(&bytes)
         .with_context(|| format!("{} is not JSON", input.c1.display()))?;
-    Ok(FilecoinSubmitRequest {
-        kind: FilecoinKind::PorepC2,
+    Ok(FilecoinSubmitRequest::PorepC2(PorepC2Request {
         prover_id,
-        c1: Some(c1),
+        c1,
         registered_proof: input.seal_proof().map(|p| p.to_string()),
         sector_id: input.sector_id,
-        vanilla_proofs: None,
-        randomness: None,
-        sector_size: None,
-        partition: None,
         rs_seed,
-    })
+    }))
 }
 
 /// The request of `prover client post`.
-fn post_request(input: &PostInput, rs_seed: Option<u64>) -> Result<FilecoinSubmitRequest> {
-    let prover_id = hex::encode(input.prover.bytes()?);
+fn read_post_request(input: &PostInput, rs_seed: Option<u64>) -> Result<FilecoinSubmitRequest> {
     let bytes = read_c1(&input.vanilla)?;
     let vanilla: serde_json::Value = serde_json::from_slice(&bytes)
         .with_context(|| format!("{} is not JSON", input.vanilla.display()))?;
-    let kind = input.post_kind().job_kind();
-    let partition = u32::try_from(input.partition).context("--partition is too large")?;
-    Ok(FilecoinSubmitRequest {
-        kind,
-        prover_id,
-        c1: None,
-        registered_proof: None,
-        sector_id: None,
-        vanilla_proofs: Some(vanilla),
-        randomness: Some(input.randomness.clone()),
-        sector_size: Some(input.sector_size),
-        partition: (kind == FilecoinKind::WindowPost).then_some(partition),
-        rs_seed,
-    })
+    input.request(vanilla, rs_seed)
 }
 
 /// Sends a Filecoin job, waits for it and writes its proof. `input` is the
@@ -252,7 +233,7 @@ fn send_filecoin(
                 status.state
             ),
         };
-        eprintln!("error: {} job {}: {why}", req.kind, status.job_id);
+        eprintln!("error: {} job {}: {why}", req.kind(), status.job_id);
         return Ok(exit::JOB_FAILED);
     };
     match &send.out {
@@ -324,7 +305,7 @@ pub fn run_client(args: ClientArgs) -> Result<u8> {
         ClientCommand::Post(a) => send_filecoin(
             &a.send,
             ("--vanilla", &a.input.vanilla),
-            &post_request(&a.input, a.send.rs_seed)?,
+            &read_post_request(&a.input, a.send.rs_seed)?,
         ),
         ClientCommand::Status(a) => {
             let client = ApiClient::new(&load(&a.config)?, a.timeout)?;

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod exit;
 pub mod filecoin;
 pub mod kernels;
+pub mod one_shot;
 pub mod out_path;
 pub mod params;
 pub mod prove;

@@ -7,18 +7,15 @@ use anyhow::{bail, Context, Result};
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Parameters, Proof};
 use blstrs::{Bls12, Scalar};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
-use ff::PrimeField;
-use fleet_wire::timing::{Phase, ProofRecord, TimelineKind, TIMING_SCHEMA_VERSION};
+use fleet_wire::api::{JobState, SubmitRequest};
+use fleet_wire::timing::Phase;
 use prover::backend::cpu::CpuBackend;
-use prover::backend::{Backend, BackendTimes};
+use prover::backend::Backend;
 use prover::circuit::{self, CircuitKind};
+use prover::daemon::engine::one_shot::{self, Job, OneShot};
 use prover::params::TestParams;
-use prover::prove::{self, partition_randomness};
-use prover::synthesis;
-use prover::sys::clock;
-use prover::timing::{self, PartitionTimer, TimingLog};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Loads the parameters of `kind` at `size` from `dir`; generates TEST-ONLY
 /// ones for a missing entry only when `test_params` says so.
@@ -99,113 +96,71 @@ fn timing_table(rows: &[(u32, std::collections::BTreeMap<Phase, f64>)]) -> Table
     t
 }
 
-/// `prover prove`.
+/// `prover prove`: one job of a bundled circuit through the engine in this
+/// process (the daemon's per-partition stages and timing records).
 pub fn run_prove(args: ProveArgs) -> Result<u8> {
     let kind = args.params.circuit;
     let size = args.params.size;
-    // The checksum is the key under which a device keeps the bases resident
-    // across partitions.
-    let (params, params_sha256) =
-        load_params(kind, size, &args.params.params_dir, args.test_params)?;
-    // The job starts once its parameters are in memory, as in the daemon.
-    let submitted = Instant::now();
     let backend = make_backend(args.backend, args.threads)?;
-    let log = args
-        .timing_log
-        .as_ref()
-        .map(|p| TimingLog::open(p, timing::DEFAULT_MAX_BYTES, timing::DEFAULT_KEEP))
-        .transpose()?;
-    let tag = timing::job_tag(
-        format!("cli-{}-{}", std::process::id(), clock::unix_millis()),
-        kind.to_string(),
-        size as u64,
-    );
-    let shape = prove::shape_of_key(params.as_ref());
-    let pool = synthesis::heap_pool(u64::MAX);
-    let pvk = prepare_verifying_key(&params.vk);
-
-    let mut proofs = Vec::new();
-    let mut rows = Vec::new();
-    let mut all_ok = true;
-    for partition in 0..args.partitions {
-        let mut timer = PartitionTimer::new(tag.clone(), partition, args.partitions, submitted);
-        timer.picked_up();
-        let (c, inputs) = circuit::bundled(kind, size, args.seed)?;
-        let mut events = vec![timer.event(TimelineKind::SynthesisStart, None)];
-        let t = Instant::now();
-        let bufs = synthesis::SynthesisBuffers::checkout(&pool, "prove", &shape)?;
-        timer.since(Phase::PoolCheckout, t);
-        let syn = synthesis::synthesize_into(c, &shape, bufs)?;
-        timer.add(Phase::Synthesis, syn.synthesis_ms);
-        events.push(timer.event(TimelineKind::SynthesisEnd, None));
-        let (domain, pinned) = (syn.domain() as u64, syn.pinned());
-        let (r, s) = partition_randomness(args.seed, partition);
-        let mut bt = BackendTimes::default();
-        events.push(timer.event(TimelineKind::GpuStart, backend.device()));
-        let key = prove::IdentifiedKey {
-            key: params.as_ref(),
-            sha256: &params_sha256,
-        };
-        let proof = prove::prove_synthesized(backend.as_ref(), &key, syn, r, s, &mut bt)?;
-        events.push(timer.event(TimelineKind::GpuEnd, backend.device()));
-        timer.merge_backend(&bt);
-        let ok = verify_proof(&pvk, &proof, &inputs).context("verifying")?;
-        all_ok &= ok;
-        let rec = timer.finish(domain, backend.kind(), backend.device(), pinned, None);
-        if let Some(log) = &log {
-            for e in &events {
-                log.event(e)?;
-            }
-            log.partition(&rec)?;
-        } else {
-            tracing::info!("{rec}");
-        }
-        rows.push((partition, rec.phases_ms));
-        proofs.push(proof);
-    }
-    let total_ms = submitted.elapsed().as_secs_f64() * 1e3;
-    let fin = ProofRecord {
-        v: TIMING_SCHEMA_VERSION,
-        ts_ms: clock::unix_millis(),
-        tag,
-        partitions: args.partitions,
-        backend: backend.kind().as_str().to_string(),
-        verified: Some(all_ok),
-        total_ms,
-        error: (!all_ok).then(|| "proof did not verify".to_string()),
+    let opts = OneShot {
+        backend: backend.into(),
+        params_dir: args.params.params_dir.clone(),
+        test_params: match args.test_params {
+            true => TestParams::Generate {
+                seed: prover::params::DEFAULT_SEED,
+            },
+            false => TestParams::Refuse,
+        },
+        filecoin_cache: PathBuf::from(prover::filecoin::cache::DEFAULT_CACHE_DIR),
+        allow_test_params: false,
+        compiled: true,
+        timing_log: args.timing_log.clone(),
+        budget: None,
     };
-    match &log {
-        Some(log) => log.proof(&fin)?,
-        None => tracing::info!("{fin}"),
-    }
-    let mut bytes = Vec::new();
-    for p in &proofs {
-        p.write(&mut bytes).context("encoding the proof")?;
-    }
+    let job = Job::Bundled(SubmitRequest {
+        circuit: kind.to_string(),
+        size: size as u64,
+        partitions: args.partitions,
+        seed: args.seed,
+        // r, s of partition i are `partition_randomness(seed, i)`.
+        rs_seed: Some(args.seed),
+    });
+    let finished =
+        one_shot::run(opts, job).with_context(|| format!("proving {kind} at size {size}"))?;
+    let rows: Vec<_> = finished
+        .partitions
+        .iter()
+        .map(|r| (r.partition, r.phases_ms.clone()))
+        .collect();
     println!("{}", timing_table(&rows));
+    let status = &finished.status;
+    let result = match (status.state, status.result.as_ref()) {
+        (JobState::Done, Some(r)) => r,
+        _ => {
+            let why = status.error.as_deref().unwrap_or("not proved");
+            eprintln!("error: {kind} size {size}: {why}");
+            return Ok(exit::ERROR);
+        }
+    };
     println!(
-        "circuit {kind} size {size}: {} partition(s) on {} in {total_ms:.1} ms, verified: {all_ok}",
-        args.partitions,
-        backend.kind().as_str()
+        "circuit {kind} size {size}: {} partition(s) on {} in {:.1} ms, verified: {}",
+        args.partitions, result.backend, result.timing.total_ms, result.verified
     );
-    println!("proof {}", hex::encode(bytes));
+    let proof: String = result.proofs.iter().map(|p| p.proof.as_str()).collect();
+    println!("proof {proof}");
     // Each public input as the verifier takes it (ONE excluded): a scalar's
     // canonical little-endian bytes, hex, as the daemon's `public_inputs`.
-    let (_, inputs) = circuit::bundled(kind, size, args.seed)?;
-    println!("public_inputs {}", public_inputs_hex(&inputs).join(","));
-    if let Some(log) = log {
-        log.close()?;
-    }
-    Ok(if all_ok {
+    let inputs = result
+        .proofs
+        .first()
+        .map(|p| p.public_inputs.join(","))
+        .unwrap_or_default();
+    println!("public_inputs {inputs}");
+    Ok(if result.verified {
         exit::OK
     } else {
         exit::VERIFY_FAILED
     })
-}
-
-/// Each public input's canonical little-endian bytes, hex.
-pub fn public_inputs_hex(inputs: &[Scalar]) -> Vec<String> {
-    inputs.iter().map(|x| hex::encode(x.to_repr())).collect()
 }
 
 /// The proofs in `--proof`, decoded, or why they cannot be: checked before

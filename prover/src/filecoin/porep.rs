@@ -25,47 +25,16 @@ use storage_proofs_porep::stacked::{
     self, generate_replica_id, StackedCircuit, StackedCompound, StackedDrg,
 };
 
-use crate::backend::Backend;
 use crate::circuit::split::piece_range;
 use crate::circuit::{CircuitShape, SplitWitness};
 use crate::filecoin::c1::C1Document;
-use crate::filecoin::cache::{self, CacheEntry, Provenance};
+use crate::filecoin::cache::CacheEntry;
 use crate::filecoin::registered::SealProof;
-use crate::filecoin::statement::{self, ms, Mode, Partition, PartitionReport, Statement};
+use crate::filecoin::statement::{Mode, Partition, Statement};
 use crate::filecoin::{crates_err, FilecoinError};
 use crate::pool::PinnedPool;
 
 pub use crate::filecoin::statement::PROOF_BYTES;
-
-/// How a C2 is to be run.
-#[derive(Clone, Debug)]
-pub struct C2Options {
-    /// Accept TEST-ONLY parameters (those `prover setup` generated).
-    pub allow_test_params: bool,
-    /// Draw each partition's r, s from this seed (reproducible proofs, for
-    /// tests); `None` draws them from the OS, as a node must.
-    pub seed: Option<u64>,
-    /// Synthesise from constraints recorded from the first partition (a
-    /// witness pass and sparse products for the others).
-    pub compiled: bool,
-}
-
-/// The seal proof and how it was made.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct C2Output {
-    #[serde(skip)]
-    pub proof: Vec<u8>,
-    pub seal_proof: String,
-    pub sector_size: u64,
-    pub sector_id: u64,
-    pub params_file: String,
-    pub params: Provenance,
-    pub backend: &'static str,
-    pub check_ms: f64,
-    pub load_params_ms: f64,
-    pub partitions: Vec<PartitionReport>,
-    pub total_ms: f64,
-}
 
 /// Filecoin's cache entry of a seal proof type's circuit.
 pub fn cache_entry(cache_dir: &Path, seal_proof: SealProof) -> Result<CacheEntry, FilecoinError> {
@@ -97,49 +66,6 @@ pub fn prepare_c2(
     prover_id: [u8; 32],
 ) -> Result<Box<dyn Statement>, FilecoinError> {
     crate::filecoin::with_tree!(doc.seal_proof.sector_size, prepare_of, doc, prover_id)
-}
-
-/// Runs C2 for `doc` (of `prover_id`'s sector `doc.sector_id`) with the
-/// parameters in `cache_dir`, on `backend`, synthesising into `pool`.
-pub fn seal_commit_phase2(
-    doc: &C1Document,
-    prover_id: [u8; 32],
-    cache_dir: &Path,
-    backend: &dyn Backend,
-    pool: &PinnedPool,
-    options: &C2Options,
-) -> Result<C2Output, FilecoinError> {
-    let started = Instant::now();
-    let statement = prepare_c2(doc, prover_id)?;
-    let check_ms = ms(started);
-    let t = Instant::now();
-    let entry = statement.cache_entry(cache_dir)?;
-    let loaded = cache::load(&entry, options.allow_test_params)?;
-    if loaded.provenance.is_test_only() {
-        tracing::warn!(file = %entry.params.display(), "{}", crate::setup::TEST_ONLY_WARNING);
-    }
-    let load_params_ms = ms(t);
-    let (proof, partitions) = statement::prove_all(
-        statement.as_ref(),
-        &loaded,
-        backend,
-        pool,
-        options.seed,
-        options.compiled,
-    )?;
-    Ok(C2Output {
-        proof,
-        seal_proof: doc.seal_proof.to_string(),
-        sector_size: doc.seal_proof.sector_size,
-        sector_id: doc.sector_id,
-        params_file: entry.params_name(),
-        params: loaded.provenance,
-        backend: backend.kind().as_str(),
-        check_ms,
-        load_params_ms,
-        partitions,
-        total_ms: ms(started),
-    })
 }
 
 type Scheme<Tree> = StackedDrg<'static, Tree, DefaultPieceHasher>;

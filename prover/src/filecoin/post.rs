@@ -31,10 +31,9 @@ use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCompound, PublicSector};
 
-use crate::backend::Backend;
 use crate::circuit::CircuitShape;
-use crate::filecoin::cache::{self, CacheEntry, Provenance};
-use crate::filecoin::statement::{self, ms, Mode, Partition, PartitionReport, Statement};
+use crate::filecoin::cache::CacheEntry;
+use crate::filecoin::statement::{Mode, Partition, Statement};
 use crate::filecoin::{crates_err, FilecoinError};
 use crate::pool::PinnedPool;
 
@@ -52,21 +51,6 @@ pub struct PostRequest {
     pub prover_id: [u8; 32],
     /// The WindowPoSt partition these sectors are (0 for WinningPoSt).
     pub partition: usize,
-}
-
-/// The PoSt proof and how it was made.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct PostOutput {
-    #[serde(skip)]
-    pub proof: Vec<u8>,
-    pub kind: PostKind,
-    pub sector_size: u64,
-    pub sectors: usize,
-    pub params_file: String,
-    pub params: Provenance,
-    pub backend: &'static str,
-    pub partitions: Vec<PartitionReport>,
-    pub total_ms: f64,
 }
 
 /// Filecoin's PoSt configuration of `kind` at `sector_size` (the current,
@@ -158,42 +142,6 @@ pub(crate) fn public_params<'a, Tree: 'static + MerkleTreeTrait>(
 /// vanilla proofs: what is left is proving its partitions.
 pub fn prepare_post(request: &PostRequest) -> Result<Box<dyn Statement>, FilecoinError> {
     crate::filecoin::with_tree!(request.sector_size, prepare_of, request)
-}
-
-/// Proves `request` with the parameters in `cache_dir` on `backend`.
-pub fn prove_post(
-    request: &PostRequest,
-    cache_dir: &Path,
-    backend: &dyn Backend,
-    pool: &PinnedPool,
-    options: &crate::filecoin::porep::C2Options,
-) -> Result<PostOutput, FilecoinError> {
-    let started = Instant::now();
-    let statement = prepare_post(request)?;
-    let entry = statement.cache_entry(cache_dir)?;
-    let loaded = cache::load(&entry, options.allow_test_params)?;
-    if loaded.provenance.is_test_only() {
-        tracing::warn!(file = %entry.params.display(), "{}", crate::setup::TEST_ONLY_WARNING);
-    }
-    let (proof, partitions) = statement::prove_all(
-        statement.as_ref(),
-        &loaded,
-        backend,
-        pool,
-        options.seed,
-        options.compiled,
-    )?;
-    Ok(PostOutput {
-        proof,
-        kind: request.kind,
-        sector_size: request.sector_size,
-        sectors: statement.sectors(),
-        params_file: entry.params_name(),
-        params: loaded.provenance,
-        backend: backend.kind().as_str(),
-        partitions,
-        total_ms: ms(started),
-    })
 }
 
 type PostInputs<Tree> =

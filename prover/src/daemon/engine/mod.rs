@@ -35,6 +35,7 @@ pub mod compiled;
 pub mod devices;
 pub mod filecoin;
 pub mod jobs;
+pub mod one_shot;
 pub mod partition;
 mod pipeline;
 pub mod scheduler;
@@ -365,7 +366,7 @@ impl Engine {
             sector_size: Some(statement.sector_size()),
         };
         let circuit = Circuit::Filecoin(Arc::new(FilecoinWork { statement, key }));
-        let blinding = crate::prove::Blinding::from_seed(req.rs_seed);
+        let blinding = crate::prove::Blinding::from_seed(req.rs_seed());
         self.enqueue(spec, circuit, blinding, priority)
     }
 
@@ -491,6 +492,11 @@ impl Engine {
         entry: &crate::filecoin::cache::CacheEntry,
     ) -> Option<(u64, u32)> {
         self.filecoin.loaded_entry(entry)
+    }
+
+    /// The Filecoin parameter files loaded: name and provenance.
+    pub fn filecoin_files(&self) -> Vec<(String, crate::filecoin::cache::Provenance)> {
+        self.filecoin.files()
     }
 
     /// Filecoin's parameter cache folder.

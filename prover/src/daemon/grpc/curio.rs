@@ -12,7 +12,9 @@ use crate::filecoin::c1::prover_id_of_miner;
 use crate::filecoin::registered::{size_name, SealProof, SealVersion, SECTOR_SIZES};
 use crate::filecoin::FilecoinError;
 use bincode::Options as _;
-use fleet_wire::api::{FilecoinKind, FilecoinSubmitRequest};
+use fleet_wire::api::{
+    FilecoinKind, FilecoinSubmitRequest, PorepC2Request, WindowPostRequest, WinningPostRequest,
+};
 use serde_json::Value;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 
@@ -177,18 +179,13 @@ pub fn translate(req: &SubmitProofRequest) -> Result<FilecoinSubmitRequest, Curi
                 Some(n) => n,
                 None => req.sector_number,
             };
-            Ok(FilecoinSubmitRequest {
-                kind: FilecoinKind::PorepC2,
+            Ok(FilecoinSubmitRequest::PorepC2(PorepC2Request {
                 prover_id,
-                c1: Some(c1),
+                c1,
                 registered_proof: Some(seal.to_string()),
                 sector_id: Some(sector_id),
-                vanilla_proofs: None,
-                randomness: None,
-                sector_size: None,
-                partition: None,
                 rs_seed: None,
-            })
+            }))
         }
         ProofKind::WindowPostPartition | ProofKind::WinningPost => {
             let name = kind.as_str_name();
@@ -213,17 +210,25 @@ pub fn translate(req: &SubmitProofRequest) -> Result<FilecoinSubmitRequest, Curi
             }
             let randomness = raw32(&req.randomness, "randomness")?;
             let vanilla = vanilla_posts(&req.vanilla_proofs, size)?;
-            Ok(FilecoinSubmitRequest {
-                kind: wanted,
-                prover_id,
-                c1: None,
-                registered_proof: None,
-                sector_id: None,
-                vanilla_proofs: Some(vanilla),
-                randomness: Some(hex::encode(randomness)),
-                sector_size: Some(size),
-                partition: (wanted == FilecoinKind::WindowPost).then_some(req.partition_index),
-                rs_seed: None,
+            let randomness = hex::encode(randomness);
+            Ok(match wanted {
+                FilecoinKind::WinningPost => {
+                    FilecoinSubmitRequest::WinningPost(WinningPostRequest {
+                        prover_id,
+                        vanilla_proofs: vanilla,
+                        randomness,
+                        sector_size: size,
+                        rs_seed: None,
+                    })
+                }
+                _ => FilecoinSubmitRequest::WindowPost(WindowPostRequest {
+                    prover_id,
+                    vanilla_proofs: vanilla,
+                    randomness,
+                    sector_size: size,
+                    partition: req.partition_index,
+                    rs_seed: None,
+                }),
             })
         }
     }
