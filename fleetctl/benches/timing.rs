@@ -65,6 +65,7 @@ fn write_host_log(path: &Path, host: &str, records: u64) -> std::io::Result<(u64
                 (TimelineKind::GpuEnd, 1_543_000),
             ] {
                 let e = TimingLine::Timeline(TimelineEvent {
+                    priority: None,
                     v: TIMING_SCHEMA_VERSION,
                     ts_us: ts + dt,
                     host: host.into(),

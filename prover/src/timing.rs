@@ -309,6 +309,8 @@ pub struct PartitionTimer {
     /// Whether a backend call was merged: a partition that failed before
     /// reaching a device has no device time, not a zero one.
     on_device: bool,
+    /// Written into its TIMELINE events where it is not normal.
+    priority: Option<&'static str>,
 }
 
 /// The record's `device_busy_ms` for what `kind` measured: the device time of
@@ -336,7 +338,14 @@ impl PartitionTimer {
             h2d_ms: 0.0,
             device_busy_ms: 0.0,
             on_device: false,
+            priority: None,
         }
+    }
+
+    /// Marks its TIMELINE events with the job's priority (`high`, `critical`).
+    pub fn with_priority(mut self, priority: Option<&'static str>) -> Self {
+        self.priority = priority;
+        self
     }
 
     /// Adds `ms` to `phase`.
@@ -387,6 +396,7 @@ impl PartitionTimer {
             partition: self.partition,
             event: kind,
             device,
+            priority: self.priority.map(str::to_owned),
         }
     }
 

@@ -633,7 +633,15 @@ impl Drop for FilDaemon {
 fn the_daemon_proves_a_c2_and_a_winning_post_that_filecoin_proofs_accepts() {
     let f = fixture();
     let before = digests(&f.cache);
-    let d = FilDaemon::start();
+    // The WinningPoSt set preloaded: its constraints recorded at start, so
+    // its first (urgent) proof synthesises from the recording.
+    let d = FilDaemon::start_with("30s", "preload = [\"winning-post:2KiB\"]\n");
+    let log = d.log();
+    assert!(
+        log.contains("constraints recorded from the blank circuit")
+            && log.contains("Filecoin parameters preloaded"),
+        "{log}"
+    );
     let dir = scratch("daemon");
 
     let out = dir.join("c2.proof");
@@ -690,6 +698,25 @@ fn the_daemon_proves_a_c2_and_a_winning_post_that_filecoin_proofs_accepts() {
     assert!(
         seal::verify_post(PostKind::Winning, &f.sealed, RANDOMNESS, &proof).expect("verifier runs"),
         "filecoin-proofs rejected the daemon's WinningPoSt"
+    );
+    let timing = fs::read_to_string(d.dir.path().join("logs/timing.jsonl")).expect("timing log");
+    let winning: Vec<serde_json::Value> = timing
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["kind"] == "partition" && r["circuit"] == "winning-post:2KiB")
+        .collect();
+    assert!(
+        !winning.is_empty()
+            && winning
+                .iter()
+                .all(|r| r["phases_ms"]["witness"].is_number()),
+        "the first WinningPoSt did not synthesise from the preloaded recording: {winning:?}"
+    );
+    assert!(
+        timing
+            .lines()
+            .any(|l| l.contains("\"priority\":\"critical\"")),
+        "no TIMELINE event of the WinningPoSt says its priority"
     );
 
     // A WindowPoSt's vanilla proofs as a WinningPoSt: refused at submission

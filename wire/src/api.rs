@@ -289,6 +289,14 @@ pub struct JobStatus {
     pub partitions_done: u32,
     /// Submission time, Unix milliseconds.
     pub submitted_ms: u64,
+    /// Its place in the queues: `critical` (WinningPoSt), `high`
+    /// (WindowPoSt) or `normal`. Absent from daemons older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+    /// A Filecoin job whose submission read its parameter file: how long
+    /// that took, ms (absent when the set was loaded already).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params_load_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Present once the job is `done`.
@@ -454,6 +462,20 @@ pub struct DeviceState {
     /// Why it is out of rotation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The partitions its workers prove right now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proving: Vec<Proving>,
+}
+
+/// A partition on a device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proving {
+    pub job_id: String,
+    /// The job's circuit (`porep-c2:32GiB`, `chain`).
+    pub circuit: String,
+    pub partition: u32,
+    /// `critical` (WinningPoSt), `high` (WindowPoSt) or `normal`.
+    pub priority: String,
 }
 
 fn yes() -> bool {

@@ -279,6 +279,10 @@ pub struct TimelineEvent {
     /// Device ordinal (cuda) or worker index (cpu) for the gpu_* events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<u32>,
+    /// The job's place in the queues (`critical`, `high`; absent: normal),
+    /// so a TIMELINE shows which partitions jumped the queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
 }
 
 impl fmt::Display for PartitionRecord {
@@ -599,6 +603,7 @@ mod tests {
 
     fn ev(p: u32, kind: TimelineKind, ts: u64) -> TimelineEvent {
         TimelineEvent {
+            priority: None,
             v: 1,
             ts_us: ts,
             host: "h".into(),

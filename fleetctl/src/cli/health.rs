@@ -348,6 +348,7 @@ mod tests {
             partitions_done: 0,
             in_rotation: error.is_none(),
             error: error.map(String::from),
+            proving: Vec::new(),
         };
         let status = |devices| fleet_wire::api::Status {
             api_version: 1,

@@ -669,6 +669,7 @@ mod tests {
             partitions_done: 3,
             in_rotation: error.is_none(),
             error: error.map(String::from),
+            proving: Vec::new(),
         };
         let f = only_finding(
             |p| {
@@ -700,6 +701,7 @@ mod tests {
             partitions_done: 0,
             in_rotation: true,
             error: None,
+            proving: Vec::new(),
         }
     }
 

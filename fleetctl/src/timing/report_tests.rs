@@ -45,6 +45,7 @@ fn record(build: &str, i: u64, synth_ms: f64, h2d_ms: f64, bytes: u64, pinned: b
 
 fn event(i: u64, kind: TimelineKind, ts: u64) -> TimingLine {
     TimingLine::Timeline(TimelineEvent {
+        priority: None,
         v: 1,
         ts_us: ts,
         host: "machine".into(),
@@ -254,6 +255,7 @@ fn cuda_log_with(
     for (i, (dev, start, end, busy)) in parts.iter().enumerate() {
         let ev = |kind, ts| {
             TimingLine::Timeline(TimelineEvent {
+                priority: None,
                 v: 1,
                 ts_us: ts,
                 host: "machine".into(),

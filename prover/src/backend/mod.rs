@@ -278,6 +278,22 @@ pub struct ParamBases<'a> {
     pub b_g2: &'a [G2Affine],
 }
 
+impl<'a> ParamBases<'a> {
+    /// Every query of `params`, keyed by `set` (the parameter file's checksum).
+    pub fn of(set: &'a str, params: &'a crate::params::Params) -> Self {
+        ParamBases {
+            set,
+            g1: [
+                (BaseQuery::H, &params.h[..]),
+                (BaseQuery::L, &params.l[..]),
+                (BaseQuery::A, &params.a[..]),
+                (BaseQuery::BG1, &params.b_g1[..]),
+            ],
+            b_g2: &params.b_g2[..],
+        }
+    }
+}
+
 /// One compute device (or the CPU). Implementations are shared between worker
 /// threads of one device, so they are `Send + Sync`.
 pub trait Backend: Send + Sync {

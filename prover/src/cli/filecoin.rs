@@ -11,7 +11,7 @@ use fleet_wire::api::{
 use prover::filecoin::c1::{self, C1Error, MAX_C1_BYTES};
 use prover::filecoin::post::PostKind;
 use prover::filecoin::registered::{parse_sector_size, SealProof};
-use prover::filecoin::{setup as fil_setup, FilCircuit, FilecoinError};
+use prover::filecoin::{setup as fil_setup, FilecoinError};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -211,12 +211,8 @@ pub fn run_setup(args: SetupArgs) -> Result<u8> {
     eprintln!("WARNING: {}", prover::setup::TEST_ONLY_WARNING);
     // A refused or failed run leaves no folder it created behind.
     let new_dir = prover::params::NewDirectory::if_absent(&args.param_cache);
-    let generated = match circuit {
-        FilCircuit::PoRep(p) => fil_setup::generate_porep(&args.param_cache, p, args.seed),
-        FilCircuit::Post(kind, size) => {
-            fil_setup::generate_post(&args.param_cache, kind, size, args.seed)
-        }
-    };
+    let engine = prover::setup::command::engine(args.backend.into())?;
+    let generated = fil_setup::generate(&args.param_cache, circuit, args.seed, engine.as_ref());
     match generated {
         Ok(g) => {
             new_dir.keep();

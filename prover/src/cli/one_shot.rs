@@ -12,7 +12,6 @@ use prover::daemon::engine::one_shot::{self, Finished, Job, OneShot, OneShotErro
 use prover::daemon::engine::SubmitError;
 use prover::filecoin::cache::Provenance;
 use prover::filecoin::FilecoinError;
-use prover::params::TestParams;
 use std::path::{Path, PathBuf};
 
 /// How a command proves: the flags `c2`, `post` and `snap` share.
@@ -100,9 +99,6 @@ pub fn prove(flags: &ProveFlags, req: FilecoinSubmitRequest) -> Result<u8> {
     let backend = make_backend(flags.backend, flags.threads)?;
     let opts = OneShot {
         backend: backend.into(),
-        // A Filecoin job reads no bundled parameters.
-        params_dir: PathBuf::from("params"),
-        test_params: TestParams::Refuse,
         filecoin_cache: flags.param_cache.clone(),
         allow_test_params: flags.allow_test_params,
         compiled: !flags.no_compiled,

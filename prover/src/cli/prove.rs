@@ -104,6 +104,21 @@ pub fn run_prove(args: ProveArgs) -> Result<u8> {
     let backend = make_backend(args.backend, args.threads)?;
     let opts = OneShot {
         backend: backend.into(),
+        filecoin_cache: PathBuf::from(prover::filecoin::cache::DEFAULT_CACHE_DIR),
+        allow_test_params: false,
+        compiled: true,
+        timing_log: args.timing_log.clone(),
+        budget: None,
+    };
+    let job = Job::Bundled {
+        req: SubmitRequest {
+            circuit: kind.to_string(),
+            size: size as u64,
+            partitions: args.partitions,
+            seed: args.seed,
+            // r, s of partition i are `partition_randomness(seed, i)`.
+            rs_seed: Some(args.seed),
+        },
         params_dir: args.params.params_dir.clone(),
         test_params: match args.test_params {
             true => TestParams::Generate {
@@ -111,20 +126,7 @@ pub fn run_prove(args: ProveArgs) -> Result<u8> {
             },
             false => TestParams::Refuse,
         },
-        filecoin_cache: PathBuf::from(prover::filecoin::cache::DEFAULT_CACHE_DIR),
-        allow_test_params: false,
-        compiled: true,
-        timing_log: args.timing_log.clone(),
-        budget: None,
     };
-    let job = Job::Bundled(SubmitRequest {
-        circuit: kind.to_string(),
-        size: size as u64,
-        partitions: args.partitions,
-        seed: args.seed,
-        // r, s of partition i are `partition_randomness(seed, i)`.
-        rs_seed: Some(args.seed),
-    });
     let finished =
         one_shot::run(opts, job).with_context(|| format!("proving {kind} at size {size}"))?;
     let rows: Vec<_> = finished

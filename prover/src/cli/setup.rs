@@ -46,7 +46,7 @@ pub struct SetupArgs {
     /// Where the fixed-base multiplications run: cpu, or cuda (device 0;
     /// fails on a host without a usable GPU). The parameters are the same
     /// byte for byte. With --bench, cuda adds a column next to the CPU's.
-    #[arg(long, value_enum, default_value = "cpu", conflicts_with = "filecoin")]
+    #[arg(long, value_enum, default_value = "cpu")]
     pub backend: SetupBackend,
     /// Filecoin parameter cache folder, for --filecoin.
     #[arg(long, env = prover::filecoin::cache::CACHE_ENV, default_value = prover::filecoin::cache::DEFAULT_CACHE_DIR)]

@@ -777,7 +777,15 @@ pub struct Filecoin {
     /// pile up in memory; another waits for a slot for up to
     /// `body_read_timeout`, then is answered 503 `busy`.
     pub max_concurrent_bodies: u32,
+    /// Parameter sets loaded at start, each with its constraints recorded,
+    /// so the first proof of each (a WinningPoSt due within its epoch)
+    /// waits for neither: `["winning-post:32GiB", "StackedDrg32GiBV1_1"]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub preload: Vec<crate::filecoin::FilCircuit>,
 }
+
+/// The most `filecoin.preload` may name (every kind at every size is 15).
+pub const MAX_FILECOIN_PRELOAD: usize = 16;
 
 /// The most a Filecoin job body may be configured to: the C1 reader's own cap
 /// plus room for the request's other fields.
@@ -791,6 +799,7 @@ impl Default for Filecoin {
             max_body_bytes: ByteSize(MAX_FILECOIN_BODY),
             body_read_timeout: HumanDuration(Duration::from_secs(300)),
             max_concurrent_bodies: 2,
+            preload: Vec::new(),
         }
     }
 }
@@ -814,6 +823,15 @@ impl Filecoin {
                 format!(
                     "{} is out of range: must be between 1 and 64",
                     self.max_concurrent_bodies
+                ),
+            ));
+        }
+        if self.preload.len() > MAX_FILECOIN_PRELOAD {
+            return Err((
+                "filecoin.preload",
+                format!(
+                    "names {} parameter sets; at most {MAX_FILECOIN_PRELOAD}",
+                    self.preload.len()
                 ),
             ));
         }

@@ -22,7 +22,7 @@
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::fixed_base::CudaFixedBase;
 use crate::backend::cuda::{self, CudaBackend};
-use crate::backend::{Backend, BackendError, BaseQuery, ParamBases};
+use crate::backend::{Backend, BackendError, ParamBases};
 use crate::budget::{BudgetError, MemoryBudget};
 use crate::circuit::CircuitShape;
 use crate::daemon::api::{self, AppState};
@@ -588,24 +588,12 @@ async fn start(
                 .starting(format!("uploading the bases of {kind}/{size}"));
             let (backend, loaded, sha256) =
                 (d.backend.clone(), loaded.clone(), meta.sha256.clone());
-            blocking(move || {
-                let bases = ParamBases {
-                    set: &sha256,
-                    g1: [
-                        (BaseQuery::H, &loaded.h[..]),
-                        (BaseQuery::L, &loaded.l[..]),
-                        (BaseQuery::A, &loaded.a[..]),
-                        (BaseQuery::BG1, &loaded.b_g1[..]),
-                    ],
-                    b_g2: &loaded.b_g2[..],
-                };
-                backend.make_resident(&bases)
-            })
-            .await?
-            .map_err(|source| DaemonError::Device {
-                ordinal: d.ordinal(i),
-                source,
-            })?;
+            blocking(move || backend.make_resident(&ParamBases::of(&sha256, &loaded)))
+                .await?
+                .map_err(|source| DaemonError::Device {
+                    ordinal: d.ordinal(i),
+                    source,
+                })?;
         }
     }
 
@@ -634,6 +622,28 @@ async fn start(
     })
     .map_err(step("starting engine threads"))?;
     let engine = Arc::new(engine);
+    for &circuit in &config.filecoin.preload {
+        state
+            .readiness
+            .starting(format!("loading Filecoin parameters {circuit}"));
+        let t = Instant::now();
+        let engine = engine.clone();
+        blocking(move || {
+            let entry = circuit.cache_entry(engine.filecoin_dir())?;
+            engine
+                .preload_filecoin(&entry, circuit)
+                .map_err(|e| match e {
+                    crate::daemon::engine::SubmitError::Filecoin(e) => e,
+                    other => crate::filecoin::FilecoinError::ProofCrates {
+                        context: "loading the parameters",
+                        reason: other.to_string(),
+                    },
+                })
+        })
+        .await?
+        .map_err(step("filecoin.preload"))?;
+        tracing::info!(%circuit, ms = t.elapsed().as_secs_f64() * 1e3, "Filecoin parameters preloaded");
+    }
     write_devices_record(&timing, &engine);
     let _ = state.engine.set(engine.clone());
     let xid_watch = match pci.is_empty() {
@@ -785,6 +795,7 @@ fn open_devices(devices: &Devices, workers: u32) -> Result<Opened, DaemonError> 
                     partitions_done: 0,
                     in_rotation: false,
                     error: Some(source.to_string()),
+                    proving: Vec::new(),
                 });
                 first_error.get_or_insert(DaemonError::Device { ordinal, source });
             }

@@ -8,6 +8,7 @@
 //! public `CompoundProof` API and hands them to [`crate::synthesis`] and
 //! [`crate::prove`] like any other bellperson circuit.
 
+pub mod blank;
 pub mod c1;
 pub mod cache;
 pub mod kind;
@@ -68,6 +69,34 @@ impl std::str::FromStr for FilCircuit {
         s.parse::<SealProof>()
             .map(FilCircuit::PoRep)
             .map_err(|e| format!("{e}; or a PoSt as winning-post:SIZE / window-post:SIZE"))
+    }
+}
+
+impl serde::Serialize for FilCircuit {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Read as its text form (`StackedDrg32GiBV1_1`, `winning-post:32GiB`), as
+/// the command line takes it.
+impl<'de> serde::Deserialize<'de> for FilCircuit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl FilCircuit {
+    /// Its parameter file in `cache_dir`, as filecoin-proofs names it.
+    pub fn cache_entry(
+        self,
+        cache_dir: &std::path::Path,
+    ) -> Result<cache::CacheEntry, FilecoinError> {
+        match self {
+            FilCircuit::PoRep(p) => porep::cache_entry(cache_dir, p),
+            FilCircuit::Post(kind, size) => post::cache_entry(cache_dir, kind, size),
+        }
     }
 }
 

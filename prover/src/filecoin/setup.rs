@@ -16,20 +16,17 @@ use std::time::Instant;
 
 use bellperson::groth16::Parameters;
 use blstrs::Bls12;
-use filecoin_proofs::constants::DefaultPieceHasher;
-use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheEntryMetadata;
-use storage_proofs_porep::stacked::{StackedCompound, StackedDrg};
-use storage_proofs_post::fallback::FallbackPoStCompound;
 
 use crate::filecoin::cache::{self, CacheEntry, TestOnlySidecar};
 use crate::filecoin::porep;
 use crate::filecoin::post::{self, PostKind};
 use crate::filecoin::registered::SealProof;
-use crate::filecoin::{crates_err, need, FilCircuit, FilecoinError};
+use crate::filecoin::{need, FilCircuit, FilecoinError};
 use crate::params::file::write_atomic;
 use crate::params::ParamsError;
+use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
 use crate::setup::preflight::{self, Need};
 
 /// What `generate_porep` wrote.
@@ -49,19 +46,38 @@ pub fn generate_porep(
     seal_proof: SealProof,
     seed: u64,
 ) -> Result<Generated, FilecoinError> {
-    crate::filecoin::with_tree!(
-        seal_proof.sector_size,
-        generate_of,
+    generate(
         cache_dir,
-        seal_proof,
-        seed
+        FilCircuit::PoRep(seal_proof),
+        seed,
+        &CpuFixedBase,
     )
+}
+
+/// Generates TEST-ONLY parameters of `circuit` into `cache_dir` with the
+/// fixed-base multiplications on `engine` (the same bytes on every engine;
+/// a 32 GiB PoRep's take minutes on a GPU, hours on a CPU).
+pub fn generate(
+    cache_dir: &Path,
+    circuit: FilCircuit,
+    seed: u64,
+    engine: &dyn FixedBaseEngine,
+) -> Result<Generated, FilecoinError> {
+    match circuit {
+        FilCircuit::PoRep(p) => {
+            crate::filecoin::with_tree!(p.sector_size, generate_of, cache_dir, p, seed, engine)
+        }
+        FilCircuit::Post(kind, size) => {
+            crate::filecoin::with_tree!(size, generate_post_of, cache_dir, kind, size, seed, engine)
+        }
+    }
 }
 
 fn generate_of<Tree: 'static + MerkleTreeTrait>(
     cache_dir: &Path,
     seal_proof: SealProof,
     seed: u64,
+    engine: &dyn FixedBaseEngine,
 ) -> Result<Generated, FilecoinError> {
     let started = Instant::now();
     let entry = porep::cache_entry(cache_dir, seal_proof)?;
@@ -72,23 +88,8 @@ fn generate_of<Tree: 'static + MerkleTreeTrait>(
         preflight::mem_available(),
     )?;
     create_dir(cache_dir)?;
-    let config = seal_proof.porep_config();
-    let setup = compound_proof::SetupParams {
-        vanilla_params: filecoin_proofs::parameters::setup_params(&config)
-            .map_err(crates_err("setting up the PoRep parameters"))?,
-        partitions: Some(usize::from(config.partitions)),
-        priority: false,
-    };
-    let pub_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-        StackedDrg<'_, Tree, DefaultPieceHasher>,
-        _,
-    >>::setup(&setup)
-    .map_err(crates_err("setting up the compound PoRep"))?;
-    let blank = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-        StackedDrg<'_, Tree, DefaultPieceHasher>,
-        _,
-    >>::blank_circuit(&pub_params.vanilla_params);
-    let params = crate::setup::generate(&blank, seed)?;
+    let blank = crate::filecoin::blank::porep::<Tree>(seal_proof)?;
+    let params = crate::setup::generate_on(&blank, seed, engine)?;
     write_entry(&entry, &params, seed, seal_proof.sector_size, started)
 }
 
@@ -100,13 +101,11 @@ pub fn generate_post(
     sector_size: u64,
     seed: u64,
 ) -> Result<Generated, FilecoinError> {
-    crate::filecoin::with_tree!(
-        sector_size,
-        generate_post_of,
+    generate(
         cache_dir,
-        kind,
-        sector_size,
-        seed
+        FilCircuit::Post(kind, sector_size),
+        seed,
+        &CpuFixedBase,
     )
 }
 
@@ -115,6 +114,7 @@ fn generate_post_of<Tree: 'static + MerkleTreeTrait>(
     kind: PostKind,
     sector_size: u64,
     seed: u64,
+    engine: &dyn FixedBaseEngine,
 ) -> Result<Generated, FilecoinError> {
     let started = Instant::now();
     let entry = post::cache_entry(cache_dir, kind, sector_size)?;
@@ -125,10 +125,8 @@ fn generate_post_of<Tree: 'static + MerkleTreeTrait>(
         preflight::mem_available(),
     )?;
     create_dir(cache_dir)?;
-    let config = post::post_config(kind, sector_size)?;
-    let pub_params = post::public_params::<Tree>(&config, config.sector_count)?;
-    let blank = FallbackPoStCompound::<Tree>::blank_circuit(&pub_params.vanilla_params);
-    let params = crate::setup::generate(&blank, seed)?;
+    let blank = crate::filecoin::blank::post::<Tree>(kind, sector_size)?;
+    let params = crate::setup::generate_on(&blank, seed, engine)?;
     write_entry(&entry, &params, seed, sector_size, started)
 }
 

@@ -203,6 +203,23 @@ impl ParamStore {
         })
     }
 
+    /// A store of no directory, that provides no parameters: for an engine
+    /// that proves only Filecoin proofs (whose parameters come from
+    /// Filecoin's cache), such as a one-shot `prover c2`.
+    pub fn empty() -> Self {
+        ParamStore {
+            root: PathBuf::new(),
+            loaded: Mutex::new(HashMap::new()),
+            uses: std::sync::atomic::AtomicU64::new(0),
+            shapes: Arc::new(ShapeCache::new()),
+            generating: Mutex::new(()),
+            test_params: TestParams::Refuse,
+            unrecorded: Mutex::new(HashMap::new()),
+            fixed_base: Arc::new(CpuFixedBase),
+            budget: None,
+        }
+    }
+
     /// Lets [`ParamStore::get_or_generate`] make up TEST-ONLY parameters.
     pub fn with_test_params(mut self, test_params: TestParams) -> Self {
         self.test_params = test_params;
@@ -258,6 +275,9 @@ impl ParamStore {
     /// Whether [`ParamStore::get_or_generate`] could find or make `kind`/`size`
     /// without generating being refused (a file is there, or generating is allowed).
     pub fn can_provide(&self, kind: CircuitKind, size: usize) -> bool {
+        if self.root.as_os_str().is_empty() {
+            return false;
+        }
         self.params_path(kind, size).is_file() || self.test_params != TestParams::Refuse
     }
 

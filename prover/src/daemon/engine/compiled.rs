@@ -83,6 +83,12 @@ impl CompiledSet {
         })
     }
 
+    /// Whether a Filecoin recording for `params_sha256` is kept (or none is
+    /// wanted: recordings are off).
+    pub fn has_filecoin(&self, params_sha256: &str) -> bool {
+        !self.enabled || self.filecoin.lock().contains_key(params_sha256)
+    }
+
     /// Keeps a Filecoin recording made by a partition (the first one kept
     /// wins where two partitions recorded at once), under a reservation.
     pub fn keep_filecoin(

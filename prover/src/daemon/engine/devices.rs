@@ -2,6 +2,7 @@
 //! each is still in rotation.
 
 use crate::backend::{Backend, BackendError};
+use fleet_wire::api::Proving;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,6 +17,8 @@ pub struct Device {
     done: AtomicU64,
     /// Why the device was taken out of rotation; `None` while it proves.
     failed: Mutex<Option<String>>,
+    /// What its workers prove now, for `/status` and Curio's `GetStatus`.
+    proving: Mutex<Vec<Proving>>,
 }
 
 impl Device {
@@ -27,6 +30,7 @@ impl Device {
             busy: AtomicU32::new(0),
             done: AtomicU64::new(0),
             failed: Mutex::new(None),
+            proving: Mutex::new(Vec::new()),
         }
     }
 
@@ -44,11 +48,20 @@ impl Device {
         self.done.load(Ordering::SeqCst)
     }
 
-    pub(crate) fn begin(&self) {
+    /// The partitions its workers prove now.
+    pub fn proving(&self) -> Vec<Proving> {
+        self.proving.lock().clone()
+    }
+
+    pub(crate) fn begin(&self, what: Proving) {
+        self.proving.lock().push(what);
         self.busy.fetch_add(1, Ordering::SeqCst);
     }
 
-    pub(crate) fn end(&self) {
+    pub(crate) fn end(&self, job_id: &str, partition: u32) {
+        self.proving
+            .lock()
+            .retain(|p| !(p.job_id == job_id && p.partition == partition));
         self.busy.fetch_sub(1, Ordering::SeqCst);
         self.done.fetch_add(1, Ordering::SeqCst);
     }
@@ -90,10 +103,21 @@ mod tests {
         assert!(!d.fail("later".into()));
         assert_eq!(d.failure().as_deref(), Some("kernel launch failed"));
         assert_eq!(d.ordinal(3), 3);
-        d.begin();
-        assert_eq!(d.busy(), 1);
-        d.end();
-        assert_eq!((d.busy(), d.partitions_done()), (0, 1));
+        let what = |job: &str| Proving {
+            job_id: job.into(),
+            circuit: "porep-c2:32GiB".into(),
+            partition: 3,
+            priority: "normal".into(),
+        };
+        d.begin(what("a"));
+        d.begin(what("b"));
+        assert_eq!(d.busy(), 2);
+        assert_eq!(d.proving(), [what("a"), what("b")]);
+        d.end("a", 3);
+        assert_eq!(d.proving(), [what("b")]);
+        d.end("b", 3);
+        assert_eq!((d.busy(), d.partitions_done()), (0, 2));
+        assert!(d.proving().is_empty());
     }
 
     #[test]

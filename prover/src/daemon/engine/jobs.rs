@@ -2,6 +2,7 @@
 //! and the finished jobs kept for status queries. Plain data under the
 //! engine's lock; no threads, no clocks but the job's own `Instant`s.
 
+use crate::daemon::engine::partition::Priority;
 use fleet_wire::api::{JobResult, JobState, JobStatus, PartitionProof, TimingSummary};
 use fleet_wire::timing::Phase;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -29,7 +30,7 @@ fn ms_since(t: Instant) -> f64 {
 }
 
 /// What a job is, as its status reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobSpec {
     /// The bundled circuit or the Filecoin proof kind.
     pub circuit: String,
@@ -39,6 +40,10 @@ pub struct JobSpec {
     /// Set for a Filecoin job: its result also carries the partitions'
     /// proofs concatenated, as filecoin-proofs returns them.
     pub sector_size: Option<u64>,
+    /// Its place in the queues.
+    pub priority: Priority,
+    /// Reading its parameter file at submission, ms (`None`: it was loaded).
+    pub params_load_ms: Option<f64>,
 }
 
 struct JobEntry {
@@ -85,6 +90,8 @@ impl JobEntry {
             partitions: self.req.partitions,
             partitions_done: self.partitions_done,
             submitted_ms: self.submitted_ms,
+            priority: Some(self.req.priority.name().to_string()),
+            params_load_ms: self.req.params_load_ms,
             error: self.error.clone(),
             result,
         }
@@ -316,6 +323,8 @@ mod tests {
             size: 1024,
             partitions,
             sector_size: None,
+            priority: Priority::Normal,
+            params_load_ms: None,
         }
     }
 

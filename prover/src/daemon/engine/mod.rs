@@ -297,13 +297,15 @@ impl Engine {
             size: req.size,
             partitions: req.partitions,
             sector_size: None,
+            priority: Priority::Normal,
+            params_load_ms: None,
         };
         let circuit = Circuit::Bundled {
             kind,
             size: req.size,
             witness_seed: req.seed,
         };
-        self.enqueue(spec, circuit, blinding, Priority::Normal)
+        self.enqueue(spec, circuit, blinding)
     }
 
     /// Checks a Filecoin job's inputs, loads its parameters (once per
@@ -332,9 +334,12 @@ impl Engine {
         let entry = statement
             .cache_entry(self.filecoin.dir())
             .map_err(SubmitError::Filecoin)?;
+        let loaded_before = self.filecoin.loaded_entry(&entry).is_some();
+        let t = Instant::now();
         let key = self
             .filecoin
             .get(&entry, &shared.stages.budget, &shared.stages.params)?;
+        let params_load_ms = (!loaded_before).then(|| t.elapsed().as_secs_f64() * 1e3);
         let shape = key.shape;
         let label = crate::filecoin::job_label(statement.kind(), statement.sector_size());
         let (pool_need, working) = (pool_bytes(&shape), working_bytes(&shape));
@@ -364,10 +369,12 @@ impl Engine {
             size: shape.num_constraints as u64,
             partitions,
             sector_size: Some(statement.sector_size()),
+            priority,
+            params_load_ms,
         };
         let circuit = Circuit::Filecoin(Arc::new(FilecoinWork { statement, key }));
         let blinding = crate::prove::Blinding::from_seed(req.rs_seed());
-        self.enqueue(spec, circuit, blinding, priority)
+        self.enqueue(spec, circuit, blinding)
     }
 
     /// Registers a job and queues one task per partition.
@@ -376,8 +383,8 @@ impl Engine {
         spec: JobSpec,
         circuit: Circuit,
         blinding: crate::prove::Blinding,
-        priority: Priority,
     ) -> Result<String, SubmitError> {
+        let priority = spec.priority;
         let shared = &self.shared;
         let mut jobs = shared.jobs.lock();
         let depth = jobs.unfinished();
@@ -469,13 +476,28 @@ impl Engine {
     pub fn preload_filecoin(
         &self,
         entry: &crate::filecoin::cache::CacheEntry,
+        circuit: crate::filecoin::FilCircuit,
     ) -> Result<bool, SubmitError> {
         let already = self.filecoin.loaded_entry(entry).is_some();
-        self.filecoin.get(
+        let key = self.filecoin.get(
             entry,
             &self.shared.stages.budget,
             &self.shared.stages.params,
         )?;
+        // A preloaded set is one whose first proof must not wait: its
+        // constraints are recorded now, not by its first partition, and its
+        // bases put on each device now, not by its first MSM.
+        self.shared
+            .stages
+            .record_filecoin(&key.sha256, circuit)
+            .map_err(SubmitError::Filecoin)?;
+        for (i, d) in self.shared.devices.iter().enumerate() {
+            let bases = crate::backend::ParamBases::of(&key.sha256, &key.params);
+            if let Err(e) = d.backend.make_resident(&bases) {
+                // Still usable: its MSMs upload what is not resident.
+                tracing::warn!(device = d.ordinal(i), error = %e, circuit = %circuit, "bases not made resident");
+            }
+        }
         Ok(already)
     }
 

@@ -28,9 +28,6 @@ const JOB_LIMIT: Duration = Duration::from_secs(7 * 24 * 3600);
 /// What a one-shot engine is built from.
 pub struct OneShot {
     pub backend: Arc<dyn Backend>,
-    /// Parameters of the bundled circuits (`prover prove`).
-    pub params_dir: PathBuf,
-    pub test_params: TestParams,
     /// Filecoin's parameter cache (read only).
     pub filecoin_cache: PathBuf,
     pub allow_test_params: bool,
@@ -45,7 +42,13 @@ pub struct OneShot {
 
 /// A job to prove.
 pub enum Job {
-    Bundled(SubmitRequest),
+    /// A bundled circuit, its parameters in `params_dir` (TEST-ONLY ones
+    /// made there where `test_params` allows).
+    Bundled {
+        req: SubmitRequest,
+        params_dir: PathBuf,
+        test_params: TestParams,
+    },
     Filecoin(FilecoinSubmitRequest),
 }
 
@@ -95,15 +98,21 @@ pub fn run(opts: OneShot, job: Job) -> Result<Finished, OneShotError> {
         ..PoolLimits::default()
     };
     let pool = PinnedPool::new(Arc::new(HeapAllocator), budget.clone(), limits);
-    let store = match opts.test_params {
-        TestParams::Refuse => ParamStore::open_existing(&opts.params_dir)?,
-        TestParams::Generate { .. } => ParamStore::open(&opts.params_dir)?,
+    let store = match &job {
+        // Only a store that may write (TEST-ONLY parameters) makes its directory.
+        Job::Bundled {
+            params_dir,
+            test_params: TestParams::Refuse,
+            ..
+        } => ParamStore::open_existing(params_dir)?,
+        Job::Bundled {
+            params_dir,
+            test_params,
+            ..
+        } => ParamStore::open(params_dir)?.with_test_params(*test_params),
+        Job::Filecoin(_) => ParamStore::empty(),
     };
-    let params = Arc::new(
-        store
-            .with_test_params(opts.test_params)
-            .with_budget(budget.clone()),
-    );
+    let params = Arc::new(store.with_budget(budget.clone()));
     let timing = match &opts.timing_log {
         Some(path) => TimingLog::open(
             path,
@@ -151,7 +160,7 @@ pub fn run(opts: OneShot, job: Job) -> Result<Finished, OneShotError> {
 
 fn prove_on(engine: &Engine, job: Job) -> Result<JobStatus, OneShotError> {
     let id = match job {
-        Job::Bundled(req) => engine.submit(req)?,
+        Job::Bundled { req, .. } => engine.submit(req)?,
         Job::Filecoin(req) => engine.submit_filecoin(&req)?,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

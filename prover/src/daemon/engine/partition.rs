@@ -307,6 +307,24 @@ impl Stages {
         self
     }
 
+    /// Records the constraints of `circuit`'s blank circuit for the
+    /// parameters of digest `sha256`, unless a recording is kept already:
+    /// later partitions of the set, urgent ones included, synthesise from it.
+    pub fn record_filecoin(
+        &self,
+        sha256: &str,
+        circuit: crate::filecoin::FilCircuit,
+    ) -> Result<(), FilecoinError> {
+        if self.compiled.has_filecoin(sha256) {
+            return Ok(());
+        }
+        let t = Instant::now();
+        let r1cs = crate::filecoin::blank::record(circuit)?;
+        tracing::info!(%circuit, constraints = r1cs.num_constraints, ms = t.elapsed().as_secs_f64() * 1e3, "constraints recorded from the blank circuit");
+        self.compiled.keep_filecoin(sha256, r1cs, &self.budget);
+        Ok(())
+    }
+
     /// Bytes the compiled constraints hold (each under its own reservation).
     pub fn compiled_bytes(&self) -> u64 {
         self.compiled.bytes()
@@ -331,7 +349,9 @@ impl Stages {
             circuit,
             size,
         };
+        let priority = (task.priority != Priority::Normal).then(|| task.priority.name());
         PartitionTimer::new(tag, task.partition, task.partitions, task.submitted)
+            .with_priority(priority)
     }
 
     /// A partition that ends before synthesis (shutdown, no device).
@@ -520,7 +540,12 @@ impl Stages {
         let domain = syn.domain() as u64;
         self.event(&timer, TimelineKind::GpuPickup, device);
         timer.since(Phase::GpuLockWait, queued);
-        dev.begin();
+        dev.begin(fleet_wire::api::Proving {
+            job_id: task.job_id.clone(),
+            circuit: task.tag_fields().0,
+            partition: task.partition,
+            priority: task.priority.name().to_string(),
+        });
         self.event(&timer, TimelineKind::GpuStart, device);
         let (r, s) = task.blinding.for_partition(task.partition);
         let mut times = crate::backend::BackendTimes::default();
@@ -541,7 +566,7 @@ impl Stages {
             .map_err(PartitionError::from)
         }));
         self.event(&timer, TimelineKind::GpuEnd, device);
-        dev.end();
+        dev.end(&task.job_id, task.partition);
         drop(reservation);
         timer.merge_backend(&times);
         let outcome = match outcome {

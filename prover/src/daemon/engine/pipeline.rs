@@ -414,6 +414,7 @@ impl Shared {
                     partitions_done: d.partitions_done(),
                     in_rotation: error.is_none() && d.workers > 0,
                     error,
+                    proving: d.proving(),
                 }
             })
             .collect();

@@ -690,6 +690,8 @@ fn one_partition_at(engine: &Engine, priority: Priority) -> String {
                 size: SIZE,
                 partitions: 1,
                 sector_size: None,
+                priority,
+                params_load_ms: None,
             },
             Circuit::Bundled {
                 kind: CircuitKind::Chain,
@@ -697,7 +699,6 @@ fn one_partition_at(engine: &Engine, priority: Priority) -> String {
                 witness_seed: 3,
             },
             crate::prove::Blinding::from_seed(Some(5)),
-            priority,
         )
         .expect("accepted")
 }

@@ -56,14 +56,20 @@ impl Service {
     fn parameter_set(
         &self,
         circuit_id: &str,
-    ) -> Result<(Arc<Engine>, crate::filecoin::cache::CacheEntry), Status> {
+    ) -> Result<
+        (
+            Arc<Engine>,
+            crate::filecoin::cache::CacheEntry,
+            crate::filecoin::FilCircuit,
+        ),
+        Status,
+    > {
         let id = CircuitId::parse(circuit_id).map_err(srs_status)?;
         let engine = self.engine()?;
-        let entry = id
-            .cache_entry(engine.filecoin_dir())
-            .map_err(srs_status)?
-            .map_err(|e| Status::failed_precondition(e.to_string()))?;
-        Ok((engine, entry))
+        let failed = |e: crate::filecoin::FilecoinError| Status::failed_precondition(e.to_string());
+        let circuit = id.circuit().map_err(srs_status)?.map_err(failed)?;
+        let entry = circuit.cache_entry(engine.filecoin_dir()).map_err(failed)?;
+        Ok((engine, entry, circuit))
     }
 
     /// Queues `req` (or attaches to the job its `request_id` started);
@@ -259,6 +265,7 @@ fn answer(s: &JobStatus) -> pb::AwaitProofResponse {
                 out.gpu_compute_ms =
                     ms(phase(Phase::NttKernels) + phase(Phase::Msm) + phase(Phase::Assembly));
             }
+            out.srs_load_ms = s.params_load_ms.map_or(0, ms);
         }
         JobState::Failed => {
             out.status = S::Failed as i32;
@@ -355,12 +362,18 @@ impl ProvingEngine for Service {
                     name: d.name.clone().unwrap_or_default(),
                     vram_total_bytes: total,
                     vram_free_bytes: free,
-                    current_job_id: String::new(),
-                    current_proof_kind: if d.busy > 0 {
-                        "busy".into()
-                    } else {
-                        String::new()
-                    },
+                    // Curio's field holds one job: the first partition a
+                    // worker of this device proves now.
+                    current_job_id: d
+                        .proving
+                        .first()
+                        .map(|p| p.job_id.clone())
+                        .unwrap_or_default(),
+                    current_proof_kind: d
+                        .proving
+                        .first()
+                        .map(|p| p.circuit.clone())
+                        .unwrap_or_default(),
                 })
             })
             .collect();
@@ -413,9 +426,9 @@ impl ProvingEngine for Service {
         &self,
         request: Request<pb::PreloadSrsRequest>,
     ) -> Result<Response<pb::PreloadSrsResponse>, Status> {
-        let (engine, entry) = self.parameter_set(&request.into_inner().circuit_id)?;
+        let (engine, entry, circuit) = self.parameter_set(&request.into_inner().circuit_id)?;
         let t = Instant::now();
-        let loaded = tokio::task::spawn_blocking(move || engine.preload_filecoin(&entry))
+        let loaded = tokio::task::spawn_blocking(move || engine.preload_filecoin(&entry, circuit))
             .await
             .map_err(|e| Status::internal(format!("loading: {e}")))?
             .map_err(|e| Status::new(submit_code(&e), e.to_string()))?;
@@ -433,7 +446,7 @@ impl ProvingEngine for Service {
         &self,
         request: Request<pb::EvictSrsRequest>,
     ) -> Result<Response<pb::EvictSrsResponse>, Status> {
-        let (engine, entry) = self.parameter_set(&request.into_inner().circuit_id)?;
+        let (engine, entry, _) = self.parameter_set(&request.into_inner().circuit_id)?;
         let freed = engine.evict_filecoin(&entry);
         Ok(Response::new(pb::EvictSrsResponse {
             was_loaded: freed.is_some(),

@@ -3,9 +3,9 @@
 //! `-64g`), resolved to the Filecoin parameter file that proves them.
 
 use crate::filecoin::cache::CacheEntry;
-use crate::filecoin::post::{self, PostKind};
+use crate::filecoin::post::PostKind;
 use crate::filecoin::registered::SECTOR_SIZES;
-use crate::filecoin::{porep, FilecoinError, SealProof};
+use crate::filecoin::{FilCircuit, FilecoinError, SealProof};
 use std::path::Path;
 
 /// The suffix of each sector size, in [`SECTOR_SIZES`] order.
@@ -79,21 +79,25 @@ impl CircuitId {
         format!("{kind}-{}", SUFFIXES[i])
     }
 
-    /// The parameter file of this circuit in `cache_dir` (a PoRep's is the
-    /// same for V1 and V1_1).
+    /// The Filecoin circuit of this id (a PoRep's parameters are the same
+    /// for V1 and V1_1: the current proof type names them).
+    pub fn circuit(self) -> Result<Result<FilCircuit, FilecoinError>, SrsError> {
+        Ok(match self {
+            CircuitId::Porep(s) => SealProof::current(s)
+                .map(FilCircuit::PoRep)
+                .ok_or(FilecoinError::SectorSize(s)),
+            CircuitId::WindowPost(s) => Ok(FilCircuit::Post(PostKind::Window, s)),
+            CircuitId::WinningPost(s) => Ok(FilCircuit::Post(PostKind::Winning, s)),
+            CircuitId::Snap(_) => return Err(SrsError::Snap(self.name())),
+        })
+    }
+
+    /// The parameter file of this circuit in `cache_dir`.
     pub fn cache_entry(
         self,
         cache_dir: &Path,
     ) -> Result<Result<CacheEntry, FilecoinError>, SrsError> {
-        Ok(match self {
-            CircuitId::Porep(s) => match SealProof::current(s) {
-                Some(p) => porep::cache_entry(cache_dir, p),
-                None => Err(FilecoinError::SectorSize(s)),
-            },
-            CircuitId::WindowPost(s) => post::cache_entry(cache_dir, PostKind::Window, s),
-            CircuitId::WinningPost(s) => post::cache_entry(cache_dir, PostKind::Winning, s),
-            CircuitId::Snap(_) => return Err(SrsError::Snap(self.name())),
-        })
+        Ok(self.circuit()?.and_then(|c| c.cache_entry(cache_dir)))
     }
 }
 
