@@ -10,6 +10,7 @@
 
 pub mod c1;
 pub mod cache;
+pub mod forge;
 pub mod need;
 pub mod porep;
 pub mod post;
