@@ -24,7 +24,9 @@ use serde_json::Value;
 const TEST_SEED: u64 = 26;
 
 fn proof_of(size: &str) -> SealProof {
-    format!("StackedDrg{size}V1_1").parse().expect("a known seal proof")
+    format!("StackedDrg{size}V1_1")
+        .parse()
+        .expect("a known seal proof")
 }
 
 /// The shared parameter folder, with the 2 KiB PoRep parameters in it.
@@ -114,7 +116,11 @@ fn a_forged_2kib_cc_c1_is_proved_by_our_c2_and_accepted_by_verify_seal() {
     )
     .expect("C2 of the forged C1");
     eprintln!("C2 (2 KiB, CPU) took {:.1} s", t.elapsed().as_secs_f64());
-    assert_eq!(out.proof.len(), porep::PROOF_BYTES, "one partition, one proof");
+    assert_eq!(
+        out.proof.len(),
+        porep::PROOF_BYTES,
+        "one partition, one proof"
+    );
     assert!(
         seal::verify(&sealed(&forged), &out.proof).expect("verify_seal runs"),
         "filecoin-proofs' verify_seal rejected the proof of a forged C1"
@@ -125,9 +131,12 @@ fn a_forged_2kib_cc_c1_is_proved_by_our_c2_and_accepted_by_verify_seal() {
     assert!(!seal::verify(&other, &out.proof).unwrap_or(false));
 }
 
+/// Finds a label in a challenge's vanilla proof (JSON).
+type Pick = fn(&mut Value) -> &mut Value;
+
 /// `c1_json` with one byte of one label flipped: `pick` finds the label
 /// (a JSON array of 32 numbers) in partition 0's first challenge proof.
-fn with_flipped_label(c1_json: &[u8], pick: impl Fn(&mut Value) -> &mut Value) -> Vec<u8> {
+fn with_flipped_label(c1_json: &[u8], pick: Pick) -> Vec<u8> {
     let mut value: Value = serde_json::from_slice(c1_json).expect("C1 JSON");
     let proof = &mut value["vanilla_proofs"][0][0];
     let label = pick(proof);
@@ -141,7 +150,7 @@ fn with_flipped_label(c1_json: &[u8], pick: impl Fn(&mut Value) -> &mut Value) -
 fn a_flipped_label_in_a_forged_column_is_refused_by_the_vanilla_check() {
     let forged = forge("2KiB", 8);
     check(&forged, &forged.c1_json).expect("the forged C1 passes as made");
-    let flips: [(&str, fn(&mut Value) -> &mut Value); 3] = [
+    let flips: [(&str, Pick); 3] = [
         ("a DRG parent's column", |p| {
             &mut p["replica_column_proofs"]["drg_parents"][0]["column"]["rows"][0]
         }),
@@ -176,10 +185,7 @@ fn forged_8mib_and_512mib_c1_outputs_pass_the_vanilla_check_and_a_seed_gives_one
     assert!(a.c1_json == b.c1_json, "one seed, one output");
     // Other labels, same sector: another CommR over the same CommD.
     let other = forge::forge_cc_c1(&a.sector, 12).expect("forge");
-    assert_eq!(
-        (other.comm_d, other.replica_id),
-        (a.comm_d, a.replica_id)
-    );
+    assert_eq!((other.comm_d, other.replica_id), (a.comm_d, a.replica_id));
     assert_ne!(other.comm_r, a.comm_r);
 }
 
@@ -192,6 +198,12 @@ fn the_zero_tree_d_root_is_filecoin_proofs_empty_comm_d() {
         let theirs = compute_comm_d(SectorSize(size), &[]).expect("compute_comm_d");
         assert_eq!(forge::zero_comm_d(size).expect("CommD"), theirs, "{size}");
     }
+    // The 32 GiB one is the chain's well-known CC CommD, the digest of the
+    // piece CID baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq.
+    assert_eq!(
+        hex::encode(forge::zero_comm_d(32 << 30).expect("CommD")),
+        "077e5fde35c50a9303a55009e3498a4ebedff39c42b710b730d8ec7ac7afa63e"
+    );
     for size in [2048u64, 8 << 20, 512 << 20, 32 << 30, 64 << 30] {
         assert_eq!(
             forge::zero_comm_d(size).expect("CommD"),

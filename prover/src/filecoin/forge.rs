@@ -321,10 +321,8 @@ fn forge_of<Tree: 'static + MerkleTreeTrait>(
         .iter()
         .map(|partition| partition.iter().map(|&c| opened.proof(c)).collect())
         .collect::<Result<Vec<Vec<_>>, _>>()?;
-    let comm_r_domain = <Tree::Hasher as Hasher>::Function::hash2(
-        &opened.tree_c.root(),
-        &opened.tree_r.root(),
-    );
+    let comm_r_domain =
+        <Tree::Hasher as Hasher>::Function::hash2(&opened.tree_c.root(), &opened.tree_r.root());
     let forge_ms = ms(started);
 
     // The crates' own verifier, as a C2 runs it before proving: a forged
@@ -400,8 +398,16 @@ impl<Tree: 'static + MerkleTreeTrait> Opened<Tree> {
             comm_r_last_proof: self.tree_r.proof(challenge)?,
             replica_column_proofs: ReplicaColumnProof {
                 c_x: column_proof(node)?,
-                drg_parents: parents.drg.iter().map(|&p| column_proof(p)).collect::<Result<_, _>>()?,
-                exp_parents: parents.exp.iter().map(|&p| column_proof(p)).collect::<Result<_, _>>()?,
+                drg_parents: parents
+                    .drg
+                    .iter()
+                    .map(|&p| column_proof(p))
+                    .collect::<Result<_, _>>()?,
+                exp_parents: parents
+                    .exp
+                    .iter()
+                    .map(|&p| column_proof(p))
+                    .collect::<Result<_, _>>()?,
             },
             labeling_proofs,
             encoding_proof: EncodingProof::new(

@@ -158,7 +158,11 @@ impl<H: Hasher> Columns<H> {
     }
 
     /// The crates' labelling proof of `node` in `layer`.
-    pub(crate) fn labeling_proof(&self, node: u32, layer: usize) -> Result<Labeling<H>, ForgeError> {
+    pub(crate) fn labeling_proof(
+        &self,
+        node: u32,
+        layer: usize,
+    ) -> Result<Labeling<H>, ForgeError> {
         Ok(Labeling {
             layer,
             node,

@@ -150,7 +150,9 @@ impl<H: Hasher> SparseTree<H> {
 /// The arity of every level of a tree of shape `Tree` over `leaves` leaves,
 /// from the leaves up: the base trees' levels, then one level of sub-tree
 /// arity and one of top-tree arity where the shape has them.
-pub(crate) fn shape_arities<Tree: MerkleTreeTrait>(leaves: usize) -> Result<Vec<usize>, ForgeError> {
+pub(crate) fn shape_arities<Tree: MerkleTreeTrait>(
+    leaves: usize,
+) -> Result<Vec<usize>, ForgeError> {
     let base = arity::<Tree::Arity>();
     let above: Vec<usize> = [arity::<Tree::SubTreeArity>(), arity::<Tree::TopTreeArity>()]
         .into_iter()
@@ -182,7 +184,7 @@ pub(crate) fn uniform_arities(arity: usize, leaves: usize) -> Option<Vec<usize>>
     let mut levels = Vec::new();
     let mut n = leaves;
     while n > 1 {
-        if n % arity != 0 {
+        if !n.is_multiple_of(arity) {
             return None;
         }
         n /= arity;
@@ -206,9 +208,8 @@ mod tests {
 
     /// The crates' own tree over `leaves` random leaves of shape `Tree`,
     /// and ours over the same leaves (all set): same root, same proofs.
-    fn same_as_the_crates<Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>>(
-        leaves: usize,
-    ) where
+    fn same_as_the_crates<Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>>(leaves: usize)
+    where
         Tree::Store: 'static,
     {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -268,15 +269,18 @@ mod tests {
         for i in [0, 3, 64, 100, 127] {
             assert_eq!(sparse.path(i), full.path(i));
         }
-        assert!(SparseTree::<PoseidonHasher>::new(vec![2], BTreeMap::from([(2, zero)]), zero)
-            .is_err());
+        assert!(
+            SparseTree::<PoseidonHasher>::new(vec![2], BTreeMap::from([(2, zero)]), zero).is_err()
+        );
     }
 
     #[test]
     fn shapes_split_into_base_sub_and_top_levels() {
         assert_eq!(shape_arities::<SectorShape2KiB>(64).expect("2 KiB"), [8, 8]);
         assert_eq!(
-            shape_arities::<SectorShape32GiB>(1 << 30).expect("32 GiB").len(),
+            shape_arities::<SectorShape32GiB>(1 << 30)
+                .expect("32 GiB")
+                .len(),
             10
         );
         assert!(shape_arities::<SectorShape32GiB>(1 << 29).is_err());
