@@ -8,6 +8,7 @@
 //! PoRep parameters are kept between runs; they are generated (with the
 //! same seed, so the two binaries share one file) only where missing.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -170,6 +171,61 @@ fn a_flipped_label_in_a_forged_column_is_refused_by_the_vanilla_check() {
             "{what}: {err}"
         );
     }
+}
+
+/// Every column `proof` opens (the challenged node's, then its parents'),
+/// as (node, labels).
+fn columns_of(proof: &Value) -> Vec<(u64, Value)> {
+    let rcp = &proof["replica_column_proofs"];
+    let parents = ["drg_parents", "exp_parents"]
+        .iter()
+        .flat_map(|k| rcp[*k].as_array().cloned().unwrap_or_default());
+    std::iter::once(rcp["c_x"].clone())
+        .chain(parents)
+        .map(|c| {
+            let index = c["column"]["index"].as_u64().expect("a column index");
+            (index, c["column"]["rows"].clone())
+        })
+        .collect()
+}
+
+/// A node opened twice (a parent of two challenges, a challenged node that
+/// is another's parent) shows one column wherever it appears.
+#[test]
+fn a_node_opened_twice_has_one_column_everywhere() {
+    let mut challenged_parent = false;
+    for seed in 0..16 {
+        let sector = CcSector::seeded(proof_of("2KiB"), seed);
+        let forged = forge::forge_cc_c1(&sector, seed).expect("forge");
+        let value: Value = serde_json::from_slice(&forged.c1_json).expect("C1 JSON");
+        let proofs: Vec<&Value> = value["vanilla_proofs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|p| p.as_array().into_iter().flatten())
+            .collect();
+        let mut seen: BTreeMap<u64, Value> = BTreeMap::new();
+        let mut openings = 0;
+        for proof in &proofs {
+            for (node, rows) in columns_of(proof) {
+                openings += 1;
+                if let Some(before) = seen.insert(node, rows.clone()) {
+                    assert_eq!(before, rows, "seed {seed}: node {node}'s two columns");
+                }
+            }
+        }
+        assert!(openings > seen.len(), "seed {seed}: no node opened twice");
+        let challenged: BTreeSet<u64> = proofs.iter().map(|p| columns_of(p)[0].0).collect();
+        let parents: BTreeSet<u64> = proofs
+            .iter()
+            .flat_map(|p| columns_of(p).into_iter().skip(1).map(|(n, _)| n))
+            .collect();
+        challenged_parent |= !challenged.is_disjoint(&parents);
+    }
+    assert!(
+        challenged_parent,
+        "no seed made a challenged node another's parent: the case is untested"
+    );
 }
 
 #[test]

@@ -52,11 +52,11 @@ use filecoin_proofs::{
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
+use storage_proofs_core::merkle::{MerkleProof, MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{
-    self, generate_replica_id, Challenges, ColumnProof, EncodingProof, ReplicaColumnProof,
-    StackedDrg,
+    self, generate_replica_id, Challenges, ColumnProof, EncodingProof, LabelingProof,
+    ReplicaColumnProof, StackedDrg,
 };
 
 use crate::filecoin::bounded_reason;
@@ -254,6 +254,13 @@ fn zero_tree_d(nodes: usize) -> Result<SparseTree<Sha256Hasher>, ForgeError> {
 
 type Scheme<Tree> = StackedDrg<'static, Tree, DefaultPieceHasher>;
 type TreeDomain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
+/// The crates' inclusion proof in a tree of shape `Tree`.
+type TreeProof<Tree> = MerkleProof<
+    <Tree as MerkleTreeTrait>::Hasher,
+    <Tree as MerkleTreeTrait>::Arity,
+    <Tree as MerkleTreeTrait>::SubTreeArity,
+    <Tree as MerkleTreeTrait>::TopTreeArity,
+>;
 type PublicInputs<Tree> =
     stacked::PublicInputs<TreeDomain<Tree>, <DefaultPieceHasher as Hasher>::Domain>;
 
@@ -264,15 +271,8 @@ fn forge_of<Tree: 'static + MerkleTreeTrait>(
     let started = Instant::now();
     let seal_proof = sector.seal_proof;
     let config = seal_proof.porep_config();
-    let setup = filecoin_proofs::parameters::setup_params(&config)
-        .map_err(|e| ForgeError::crates("setting up the PoRep parameters", &e))?;
-    let pub_params = <Scheme<Tree> as ProofScheme<'_>>::setup(&setup)
-        .map_err(|e| ForgeError::crates("setting up the stacked DRG", &e))?;
-    if !matches!(pub_params.challenges, Challenges::Interactive(_)) {
-        return Err(ForgeError::NotInteractive { seal_proof });
-    }
-    let nodes = setup.nodes;
-    let tree_d = zero_tree_d(nodes)?;
+    let (setup, pub_params) = stacked_params::<Tree>(&config, seal_proof)?;
+    let tree_d = zero_tree_d(setup.nodes)?;
     let comm_d: [u8; 32] = tree_d.root().into();
     if comm_d != empty_comm_d(seal_proof.sector_size)? {
         return Err(ForgeError::Internal(
@@ -292,57 +292,39 @@ fn forge_of<Tree: 'static + MerkleTreeTrait>(
         tau: None,
         k: None,
     };
+    // The verifier's own derivation, partition by partition.
     let challenges: Vec<Vec<usize>> = (0..usize::from(config.partitions))
-        .map(|k| public_inputs.challenges(&pub_params.challenges, nodes, Some(k)))
+        .map(|k| public_inputs.challenges(&pub_params.challenges, setup.nodes, Some(k)))
         .collect();
-    let challenged = challenges
-        .iter()
-        .flatten()
-        .map(|&c| u32::try_from(c).map_err(|_| ForgeError::Internal(format!("challenge {c}"))))
-        .collect::<Result<BTreeSet<u32>, _>>()?;
     let mut rng = ChaCha20Rng::seed_from_u64(label_seed);
-    let columns = Columns::<Tree::Hasher>::forge(
-        &pub_params.graph,
-        &replica_id,
-        setup.num_layers,
-        &challenged,
+    let opened = Opened::<Tree>::forge(
+        &pub_params,
+        &setup,
+        replica_id,
+        tree_d,
+        &challenges,
         &mut rng,
     )?;
-    let arities = sparse::shape_arities::<Tree>(nodes)?;
-    let zero = TreeDomain::<Tree>::default();
-    let opened = Opened::<Tree> {
-        replica_id,
-        tree_c: SparseTree::new(arities.clone(), columns.hashes()?, zero)?,
-        tree_r: SparseTree::new(arities, columns.last_labels()?, zero)?,
-        tree_d,
-        columns,
-    };
     let vanilla_proofs = challenges
         .iter()
         .map(|partition| partition.iter().map(|&c| opened.proof(c)).collect())
         .collect::<Result<Vec<Vec<_>>, _>>()?;
-    let comm_r_domain =
+    let comm_r =
         <Tree::Hasher as Hasher>::Function::hash2(&opened.tree_c.root(), &opened.tree_r.root());
     let forge_ms = ms(started);
 
-    // The crates' own verifier, as a C2 runs it before proving: a forged
-    // output it refuses is this module's bug, and is never returned.
     let t = Instant::now();
     public_inputs.tau = Some(stacked::Tau {
         comm_d: opened.tree_d.root(),
-        comm_r: comm_r_domain,
+        comm_r,
     });
-    let valid = Scheme::<Tree>::verify_all_partitions(&pub_params, &public_inputs, &vanilla_proofs)
-        .map_err(|e| ForgeError::crates("verifying the forged vanilla proofs", &e))?;
-    if !valid {
-        return Err(ForgeError::NotVerified { seal_proof });
-    }
+    verify_forged(&pub_params, &public_inputs, &vanilla_proofs, seal_proof)?;
     let verify_ms = ms(t);
 
     let t = Instant::now();
     let output = SealCommitPhase1Output::<Tree> {
         vanilla_proofs,
-        comm_r: commitment_from_fr(comm_r_domain.into()),
+        comm_r: commitment_from_fr(comm_r.into()),
         comm_d,
         replica_id,
         seed: sector.seed,
@@ -364,6 +346,39 @@ fn forge_of<Tree: 'static + MerkleTreeTrait>(
     })
 }
 
+/// The stacked DRG's setup and public parameters (its graph: no parent
+/// cache) as filecoin-proofs makes them for `config`; interactive only.
+fn stacked_params<Tree: 'static + MerkleTreeTrait>(
+    config: &filecoin_proofs::PoRepConfig,
+    seal_proof: SealProof,
+) -> Result<(stacked::SetupParams, stacked::PublicParams<Tree>), ForgeError> {
+    let setup = filecoin_proofs::parameters::setup_params(config)
+        .map_err(|e| ForgeError::crates("setting up the PoRep parameters", &e))?;
+    let pub_params = <Scheme<Tree> as ProofScheme<'_>>::setup(&setup)
+        .map_err(|e| ForgeError::crates("setting up the stacked DRG", &e))?;
+    if !matches!(pub_params.challenges, Challenges::Interactive(_)) {
+        return Err(ForgeError::NotInteractive { seal_proof });
+    }
+    Ok((setup, pub_params))
+}
+
+/// The crates' own verifier, as a C2 runs it before proving: a forged
+/// output it refuses is this module's bug, and is never returned.
+fn verify_forged<Tree: 'static + MerkleTreeTrait>(
+    pub_params: &stacked::PublicParams<Tree>,
+    public_inputs: &PublicInputs<Tree>,
+    vanilla_proofs: &[Vec<VanillaSealProof<Tree>>],
+    seal_proof: SealProof,
+) -> Result<(), ForgeError> {
+    let valid = Scheme::<Tree>::verify_all_partitions(pub_params, public_inputs, vanilla_proofs)
+        .map_err(|e| ForgeError::crates("verifying the forged vanilla proofs", &e))?;
+    if valid {
+        Ok(())
+    } else {
+        Err(ForgeError::NotVerified { seal_proof })
+    }
+}
+
 /// Everything a challenge's vanilla proof opens.
 struct Opened<Tree: MerkleTreeTrait> {
     replica_id: TreeDomain<Tree>,
@@ -374,42 +389,53 @@ struct Opened<Tree: MerkleTreeTrait> {
 }
 
 impl<Tree: 'static + MerkleTreeTrait> Opened<Tree> {
+    /// The columns of every challenge and parent in `challenges` (the
+    /// parents' labels drawn from `rng`), and tree_c and tree_r_last over
+    /// them with zero leaves elsewhere; `tree_d` is the zero data's.
+    fn forge(
+        pub_params: &stacked::PublicParams<Tree>,
+        setup: &stacked::SetupParams,
+        replica_id: TreeDomain<Tree>,
+        tree_d: SparseTree<Sha256Hasher>,
+        challenges: &[Vec<usize>],
+        rng: &mut ChaCha20Rng,
+    ) -> Result<Self, ForgeError> {
+        let challenged = challenges
+            .iter()
+            .flatten()
+            .map(|&c| u32::try_from(c).map_err(|_| ForgeError::Internal(format!("challenge {c}"))))
+            .collect::<Result<BTreeSet<u32>, _>>()?;
+        let columns = Columns::<Tree::Hasher>::forge(
+            &pub_params.graph,
+            &replica_id,
+            setup.num_layers,
+            &challenged,
+            rng,
+        )?;
+        let arities = sparse::shape_arities::<Tree>(setup.nodes)?;
+        let zero = TreeDomain::<Tree>::default();
+        Ok(Opened {
+            replica_id,
+            tree_c: SparseTree::new(arities.clone(), columns.hashes()?, zero)?,
+            tree_r: SparseTree::new(arities, columns.last_labels()?, zero)?,
+            tree_d,
+            columns,
+        })
+    }
+
     /// The vanilla proof of `challenge`, laid out as the crates' prover
     /// lays it out (`prove_layers_generate`).
     fn proof(&self, challenge: usize) -> Result<VanillaSealProof<Tree>, ForgeError> {
         let node = u32::try_from(challenge)
             .map_err(|_| ForgeError::Internal(format!("challenge {challenge}")))?;
         let layers = self.columns.layers();
-        let parents = self.columns.parents(node)?;
-        let column_proof = |n: u32| -> Result<ColumnProof<_>, ForgeError> {
-            let rows = self.columns.rows(n)?.to_vec();
-            Ok(ColumnProof::new(n, rows, self.tree_c.proof(n as usize)?))
-        };
-        let labeling_proofs = (1..=layers)
-            .map(|layer| {
-                let label = self.columns.rows(node)?[layer - 1];
-                self.columns
-                    .labeling_proof(node, layer)?
-                    .into_proof(&self.replica_id, &label)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
         let proof = stacked::Proof {
             comm_d_proofs: self.tree_d.proof(challenge)?,
             comm_r_last_proof: self.tree_r.proof(challenge)?,
-            replica_column_proofs: ReplicaColumnProof {
-                c_x: column_proof(node)?,
-                drg_parents: parents
-                    .drg
-                    .iter()
-                    .map(|&p| column_proof(p))
-                    .collect::<Result<_, _>>()?,
-                exp_parents: parents
-                    .exp
-                    .iter()
-                    .map(|&p| column_proof(p))
-                    .collect::<Result<_, _>>()?,
-            },
-            labeling_proofs,
+            replica_column_proofs: self.column_proofs(node)?,
+            labeling_proofs: (1..=layers)
+                .map(|layer| self.labeling_proof(node, layer))
+                .collect::<Result<_, _>>()?,
             encoding_proof: EncodingProof::new(
                 layers as u32,
                 u64::from(node),
@@ -425,6 +451,43 @@ impl<Tree: 'static + MerkleTreeTrait> Opened<Tree> {
             )));
         }
         Ok(proof)
+    }
+
+    /// The openings of a challenged node's column and its parents' in tree_c.
+    fn column_proofs(&self, node: u32) -> Result<ReplicaColumnProof<TreeProof<Tree>>, ForgeError> {
+        let parents = self.columns.parents(node)?;
+        let of = |nodes: &[u32]| {
+            nodes
+                .iter()
+                .map(|&p| self.column_proof(p))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok(ReplicaColumnProof {
+            c_x: self.column_proof(node)?,
+            drg_parents: of(&parents.drg)?,
+            exp_parents: of(&parents.exp)?,
+        })
+    }
+
+    fn column_proof(&self, node: u32) -> Result<ColumnProof<TreeProof<Tree>>, ForgeError> {
+        let rows = self.columns.rows(node)?.to_vec();
+        Ok(ColumnProof::new(
+            node,
+            rows,
+            self.tree_c.proof(node as usize)?,
+        ))
+    }
+
+    /// The labelling proof of `node` in `layer`, checked by the crates' verifier.
+    fn labeling_proof(
+        &self,
+        node: u32,
+        layer: usize,
+    ) -> Result<LabelingProof<Tree::Hasher>, ForgeError> {
+        let label = self.columns.rows(node)?[layer - 1];
+        self.columns
+            .labeling_proof(node, layer)?
+            .into_proof(&self.replica_id, &label)
     }
 }
 
