@@ -11,6 +11,7 @@
 pub mod blank;
 pub mod c1;
 pub mod cache;
+pub mod forge;
 pub mod kind;
 pub mod need;
 pub mod porep;
