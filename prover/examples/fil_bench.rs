@@ -6,6 +6,7 @@
 //! fil_bench seal SEAL_PROOF WORK_DIR OUT_DIR   # OUT_DIR/c1.json, OUT_DIR/sector.json
 //! fil_bench filecoin-c2 OUT_DIR PROOF_FILE     # filecoin-proofs' own C2, timed
 //! fil_bench verify OUT_DIR PROOF_FILE          # exit 0 accepted, 3 rejected
+//! fil_bench forge SEAL_PROOF SEED OUT_DIR      # a FORGED committed-capacity C1 (TEST DATA), as `seal` writes it
 //! fil_bench post-vanilla KIND WORK_DIR OUT_DIR # OUT_DIR/KIND-vanilla.json
 //! fil_bench verify-post KIND OUT_DIR PROOF_FILE  # exit 0 accepted, 3 rejected
 //! ```
@@ -20,6 +21,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use prover::filecoin::forge;
 use prover::filecoin::post::PostKind;
 use prover::filecoin::seal::{self, Sealed};
 use prover::filecoin::SealProof;
@@ -70,6 +72,35 @@ fn run(args: &[String]) -> Result<u8> {
             );
             Ok(0)
         }
+        [cmd, proof, seed, out] if cmd == "forge" => {
+            // Test data: a committed-capacity C1 whose replica was never
+            // computed (prover::filecoin::forge), for sizes too large to seal.
+            let proof: SealProof = proof.parse()?;
+            let seed: u64 = seed.parse().context("SEED is a number")?;
+            let out = PathBuf::from(out);
+            std::fs::create_dir_all(&out)?;
+            let sector = forge::CcSector::seeded(proof, seed);
+            let forged = forge::forge_cc_c1(&sector, seed)?;
+            let sealed = Sealed {
+                seal_proof: proof.to_string(),
+                prover_id: sector.prover_id,
+                sector_id: sector.sector_id,
+                comm_r: forged.comm_r,
+                comm_d: forged.comm_d,
+                ticket: sector.ticket,
+                seed: sector.seed,
+                c1_json: Vec::new(),
+                pc1_s: 0.0,
+                pc2_s: 0.0,
+                c1_s: forged.forge_ms / 1e3,
+            };
+            std::fs::write(out.join("c1.json"), &forged.c1_json)?;
+            std::fs::write(out.join("sector.json"), serde_json::to_vec_pretty(&sealed)?)?;
+            let sidecar = forged.sidecar("c1.json");
+            std::fs::write(out.join("c1.json.forged.json"), serde_json::to_vec_pretty(&sidecar)?)?;
+            println!("{}", serde_json::to_string(&sidecar)?);
+            Ok(0)
+        }
         [cmd, dir, proof_file] if cmd == "filecoin-c2" => {
             let sealed = load(Path::new(dir))?;
             let t = Instant::now();
@@ -113,7 +144,7 @@ fn run(args: &[String]) -> Result<u8> {
             println!("{}", serde_json::json!({"verify_post": ok, "kind": kind_arg(kind), "proof": proof_file}));
             Ok(if ok { 0 } else { 3 })
         }
-        _ => bail!("usage: fil_bench seal SEAL_PROOF WORK_DIR OUT_DIR | filecoin-c2 OUT_DIR PROOF_FILE | verify OUT_DIR PROOF_FILE | post-vanilla KIND WORK_DIR OUT_DIR | verify-post KIND OUT_DIR PROOF_FILE"),
+        _ => bail!("usage: fil_bench seal SEAL_PROOF WORK_DIR OUT_DIR | forge SEAL_PROOF SEED OUT_DIR | filecoin-c2 OUT_DIR PROOF_FILE | verify OUT_DIR PROOF_FILE | post-vanilla KIND WORK_DIR OUT_DIR | verify-post KIND OUT_DIR PROOF_FILE"),
     }
 }
 

@@ -569,10 +569,6 @@ struct FilDaemon {
 }
 
 impl FilDaemon {
-    fn start() -> FilDaemon {
-        Self::start_with("30s", "")
-    }
-
     /// With `drain_timeout` and `extra` TOML tables after the test's own.
     fn start_with(drain_timeout: &str, extra: &str) -> FilDaemon {
         let f = fixture();

@@ -13,13 +13,16 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use fleet_wire::api::{FilecoinSubmitRequest, JobState, PorepC2Request};
 use prover::backend::cpu::CpuBackend;
+use prover::daemon::engine::one_shot::{self, Job, OneShot};
 use prover::filecoin::cache::CACHE_ENV;
 use prover::filecoin::forge::{self, CcSector, Forged};
-use prover::filecoin::porep::{self, C2Options};
+use prover::filecoin::porep;
 use prover::filecoin::seal::{self, Sealed};
 use prover::filecoin::{c1, setup, FilecoinError, SealProof};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// `filecoin.rs`'s parameter seed: its fixture and this one make one file.
 const TEST_SEED: u64 = 26;
@@ -103,33 +106,48 @@ fn a_forged_2kib_cc_c1_is_proved_by_our_c2_and_accepted_by_verify_seal() {
         "a CC sector's CommD"
     );
     let t = Instant::now();
-    let out = porep::seal_commit_phase2(
-        &document(&forged, &forged.c1_json),
-        forged.sector.prover_id,
-        cache,
-        &CpuBackend::new(),
-        &prover::synthesis::heap_pool(u64::MAX),
-        &C2Options {
+    // The one path every proof takes: the engine, in this process.
+    let finished = one_shot::run(
+        OneShot {
+            backend: Arc::new(CpuBackend::new()),
+            filecoin_cache: cache.to_path_buf(),
             allow_test_params: true,
-            seed: Some(3),
             compiled: false,
+            timing_log: None,
+            budget: Some(4 << 30),
         },
+        Job::Filecoin(FilecoinSubmitRequest::PorepC2(PorepC2Request {
+            prover_id: hex::encode(forged.sector.prover_id),
+            c1: serde_json::from_slice(&forged.c1_json).expect("C1 JSON"),
+            registered_proof: Some(forged.sector.seal_proof.to_string()),
+            sector_id: Some(forged.sector.sector_id),
+            rs_seed: Some(3),
+        })),
     )
     .expect("C2 of the forged C1");
     eprintln!("C2 (2 KiB, CPU) took {:.1} s", t.elapsed().as_secs_f64());
+    let status = finished.status;
+    assert_eq!(status.state, JobState::Done, "{:?}", status.error);
+    let result = status.result.expect("a finished job's result");
+    assert!(
+        result.verified,
+        "the engine verifies every proof it returns"
+    );
+    let proof = hex::decode(result.proof.expect("the proof")).expect("hex proof");
+    assert_eq!(proof.len(), porep::PROOF_BYTES, "one partition, one proof");
     assert_eq!(
-        out.proof.len(),
-        porep::PROOF_BYTES,
-        "one partition, one proof"
+        finished.partitions.len(),
+        1,
+        "one partition's timing record"
     );
     assert!(
-        seal::verify(&sealed(&forged), &out.proof).expect("verify_seal runs"),
+        seal::verify(&sealed(&forged), &proof).expect("verify_seal runs"),
         "filecoin-proofs' verify_seal rejected the proof of a forged C1"
     );
     // The judge is not lenient: another sector's CommR is refused.
     let mut other = sealed(&forged);
     other.comm_r[0] ^= 1;
-    assert!(!seal::verify(&other, &out.proof).unwrap_or(false));
+    assert!(!seal::verify(&other, &proof).unwrap_or(false));
 }
 
 /// Finds a label in a challenge's vanilla proof (JSON).

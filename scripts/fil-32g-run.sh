@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The 32 GiB PoRep C2 on a GPU host, from a forged committed-capacity C1
+# (TEST DATA: its replica was never computed; see docs/filecoin.md) and
+# TEST-ONLY parameters made on the GPU, every proof judged by
+# filecoin-proofs' verify_seal. Two phases, so each fits a 10-minute call
+# on a host held between them:
+#
+#   scripts/fil-32g-run.sh setup BIN_DIR OUT_DIR   # 512 MiB sanity run, then the 32 GiB parameters
+#   scripts/fil-32g-run.sh prove BIN_DIR OUT_DIR [RUNS] [EXTRA_TOML]  # warm daemon, RUNS C2s (default 3)
+#   scripts/fil-32g-run.sh winning BIN_DIR OUT_DIR  # a preloaded WinningPoSt (8 MiB sector) x5, end to end
+#
+# BIN_DIR holds `prover` and `fil_bench` (cargo build --release -p prover
+# --bin prover --example fil_bench). The parameter cache is
+# FIL_32G_CACHE (default /var/tmp/fil-32g/params), kept between the phases.
+# EXTRA_TOML is appended to the daemon's config (e.g. a [gpu] memory_limit).
+set -euo pipefail
+phase=${1:?setup or prove}
+bin=$(cd "${2:?BIN_DIR}" && pwd)
+out=${3:?OUT_DIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=${FIL_32G_WORK:-/var/tmp/fil-32g}
+cache=${FIL_32G_CACHE:-$work/params}
+mkdir -p "$work" "$cache"
+export FIL_PROOFS_PARAMETER_CACHE="$cache"
+export PROVER_KERNEL_CACHE="$work/kernels"
+log() { echo "== $*" | tee -a "$out/summary.txt"; }
+timed() { # NAME CMD...: stdout+stderr to OUT/NAME.log; wall time and peak RSS to the summary
+    local name=$1 rc=0 t0 t1
+    shift
+    t0=$(date +%s%N)
+    /usr/bin/time -f "%M" -o "$out/$name.rss" "$@" >"$out/$name.log" 2>&1 || rc=$?
+    t1=$(date +%s%N)
+    printf '%-34s rc=%d %8d ms  peak RSS %s MiB\n' "$name" "$rc" $(((t1 - t0) / 1000000)) \
+        "$(($(tail -1 "$out/$name.rss" 2>/dev/null || echo 0) / 1024))" | tee -a "$out/summary.txt"
+    return 0
+}
+# forge PROOF DIR: a forged CC C1 (c1.json) and its sector (sector.json) in DIR.
+forge() {
+    mkdir -p "$2"
+    timed "forge-$1" "$bin/fil_bench" forge "$1" 42 "$2"
+}
+# start_daemon EXTRA_TOML: a daemon on GPU 0 over the cache; sets w, pid.
+start_daemon() {
+    w="$work/daemon"
+    rm -rf "$w"
+    mkdir -p "$w/run"
+    cat >"$w/prover.toml" <<EOC
+listen = "127.0.0.1:0"
+drain_timeout = "1m"
+[paths]
+pid_file = "$w/run/prover.pid"
+log_file = "$out/daemon.log"
+timing_log = "$out/timing.jsonl"
+params_dir = "$w/params"
+[pool]
+allocator = "cuda"
+[gpu]
+devices = [0]
+[filecoin]
+param_cache = "$cache"
+allow_test_params = true
+max_body_bytes = "257MiB"
+$1
+EOC
+    cp "$w/prover.toml" "$out/prover.toml"
+    "$bin/prover" daemon --config "$w/prover.toml" >"$out/daemon.out" 2>&1 &
+    pid=$!
+    local t0
+    t0=$(date +%s%N)
+    for _ in $(seq 600); do
+        "$bin/prover" client ready --config "$w/prover.toml" >/dev/null 2>&1 && break
+        kill -0 "$pid" 2>/dev/null || { log "daemon died at start"; tail -20 "$out/daemon.out"; exit 1; }
+        sleep 1
+    done
+    log "daemon ready in $((($(date +%s%N) - t0) / 1000000)) ms"
+}
+log "host: $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GiB, $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+log "prover: $("$bin/prover" --version)"
+log "disk: $(df -h "$work" | tail -1)"
+case "$phase" in
+setup)
+    # 512 MiB end to end first: a fault in the forge, the GPU setup or the
+    # verifier shows here in a minute, not after the 32 GiB set.
+    p=StackedDrg512MiBV1_1
+    timed "setup-$p" "$bin/prover" setup --filecoin "$p" --backend cuda --param-cache "$cache" --log warn
+    forge "$p" "$work/$p"
+    sector=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["sector_id"])' "$work/$p/sector.json")
+    prover_id=$(python3 -c 'import json,sys;print(bytes(json.load(open(sys.argv[1]))["prover_id"]).hex())' "$work/$p/sector.json")
+    timed "c2-$p" "$bin/prover" c2 --c1 "$work/$p/c1.json" --registered-proof "$p" \
+        --sector-id "$sector" --prover-id "$prover_id" --allow-test-params \
+        --param-cache "$cache" --backend cuda --out "$work/$p/c2.proof" \
+        --report "$out/c2-$p.report.json" --log warn
+    timed "verify-$p" "$bin/fil_bench" verify "$work/$p" "$work/$p/c2.proof"
+    p=StackedDrg32GiBV1_1
+    timed "setup-$p" "$bin/prover" setup --filecoin "$p" --backend cuda --param-cache "$cache" --log info
+    ls -l "$cache" | tee -a "$out/summary.txt"
+    forge "$p" "$work/$p"
+    ls -l "$work/$p" | tee -a "$out/summary.txt"
+    ;;
+prove)
+    runs=${4:-3}
+    extra=${5:-}
+    p=StackedDrg32GiBV1_1
+    d="$work/$p"
+    [ -f "$d/c1.json" ] || forge "$p" "$d"
+    sector=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["sector_id"])' "$d/sector.json")
+    prover_id=$(python3 -c 'import json,sys;print(bytes(json.load(open(sys.argv[1]))["prover_id"]).hex())' "$d/sector.json")
+    start_daemon "$extra"
+    # GPU memory and the daemon's RSS, every 2 s, while it proves.
+    (while kill -0 "$pid" 2>/dev/null; do
+        echo "$(date +%s) $(nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits | head -1) $(awk '/VmRSS|VmHWM/{printf "%s ", $2}' /proc/$pid/status)"
+        sleep 2
+    done) >"$out/samples.txt" 2>/dev/null &
+    sampler=$!
+    for run in $(seq "$runs"); do
+        timed "daemon-c2-$run" "$bin/prover" client c2 --config "$w/prover.toml" \
+            --c1 "$d/c1.json" --registered-proof "$p" --sector-id "$sector" \
+            --prover-id "$prover_id" --out "$d/daemon-$run.proof" --timeout 9m
+        timed "verify-$run" "$bin/fil_bench" verify "$d" "$d/daemon-$run.proof"
+    done
+    awk '/VmHWM/{print "daemon peak RSS " $2/1048576 " GiB"}' /proc/$pid/status | tee -a "$out/summary.txt"
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null || true
+    kill "$sampler" 2>/dev/null || true
+    # Per partition, from the daemon's own records.
+    python3 - "$out/timing.jsonl" <<'PY' | tee -a "$out/summary.txt"
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    if r.get("kind") == "proof":
+        print(f"  proof job {r.get('job_id','')[:10]}: total {r.get('total_ms',0)/1e3:.1f} s, verified {r.get('verified')}")
+    if r.get("kind") != "partition":
+        continue
+    ph = r.get("phases_ms", {})
+    f = lambda k: f"{ph[k]:.0f}" if k in ph else "-"
+    print(f"  job {r.get('job_id','')[:10]} p{r.get('partition')}: synth {f('synthesis')} (witness {f('witness')}) "
+          f"h2d {f('h2d')} ntt {f('ntt_kernels')} msm {f('msm')} device_busy {r.get('device_busy_ms') or 0:.0f} "
+          f"total {f('total')} ms")
+PY
+    ;;
+winning)
+    # A WinningPoSt on a warm daemon whose set was preloaded (constraints
+    # recorded, bases on the GPU): end to end, client to proof.
+    p=StackedDrg8MiBV1_1
+    d="$work/win"
+    rm -rf "$d" "$work/win-sector"
+    timed "seal-$p" "$bin/fil_bench" seal "$p" "$work/win-sector" "$d"
+    timed "setup-winning" "$bin/prover" setup --filecoin winning-post:8MiB --backend cuda --param-cache "$cache" --log warn
+    timed "vanilla-winning" "$bin/fil_bench" post-vanilla winning "$work/win-sector" "$d"
+    prover_id=$(python3 -c 'import json,sys;print(bytes(json.load(open(sys.argv[1]))["prover_id"]).hex())' "$d/sector.json")
+    start_daemon 'preload = ["winning-post:8MiB"]'
+    for run in 1 2 3 4 5; do
+        timed "winning-$run" "$bin/prover" client post --config "$w/prover.toml" --kind winning \
+            --vanilla "$d/winning-vanilla.json" --randomness "$(printf '07%.0s' $(seq 32))" \
+            --prover-id "$prover_id" --sector-size 8MiB --out "$d/winning-$run.proof" --timeout 1m
+        timed "verify-winning-$run" "$bin/fil_bench" verify-post winning "$d" "$d/winning-$run.proof"
+    done
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null || true
+    grep -h '"kind":"proof"' "$out/timing.jsonl" | tee -a "$out/summary.txt" || true
+    ;;
+*)
+    echo "phase: setup, prove or winning" >&2
+    exit 2
+    ;;
+esac
+log done
