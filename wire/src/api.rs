@@ -71,13 +71,16 @@ pub enum FilecoinKind {
     WindowPost,
     /// A WinningPoSt from its sector's vanilla proof.
     WinningPost,
+    /// A SnapDeals (EmptySectorUpdate) proof from its vanilla partition proofs.
+    SnapDeals,
 }
 
 impl FilecoinKind {
-    pub const ALL: [FilecoinKind; 3] = [
+    pub const ALL: [FilecoinKind; 4] = [
         FilecoinKind::PorepC2,
         FilecoinKind::WindowPost,
         FilecoinKind::WinningPost,
+        FilecoinKind::SnapDeals,
     ];
 
     /// The name jobs, records and the command line use.
@@ -86,6 +89,7 @@ impl FilecoinKind {
             FilecoinKind::PorepC2 => "porep-c2",
             FilecoinKind::WindowPost => "window-post",
             FilecoinKind::WinningPost => "winning-post",
+            FilecoinKind::SnapDeals => "snap-deals",
         }
     }
 
@@ -111,7 +115,7 @@ impl std::str::FromStr for FilecoinKind {
             .find(|k| k.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown Filecoin proof `{}` (porep-c2, window-post, winning-post)",
+                    "unknown Filecoin proof `{}` (porep-c2, window-post, winning-post, snap-deals)",
                     s.escape_debug()
                 )
             })

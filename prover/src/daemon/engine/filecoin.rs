@@ -255,6 +255,8 @@ pub fn statement_of(req: &FilecoinSubmitRequest) -> Result<Box<dyn Statement>, S
             };
             post::prepare_post(&request).map_err(SubmitError::Filecoin)
         }
+        // Compile-only until the daemon is wired to filecoin::snap.
+        FilecoinKind::SnapDeals => Err(bad("kind", "snap-deals is not served by the daemon yet")),
     }
 }
 

@@ -148,7 +148,7 @@ impl Priority {
         match kind {
             K::WinningPost => Priority::Critical,
             K::WindowPost => Priority::High,
-            K::PorepC2 => Priority::Normal,
+            K::PorepC2 | K::SnapDeals => Priority::Normal,
         }
     }
 
