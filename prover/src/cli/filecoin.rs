@@ -275,6 +275,7 @@ pub fn run_setup(args: SetupArgs) -> Result<u8> {
         FilCircuit::Post(kind, size) => {
             fil_setup::generate_post(&args.param_cache, kind, size, args.seed)
         }
+        FilCircuit::Snap(size) => fil_setup::generate_snap(&args.param_cache, size, args.seed),
     };
     match generated {
         Ok(g) => {

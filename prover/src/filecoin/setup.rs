@@ -22,12 +22,13 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheEntryMetadata;
 use storage_proofs_porep::stacked::{StackedCompound, StackedDrg};
 use storage_proofs_post::fallback::FallbackPoStCompound;
+use storage_proofs_update::constants::TreeRHasher;
 
 use crate::filecoin::cache::{self, CacheEntry, TestOnlySidecar};
 use crate::filecoin::porep;
 use crate::filecoin::post::{self, PostKind};
-use crate::filecoin::registered::SealProof;
-use crate::filecoin::{crates_err, need, FilCircuit, FilecoinError};
+use crate::filecoin::registered::{SealProof, UpdateProof};
+use crate::filecoin::{crates_err, need, snap, FilCircuit, FilecoinError};
 use crate::params::file::write_atomic;
 use crate::params::ParamsError;
 use crate::setup::preflight::{self, Need};
@@ -129,6 +130,36 @@ fn generate_post_of<Tree: 'static + MerkleTreeTrait>(
     let pub_params = post::public_params::<Tree>(&config, config.sector_count)?;
     let blank = FallbackPoStCompound::<Tree>::blank_circuit(&pub_params.vanilla_params);
     let params = crate::setup::generate(&blank, seed)?;
+    write_entry(&entry, &params, seed, sector_size, started)
+}
+
+/// Generates TEST-ONLY parameters of the SnapDeals update circuit of
+/// `sector_size` into `cache_dir`, as [`generate_porep`] does for PoRep.
+pub fn generate_snap(
+    cache_dir: &Path,
+    sector_size: u64,
+    seed: u64,
+) -> Result<Generated, FilecoinError> {
+    crate::filecoin::with_tree!(sector_size, generate_snap_of, cache_dir, sector_size, seed)
+}
+
+fn generate_snap_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    cache_dir: &Path,
+    sector_size: u64,
+    seed: u64,
+) -> Result<Generated, FilecoinError> {
+    let started = Instant::now();
+    let update_proof =
+        UpdateProof::of_size(sector_size).ok_or(FilecoinError::SectorSize(sector_size))?;
+    let entry = snap::cache_entry(cache_dir, update_proof)?;
+    refuse_existing(&entry)?;
+    check_fits(
+        cache_dir,
+        FilCircuit::Snap(sector_size),
+        preflight::mem_available(),
+    )?;
+    create_dir(cache_dir)?;
+    let params = crate::setup::generate(&snap::blank_circuit::<Tree>(sector_size), seed)?;
     write_entry(&entry, &params, seed, sector_size, started)
 }
 
