@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use fleet_testkit::deadline::output_within;
 use prover::filecoin::cache::{CACHE_ENV, TEST_ONLY_SUFFIX};
 use prover::filecoin::post::{self, PostKind};
-use prover::filecoin::seal::{self, Sealed};
-use prover::filecoin::{porep, setup, SealProof};
+use prover::filecoin::seal::{self, Sealed, SnapVector};
+use prover::filecoin::snap::{self, SnapRequest, SnapVanilla};
+use prover::filecoin::{porep, setup, FilecoinError, SealProof, UpdateProof};
 
 /// Parameter generation and one CPU proof of a 2 KiB PoRep on 2 cores.
 const CLI_LIMIT: Duration = Duration::from_secs(1200);
@@ -1088,4 +1089,211 @@ fn wait_running(d: &GrpcDaemon, job: &str) {
 /// The fixture sector's vanilla proof for `kind`, bincode as Curio sends it.
 fn bincode_vanilla(kind: PostKind, sealed: &Sealed, work: &Path) -> Vec<u8> {
     seal::post_vanilla_bincode(kind, sealed, work, RANDOMNESS).expect("vanilla proof")
+}
+
+fn snap_2kib() -> UpdateProof {
+    "StackedDrg2KiBV1".parse().expect("a known update proof")
+}
+
+/// A 2 KiB committed-capacity sector updated with SnapDeals (sealed,
+/// encoded and its vanilla proofs made once per run), with the update
+/// circuit's TEST-ONLY parameters in the fixture's cache (generated once).
+fn snap_fixture() -> &'static SnapVector {
+    static SNAP: OnceLock<SnapVector> = OnceLock::new();
+    SNAP.get_or_init(|| {
+        let f = fixture();
+        let entry = snap::cache_entry(&f.cache, snap_2kib()).expect("cache entry");
+        if !entry.params.exists() {
+            let t = Instant::now();
+            let generated = setup::generate_snap(&f.cache, 2048, TEST_SEED).expect("snap setup");
+            eprintln!(
+                "generated {} ({} bytes) in {:.1} s",
+                generated.params,
+                generated.bytes,
+                t.elapsed().as_secs_f64()
+            );
+        }
+        let work = f.root.join("snap-sector");
+        let _ = fs::remove_dir_all(&work);
+        let vector = seal::snap_vector(snap_2kib(), TEST_SEED, &work).expect("snap vector");
+        eprintln!(
+            "sealed a 2 KiB CC sector in {:.2} s, encoded it in {:.2} s, vanilla proofs in {:.2} s",
+            vector.seal_s, vector.encode_s, vector.vanilla_s
+        );
+        vector
+    })
+}
+
+fn snap_request(v: &SnapVector, vanilla: SnapVanilla) -> SnapRequest {
+    SnapRequest {
+        update_proof: v.update_proof,
+        comm_r_old: v.comm_r_old,
+        comm_r_new: v.comm_r_new,
+        comm_d_new: v.comm_d_new,
+        vanilla,
+    }
+}
+
+fn snap_options() -> porep::C2Options {
+    porep::C2Options {
+        allow_test_params: true,
+        seed: None,
+        compiled: true,
+    }
+}
+
+/// `prove_snap` from the bincode vanilla proofs filecoin-proofs-api hands
+/// out, on the CPU: filecoin-proofs' `verify_empty_sector_update_proof`
+/// accepts the proof, and refuses it altered or for other commitments.
+#[test]
+fn snap_deals_of_a_2kib_cc_sector_is_accepted_by_verify_empty_sector_update_proof() {
+    let f = fixture();
+    let v = snap_fixture();
+    let before = digests(&f.cache);
+    let request = snap_request(v, SnapVanilla::Bincode(v.vanilla.clone()));
+    let pool = prover::synthesis::heap_pool(u64::MAX);
+    let backend = prover::backend::cpu::CpuBackend::new();
+    let t = Instant::now();
+    let out =
+        snap::prove_snap(&request, &f.cache, &backend, &pool, &snap_options()).expect("prove_snap");
+    eprintln!(
+        "prove_snap (2 KiB, CPU) took {:.1} s: {}",
+        t.elapsed().as_secs_f64(),
+        serde_json::to_string(&out).expect("report")
+    );
+    assert_eq!(out.proof.len(), v.vanilla.len() * porep::PROOF_BYTES);
+    assert_eq!(out.update_proof, "StackedDrg2KiBV1");
+    assert_eq!(out.partitions.len(), 1);
+    assert!(
+        out.partitions[0].constraints > 1_000_000,
+        "{:?}",
+        out.partitions
+    );
+    assert!(
+        seal::verify_snap(v, &out.proof).expect("verifier runs"),
+        "filecoin-proofs rejected our SnapDeals proof"
+    );
+    let mut bad = out.proof.clone();
+    bad[10] ^= 1;
+    assert!(!seal::verify_snap(v, &bad).unwrap_or(false));
+    let other = SnapVector {
+        comm_r_new: v.comm_r_old,
+        ..v.clone()
+    };
+    assert!(!seal::verify_snap(&other, &out.proof).unwrap_or(false));
+    // The JSON form of the same proofs is read and verified alike.
+    let json = serde_json::to_vec(
+        &v.vanilla
+            .iter()
+            .map(|b| {
+                bincode::deserialize::<
+                    storage_proofs_update::PartitionProof<filecoin_proofs::SectorShape2KiB>,
+                >(b)
+                .expect("bincode")
+            })
+            .collect::<Vec<_>>(),
+    )
+    .expect("json");
+    let statement = snap::prepare_snap(&snap_request(v, SnapVanilla::Json(json)));
+    assert!(statement.is_ok_and(|s| s.partitions() == 1));
+    assert_eq!(digests(&f.cache), before, "the parameter cache changed");
+}
+
+/// Why `request` is refused, run against an empty parameter folder: an
+/// input refusal there comes before the parameters are read, let alone
+/// anything proved.
+fn snap_refusal(request: &SnapRequest) -> FilecoinError {
+    let empty = scratch("snap-no-params");
+    let pool = prover::synthesis::heap_pool(u64::MAX);
+    let backend = prover::backend::cpu::CpuBackend::new();
+    match snap::prove_snap(request, &empty, &backend, &pool, &snap_options()) {
+        Ok(_) => panic!("a SnapDeals proof was made"),
+        Err(e) => {
+            assert!(e.to_string().len() < 600, "{e}");
+            e
+        }
+    }
+}
+
+#[test]
+fn damaged_or_mismatched_snap_inputs_are_refused_before_proving() {
+    let v = snap_fixture();
+    let with = |vanilla: Vec<Vec<u8>>| snap_request(v, SnapVanilla::Bincode(vanilla));
+
+    // A bit of CommC (the proof's first 32 bytes) flipped: still a field
+    // element, well-formed, but the proofs no longer verify.
+    let mut comm_c = v.vanilla.clone();
+    comm_c[0][0] ^= 1;
+    let err = snap_refusal(&with(comm_c));
+    assert!(
+        matches!(err, FilecoinError::VanillaSnapInvalid { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("do not verify for StackedDrg2KiBV1"),
+        "{err}"
+    );
+
+    // Bytes damaged further in: refused, whichever check meets them first.
+    for at in [1, 3, 7].map(|eighth| v.vanilla[0].len() * eighth / 8) {
+        let mut damaged = v.vanilla.clone();
+        damaged[0][at] ^= 0x80;
+        let err = snap_refusal(&with(damaged));
+        assert!(
+            matches!(
+                err,
+                FilecoinError::VanillaSnapInvalid { .. } | FilecoinError::SnapField { .. }
+            ),
+            "byte {at}: {err}"
+        );
+    }
+    let mut cut = v.vanilla.clone();
+    cut[0].truncate(cut[0].len() - 1);
+    let err = snap_refusal(&with(cut));
+    assert!(
+        err.to_string()
+            .contains("partition 0 is not a bincode PartitionProof of a 2KiB sector"),
+        "{err}"
+    );
+
+    // Another sector's new CommR (here the old one's).
+    let swapped = SnapRequest {
+        comm_r_new: v.comm_r_old,
+        ..with(v.vanilla.clone())
+    };
+    let err = snap_refusal(&swapped);
+    assert!(
+        matches!(err, FilecoinError::VanillaSnapInvalid { .. }),
+        "{err}"
+    );
+
+    // The update proof type of another sector size.
+    for (number, says) in [
+        (1, "1 partition proofs; a StackedDrg8MiBV1 update has 4"),
+        (3, "1 partition proofs; a StackedDrg32GiBV1 update has 16"),
+    ] {
+        let other = SnapRequest {
+            update_proof: UpdateProof::from_number(number).expect("known"),
+            ..with(v.vanilla.clone())
+        };
+        let err = snap_refusal(&other);
+        assert!(err.to_string().contains(says), "{err}");
+    }
+}
+
+#[test]
+fn setup_of_snap_deals_never_writes_over_its_parameter_file() {
+    let f = fixture();
+    snap_fixture();
+    let before = digests(&f.cache);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
+    cmd.args(["setup", "--filecoin", "snap-deals:2KiB", "--param-cache"])
+        .arg(&f.cache)
+        .args(["--log", "warn"]);
+    let run = output_within(&mut cmd, CLI_LIMIT);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(1), "{err}");
+    assert!(err.contains("is never written over"), "{err}");
+    assert_eq!(digests(&f.cache), before);
 }
