@@ -56,6 +56,7 @@ fn main() -> ExitCode {
         Command::Kernels(args) => cli::kernels::run(args),
         Command::C2(args) => cli::filecoin::run_c2(args),
         Command::Post(args) => cli::filecoin::run_post(args),
+        Command::Snap(args) => cli::filecoin::run_snap(args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use fleet_testkit::deadline::output_within;
 use prover::filecoin::cache::{CACHE_ENV, TEST_ONLY_SUFFIX};
 use prover::filecoin::post::{self, PostKind};
-use prover::filecoin::seal::{self, Sealed};
-use prover::filecoin::{porep, setup, SealProof};
+use prover::filecoin::seal::{self, Sealed, SnapVector};
+use prover::filecoin::snap::{self, SnapRequest, SnapVanilla};
+use prover::filecoin::{porep, setup, FilecoinError, SealProof, UpdateProof};
 
 /// Parameter generation and one CPU proof of a 2 KiB PoRep on 2 cores.
 const CLI_LIMIT: Duration = Duration::from_secs(1200);
@@ -918,6 +919,22 @@ fn curio_over_grpc_gets_proofs_filecoin_proofs_accepts_and_clear_refusals() {
         })
     };
     let prove = |submit: serde_json::Value| serde_json::json!({"rpc": "Prove", "request": {"submit": submit}});
+    // A SnapDeals update of a CC sector, as Curio sends it: update proof 0
+    // (2 KiB), raw commitments, one bincode PartitionProof per partition.
+    let sv = snap_fixture();
+    let snap = |id: &str, comm_r_old: &[u8; 32], vanilla: &[Vec<u8>]| {
+        serde_json::json!({
+            "request_id": id,
+            "proof_kind": "SNAP_DEALS_UPDATE",
+            "registered_proof": 0,
+            "sector_size": 0,
+            "miner_id": MINER,
+            "vanilla_proofs": vanilla.iter().map(|v| b64(v)).collect::<Vec<_>>(),
+            "comm_r_old": b64(comm_r_old),
+            "comm_r_new": b64(&sv.comm_r_new),
+            "comm_d_new": b64(&sv.comm_d_new),
+        })
+    };
     let request_id = format!("porep-{MINER}-{}", sealed.sector_id);
     let mut truncated = winning.clone();
     truncated.truncate(winning.len() / 2);
@@ -936,16 +953,18 @@ fn curio_over_grpc_gets_proofs_filecoin_proofs_accepts_and_clear_refusals() {
         [
             prove(post("WINNING_POST", "winpost-1000-1", 0, &winning, RANDOMNESS)),
             prove(post("WINDOW_POST_PARTITION", "wdpost-1000-0-1", 10, &window, RANDOMNESS)),
+            prove(snap("snap-1000-1", &sv.comm_r_old, &sv.vanilla)),
         ],
         [
             prove(other_sector),
             prove(post("WINNING_POST", "winpost-trunc", 0, &truncated, RANDOMNESS)),
             prove(post("WINNING_POST", "winpost-other", 0, &winning, [9; 32])),
-            prove(serde_json::json!({"request_id": "snap-1", "proof_kind": "SNAP_DEALS_UPDATE", "registered_proof": 0,
-                "vanilla_proofs": [b64(b"x")], "comm_r_old": b64(&[1; 32]), "comm_r_new": b64(&[2; 32]), "comm_d_new": b64(&[3; 32])})),
+            prove(snap("snap-trunc", &sv.comm_r_old, &[b"x".to_vec()])),
             prove(changed),
             prove(synthetic),
             prove(post("WINNING_POST", "winpost-as-window", 10, &winning, RANDOMNESS)),
+            // The update claimed of a sector that is not its CC sector key.
+            prove(snap("snap-not-cc", &sealed.comm_r, &sv.vanilla)),
         ],
         [
             {"rpc": "GetStatus"},
@@ -978,6 +997,11 @@ fn curio_over_grpc_gets_proofs_filecoin_proofs_accepts_and_clear_refusals() {
     assert!(
         seal::verify_post(PostKind::Window, sealed, RANDOMNESS, &window_proof).expect("verifier")
     );
+    let snap_proof = proof_of(&results[1][2]);
+    assert!(
+        seal::verify_snap(sv, &snap_proof).expect("verifier"),
+        "verify_empty_sector_update_proof rejected the SnapDeals proof Curio got"
+    );
     for r in &results[1] {
         let result = &r["response"]["result"];
         assert!(result["total_ms"].as_str().unwrap_or("0") != "0", "{r}");
@@ -995,10 +1019,15 @@ fn curio_over_grpc_gets_proofs_filecoin_proofs_accepts_and_clear_refusals() {
         "INVALID_ARGUMENT",
         "vanilla PoSt proofs are refused",
     );
-    refused(&hostile[3], "UNIMPLEMENTED", "SnapDeals");
+    refused(
+        &hostile[3],
+        "INVALID_ARGUMENT",
+        "partition 0 is not a bincode PartitionProof",
+    );
     refused(&hostile[4], "ALREADY_EXISTS", "different request");
     refused(&hostile[5], "INVALID_ARGUMENT", "SyntheticPoRep");
     refused(&hostile[6], "INVALID_ARGUMENT", "window-post proof type");
+    refused(&hostile[7], "INVALID_ARGUMENT", "do not verify");
 
     let status = &results[3][0];
     assert_eq!(status["code"], "OK", "{status}");
@@ -1006,7 +1035,7 @@ fn curio_over_grpc_gets_proofs_filecoin_proofs_accepts_and_clear_refusals() {
         .as_str()
         .and_then(|s| s.parse().ok())
         .expect("completed count");
-    assert_eq!(completed, 3, "the retried C2 was proved twice? {status}");
+    assert_eq!(completed, 4, "the retried C2 was proved twice? {status}");
     let loaded: Vec<&str> = status["response"]["loaded_srs"]
         .as_array()
         .expect("loaded_srs")
@@ -1110,4 +1139,232 @@ fn wait_running(d: &GrpcDaemon, job: &str) {
 /// The fixture sector's vanilla proof for `kind`, bincode as Curio sends it.
 fn bincode_vanilla(kind: PostKind, sealed: &Sealed, work: &Path) -> Vec<u8> {
     seal::post_vanilla_bincode(kind, sealed, work, RANDOMNESS).expect("vanilla proof")
+}
+
+fn snap_2kib() -> UpdateProof {
+    "StackedDrg2KiBV1".parse().expect("a known update proof")
+}
+
+/// A 2 KiB committed-capacity sector updated with SnapDeals (sealed,
+/// encoded and its vanilla proofs made once per run), with the update
+/// circuit's TEST-ONLY parameters in the fixture's cache (generated once).
+fn snap_fixture() -> &'static SnapVector {
+    static SNAP: OnceLock<SnapVector> = OnceLock::new();
+    SNAP.get_or_init(|| {
+        let f = fixture();
+        let entry = snap::cache_entry(&f.cache, snap_2kib()).expect("cache entry");
+        if !entry.params.exists() {
+            let t = Instant::now();
+            let generated = setup::generate_snap(&f.cache, 2048, TEST_SEED).expect("snap setup");
+            eprintln!(
+                "generated {} ({} bytes) in {:.1} s",
+                generated.params,
+                generated.bytes,
+                t.elapsed().as_secs_f64()
+            );
+        }
+        let work = f.root.join("snap-sector");
+        let _ = fs::remove_dir_all(&work);
+        let vector = seal::snap_vector(snap_2kib(), TEST_SEED, &work).expect("snap vector");
+        eprintln!(
+            "sealed a 2 KiB CC sector in {:.2} s, encoded it in {:.2} s, vanilla proofs in {:.2} s",
+            vector.seal_s, vector.encode_s, vector.vanilla_s
+        );
+        vector
+    })
+}
+
+fn snap_request(v: &SnapVector, vanilla: SnapVanilla) -> SnapRequest {
+    SnapRequest {
+        update_proof: v.update_proof,
+        comm_r_old: v.comm_r_old,
+        comm_r_new: v.comm_r_new,
+        comm_d_new: v.comm_d_new,
+        vanilla,
+    }
+}
+
+/// `prover snap` on the fixture's cache (CPU backend), the vanilla proofs
+/// in `vanilla` (a file), the commitments `v`'s.
+fn snap_cli(v: &SnapVector, vanilla: &Path, out: &Path) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
+    cmd.arg("snap")
+        .args(["--update-proof", &v.update_proof.to_string()])
+        .args(["--comm-r-old", &hex::encode(v.comm_r_old)])
+        .args(["--comm-r-new", &hex::encode(v.comm_r_new)])
+        .args(["--comm-d-new", &hex::encode(v.comm_d_new)])
+        .arg("--vanilla")
+        .arg(vanilla)
+        .arg("--out")
+        .arg(out)
+        .args(["--allow-test-params", "--backend", "cpu", "--log", "warn"])
+        .arg("--param-cache")
+        .arg(&fixture().cache)
+        .env_remove(CACHE_ENV);
+    output_within(&mut cmd, CLI_LIMIT)
+}
+
+/// The vanilla proofs as the HTTP API and `prover snap` take Curio's
+/// bincode: a JSON array of hex strings.
+fn hex_vanilla(parts: &[Vec<u8>]) -> Vec<u8> {
+    serde_json::to_vec(&parts.iter().map(hex::encode).collect::<Vec<_>>()).expect("JSON")
+}
+
+/// `prover snap` (the engine, as the daemon proves) from the bincode
+/// vanilla proofs filecoin-proofs-api hands out, on the CPU:
+/// filecoin-proofs' `verify_empty_sector_update_proof` accepts the proof,
+/// and refuses it altered or for other commitments.
+#[test]
+fn snap_deals_of_a_2kib_cc_sector_is_accepted_by_verify_empty_sector_update_proof() {
+    let f = fixture();
+    let v = snap_fixture();
+    let before = digests(&f.cache);
+    let dir = scratch("snap");
+    let vanilla = dir.join("vanilla.json");
+    fs::write(&vanilla, hex_vanilla(&v.vanilla)).expect("write vanilla");
+    let out = dir.join("proof");
+    let t = Instant::now();
+    let run = snap_cli(v, &vanilla, &out);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    eprintln!(
+        "prover snap (2 KiB, CPU) took {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let proof = fs::read(&out).expect("proof");
+    assert_eq!(proof.len(), v.vanilla.len() * porep::PROOF_BYTES);
+    assert!(
+        seal::verify_snap(v, &proof).expect("verifier runs"),
+        "filecoin-proofs rejected our SnapDeals proof"
+    );
+    let mut bad = proof.clone();
+    bad[10] ^= 1;
+    assert!(!seal::verify_snap(v, &bad).unwrap_or(false));
+    let other = SnapVector {
+        comm_r_new: v.comm_r_old,
+        ..v.clone()
+    };
+    assert!(!seal::verify_snap(&other, &proof).unwrap_or(false));
+    // The JSON form of the same proofs is read and checked alike.
+    let json = serde_json::to_vec(
+        &v.vanilla
+            .iter()
+            .map(|b| {
+                bincode::deserialize::<
+                    storage_proofs_update::PartitionProof<filecoin_proofs::SectorShape2KiB>,
+                >(b)
+                .expect("bincode")
+            })
+            .collect::<Vec<_>>(),
+    )
+    .expect("json");
+    let statement = snap::prepare_snap(&snap_request(v, SnapVanilla::Json(json)));
+    assert!(statement.is_ok_and(|s| s.partitions() == 1));
+    // Vanilla proofs of another update: refused before proving, exit 7.
+    let swapped = SnapVector {
+        comm_r_new: v.comm_r_old,
+        ..v.clone()
+    };
+    let bad_out = dir.join("bad-proof");
+    let run = snap_cli(&swapped, &vanilla, &bad_out);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(7), "{err}");
+    assert!(err.contains("do not verify"), "{err}");
+    assert!(!bad_out.exists());
+    assert_eq!(digests(&f.cache), before, "the parameter cache changed");
+}
+
+/// Why `request` is refused: the check every path runs before the
+/// parameters are read, let alone anything proved.
+fn snap_refusal(request: &SnapRequest) -> FilecoinError {
+    match snap::prepare_snap(request) {
+        Ok(_) => panic!("a SnapDeals statement was accepted"),
+        Err(e) => {
+            assert!(e.to_string().len() < 600, "{e}");
+            e
+        }
+    }
+}
+
+#[test]
+fn damaged_or_mismatched_snap_inputs_are_refused_before_proving() {
+    let v = snap_fixture();
+    let with = |vanilla: Vec<Vec<u8>>| snap_request(v, SnapVanilla::Bincode(vanilla));
+
+    // A bit of CommC (the proof's first 32 bytes) flipped: still a field
+    // element, well-formed, but the proofs no longer verify.
+    let mut comm_c = v.vanilla.clone();
+    comm_c[0][0] ^= 1;
+    let err = snap_refusal(&with(comm_c));
+    assert!(
+        matches!(err, FilecoinError::VanillaSnapInvalid { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("do not verify for StackedDrg2KiBV1"),
+        "{err}"
+    );
+
+    // Bytes damaged further in: refused, whichever check meets them first.
+    for at in [1, 3, 7].map(|eighth| v.vanilla[0].len() * eighth / 8) {
+        let mut damaged = v.vanilla.clone();
+        damaged[0][at] ^= 0x80;
+        let err = snap_refusal(&with(damaged));
+        assert!(
+            matches!(
+                err,
+                FilecoinError::VanillaSnapInvalid { .. } | FilecoinError::SnapField { .. }
+            ),
+            "byte {at}: {err}"
+        );
+    }
+    let mut cut = v.vanilla.clone();
+    let len = cut[0].len();
+    cut[0].truncate(len - 1);
+    let err = snap_refusal(&with(cut));
+    assert!(
+        err.to_string()
+            .contains("partition 0 is not a bincode PartitionProof of a 2KiB sector"),
+        "{err}"
+    );
+
+    // Another sector's new CommR (here the old one's).
+    let swapped = SnapRequest {
+        comm_r_new: v.comm_r_old,
+        ..with(v.vanilla.clone())
+    };
+    let err = snap_refusal(&swapped);
+    assert!(
+        matches!(err, FilecoinError::VanillaSnapInvalid { .. }),
+        "{err}"
+    );
+
+    // The update proof type of another sector size.
+    for (number, says) in [
+        (1, "1 partition proofs; a StackedDrg8MiBV1 update has 4"),
+        (3, "1 partition proofs; a StackedDrg32GiBV1 update has 16"),
+    ] {
+        let other = SnapRequest {
+            update_proof: UpdateProof::from_number(number).expect("known"),
+            ..with(v.vanilla.clone())
+        };
+        let err = snap_refusal(&other);
+        assert!(err.to_string().contains(says), "{err}");
+    }
+}
+
+#[test]
+fn setup_of_snap_deals_never_writes_over_its_parameter_file() {
+    let f = fixture();
+    snap_fixture();
+    let before = digests(&f.cache);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
+    cmd.args(["setup", "--filecoin", "snap-deals:2KiB", "--param-cache"])
+        .arg(&f.cache)
+        .args(["--log", "warn"]);
+    let run = output_within(&mut cmd, CLI_LIMIT);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(1), "{err}");
+    assert!(err.contains("is never written over"), "{err}");
+    assert_eq!(digests(&f.cache), before);
 }

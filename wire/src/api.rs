@@ -224,6 +224,9 @@ pub struct WinningPostRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapDealsRequest {
+    /// The miner's prover id (64 hex digits) where known: the update
+    /// circuit does not use it; empty where not given.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub prover_id: String,
     /// The update proof type (`StackedDrg32GiBV1`, ...; filecoin-proofs-api's
     /// `RegisteredUpdateProof` names).

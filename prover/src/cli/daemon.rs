@@ -3,7 +3,7 @@
 //! signals are handled), and the mapping of outcomes to [`exit`] codes.
 
 use super::exit;
-use super::filecoin::{read_c1, C1Input, PostInput};
+use super::filecoin::{read_c1, C1Input, PostInput, SnapInput};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use fleet_wire::api::{FilecoinSubmitRequest, JobState, PorepC2Request, SubmitRequest};
@@ -69,6 +69,8 @@ pub enum ClientCommand {
     C2(ClientC2Args),
     /// Send a Window or Winning PoSt (vanilla proofs) to the daemon, wait for it and write the proof.
     Post(ClientPostArgs),
+    /// Send a SnapDeals update (vanilla partition proofs) to the daemon, wait for it and write the proof.
+    Snap(ClientSnapArgs),
     /// Print a job's status.
     Job(JobArgs),
     /// Cancel a job.
@@ -157,6 +159,18 @@ Exit codes: as `prover client c2`."
 pub struct ClientPostArgs {
     #[command(flatten)]
     pub input: PostInput,
+    #[command(flatten)]
+    pub send: FilecoinSend,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Send a SnapDeals update proof to a running daemon and write its proof.\n\n\
+Exit codes: as `prover client c2`."
+)]
+pub struct ClientSnapArgs {
+    #[command(flatten)]
+    pub input: SnapInput,
     #[command(flatten)]
     pub send: FilecoinSend,
 }
@@ -306,6 +320,11 @@ pub fn run_client(args: ClientArgs) -> Result<u8> {
             &a.send,
             ("--vanilla", &a.input.vanilla),
             &read_post_request(&a.input, a.send.rs_seed)?,
+        ),
+        ClientCommand::Snap(a) => send_filecoin(
+            &a.send,
+            ("--vanilla", &a.input.vanilla),
+            &a.input.request(a.send.rs_seed)?,
         ),
         ClientCommand::Status(a) => {
             let client = ApiClient::new(&load(&a.config)?, a.timeout)?;

@@ -6,11 +6,11 @@ use super::one_shot::{check_outputs, code_of, ProveFlags};
 use super::setup::SetupArgs;
 use anyhow::{Context, Result};
 use fleet_wire::api::{
-    FilecoinSubmitRequest, PorepC2Request, WindowPostRequest, WinningPostRequest,
+    FilecoinSubmitRequest, PorepC2Request, SnapDealsRequest, WindowPostRequest, WinningPostRequest,
 };
 use prover::filecoin::c1::{self, C1Error, MAX_C1_BYTES};
 use prover::filecoin::post::PostKind;
-use prover::filecoin::registered::{parse_sector_size, SealProof};
+use prover::filecoin::registered::{parse_sector_size, SealProof, UpdateProof};
 use prover::filecoin::{setup as fil_setup, FilecoinError};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -148,6 +148,78 @@ impl PostInput {
             PostChoice::Winning => PostKind::Winning,
             PostChoice::Window => PostKind::Window,
         }
+    }
+}
+
+/// The SnapDeals update to prove (`prover snap` and `prover client snap`).
+#[derive(Debug, clap::Args)]
+pub struct SnapInput {
+    /// The update proof type: StackedDrg2KiBV1 .. StackedDrg64GiBV1, or its
+    /// filecoin-ffi number 0-4.
+    #[arg(long)]
+    pub update_proof: UpdateProof,
+    /// The sector's CommR before the update (its sector key's), 64 hex digits.
+    #[arg(long, value_parser = super::checked::Checked(super::checked::hex32))]
+    pub comm_r_old: String,
+    /// CommR of the updated replica.
+    #[arg(long, value_parser = super::checked::Checked(super::checked::hex32))]
+    pub comm_r_new: String,
+    /// CommD of the deal data.
+    #[arg(long, value_parser = super::checked::Checked(super::checked::hex32))]
+    pub comm_d_new: String,
+    /// The vanilla partition proofs: a JSON array of PartitionProof, or of
+    /// hex strings of their bincode (as filecoin-proofs-api returns them);
+    /// `-` reads standard input.
+    #[arg(long)]
+    pub vanilla: PathBuf,
+}
+
+impl SnapInput {
+    /// The SnapDeals job this input asks for, its vanilla proofs read.
+    pub fn request(&self, rs_seed: Option<u64>) -> Result<FilecoinSubmitRequest, FilecoinError> {
+        let bytes = read_c1(&self.vanilla).map_err(|e| FilecoinError::SnapField {
+            field: "vanilla_proofs",
+            reason: format!("{e:#}"),
+        })?;
+        let vanilla_proofs =
+            serde_json::from_slice(&bytes).map_err(|e| FilecoinError::SnapField {
+                field: "vanilla_proofs",
+                reason: prover::filecoin::bounded_reason(&e.to_string()),
+            })?;
+        Ok(FilecoinSubmitRequest::SnapDeals(SnapDealsRequest {
+            // The update circuit takes no prover id.
+            prover_id: String::new(),
+            update_proof: self.update_proof.to_string(),
+            comm_r_old: self.comm_r_old.clone(),
+            comm_r_new: self.comm_r_new.clone(),
+            comm_d_new: self.comm_d_new.clone(),
+            vanilla_proofs,
+            rs_seed,
+        }))
+    }
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Filecoin SnapDeals update proof from its vanilla partition proofs, with Filecoin's parameters",
+    long_about = "Filecoin SnapDeals (EmptySectorUpdate) proof from the vanilla partition proofs of an update (generate_partition_proofs' output), proven one partition at a time with the Groth16 parameters of a Filecoin parameter cache. Writes the proof as generate_empty_sector_update_proof_with_vanilla returns it.\n\n\
+Exit codes: as `prover c2` (7: the commitments or vanilla proofs were refused)."
+)]
+pub struct SnapArgs {
+    #[command(flatten)]
+    pub input: SnapInput,
+    #[command(flatten)]
+    pub flags: ProveFlags,
+}
+
+/// `prover snap`.
+pub fn run_snap(args: SnapArgs) -> Result<u8> {
+    if let Some(code) = check_outputs(&args.flags, ("--vanilla", &args.input.vanilla)) {
+        return Ok(code);
+    }
+    match args.input.request(args.flags.seed) {
+        Ok(req) => super::one_shot::prove(&args.flags, req),
+        Err(e) => fail(e),
     }
 }
 

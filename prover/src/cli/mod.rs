@@ -60,6 +60,8 @@ pub enum Command {
     C2(filecoin::C2Args),
     /// Filecoin Window or Winning PoSt from vanilla proofs, with Filecoin's parameters.
     Post(filecoin::PostArgs),
+    /// Filecoin SnapDeals update proof from vanilla partition proofs, with Filecoin's parameters.
+    Snap(filecoin::SnapArgs),
 }
 
 /// `--log`: a filter tracing accepts; one it would ignore in part (a typo

@@ -58,7 +58,9 @@ pub fn code_of(e: &FilecoinError) -> u8 {
         | FilecoinError::RequestField { .. }
         | FilecoinError::NotThisSector { .. }
         | FilecoinError::VanillaInvalid { .. }
-        | FilecoinError::VanillaPostInvalid { .. } => exit::C1_REFUSED,
+        | FilecoinError::VanillaPostInvalid { .. }
+        | FilecoinError::SnapField { .. }
+        | FilecoinError::VanillaSnapInvalid { .. } => exit::C1_REFUSED,
         FilecoinError::Cache(_) => exit::PARAMS_UNUSABLE,
         FilecoinError::ProofRejected { .. } => exit::VERIFY_FAILED,
         _ => exit::ERROR,

@@ -8,6 +8,7 @@ use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_porep::stacked::{StackedCompound, StackedDrg};
 use storage_proofs_post::fallback::FallbackPoStCompound;
+use storage_proofs_update::constants::TreeRHasher;
 
 use crate::compiled::CompiledR1cs;
 use crate::filecoin::post::{self, PostKind};
@@ -58,6 +59,7 @@ pub fn record(circuit: FilCircuit) -> Result<CompiledR1cs, FilecoinError> {
         FilCircuit::Post(kind, size) => {
             crate::filecoin::with_tree!(size, record_post, kind, size)
         }
+        FilCircuit::Snap(size) => crate::filecoin::with_tree!(size, record_snap, size),
     }
 }
 
@@ -81,4 +83,12 @@ fn record_post<Tree: 'static + MerkleTreeTrait>(
     sector_size: u64,
 ) -> Result<CompiledR1cs, FilecoinError> {
     recorded(crate::compiled::compile(post::<Tree>(kind, sector_size)?))
+}
+
+fn record_snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    sector_size: u64,
+) -> Result<CompiledR1cs, FilecoinError> {
+    recorded(crate::compiled::compile(
+        crate::filecoin::snap::blank_circuit::<Tree>(sector_size),
+    ))
 }

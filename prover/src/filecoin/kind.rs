@@ -11,7 +11,8 @@ use fleet_wire::api::{
 
 use crate::filecoin::post::{PostKind, PostRequest};
 use crate::filecoin::statement::Statement;
-use crate::filecoin::{c1, porep, post, FilecoinError, SealProof};
+use crate::filecoin::snap::{self, SnapRequest, SnapVanilla};
+use crate::filecoin::{c1, porep, post, FilecoinError, SealProof, UpdateProof};
 
 /// A field of the request refused: the request's own, not the C1 output's
 /// or the vanilla proofs' (those errors name their document).
@@ -94,11 +95,25 @@ fn post(
 }
 
 fn snap_deals(r: &SnapDealsRequest) -> Result<Box<dyn Statement>, FilecoinError> {
-    let _ = prover_id(&r.prover_id)?;
-    Err(bad(
-        "kind",
-        "snap-deals proofs are not built into this release",
-    ))
+    // The update circuit takes no prover id; one given malformed is still
+    // the client's error, as for every kind.
+    if !r.prover_id.is_empty() {
+        prover_id(&r.prover_id)?;
+    }
+    let update_proof = r
+        .update_proof
+        .parse::<UpdateProof>()
+        .map_err(|e| bad("update_proof", e.to_string()))?;
+    let comm = |field: &'static str, hex: &str| {
+        c1::parse_hex32(field, hex).map_err(|e| bad(field, e))
+    };
+    snap::prepare_snap(&SnapRequest {
+        update_proof,
+        comm_r_old: comm("comm_r_old", &r.comm_r_old)?,
+        comm_r_new: comm("comm_r_new", &r.comm_r_new)?,
+        comm_d_new: comm("comm_d_new", &r.comm_d_new)?,
+        vanilla: SnapVanilla::from_value(&r.vanilla_proofs)?,
+    })
 }
 
 #[cfg(test)]

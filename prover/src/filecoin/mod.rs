@@ -1,10 +1,11 @@
 //! Filecoin's own proofs through this prover: PoRep C2 from a C1 output
-//! ([`porep`]), with Groth16 parameters read in place from a Filecoin
+//! ([`porep`]), Winning and Window PoSt ([`post`]) and SnapDeals
+//! ([`snap`]) from vanilla proofs, with Groth16 parameters read in place from a Filecoin
 //! parameter cache folder ([`cache`]) or, for test sector sizes,
 //! generated TEST-ONLY under Filecoin's file names ([`setup`]).
 //!
-//! The circuits are the proof crates' own (`storage-proofs-porep` 19.1,
-//! built without GPU features): this module only builds them through their
+//! The circuits are the proof crates' own (`storage-proofs-porep`, `-post`
+//! and `-update` 19.1, built without GPU features): this module only builds them through their
 //! public `CompoundProof` API and hands them to [`crate::synthesis`] and
 //! [`crate::prove`] like any other bellperson circuit.
 
@@ -19,6 +20,7 @@ pub mod post;
 pub mod registered;
 pub mod seal;
 pub mod setup;
+pub mod snap;
 pub mod statement;
 
 use std::path::PathBuf;
@@ -26,7 +28,7 @@ use std::path::PathBuf;
 use crate::params::ParamsError;
 use crate::prove::ProveError;
 use crate::setup::SetupError;
-pub use registered::SealProof;
+pub use registered::{SealProof, UpdateProof};
 
 /// Calls `$f::<Tree>(args)` with the merkle tree shape of a sector size
 /// (the sizes of [`registered::SECTOR_SIZES`]; any other is an error).
@@ -46,12 +48,14 @@ macro_rules! with_tree {
 pub(crate) use with_tree;
 
 /// A Filecoin circuit whose parameters `prover setup --filecoin` makes:
-/// a seal proof type (`StackedDrg2KiBV1_1`) or a PoSt of a sector size
-/// (`winning-post:2KiB`, `window-post:2KiB`).
+/// a seal proof type (`StackedDrg2KiBV1_1`), a PoSt of a sector size
+/// (`winning-post:2KiB`, `window-post:2KiB`) or the SnapDeals update of one
+/// (`snap-deals:2KiB`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FilCircuit {
     PoRep(SealProof),
     Post(registered::PostKind, u64),
+    Snap(u64),
 }
 
 impl std::str::FromStr for FilCircuit {
@@ -59,17 +63,17 @@ impl std::str::FromStr for FilCircuit {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if let Some((kind, size)) = s.split_once(':') {
-            let kind = match kind {
-                "winning-post" => registered::PostKind::Winning,
-                "window-post" => registered::PostKind::Window,
-                _ => return Err("unknown PoSt kind: winning-post or window-post".into()),
+            let size = || registered::parse_sector_size(size).map_err(|e| e.to_string());
+            return match kind {
+                "winning-post" => Ok(FilCircuit::Post(registered::PostKind::Winning, size()?)),
+                "window-post" => Ok(FilCircuit::Post(registered::PostKind::Window, size()?)),
+                "snap-deals" => Ok(FilCircuit::Snap(size()?)),
+                _ => Err("unknown kind before `:`: winning-post, window-post or snap-deals".into()),
             };
-            let size = registered::parse_sector_size(size).map_err(|e| e.to_string())?;
-            return Ok(FilCircuit::Post(kind, size));
         }
         s.parse::<SealProof>()
             .map(FilCircuit::PoRep)
-            .map_err(|e| format!("{e}; or a PoSt as winning-post:SIZE / window-post:SIZE"))
+            .map_err(|e| format!("{e}; or winning-post:SIZE / window-post:SIZE / snap-deals:SIZE"))
     }
 }
 
@@ -97,6 +101,10 @@ impl FilCircuit {
         match self {
             FilCircuit::PoRep(p) => porep::cache_entry(cache_dir, p),
             FilCircuit::Post(kind, size) => post::cache_entry(cache_dir, kind, size),
+            FilCircuit::Snap(size) => snap::cache_entry(
+                cache_dir,
+                UpdateProof::of_size(size).ok_or(FilecoinError::SectorSize(size))?,
+            ),
         }
     }
 }
@@ -106,6 +114,9 @@ impl std::fmt::Display for FilCircuit {
         match self {
             FilCircuit::PoRep(p) => write!(f, "{p}"),
             FilCircuit::Post(kind, size) => f.write_str(&job_label(kind.job_kind(), *size)),
+            FilCircuit::Snap(size) => {
+                f.write_str(&job_label(fleet_wire::api::FilecoinKind::SnapDeals, *size))
+            }
         }
     }
 }
@@ -166,6 +177,8 @@ pub enum FilecoinError {
     C1Field { field: &'static str, reason: String },
     #[error("the PoSt input's {field}: {reason}")]
     PostField { field: &'static str, reason: String },
+    #[error("the SnapDeals input's {field}: {reason}")]
+    SnapField { field: &'static str, reason: String },
     #[error("the job's {field}: {reason}")]
     RequestField { field: &'static str, reason: String },
     #[error(
@@ -182,6 +195,10 @@ pub enum FilecoinError {
     VanillaInvalid { seal_proof: SealProof },
     #[error("the vanilla PoSt proofs are refused: {reason}")]
     VanillaPostInvalid { reason: String },
+    #[error(
+        "the SnapDeals vanilla proofs do not verify for {update_proof} with these commitments (CommR old, CommR new or CommD new is another sector's, or the proofs are altered or damaged)"
+    )]
+    VanillaSnapInvalid { update_proof: UpdateProof },
     #[error("{context}: {reason}")]
     ProofCrates {
         context: &'static str,

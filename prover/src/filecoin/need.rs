@@ -4,11 +4,13 @@
 //! bundled circuits follow).
 //!
 //! The shape is counted, not looked up, from blank circuits of one and two
-//! challenges (PoRep) or sectors (PoSt): every challenge of a PoRep
+//! challenges (PoRep, SnapDeals) or sectors (PoSt): every challenge of a PoRep
 //! partition, and every sector of a PoSt, is the same sub-circuit over the
 //! same preamble, so constraints, inputs and aux variables grow by the same
 //! step each, and the whole partition is the one-challenge count plus that
-//! step per further challenge. Counting three challenges' worth of a 32 GiB
+//! step per further challenge. A SnapDeals challenge draws its bits from a
+//! digest shared with the next ones, so its count also steps once per
+//! digest (see [`snap_shape`]). Counting three challenges' worth of a 32 GiB
 //! partition (18 challenges, ~130 M constraints) takes seconds and no
 //! memory to speak of, where synthesising the whole blank circuit takes
 //! minutes and the generation ~100 GiB.
@@ -18,17 +20,19 @@ use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_porep::stacked::{self, Challenges, StackedCompound, StackedDrg};
 use storage_proofs_post::fallback::{self, FallbackPoStCompound};
+use storage_proofs_update::constants::TreeRHasher;
 
 use crate::circuit::CircuitShape;
 use crate::filecoin::post::{self, PostKind};
 use crate::filecoin::registered::SealProof;
-use crate::filecoin::{crates_err, FilCircuit, FilecoinError};
+use crate::filecoin::{crates_err, snap, FilCircuit, FilecoinError};
 
 /// The shape of one partition of `circuit`.
 pub fn shape(circuit: FilCircuit) -> Result<CircuitShape, FilecoinError> {
     match circuit {
         FilCircuit::PoRep(p) => crate::filecoin::with_tree!(p.sector_size, porep_shape, p),
         FilCircuit::Post(kind, size) => crate::filecoin::with_tree!(size, post_shape, kind, size),
+        FilCircuit::Snap(size) => crate::filecoin::with_tree!(size, snap_shape, size),
     }
 }
 
@@ -47,6 +51,42 @@ fn extend(one: CircuitShape, two: CircuitShape, n: usize) -> Result<CircuitShape
         num_inputs: step(one.num_inputs, two.num_inputs)?,
         num_aux: step(one.num_aux, two.num_aux)?,
         num_constraints: step(one.num_constraints, two.num_constraints)?,
+    })
+}
+
+/// `n` challenges of the SnapDeals circuit from the counts of one, two and
+/// `per_digest + 1` challenges: a base, a step per challenge and a step per
+/// digest of `per_digest` challenges' bits (`gen_challenge_bits`), so
+/// `f(n) = f(1) + (n - 1) c + (⌈n / per_digest⌉ - 1) d`.
+fn extend_by_digests(
+    one: CircuitShape,
+    two: CircuitShape,
+    two_digests: CircuitShape,
+    n: usize,
+    per_digest: usize,
+) -> Result<CircuitShape, FilecoinError> {
+    let step = |f1: usize, f2: usize, fd: usize| {
+        let c = f2.checked_sub(f1)?;
+        let d = fd
+            .checked_sub(f1)?
+            .checked_sub(c.checked_mul(per_digest)?)?;
+        f1.checked_add(c.checked_mul(n.checked_sub(1)?)?)?
+            .checked_add(d.checked_mul(n.div_ceil(per_digest.max(1)).checked_sub(1)?)?)
+    };
+    let field = |f1, f2, fd| {
+        step(f1, f2, fd).ok_or(FilecoinError::ProofCrates {
+            context: "counting the SnapDeals circuit's shape",
+            reason: "more challenges made it smaller, or the count overflows".into(),
+        })
+    };
+    Ok(CircuitShape {
+        num_inputs: field(one.num_inputs, two.num_inputs, two_digests.num_inputs)?,
+        num_aux: field(one.num_aux, two.num_aux, two_digests.num_aux)?,
+        num_constraints: field(
+            one.num_constraints,
+            two.num_constraints,
+            two_digests.num_constraints,
+        )?,
     })
 }
 
@@ -153,9 +193,84 @@ fn post_shape<Tree: 'static + MerkleTreeTrait>(
     })
 }
 
+/// The SnapDeals update circuit's shape: counted whole where its
+/// challenges come from one digest (2 KiB, 8 MiB: linear in them, extended
+/// from one and two), else from one, two and one digest's yield plus one
+/// challenges (32 GiB: 86 challenges, 9 a digest).
+fn snap_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    sector_size: u64,
+) -> Result<CircuitShape, FilecoinError> {
+    let (n, per_digest) = snap::challenge_counts(sector_size);
+    let counted = |k: usize| count(snap::blank_with_challenges::<Tree>(sector_size, k));
+    if n <= per_digest || per_digest < 2 {
+        return by_repetition(n, counted);
+    }
+    extend_by_digests(
+        counted(1)?,
+        counted(2)?,
+        counted(per_digest + 1)?,
+        n,
+        per_digest,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn digests_add_their_step_once_per_digest() {
+        let shape = |c: usize| CircuitShape {
+            num_inputs: 5,
+            num_aux: c,
+            num_constraints: 2 * c,
+        };
+        // f(n) = 1000 + 100 n + 7 ⌈n / 4⌉ (aux), twice that (constraints).
+        let f = |n: usize| shape(1000 + 100 * n + 7 * n.div_ceil(4));
+        for n in [5, 8, 9, 86] {
+            assert_eq!(
+                extend_by_digests(f(1), f(2), f(5), n, 4).unwrap(),
+                f(n),
+                "{n}"
+            );
+        }
+        assert!(extend_by_digests(f(2), f(1), f(5), 9, 4).is_err());
+    }
+
+    /// 2 KiB's ten challenges come from one digest: the shape extended from
+    /// one and two challenges is the crates' whole blank circuit's.
+    #[test]
+    fn a_2kib_snap_partition_is_counted_as_the_crates_blank_circuit() {
+        type Tree = filecoin_proofs::constants::SectorShape2KiB;
+        let extended = shape(FilCircuit::Snap(2048)).expect("shape");
+        let whole = count(snap::blank_circuit::<Tree>(2048)).expect("count");
+        assert_eq!(extended, whole);
+        let own = count(snap::blank_with_challenges::<Tree>(2048, 10)).expect("count");
+        assert_eq!(own, whole);
+        eprintln!(
+            "2 KiB SnapDeals: {whole:?}, domain 2^{}",
+            whole.log2_domain()
+        );
+    }
+
+    /// The digest extension is exact: 50 challenges of a 2 KiB partition
+    /// (two digests of 42) counted whole are the extension from 1, 2 and 43.
+    #[test]
+    fn a_snap_circuit_of_two_digests_is_its_extension_from_one_two_and_a_digest_more() {
+        type Tree = filecoin_proofs::constants::SectorShape2KiB;
+        let counted =
+            |k: usize| count(snap::blank_with_challenges::<Tree>(2048, k)).expect("count");
+        let (_, per_digest) = snap::challenge_counts(2048);
+        let extended = extend_by_digests(
+            counted(1),
+            counted(2),
+            counted(per_digest + 1),
+            50,
+            per_digest,
+        )
+        .expect("extend");
+        assert_eq!(extended, counted(50));
+    }
 
     #[test]
     fn repetition_extends_each_count_by_its_step() {

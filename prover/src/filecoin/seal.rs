@@ -1,7 +1,10 @@
 //! Sealing a sector of seeded random data with `filecoin-proofs` (PC1, PC2,
 //! C1) and checking a seal proof with its `verify_seal`: the inputs and the
-//! judge of the C2 tests and benchmarks. Nothing here proves: C2 is
-//! [`crate::filecoin::porep`]'s.
+//! judge of the C2 tests and benchmarks. Likewise the PoSt vanilla proofs of
+//! a sealed sector, and a SnapDeals update of a sealed committed-capacity
+//! sector ([`snap_vector`]) with its judge. Nothing here proves: that is
+//! [`crate::filecoin::porep`]'s, [`crate::filecoin::post`]'s and
+//! [`crate::filecoin::snap`]'s.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -10,18 +13,20 @@ use std::path::Path;
 use std::time::Instant;
 
 use filecoin_proofs::{
-    add_piece, generate_fallback_sector_challenges, generate_piece_commitment,
-    generate_single_vanilla_proof, seal_commit_phase1, seal_pre_commit_phase1,
-    seal_pre_commit_phase2, verify_seal, verify_window_post, verify_winning_post,
-    PrivateReplicaInfo, PublicReplicaInfo, SealCommitPhase1Output, UnpaddedBytesAmount,
+    add_piece, encode_into, generate_fallback_sector_challenges, generate_partition_proofs,
+    generate_piece_commitment, generate_single_vanilla_proof, seal_commit_phase1,
+    seal_pre_commit_phase1, seal_pre_commit_phase2, verify_empty_sector_update_proof, verify_seal,
+    verify_window_post, verify_winning_post, PieceInfo, PrivateReplicaInfo, PublicReplicaInfo,
+    SealCommitPhase1Output, SectorUpdateConfig, UnpaddedBytesAmount,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::sector::SectorId;
+use storage_proofs_update::constants::TreeRHasher;
 
 use crate::filecoin::post::{post_config, PostKind};
-use crate::filecoin::registered::SealProof;
+use crate::filecoin::registered::{SealProof, UpdateProof};
 use crate::filecoin::{crates_err, FilecoinError};
 
 /// A sealed sector's C1 output and what its proof is checked against.
@@ -57,7 +62,26 @@ pub fn seal_random_sector(
     rng_seed: u64,
     work_dir: &Path,
 ) -> Result<Sealed, FilecoinError> {
-    seal_sector(seal_proof, rng_seed, work_dir, None)
+    seal_sector(seal_proof, rng_seed, work_dir, None, Data::Random)
+}
+
+/// [`seal_random_sector`] of a committed-capacity sector: its data all
+/// zero, as a sector sealed to be updated later with SnapDeals is.
+pub fn seal_cc_sector(
+    seal_proof: SealProof,
+    rng_seed: u64,
+    work_dir: &Path,
+) -> Result<Sealed, FilecoinError> {
+    seal_sector(seal_proof, rng_seed, work_dir, None, Data::Zero)
+}
+
+/// What a sealed sector holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Data {
+    /// Drawn from the seed.
+    Random,
+    /// Zeros: a committed-capacity sector.
+    Zero,
 }
 
 /// [`seal_random_sector`] for miner `actor_id`: its prover id is the one
@@ -69,7 +93,13 @@ pub fn seal_random_sector_of_miner(
     actor_id: u64,
 ) -> Result<Sealed, FilecoinError> {
     let prover_id = crate::filecoin::c1::prover_id_of_miner(actor_id);
-    seal_sector(seal_proof, rng_seed, work_dir, Some(prover_id))
+    seal_sector(
+        seal_proof,
+        rng_seed,
+        work_dir,
+        Some(prover_id),
+        Data::Random,
+    )
 }
 
 fn seal_sector(
@@ -77,6 +107,7 @@ fn seal_sector(
     rng_seed: u64,
     work_dir: &Path,
     prover_id: Option<[u8; 32]>,
+    data: Data,
 ) -> Result<Sealed, FilecoinError> {
     crate::filecoin::with_tree!(
         seal_proof.sector_size,
@@ -84,7 +115,8 @@ fn seal_sector(
         seal_proof,
         rng_seed,
         work_dir,
-        prover_id
+        prover_id,
+        data
     )
 }
 
@@ -93,6 +125,7 @@ fn seal_of<Tree: 'static + MerkleTreeTrait>(
     rng_seed: u64,
     work_dir: &Path,
     prover_id_of: Option<[u8; 32]>,
+    data_kind: Data,
 ) -> Result<Sealed, FilecoinError> {
     let config = seal_proof.porep_config();
     let mut rng = ChaCha20Rng::seed_from_u64(rng_seed);
@@ -105,7 +138,11 @@ fn seal_of<Tree: 'static + MerkleTreeTrait>(
     );
     let unpadded = UnpaddedBytesAmount::from(config.padded_bytes_amount());
     let mut data = vec![0u8; u64::from(unpadded) as usize];
-    rng.fill(&mut data[..]);
+    // The seeded random sector draws its data first: its ids and ticket
+    // stay what they were before CC sectors existed (shipped fixtures).
+    if data_kind == Data::Random {
+        rng.fill(&mut data[..]);
+    }
     // A prover id and ticket are field elements in their 32 bytes: clear
     // the top bits, as Filecoin's own ids are.
     let mut prover_id: [u8; 32] = rng.gen();
@@ -117,19 +154,8 @@ fn seal_of<Tree: 'static + MerkleTreeTrait>(
     seed[31] &= 0x3f;
     let sector_id: u64 = rng.gen_range(1..1 << 40);
 
-    let mut piece_file = File::create(&piece).map_err(io_err("writing the piece"))?;
-    piece_file
-        .write_all(&data)
-        .and_then(|_| piece_file.rewind())
-        .map_err(io_err("writing the piece"))?;
-    let piece_file = File::open(&piece).map_err(io_err("reading the piece"))?;
-    let piece_info = generate_piece_commitment(&piece_file, unpadded)
-        .map_err(crates_err("generating the piece commitment"))?;
-    let piece_file = File::open(&piece).map_err(io_err("reading the piece"))?;
-    let staged_file = File::create(&staged).map_err(io_err("creating the staged sector"))?;
-    add_piece(&piece_file, &staged_file, unpadded, &[]).map_err(crates_err("adding the piece"))?;
+    let pieces = vec![stage(&data, unpadded, &piece, &staged)?];
     File::create(&sealed).map_err(io_err("creating the sealed sector"))?;
-    let pieces = vec![piece_info];
 
     let t = Instant::now();
     let pc1 = seal_pre_commit_phase1::<_, _, _, Tree>(
@@ -178,6 +204,28 @@ fn seal_of<Tree: 'static + MerkleTreeTrait>(
         pc2_s,
         c1_s,
     })
+}
+
+/// Writes `data` as one piece to `piece` and stages it into `staged`
+/// (fr32-padded, as `add_piece` lays out a sector); its piece info.
+fn stage(
+    data: &[u8],
+    unpadded: UnpaddedBytesAmount,
+    piece: &Path,
+    staged: &Path,
+) -> Result<PieceInfo, FilecoinError> {
+    let mut piece_file = File::create(piece).map_err(io_err("writing the piece"))?;
+    piece_file
+        .write_all(data)
+        .and_then(|_| piece_file.rewind())
+        .map_err(io_err("writing the piece"))?;
+    let piece_file = File::open(piece).map_err(io_err("reading the piece"))?;
+    let piece_info = generate_piece_commitment(&piece_file, unpadded)
+        .map_err(crates_err("generating the piece commitment"))?;
+    let piece_file = File::open(piece).map_err(io_err("reading the piece"))?;
+    let staged_file = File::create(staged).map_err(io_err("creating the staged sector"))?;
+    add_piece(&piece_file, &staged_file, unpadded, &[]).map_err(crates_err("adding the piece"))?;
+    Ok(piece_info)
 }
 
 /// `filecoin-proofs`' `verify_seal` on `proof` for `sealed`'s sector. It
@@ -369,4 +417,143 @@ fn verify_post_of<Tree: 'static + MerkleTreeTrait>(
         ),
     }
     .map_err(crates_err("verifying the PoSt"))
+}
+
+/// A SnapDeals update of a sealed committed-capacity sector: what the
+/// update proof is made from and checked against.
+#[derive(Clone, Debug)]
+pub struct SnapVector {
+    pub update_proof: UpdateProof,
+    /// The CC sector (its CommR is the update's old one).
+    pub sector_key: Sealed,
+    pub comm_r_old: [u8; 32],
+    pub comm_r_new: [u8; 32],
+    pub comm_d_new: [u8; 32],
+    /// One bincode `PartitionProof` per partition, as filecoin-proofs-api's
+    /// `generate_partition_proofs` returns them.
+    pub vanilla: Vec<Vec<u8>>,
+    pub seal_s: f64,
+    pub encode_s: f64,
+    pub vanilla_s: f64,
+}
+
+/// Seals a committed-capacity sector of `update_proof`'s size in
+/// `work_dir/sector-key`, then encodes seeded random data into it with
+/// filecoin-proofs' `encode_into` (the new replica in `work_dir/update`)
+/// and generates its vanilla partition proofs with
+/// `generate_partition_proofs`. `work_dir` must be empty or missing.
+pub fn snap_vector(
+    update_proof: UpdateProof,
+    rng_seed: u64,
+    work_dir: &Path,
+) -> Result<SnapVector, FilecoinError> {
+    let seal_proof = SealProof::current(update_proof.sector_size)
+        .ok_or(FilecoinError::SectorSize(update_proof.sector_size))?;
+    let t = Instant::now();
+    let sector_key = seal_cc_sector(seal_proof, rng_seed, &work_dir.join("sector-key"))?;
+    let seal_s = t.elapsed().as_secs_f64();
+    crate::filecoin::with_tree!(
+        update_proof.sector_size,
+        snap_vector_of,
+        update_proof,
+        sector_key,
+        seal_s,
+        rng_seed,
+        work_dir
+    )
+}
+
+fn snap_vector_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    update_proof: UpdateProof,
+    sector_key: Sealed,
+    seal_s: f64,
+    rng_seed: u64,
+    work_dir: &Path,
+) -> Result<SnapVector, FilecoinError> {
+    let porep_config = update_proof.porep_config();
+    let config = SectorUpdateConfig::from_porep_config(&porep_config);
+    let (key_dir, dir) = (work_dir.join("sector-key"), work_dir.join("update"));
+    let (key, key_cache) = (key_dir.join("sealed"), key_dir.join("cache"));
+    let (replica, cache) = (dir.join("replica"), dir.join("cache"));
+    fs::create_dir_all(&cache).map_err(io_err("creating the update folder"))?;
+
+    let unpadded = UnpaddedBytesAmount::from(porep_config.padded_bytes_amount());
+    let mut data = vec![0u8; u64::from(unpadded) as usize];
+    // Another stream than the sector key's, so the deal data is not its ids.
+    ChaCha20Rng::seed_from_u64(rng_seed ^ 0x5a4d_da7a).fill(&mut data[..]);
+    let staged = dir.join("staged");
+    let pieces = vec![stage(&data, unpadded, &dir.join("piece"), &staged)?];
+    // encode_into maps the new replica: it must have the sector's length.
+    let len = fs::metadata(&key)
+        .map_err(io_err("reading the sector key"))?
+        .len();
+    File::create(&replica)
+        .and_then(|f| f.set_len(len))
+        .map_err(io_err("creating the new replica"))?;
+
+    let t = Instant::now();
+    let encoded = encode_into::<Tree>(
+        &config, &replica, &cache, &key, &key_cache, &staged, &pieces,
+    )
+    .map_err(crates_err("encoding the new data (encode_into)"))?;
+    let encode_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let proofs = generate_partition_proofs::<Tree>(
+        config,
+        sector_key.comm_r,
+        encoded.comm_r_new,
+        encoded.comm_d_new,
+        &key,
+        &key_cache,
+        &replica,
+        &cache,
+    )
+    .map_err(crates_err("generating the vanilla update proofs"))?;
+    let vanilla_s = t.elapsed().as_secs_f64();
+    let vanilla = proofs
+        .iter()
+        .map(bincode::serialize)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| FilecoinError::ProofCrates {
+            context: "writing the vanilla update proofs as bincode",
+            reason: e.to_string(),
+        })?;
+    Ok(SnapVector {
+        update_proof,
+        comm_r_old: sector_key.comm_r,
+        sector_key,
+        comm_r_new: encoded.comm_r_new,
+        comm_d_new: encoded.comm_d_new,
+        vanilla,
+        seal_s,
+        encode_s,
+        vanilla_s,
+    })
+}
+
+/// `filecoin-proofs`' `verify_empty_sector_update_proof` on `proof` for
+/// `vector`'s update. It reads the verifying key from the folder
+/// `FIL_PROOFS_PARAMETER_CACHE` named when filecoin-proofs first read its
+/// settings.
+pub fn verify_snap(vector: &SnapVector, proof: &[u8]) -> Result<bool, FilecoinError> {
+    crate::filecoin::with_tree!(
+        vector.update_proof.sector_size,
+        verify_snap_of,
+        vector,
+        proof
+    )
+}
+
+fn verify_snap_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    vector: &SnapVector,
+    proof: &[u8],
+) -> Result<bool, FilecoinError> {
+    verify_empty_sector_update_proof::<Tree>(
+        &vector.update_proof.porep_config(),
+        proof,
+        vector.comm_r_old,
+        vector.comm_r_new,
+        vector.comm_d_new,
+    )
+    .map_err(crates_err("verify_empty_sector_update_proof"))
 }

@@ -18,12 +18,13 @@ use bellperson::groth16::Parameters;
 use blstrs::Bls12;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheEntryMetadata;
+use storage_proofs_update::constants::TreeRHasher;
 
 use crate::filecoin::cache::{self, CacheEntry, TestOnlySidecar};
 use crate::filecoin::porep;
 use crate::filecoin::post::{self, PostKind};
-use crate::filecoin::registered::SealProof;
-use crate::filecoin::{need, FilCircuit, FilecoinError};
+use crate::filecoin::registered::{SealProof, UpdateProof};
+use crate::filecoin::{need, snap, FilCircuit, FilecoinError};
 use crate::params::file::write_atomic;
 use crate::params::ParamsError;
 use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
@@ -69,6 +70,9 @@ pub fn generate(
         }
         FilCircuit::Post(kind, size) => {
             crate::filecoin::with_tree!(size, generate_post_of, cache_dir, kind, size, seed, engine)
+        }
+        FilCircuit::Snap(size) => {
+            crate::filecoin::with_tree!(size, generate_snap_of, cache_dir, size, seed, engine)
         }
     }
 }
@@ -127,6 +131,42 @@ fn generate_post_of<Tree: 'static + MerkleTreeTrait>(
     create_dir(cache_dir)?;
     let blank = crate::filecoin::blank::post::<Tree>(kind, sector_size)?;
     let params = crate::setup::generate_on(&blank, seed, engine)?;
+    write_entry(&entry, &params, seed, sector_size, started)
+}
+
+/// Generates TEST-ONLY parameters of the SnapDeals update circuit of
+/// `sector_size` into `cache_dir`, as [`generate_porep`] does for PoRep.
+pub fn generate_snap(
+    cache_dir: &Path,
+    sector_size: u64,
+    seed: u64,
+) -> Result<Generated, FilecoinError> {
+    generate(
+        cache_dir,
+        FilCircuit::Snap(sector_size),
+        seed,
+        &CpuFixedBase,
+    )
+}
+
+fn generate_snap_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    cache_dir: &Path,
+    sector_size: u64,
+    seed: u64,
+    engine: &dyn FixedBaseEngine,
+) -> Result<Generated, FilecoinError> {
+    let started = Instant::now();
+    let update_proof =
+        UpdateProof::of_size(sector_size).ok_or(FilecoinError::SectorSize(sector_size))?;
+    let entry = snap::cache_entry(cache_dir, update_proof)?;
+    refuse_existing(&entry)?;
+    check_fits(
+        cache_dir,
+        FilCircuit::Snap(sector_size),
+        preflight::mem_available(),
+    )?;
+    create_dir(cache_dir)?;
+    let params = crate::setup::generate_on(&snap::blank_circuit::<Tree>(sector_size), seed, engine)?;
     write_entry(&entry, &params, seed, sector_size, started)
 }
 

@@ -9,11 +9,12 @@
 //! check, the same for every client.
 
 use crate::filecoin::c1::prover_id_of_miner;
-use crate::filecoin::registered::{size_name, SealProof, SealVersion, SECTOR_SIZES};
+use crate::filecoin::registered::{size_name, SealProof, SealVersion, UpdateProof, SECTOR_SIZES};
 use crate::filecoin::FilecoinError;
 use bincode::Options as _;
 use fleet_wire::api::{
-    FilecoinKind, FilecoinSubmitRequest, PorepC2Request, WindowPostRequest, WinningPostRequest,
+    FilecoinKind, FilecoinSubmitRequest, PorepC2Request, SnapDealsRequest, WindowPostRequest,
+    WinningPostRequest,
 };
 use serde_json::Value;
 use storage_proofs_core::merkle::MerkleTreeTrait;
@@ -30,8 +31,6 @@ pub const MAX_VANILLA_PROOFS: usize = 4096;
 pub enum CurioError {
     #[error("proof_kind {0} is not one of POREP_SEAL_COMMIT, SNAP_DEALS_UPDATE, WINDOW_POST_PARTITION, WINNING_POST")]
     Kind(i32),
-    #[error("{kind}: SnapDeals update proofs are not proved by this daemon yet")]
-    SnapDealsUnsupported { kind: &'static str },
     #[error("registered_proof {number}: {reason}")]
     Registered { number: u64, reason: String },
     #[error("sector_size {given} disagrees with registered_proof {number} ({expected} bytes)")]
@@ -141,9 +140,7 @@ pub fn translate(req: &SubmitProofRequest) -> Result<FilecoinSubmitRequest, Curi
     let prover_id = hex::encode(prover_id_of_miner(req.miner_id));
     match kind {
         ProofKind::Unspecified => Err(CurioError::Kind(req.proof_kind)),
-        ProofKind::SnapDealsUpdate => Err(CurioError::SnapDealsUnsupported {
-            kind: kind.as_str_name(),
-        }),
+        ProofKind::SnapDealsUpdate => snap_deals(req, prover_id),
         ProofKind::PorepSealCommit => {
             let name = kind.as_str_name();
             must_be_empty(&req.randomness, "randomness", name)?;
@@ -232,6 +229,46 @@ pub fn translate(req: &SubmitProofRequest) -> Result<FilecoinSubmitRequest, Curi
             })
         }
     }
+}
+
+/// A SnapDeals update: filecoin-ffi's update proof number (0-4), the three
+/// commitments as raw 32 bytes, one bincode `PartitionProof` per partition
+/// (passed on as hex; the update's statement decodes and checks them).
+fn snap_deals(req: &SubmitProofRequest, prover_id: String) -> Result<FilecoinSubmitRequest, CurioError> {
+    let name = ProofKind::SnapDealsUpdate.as_str_name();
+    must_be_empty(&req.vanilla_proof, "vanilla_proof", name)?;
+    must_be_empty(&req.randomness, "randomness", name)?;
+    let update = UpdateProof::from_number(req.registered_proof).map_err(|e| {
+        CurioError::Registered {
+            number: req.registered_proof,
+            reason: e.to_string(),
+        }
+    })?;
+    sector_size(req.sector_size, req.registered_proof, update.sector_size)?;
+    if req.vanilla_proofs.is_empty() {
+        return Err(field("vanilla_proofs", "is empty: one proof per partition"));
+    }
+    if req.vanilla_proofs.len() > MAX_VANILLA_PROOFS {
+        return Err(field(
+            "vanilla_proofs",
+            format!("has {} proofs; at most {MAX_VANILLA_PROOFS}", req.vanilla_proofs.len()),
+        ));
+    }
+    let comm = |v: &[u8], name| raw32(v, name).map(hex::encode);
+    Ok(FilecoinSubmitRequest::SnapDeals(SnapDealsRequest {
+        prover_id,
+        update_proof: update.to_string(),
+        comm_r_old: comm(&req.comm_r_old, "comm_r_old")?,
+        comm_r_new: comm(&req.comm_r_new, "comm_r_new")?,
+        comm_d_new: comm(&req.comm_d_new, "comm_d_new")?,
+        vanilla_proofs: Value::Array(
+            req.vanilla_proofs
+                .iter()
+                .map(|p| Value::String(hex::encode(p)))
+                .collect(),
+        ),
+        rs_seed: None,
+    }))
 }
 
 /// Bincode `FallbackPoStSectorProof`s (what filecoin-proofs-api's
@@ -360,10 +397,26 @@ mod tests {
         w.registered_proof = 10;
         let e = translate(&w).unwrap_err().to_string();
         assert!(e.contains("window-post proof type"), "{e}");
-        let e = translate(&base(ProofKind::SnapDealsUpdate))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("SnapDeals"), "{e}");
+        let mut s = base(ProofKind::SnapDealsUpdate);
+        s.registered_proof = 5;
+        let e = translate(&s).unwrap_err().to_string();
+        assert!(e.starts_with("registered_proof 5"), "{e}");
+        s.registered_proof = 0;
+        let e = translate(&s).unwrap_err().to_string();
+        assert!(e.contains("vanilla_proofs: is empty"), "{e}");
+        s.vanilla_proofs = vec![vec![0; 8]];
+        s.comm_r_old = vec![0; 33];
+        let e = translate(&s).unwrap_err().to_string();
+        assert!(e.contains("comm_r_old: has 33 bytes"), "{e}");
+        s.comm_r_old = vec![1; 32];
+        s.comm_r_new = vec![2; 32];
+        s.comm_d_new = vec![3; 32];
+        let FilecoinSubmitRequest::SnapDeals(snap) = translate(&s).expect("a snap request") else {
+            panic!("not a SnapDeals request");
+        };
+        assert_eq!(snap.update_proof, "StackedDrg2KiBV1");
+        assert_eq!(snap.comm_r_new, "02".repeat(32));
+        assert_eq!(snap.vanilla_proofs, serde_json::json!(["0000000000000000"]));
         let mut odd = base(ProofKind::WinningPost);
         odd.proof_kind = 77;
         assert!(translate(&odd).unwrap_err().to_string().contains("77"));

@@ -223,10 +223,7 @@ fn priority_of(p: i32) -> Result<Option<Priority>, Status> {
 }
 
 fn curio_status(e: CurioError) -> Status {
-    match e {
-        CurioError::SnapDealsUnsupported { .. } => Status::unimplemented(e.to_string()),
-        _ => Status::invalid_argument(e.to_string()),
-    }
+    Status::invalid_argument(e.to_string())
 }
 
 fn ms(v: f64) -> u64 {
@@ -281,10 +278,7 @@ fn answer(s: &JobStatus) -> pb::AwaitProofResponse {
 }
 
 fn srs_status(e: SrsError) -> Status {
-    match e {
-        SrsError::Unknown(_) => Status::invalid_argument(e.to_string()),
-        SrsError::Snap(_) => Status::unimplemented(e.to_string()),
-    }
+    Status::invalid_argument(e.to_string())
 }
 
 #[tonic::async_trait]

@@ -24,8 +24,6 @@ pub enum CircuitId {
 pub enum SrsError {
     #[error("circuit_id: unknown `{0}`: expected porep-, wpost-, winning- or snap- followed by 2k, 8m, 512m, 32g or 64g")]
     Unknown(String),
-    #[error("circuit_id {0}: SnapDeals parameters are not used by this daemon yet")]
-    Snap(String),
 }
 
 impl CircuitId {
@@ -61,6 +59,7 @@ impl CircuitId {
                 CircuitId::Porep(s),
                 CircuitId::WindowPost(s),
                 CircuitId::WinningPost(s),
+                CircuitId::Snap(s),
             ]
         })
     }
@@ -88,7 +87,7 @@ impl CircuitId {
                 .ok_or(FilecoinError::SectorSize(s)),
             CircuitId::WindowPost(s) => Ok(FilCircuit::Post(PostKind::Window, s)),
             CircuitId::WinningPost(s) => Ok(FilCircuit::Post(PostKind::Winning, s)),
-            CircuitId::Snap(_) => return Err(SrsError::Snap(self.name())),
+            CircuitId::Snap(s) => Ok(FilCircuit::Snap(s)),
         })
     }
 
@@ -120,9 +119,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.len() < 300, "{e}");
-        assert!(matches!(
-            CircuitId::Snap(2048).cache_entry(Path::new("/nonexistent")),
-            Err(SrsError::Snap(_))
-        ));
+        let snap = CircuitId::Snap(2048)
+            .cache_entry(Path::new("/nonexistent"))
+            .expect("a known id")
+            .expect("a cache entry");
+        assert!(
+            snap.params_name().contains("empty-sector-update"),
+            "{}",
+            snap.params_name()
+        );
     }
 }
