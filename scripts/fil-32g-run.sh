@@ -7,7 +7,7 @@
 #
 #   scripts/fil-32g-run.sh setup BIN_DIR OUT_DIR   # 512 MiB sanity run, then the 32 GiB parameters
 #   scripts/fil-32g-run.sh prove BIN_DIR OUT_DIR [RUNS] [EXTRA_TOML]  # warm daemon, RUNS C2s (default 3)
-#   scripts/fil-32g-run.sh winning BIN_DIR OUT_DIR  # a preloaded WinningPoSt (8 MiB sector) x5, end to end
+#   scripts/fil-32g-run.sh winning BIN_DIR OUT_DIR  # a preloaded WinningPoSt (8 MiB sector) x5, and SnapDeals (SNAP_SIZE) x3 beside filecoin-proofs'
 #
 # BIN_DIR holds `prover` and `fil_bench` (cargo build --release -p prover
 # --bin prover --example fil_bench). The parameter cache is
@@ -132,32 +132,47 @@ for line in open(sys.argv[1]):
     except ValueError:
         continue
     if r.get("kind") == "proof":
-        print(f"  proof job {r.get('job_id','')[:10]}: total {r.get('total_ms',0)/1e3:.1f} s, verified {r.get('verified')}")
+        print("  proof " + json.dumps({k: v for k, v in r.items() if k not in ("host", "build")}))
     if r.get("kind") != "partition":
         continue
     ph = r.get("phases_ms", {})
-    f = lambda k: f"{ph[k]:.0f}" if k in ph else "-"
-    print(f"  job {r.get('job_id','')[:10]} p{r.get('partition')}: synth {f('synthesis')} (witness {f('witness')}) "
-          f"h2d {f('h2d')} ntt {f('ntt_kernels')} msm {f('msm')} device_busy {r.get('device_busy_ms') or 0:.0f} "
-          f"total {f('total')} ms")
+    print(f"  job {r.get('job_id','')[:10]} p{r.get('partition')}: " + " ".join(f"{k}={v:.0f}" for k, v in ph.items())
+          + f" h2d_gb={r.get('h2d_bytes', 0)/1e9:.1f}")
 PY
     ;;
 winning)
     # A WinningPoSt on a warm daemon whose set was preloaded (constraints
-    # recorded, bases on the GPU): end to end, client to proof.
+    # recorded, bases on the GPU), end to end, client to proof; and a
+    # SnapDeals update of a CC sector (SNAP_SIZE, default 8MiB) proved by
+    # the same daemon next to filecoin-proofs' own
+    # generate_empty_sector_update_proof_with_vanilla, both verified.
     p=StackedDrg8MiBV1_1
+    snap_size=${SNAP_SIZE:-8MiB}
     d="$work/win"
-    rm -rf "$d" "$work/win-sector"
+    s="$work/snap"
+    rm -rf "$d" "$work/win-sector" "$s" "$work/snap-sector"
     timed "seal-$p" "$bin/fil_bench" seal "$p" "$work/win-sector" "$d"
     timed "setup-winning" "$bin/prover" setup --filecoin winning-post:8MiB --backend cuda --param-cache "$cache" --log warn
     timed "vanilla-winning" "$bin/fil_bench" post-vanilla winning "$work/win-sector" "$d"
+    timed "snap-vector-$snap_size" "$bin/fil_bench" snap "StackedDrg${snap_size}V1" "$work/snap-sector" "$s"
+    cat "$out/snap-vector-$snap_size.log" >>"$out/summary.txt"
+    timed "setup-snap-$snap_size" "$bin/prover" setup --filecoin "snap-deals:$snap_size" --backend cuda --param-cache "$cache" --log warn
+    timed "filecoin-snap" "$bin/fil_bench" filecoin-snap "$s" "$s/filecoin.proof"
+    cat "$out/filecoin-snap.log" >>"$out/summary.txt"
+    timed "verify-filecoin-snap" "$bin/fil_bench" verify-snap "$s" "$s/filecoin.proof"
     prover_id=$(python3 -c 'import json,sys;print(bytes(json.load(open(sys.argv[1]))["prover_id"]).hex())' "$d/sector.json")
-    start_daemon 'preload = ["winning-post:8MiB"]'
+    start_daemon "preload = [\"winning-post:8MiB\", \"snap-deals:$snap_size\"]"
     for run in 1 2 3 4 5; do
         timed "winning-$run" "$bin/prover" client post --config "$w/prover.toml" --kind winning \
             --vanilla "$d/winning-vanilla.json" --randomness "$(printf '07%.0s' $(seq 32))" \
             --prover-id "$prover_id" --sector-size 8MiB --out "$d/winning-$run.proof" --timeout 1m
         timed "verify-winning-$run" "$bin/fil_bench" verify-post winning "$d" "$d/winning-$run.proof"
+    done
+    mapfile -t snap_args <"$s/snap-args.txt"
+    for run in 1 2 3; do
+        timed "daemon-snap-$run" "$bin/prover" client snap --config "$w/prover.toml" \
+            "${snap_args[@]}" --out "$s/daemon-$run.proof" --timeout 5m
+        timed "verify-snap-$run" "$bin/fil_bench" verify-snap "$s" "$s/daemon-$run.proof"
     done
     kill -TERM "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null || true

@@ -9,6 +9,9 @@
 //! fil_bench forge SEAL_PROOF SEED OUT_DIR      # a FORGED committed-capacity C1 (TEST DATA), as `seal` writes it
 //! fil_bench post-vanilla KIND WORK_DIR OUT_DIR # OUT_DIR/KIND-vanilla.json
 //! fil_bench verify-post KIND OUT_DIR PROOF_FILE  # exit 0 accepted, 3 rejected
+//! fil_bench snap UPDATE_PROOF WORK_DIR OUT_DIR  # a CC sector sealed and updated: OUT_DIR/snap.json, OUT_DIR/snap-args.txt
+//! fil_bench filecoin-snap OUT_DIR PROOF_FILE   # filecoin-proofs' own update proof, timed
+//! fil_bench verify-snap OUT_DIR PROOF_FILE     # exit 0 accepted, 3 rejected
 //! ```
 //!
 //! KIND is `winning` or `window`; the PoSt randomness is [`POST_RANDOMNESS`]
@@ -144,7 +147,47 @@ fn run(args: &[String]) -> Result<u8> {
             println!("{}", serde_json::json!({"verify_post": ok, "kind": kind_arg(kind), "proof": proof_file}));
             Ok(if ok { 0 } else { 3 })
         }
-        _ => bail!("usage: fil_bench seal SEAL_PROOF WORK_DIR OUT_DIR | forge SEAL_PROOF SEED OUT_DIR | filecoin-c2 OUT_DIR PROOF_FILE | verify OUT_DIR PROOF_FILE | post-vanilla KIND WORK_DIR OUT_DIR | verify-post KIND OUT_DIR PROOF_FILE"),
+        [cmd, proof, work, out] if cmd == "snap" => {
+            let proof: prover::filecoin::UpdateProof = proof.parse()?;
+            let out = PathBuf::from(out);
+            std::fs::create_dir_all(&out)?;
+            let v = seal::snap_vector(proof, 26, Path::new(work))?;
+            std::fs::write(out.join("snap.json"), serde_json::to_vec(&v)?)?;
+            let hex: Vec<String> = v.vanilla.iter().map(hex::encode).collect();
+            std::fs::write(out.join("snap-vanilla.json"), serde_json::to_vec(&hex)?)?;
+            // `prover snap` / `prover client snap` arguments, one per line.
+            let args = format!(
+                "--update-proof\n{proof}\n--comm-r-old\n{}\n--comm-r-new\n{}\n--comm-d-new\n{}\n--vanilla\n{}\n",
+                hex::encode(v.comm_r_old),
+                hex::encode(v.comm_r_new),
+                hex::encode(v.comm_d_new),
+                out.join("snap-vanilla.json").display()
+            );
+            std::fs::write(out.join("snap-args.txt"), args)?;
+            println!(
+                "{}",
+                serde_json::json!({"snap": proof.to_string(), "partitions": v.vanilla.len(),
+                    "seal_s": v.seal_s, "encode_s": v.encode_s, "vanilla_s": v.vanilla_s})
+            );
+            Ok(0)
+        }
+        [cmd, dir, proof_file] if cmd == "filecoin-snap" || cmd == "verify-snap" => {
+            let text = std::fs::read(Path::new(dir).join("snap.json")).context("reading snap.json")?;
+            let v: seal::SnapVector = serde_json::from_slice(&text).context("parsing snap.json")?;
+            if cmd == "filecoin-snap" {
+                let t = Instant::now();
+                let proof = seal::filecoin_snap(&v)?;
+                let secs = t.elapsed().as_secs_f64();
+                std::fs::write(proof_file, &proof)?;
+                println!("{}", serde_json::json!({"update_proof_s": secs, "bytes": proof.len()}));
+                return Ok(0);
+            }
+            let proof = std::fs::read(proof_file).context("reading the proof")?;
+            let ok = seal::verify_snap(&v, &proof)?;
+            println!("{}", serde_json::json!({"verify_snap": ok, "proof": proof_file}));
+            Ok(if ok { 0 } else { 3 })
+        }
+        _ => bail!("usage: fil_bench seal SEAL_PROOF WORK_DIR OUT_DIR | forge SEAL_PROOF SEED OUT_DIR | filecoin-c2 OUT_DIR PROOF_FILE | verify OUT_DIR PROOF_FILE | post-vanilla KIND WORK_DIR OUT_DIR | verify-post KIND OUT_DIR PROOF_FILE | snap UPDATE_PROOF WORK_DIR OUT_DIR | filecoin-snap OUT_DIR PROOF_FILE | verify-snap OUT_DIR PROOF_FILE"),
     }
 }
 

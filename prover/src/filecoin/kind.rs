@@ -10,8 +10,8 @@ use fleet_wire::api::{
 };
 
 use crate::filecoin::post::{PostKind, PostRequest};
-use crate::filecoin::statement::Statement;
 use crate::filecoin::snap::{self, SnapRequest, SnapVanilla};
+use crate::filecoin::statement::Statement;
 use crate::filecoin::{c1, porep, post, FilecoinError, SealProof, UpdateProof};
 
 /// A field of the request refused: the request's own, not the C1 output's
@@ -104,9 +104,8 @@ fn snap_deals(r: &SnapDealsRequest) -> Result<Box<dyn Statement>, FilecoinError>
         .update_proof
         .parse::<UpdateProof>()
         .map_err(|e| bad("update_proof", e.to_string()))?;
-    let comm = |field: &'static str, hex: &str| {
-        c1::parse_hex32(field, hex).map_err(|e| bad(field, e))
-    };
+    let comm =
+        |field: &'static str, hex: &str| c1::parse_hex32(field, hex).map_err(|e| bad(field, e));
     snap::prepare_snap(&SnapRequest {
         update_proof,
         comm_r_old: comm("comm_r_old", &r.comm_r_old)?,

@@ -421,7 +421,7 @@ fn verify_post_of<Tree: 'static + MerkleTreeTrait>(
 
 /// A SnapDeals update of a sealed committed-capacity sector: what the
 /// update proof is made from and checked against.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct SnapVector {
     pub update_proof: UpdateProof,
     /// The CC sector (its CommR is the update's old one).
@@ -556,4 +556,35 @@ fn verify_snap_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         vector.comm_d_new,
     )
     .map_err(crates_err("verify_empty_sector_update_proof"))
+}
+
+/// `filecoin-proofs`' own `generate_empty_sector_update_proof_with_vanilla`
+/// on `vector`'s vanilla proofs: the baseline the benchmark compares with.
+pub fn filecoin_snap(vector: &SnapVector) -> Result<Vec<u8>, FilecoinError> {
+    crate::filecoin::with_tree!(vector.update_proof.sector_size, filecoin_snap_of, vector)
+}
+
+fn filecoin_snap_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    vector: &SnapVector,
+) -> Result<Vec<u8>, FilecoinError> {
+    let proofs = vector
+        .vanilla
+        .iter()
+        .map(|b| bincode::deserialize(b))
+        .collect::<Result<Vec<storage_proofs_update::PartitionProof<Tree>>, _>>()
+        .map_err(|e| FilecoinError::ProofCrates {
+            context: "reading the vanilla update proofs",
+            reason: e.to_string(),
+        })?;
+    filecoin_proofs::generate_empty_sector_update_proof_with_vanilla::<Tree>(
+        &vector.update_proof.porep_config(),
+        proofs,
+        vector.comm_r_old,
+        vector.comm_r_new,
+        vector.comm_d_new,
+    )
+    .map(|p| p.0)
+    .map_err(crates_err(
+        "generate_empty_sector_update_proof_with_vanilla",
+    ))
 }

@@ -166,7 +166,8 @@ fn generate_snap_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         preflight::mem_available(),
     )?;
     create_dir(cache_dir)?;
-    let params = crate::setup::generate_on(&snap::blank_circuit::<Tree>(sector_size), seed, engine)?;
+    let params =
+        crate::setup::generate_on(&snap::blank_circuit::<Tree>(sector_size), seed, engine)?;
     write_entry(&entry, &params, seed, sector_size, started)
 }
 

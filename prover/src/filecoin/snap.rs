@@ -639,14 +639,20 @@ mod tests {
                 name.starts_with("v28-empty-sector-update-merkletree-poseidon_hasher-"),
                 "{name}"
             );
-            assert!(crate::filecoin::cache::production_digest(&name).is_some(), "{p}: {name}");
+            assert!(
+                crate::filecoin::cache::production_digest(&name).is_some(),
+                "{p}: {name}"
+            );
             let vk = entry
                 .vk
                 .file_name()
                 .expect("vk")
                 .to_string_lossy()
                 .into_owned();
-            assert!(crate::filecoin::cache::production_digest(&vk).is_some(), "{p}: {vk}");
+            assert!(
+                crate::filecoin::cache::production_digest(&vk).is_some(),
+                "{p}: {vk}"
+            );
         }
         let big = cache_entry(dir, "StackedDrg32GiBV1".parse().expect("32GiB")).expect("entry");
         assert_eq!(

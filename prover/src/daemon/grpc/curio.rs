@@ -234,16 +234,18 @@ pub fn translate(req: &SubmitProofRequest) -> Result<FilecoinSubmitRequest, Curi
 /// A SnapDeals update: filecoin-ffi's update proof number (0-4), the three
 /// commitments as raw 32 bytes, one bincode `PartitionProof` per partition
 /// (passed on as hex; the update's statement decodes and checks them).
-fn snap_deals(req: &SubmitProofRequest, prover_id: String) -> Result<FilecoinSubmitRequest, CurioError> {
+fn snap_deals(
+    req: &SubmitProofRequest,
+    prover_id: String,
+) -> Result<FilecoinSubmitRequest, CurioError> {
     let name = ProofKind::SnapDealsUpdate.as_str_name();
     must_be_empty(&req.vanilla_proof, "vanilla_proof", name)?;
     must_be_empty(&req.randomness, "randomness", name)?;
-    let update = UpdateProof::from_number(req.registered_proof).map_err(|e| {
-        CurioError::Registered {
+    let update =
+        UpdateProof::from_number(req.registered_proof).map_err(|e| CurioError::Registered {
             number: req.registered_proof,
             reason: e.to_string(),
-        }
-    })?;
+        })?;
     sector_size(req.sector_size, req.registered_proof, update.sector_size)?;
     if req.vanilla_proofs.is_empty() {
         return Err(field("vanilla_proofs", "is empty: one proof per partition"));
@@ -251,7 +253,10 @@ fn snap_deals(req: &SubmitProofRequest, prover_id: String) -> Result<FilecoinSub
     if req.vanilla_proofs.len() > MAX_VANILLA_PROOFS {
         return Err(field(
             "vanilla_proofs",
-            format!("has {} proofs; at most {MAX_VANILLA_PROOFS}", req.vanilla_proofs.len()),
+            format!(
+                "has {} proofs; at most {MAX_VANILLA_PROOFS}",
+                req.vanilla_proofs.len()
+            ),
         ));
     }
     let comm = |v: &[u8], name| raw32(v, name).map(hex::encode);
