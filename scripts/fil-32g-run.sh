@@ -7,6 +7,10 @@
 #
 #   scripts/fil-32g-run.sh setup BIN_DIR OUT_DIR   # 512 MiB sanity run, then the 32 GiB parameters
 #   scripts/fil-32g-run.sh prove BIN_DIR OUT_DIR [RUNS] [EXTRA_TOML]  # warm daemon, RUNS C2s (default 3)
+#   scripts/fil-32g-run.sh all BIN_DIR OUT_DIR [RUNS] [EXTRA_TOML]    # the 32 GiB parameters, then prove
+#
+# Back-to-back C2s stop early when the next would pass FIL_32G_DEADLINE
+# seconds (default 565) from the script's start.
 #   scripts/fil-32g-run.sh winning BIN_DIR OUT_DIR  # a preloaded WinningPoSt (8 MiB sector) x5, and SnapDeals (SNAP_SIZE) x3 beside filecoin-proofs'
 #
 # BIN_DIR holds `prover` and `fil_bench` (cargo build --release -p prover
@@ -14,7 +18,11 @@
 # FIL_32G_CACHE (default /var/tmp/fil-32g/params), kept between the phases.
 # EXTRA_TOML is appended to the daemon's config (e.g. a [gpu] memory_limit).
 set -euo pipefail
-phase=${1:?setup or prove}
+started=$SECONDS
+# Runs start only while this many seconds of the script remain unspent
+# (a call on the device is cut at 10 minutes).
+deadline=${FIL_32G_DEADLINE:-565}
+phase=${1:?setup, prove, all or winning}
 bin=$(cd "${2:?BIN_DIR}" && pwd)
 out=${3:?OUT_DIR}
 mkdir -p "$out"
@@ -98,7 +106,13 @@ setup)
     forge "$p" "$work/$p"
     ls -l "$work/$p" | tee -a "$out/summary.txt"
     ;;
-prove)
+all | prove)
+    if [ "$phase" = all ]; then
+        p=StackedDrg32GiBV1_1
+        # Refused at once (exit 1) where the file is there already.
+        timed "setup-$p" "$bin/prover" setup --filecoin "$p" --backend cuda --param-cache "$cache" --log info
+        ls -l "$cache" | tee -a "$out/summary.txt"
+    fi
     runs=${4:-3}
     extra=${5:-}
     p=StackedDrg32GiBV1_1
@@ -113,11 +127,18 @@ prove)
         sleep 2
     done) >"$out/samples.txt" 2>/dev/null &
     sampler=$!
+    last=0
     for run in $(seq "$runs"); do
+        t0=$SECONDS
+        if [ $((t0 - started + last + last / 5 + 15)) -gt "$deadline" ]; then
+            log "run $run not started: $((t0 - started)) s spent, the last C2 took $last s"
+            break
+        fi
         timed "daemon-c2-$run" "$bin/prover" client c2 --config "$w/prover.toml" \
             --c1 "$d/c1.json" --registered-proof "$p" --sector-id "$sector" \
             --prover-id "$prover_id" --out "$d/daemon-$run.proof" --timeout 9m
         timed "verify-$run" "$bin/fil_bench" verify "$d" "$d/daemon-$run.proof"
+        last=$((SECONDS - t0))
     done
     awk '/VmHWM/{print "daemon peak RSS " $2/1048576 " GiB"}' /proc/$pid/status | tee -a "$out/summary.txt"
     kill -TERM "$pid" 2>/dev/null
