@@ -144,6 +144,33 @@ fn a_forged_2kib_cc_c1_is_proved_by_our_c2_and_accepted_by_verify_seal() {
         seal::verify(&sealed(&forged), &proof).expect("verify_seal runs"),
         "filecoin-proofs' verify_seal rejected the proof of a forged C1"
     );
+    // Without test parameters allowed, a forged C1 is refused as test
+    // data before anything is read or proved.
+    let refused = one_shot::run(
+        OneShot {
+            backend: Arc::new(CpuBackend::new()),
+            filecoin_cache: cache.to_path_buf(),
+            allow_test_params: false,
+            compiled: false,
+            timing_log: None,
+            budget: Some(4 << 30),
+        },
+        Job::Filecoin(FilecoinSubmitRequest::PorepC2(PorepC2Request {
+            prover_id: hex::encode(forged.sector.prover_id),
+            c1: serde_json::from_slice(&forged.c1_json).expect("C1 JSON"),
+            registered_proof: Some(forged.sector.seal_proof.to_string()),
+            sector_id: Some(forged.sector.sector_id),
+            rs_seed: Some(3),
+        })),
+    );
+    match refused {
+        Err(e) => assert!(e.to_string().contains("FORGED"), "{e}"),
+        Ok(f) => panic!(
+            "a forged C1 was proved without test parameters: {:?}",
+            f.status.state
+        ),
+    }
+    assert!(forge::is_forged_ticket(&forged.sector.ticket));
     // The judge is not lenient: another sector's CommR is refused.
     let mut other = sealed(&forged);
     other.comm_r[0] ^= 1;

@@ -57,6 +57,7 @@ pub fn code_of(e: &FilecoinError) -> u8 {
         | FilecoinError::PostField { .. }
         | FilecoinError::RequestField { .. }
         | FilecoinError::NotThisSector { .. }
+        | FilecoinError::ForgedTestData
         | FilecoinError::VanillaInvalid { .. }
         | FilecoinError::VanillaPostInvalid { .. }
         | FilecoinError::SnapField { .. }

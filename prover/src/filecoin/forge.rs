@@ -36,6 +36,18 @@
 mod columns;
 mod sparse;
 
+/// The first 16 bytes of every forged sector's ticket: the mark that keeps
+/// a forged C1 output test data wherever it goes. A chain's tickets are
+/// randomness, so a real sector carries it with probability 2^-128; the
+/// daemon and `prover c2` refuse a marked C1 unless test parameters are
+/// allowed ([`is_forged_ticket`]).
+pub const FORGED_TICKET_MARK: [u8; 16] = *b"FORGED-TEST-DATA";
+
+/// Whether `ticket` is a forged sector's ([`FORGED_TICKET_MARK`]).
+pub fn is_forged_ticket(ticket: &[u8; 32]) -> bool {
+    ticket[..FORGED_TICKET_MARK.len()] == FORGED_TICKET_MARK
+}
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -125,7 +137,9 @@ impl CcSector {
             b[31] &= 0x3f;
             b
         };
-        let (prover_id, ticket, seed) = (field_bytes(), field_bytes(), field_bytes());
+        let (prover_id, mut ticket, seed) = (field_bytes(), field_bytes(), field_bytes());
+        // ASCII: the ticket stays a field element.
+        ticket[..FORGED_TICKET_MARK.len()].copy_from_slice(&FORGED_TICKET_MARK);
         CcSector {
             seal_proof,
             prover_id,

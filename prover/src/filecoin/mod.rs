@@ -182,6 +182,10 @@ pub enum FilecoinError {
     #[error("the job's {field}: {reason}")]
     RequestField { field: &'static str, reason: String },
     #[error(
+        "the C1 output is of a FORGED sector (test data: its ticket carries the forge's mark and no replica has its CommR); it is proved only where test parameters are allowed ([filecoin] allow_test_params, --allow-test-params)"
+    )]
+    ForgedTestData,
+    #[error(
         "the C1 output is not for sector {sector_id} of prover {prover_id} ({seal_proof}): its replica id differs from the one those, its ticket and its CommD give (another sector's C1, or a wrong --sector-id / --prover-id / --registered-proof)"
     )]
     NotThisSector {

@@ -78,6 +78,8 @@ type PublicInputs<Tree> = stacked::PublicInputs<
 /// A checked C1 output of one sector.
 struct C2Statement<Tree: 'static + MerkleTreeTrait> {
     seal_proof: SealProof,
+    /// A forged sector's C1 (its ticket carries the forge's mark).
+    forged: bool,
     public_inputs: PublicInputs<Tree>,
     pub_params: compound_proof::PublicParams<'static, Scheme<Tree>>,
     vanilla: Vec<Vec<VanillaSealProof<Tree>>>,
@@ -86,6 +88,10 @@ struct C2Statement<Tree: 'static + MerkleTreeTrait> {
 impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
     fn kind(&self) -> FilecoinKind {
         FilecoinKind::PorepC2
+    }
+
+    fn test_data(&self) -> bool {
+        self.forged
     }
 
     fn sector_size(&self) -> u64 {
@@ -296,6 +302,7 @@ fn prepare_of<Tree: 'static + MerkleTreeTrait>(
     }
     Ok(Box::new(C2Statement::<Tree> {
         seal_proof,
+        forged: crate::filecoin::forge::is_forged_ticket(&c1.ticket),
         public_inputs,
         pub_params,
         vanilla: c1.vanilla_proofs,

@@ -34,6 +34,12 @@ pub trait Statement: Send + Sync {
     fn sectors(&self) -> usize {
         1
     }
+    /// Whether its input is marked as test data (a forged sector's C1,
+    /// [`crate::filecoin::forge`]): proved only where test parameters are
+    /// allowed, never as a real sector's.
+    fn test_data(&self) -> bool {
+        false
+    }
     /// Partition `k`'s number in the proof's own numbering (a WindowPoSt
     /// partition keeps its index in the deadline).
     fn partition_number(&self, k: usize) -> usize {

@@ -51,6 +51,11 @@ pub struct FilecoinKeys {
 }
 
 impl FilecoinKeys {
+    /// Whether TEST-ONLY parameters, and so test data, are allowed.
+    pub fn allow_test_params(&self) -> bool {
+        self.allow_test_params
+    }
+
     pub fn new(dir: PathBuf, allow_test_params: bool) -> Self {
         Self {
             dir,

@@ -331,6 +331,17 @@ impl Engine {
             return Err(SubmitError::NoDevice);
         }
         let statement = filecoin::statement_of(req)?;
+        if statement.test_data() {
+            if !self.filecoin.allow_test_params() {
+                return Err(SubmitError::Filecoin(
+                    crate::filecoin::FilecoinError::ForgedTestData,
+                ));
+            }
+            tracing::warn!(
+                kind = %statement.kind(),
+                "proving TEST DATA: a forged sector's C1 (allowed by allow_test_params)"
+            );
+        }
         let entry = statement
             .cache_entry(self.filecoin.dir())
             .map_err(SubmitError::Filecoin)?;
