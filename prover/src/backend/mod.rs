@@ -280,7 +280,7 @@ pub struct ParamBases<'a> {
 
 impl<'a> ParamBases<'a> {
     /// Every query of `params`, keyed by `set` (the parameter file's checksum).
-    pub fn of(set: &'a str, params: &'a crate::params::Params) -> Self {
+    pub fn of(set: &'a str, params: &'a bellperson::groth16::Parameters<blstrs::Bls12>) -> Self {
         ParamBases {
             set,
             g1: [

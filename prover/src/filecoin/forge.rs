@@ -34,7 +34,10 @@
 //! non-interactive PoRep derive their challenges from CommR.
 
 mod columns;
+mod error;
 mod sparse;
+
+pub use error::ForgeError;
 
 /// The first 16 bytes of every forged sector's ticket: the mark that keeps
 /// a forged C1 output test data wherever it goes. A chain's tickets are
@@ -71,7 +74,6 @@ use storage_proofs_porep::stacked::{
     ReplicaColumnProof, StackedDrg,
 };
 
-use crate::filecoin::bounded_reason;
 use crate::filecoin::registered::SealProof;
 use columns::Columns;
 use sparse::SparseTree;
@@ -83,37 +85,6 @@ pub const FORGED_NOTE: &str = "TEST DATA: a forged committed-capacity PoRep C1 o
 /// sidecar adds to that name.
 pub const C1_SUFFIX: &str = ".forged-cc-c1.json";
 pub const SIDECAR_SUFFIX: &str = ".forged.json";
-
-/// Why a C1 output could not be forged.
-#[derive(Debug, thiserror::Error)]
-pub enum ForgeError {
-    #[error("sector size {0} has no Filecoin PoRep (valid: 2KiB, 8MiB, 512MiB, 32GiB, 64GiB)")]
-    SectorSize(u64),
-    #[error("{seal_proof} does not derive its challenges interactively; only V1 and V1_1 PoRep can be forged")]
-    NotInteractive { seal_proof: SealProof },
-    #[error("{context}: {reason}")]
-    ProofCrates {
-        context: &'static str,
-        reason: String,
-    },
-    /// A forged C1 output the crates refuse: a bug here, never the input's.
-    #[error("the forged {seal_proof} C1 output does not pass the crates' vanilla verification")]
-    NotVerified { seal_proof: SealProof },
-    /// An inconsistency of this module's own (a bug), named.
-    #[error("forging the C1 output: {0}")]
-    Internal(String),
-    #[error("writing the C1 output as JSON: {0}")]
-    Json(#[from] serde_json::Error),
-}
-
-impl ForgeError {
-    fn crates(context: &'static str, e: &anyhow::Error) -> Self {
-        ForgeError::ProofCrates {
-            context,
-            reason: bounded_reason(&format!("{e:#}")),
-        }
-    }
-}
 
 /// The sector a C1 output is forged for: what a real one's C1 takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,10 +9,12 @@ use fleet_wire::api::{
     FilecoinSubmitRequest, PorepC2Request, SnapDealsRequest, WinningPostRequest,
 };
 
+use crate::filecoin::cache::CacheEntry;
 use crate::filecoin::post::{PostKind, PostRequest};
 use crate::filecoin::snap::{self, SnapRequest, SnapVanilla};
 use crate::filecoin::statement::Statement;
-use crate::filecoin::{c1, porep, post, FilecoinError, SealProof, UpdateProof};
+use crate::filecoin::{c1, porep, post, FilCircuit, FilecoinError, SealProof, UpdateProof};
+use std::path::Path;
 
 /// A field of the request refused: the request's own, not the C1 output's
 /// or the vanilla proofs' (those errors name their document).
@@ -113,6 +115,20 @@ fn snap_deals(r: &SnapDealsRequest) -> Result<Box<dyn Statement>, FilecoinError>
         comm_d_new: comm("comm_d_new", &r.comm_d_new)?,
         vanilla: SnapVanilla::from_value(&r.vanilla_proofs)?,
     })
+}
+
+/// The parameter file of `circuit` in `cache_dir`, as filecoin-proofs
+/// names it: the kind table for a set named without a request (preload,
+/// Curio's circuit ids).
+pub fn cache_entry(circuit: FilCircuit, cache_dir: &Path) -> Result<CacheEntry, FilecoinError> {
+    match circuit {
+        FilCircuit::PoRep(p) => porep::cache_entry(cache_dir, p),
+        FilCircuit::Post(kind, size) => post::cache_entry(cache_dir, kind, size),
+        FilCircuit::Snap(size) => snap::cache_entry(
+            cache_dir,
+            UpdateProof::of_size(size).ok_or(FilecoinError::SectorSize(size))?,
+        ),
+    }
 }
 
 #[cfg(test)]

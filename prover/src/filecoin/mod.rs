@@ -92,23 +92,6 @@ impl<'de> serde::Deserialize<'de> for FilCircuit {
     }
 }
 
-impl FilCircuit {
-    /// Its parameter file in `cache_dir`, as filecoin-proofs names it.
-    pub fn cache_entry(
-        self,
-        cache_dir: &std::path::Path,
-    ) -> Result<cache::CacheEntry, FilecoinError> {
-        match self {
-            FilCircuit::PoRep(p) => porep::cache_entry(cache_dir, p),
-            FilCircuit::Post(kind, size) => post::cache_entry(cache_dir, kind, size),
-            FilCircuit::Snap(size) => snap::cache_entry(
-                cache_dir,
-                UpdateProof::of_size(size).ok_or(FilecoinError::SectorSize(size))?,
-            ),
-        }
-    }
-}
-
 impl std::fmt::Display for FilCircuit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

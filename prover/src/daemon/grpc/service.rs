@@ -68,7 +68,8 @@ impl Service {
         let engine = self.engine()?;
         let failed = |e: crate::filecoin::FilecoinError| Status::failed_precondition(e.to_string());
         let circuit = id.circuit().map_err(srs_status)?.map_err(failed)?;
-        let entry = circuit.cache_entry(engine.filecoin_dir()).map_err(failed)?;
+        let entry =
+            crate::filecoin::kind::cache_entry(circuit, engine.filecoin_dir()).map_err(failed)?;
         Ok((engine, entry, circuit))
     }
 

@@ -96,7 +96,9 @@ impl CircuitId {
         self,
         cache_dir: &Path,
     ) -> Result<Result<CacheEntry, FilecoinError>, SrsError> {
-        Ok(self.circuit()?.and_then(|c| c.cache_entry(cache_dir)))
+        Ok(self
+            .circuit()?
+            .and_then(|c| crate::filecoin::kind::cache_entry(c, cache_dir)))
     }
 }
 

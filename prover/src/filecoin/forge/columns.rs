@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use storage_proofs_core::drgraph::Graph;
 use storage_proofs_porep::stacked::{Column, LabelingProof, StackedBucketGraph, TOTAL_PARENTS};
 
-use super::ForgeError;
+use super::error::ForgeError;
 
 /// A node's parents in the stacked graph, as the crates' prover lists them.
 #[derive(Clone, Debug)]

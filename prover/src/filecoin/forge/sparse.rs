@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use filecoin_hashers::{Domain, HashFunction, Hasher, PoseidonArity};
 use storage_proofs_core::merkle::{MerkleProof, MerkleTreeTrait};
 
-use super::ForgeError;
+use super::error::ForgeError;
 
 /// A node's children in a path: the siblings (in order, without the node)
 /// and the node's position among them, as `MerkleProof::from_parts` takes.
