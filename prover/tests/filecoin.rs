@@ -438,10 +438,16 @@ fn missing_truncated_foreign_and_test_only_parameters_are_refused_with_exit_8() 
 
 #[test]
 fn setup_never_writes_over_an_existing_parameter_file() {
+    setup_refuses_to_write_over("StackedDrg2KiBV1_1");
+}
+
+/// `prover setup --filecoin circuit` over the fixture's cache, where its
+/// file exists: exit 1 saying so, every file of the cache unchanged.
+fn setup_refuses_to_write_over(circuit: &str) {
     let f = fixture();
     let before = digests(&f.cache);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
-    cmd.args(["setup", "--filecoin", "StackedDrg2KiBV1_1", "--param-cache"])
+    cmd.args(["setup", "--filecoin", circuit, "--param-cache"])
         .arg(&f.cache)
         .args(["--log", "warn"]);
     let run = output_within(&mut cmd, CLI_LIMIT);
@@ -1355,16 +1361,7 @@ fn damaged_or_mismatched_snap_inputs_are_refused_before_proving() {
 
 #[test]
 fn setup_of_snap_deals_never_writes_over_its_parameter_file() {
-    let f = fixture();
+    // The fixture generates the update's parameters where they are missing.
     snap_fixture();
-    let before = digests(&f.cache);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prover"));
-    cmd.args(["setup", "--filecoin", "snap-deals:2KiB", "--param-cache"])
-        .arg(&f.cache)
-        .args(["--log", "warn"]);
-    let run = output_within(&mut cmd, CLI_LIMIT);
-    let err = stderr(&run);
-    assert_eq!(run.status.code(), Some(1), "{err}");
-    assert!(err.contains("is never written over"), "{err}");
-    assert_eq!(digests(&f.cache), before);
+    setup_refuses_to_write_over("snap-deals:2KiB");
 }

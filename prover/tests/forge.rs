@@ -96,22 +96,18 @@ fn sealed(forged: &Forged) -> Sealed {
     }
 }
 
-#[test]
-fn a_forged_2kib_cc_c1_is_proved_by_our_c2_and_accepted_by_verify_seal() {
-    let cache = param_cache();
-    let forged = forge("2KiB", 7);
-    assert_eq!(
-        forged.comm_d,
-        forge::empty_comm_d(2048).expect("CommD"),
-        "a CC sector's CommD"
-    );
-    let t = Instant::now();
-    // The one path every proof takes: the engine, in this process.
-    let finished = one_shot::run(
+/// `forged`'s C1 proved by the engine in this process (CPU backend, fixed
+/// r and s), as `prover c2` proves it.
+fn prove(
+    forged: &Forged,
+    cache: &Path,
+    allow_test_params: bool,
+) -> Result<one_shot::Finished, one_shot::OneShotError> {
+    one_shot::run(
         OneShot {
             backend: Arc::new(CpuBackend::new()),
             filecoin_cache: cache.to_path_buf(),
-            allow_test_params: true,
+            allow_test_params,
             compiled: false,
             timing_log: None,
             budget: Some(4 << 30),
@@ -124,7 +120,20 @@ fn a_forged_2kib_cc_c1_is_proved_by_our_c2_and_accepted_by_verify_seal() {
             rs_seed: Some(3),
         })),
     )
-    .expect("C2 of the forged C1");
+}
+
+#[test]
+fn a_forged_2kib_cc_c1_is_proved_by_our_c2_and_accepted_by_verify_seal() {
+    let cache = param_cache();
+    let forged = forge("2KiB", 7);
+    assert_eq!(
+        forged.comm_d,
+        forge::empty_comm_d(2048).expect("CommD"),
+        "a CC sector's CommD"
+    );
+    let t = Instant::now();
+    // The one path every proof takes: the engine, in this process.
+    let finished = prove(&forged, cache, true).expect("C2 of the forged C1");
     eprintln!("C2 (2 KiB, CPU) took {:.1} s", t.elapsed().as_secs_f64());
     let status = finished.status;
     assert_eq!(status.state, JobState::Done, "{:?}", status.error);
@@ -146,23 +155,7 @@ fn a_forged_2kib_cc_c1_is_proved_by_our_c2_and_accepted_by_verify_seal() {
     );
     // Without test parameters allowed, a forged C1 is refused as test
     // data before anything is read or proved.
-    let refused = one_shot::run(
-        OneShot {
-            backend: Arc::new(CpuBackend::new()),
-            filecoin_cache: cache.to_path_buf(),
-            allow_test_params: false,
-            compiled: false,
-            timing_log: None,
-            budget: Some(4 << 30),
-        },
-        Job::Filecoin(FilecoinSubmitRequest::PorepC2(PorepC2Request {
-            prover_id: hex::encode(forged.sector.prover_id),
-            c1: serde_json::from_slice(&forged.c1_json).expect("C1 JSON"),
-            registered_proof: Some(forged.sector.seal_proof.to_string()),
-            sector_id: Some(forged.sector.sector_id),
-            rs_seed: Some(3),
-        })),
-    );
+    let refused = prove(&forged, cache, false);
     match refused {
         Err(e) => assert!(e.to_string().contains("FORGED"), "{e}"),
         Ok(f) => panic!(
