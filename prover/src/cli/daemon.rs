@@ -3,7 +3,7 @@
 //! signals are handled), and the mapping of outcomes to [`exit`] codes.
 
 use super::exit;
-use super::filecoin::{read_c1, C1Input, PostInput, SnapInput};
+use super::filecoin::{read_input, C1Input, PostInput, SnapInput};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use fleet_wire::api::{FilecoinSubmitRequest, JobState, PorepC2Request, SubmitRequest};
@@ -178,7 +178,7 @@ pub struct ClientSnapArgs {
 /// The request of `prover client c2`.
 fn c2_request(input: &C1Input, rs_seed: Option<u64>) -> Result<FilecoinSubmitRequest> {
     let prover_id = hex::encode(input.prover.bytes()?);
-    let bytes = read_c1(&input.c1)?;
+    let bytes = read_input(&input.c1, "the C1 output")?;
     let c1: serde_json::Value = serde_json::from_slice(&bytes)
         .with_context(|| format!("{} is not JSON", input.c1.display()))?;
     Ok(FilecoinSubmitRequest::PorepC2(PorepC2Request {
@@ -192,7 +192,7 @@ fn c2_request(input: &C1Input, rs_seed: Option<u64>) -> Result<FilecoinSubmitReq
 
 /// The request of `prover client post`.
 fn read_post_request(input: &PostInput, rs_seed: Option<u64>) -> Result<FilecoinSubmitRequest> {
-    let bytes = read_c1(&input.vanilla)?;
+    let bytes = read_input(&input.vanilla, "the vanilla proofs")?;
     let vanilla: serde_json::Value = serde_json::from_slice(&bytes)
         .with_context(|| format!("{} is not JSON", input.vanilla.display()))?;
     input.request(vanilla, rs_seed)
@@ -324,7 +324,10 @@ pub fn run_client(args: ClientArgs) -> Result<u8> {
         ClientCommand::Snap(a) => send_filecoin(
             &a.send,
             ("--vanilla", &a.input.vanilla),
-            &a.input.request(a.send.rs_seed)?,
+            &a.input.request(
+                &read_input(&a.input.vanilla, "the vanilla proofs")?,
+                a.send.rs_seed,
+            )?,
         ),
         ClientCommand::Status(a) => {
             let client = ApiClient::new(&load(&a.config)?, a.timeout)?;

@@ -175,14 +175,15 @@ pub struct SnapInput {
 }
 
 impl SnapInput {
-    /// The SnapDeals job this input asks for, its vanilla proofs read.
-    pub fn request(&self, rs_seed: Option<u64>) -> Result<FilecoinSubmitRequest, FilecoinError> {
-        let bytes = read_c1(&self.vanilla).map_err(|e| FilecoinError::SnapField {
-            field: "vanilla_proofs",
-            reason: format!("{e:#}"),
-        })?;
+    /// The SnapDeals job this input asks for, with `vanilla` the bytes of
+    /// its `--vanilla` file.
+    pub fn request(
+        &self,
+        vanilla: &[u8],
+        rs_seed: Option<u64>,
+    ) -> Result<FilecoinSubmitRequest, FilecoinError> {
         let vanilla_proofs =
-            serde_json::from_slice(&bytes).map_err(|e| FilecoinError::SnapField {
+            serde_json::from_slice(vanilla).map_err(|e| FilecoinError::SnapField {
                 field: "vanilla_proofs",
                 reason: prover::filecoin::bounded_reason(&e.to_string()),
             })?;
@@ -217,27 +218,29 @@ pub fn run_snap(args: SnapArgs) -> Result<u8> {
     if let Some(code) = check_outputs(&args.flags, ("--vanilla", &args.input.vanilla)) {
         return Ok(code);
     }
-    match args.input.request(args.flags.seed) {
+    let bytes = read_input(&args.input.vanilla, "the vanilla proofs")?;
+    match args.input.request(&bytes, args.flags.seed) {
         Ok(req) => super::one_shot::prove(&args.flags, req),
         Err(e) => fail(e),
     }
 }
 
-/// Reads at most `MAX_C1_BYTES` (+1, to tell a larger input apart).
-pub fn read_c1(path: &Path) -> Result<Vec<u8>> {
+/// Reads at most `MAX_C1_BYTES` (+1, to tell a larger input apart) of
+/// `what` (a C1 output, vanilla proofs) from `path`; `-` is standard input.
+pub fn read_input(path: &Path, what: &str) -> Result<Vec<u8>> {
     let limit = MAX_C1_BYTES as u64 + 1;
     let mut bytes = Vec::new();
     if path == Path::new("-") {
         std::io::stdin()
             .take(limit)
             .read_to_end(&mut bytes)
-            .context("reading the C1 output from standard input")?;
+            .with_context(|| format!("reading {what} from standard input"))?;
     } else {
         std::fs::File::open(path)
-            .with_context(|| format!("opening the C1 output {}", path.display()))?
+            .with_context(|| format!("opening {what} {}", path.display()))?
             .take(limit)
             .read_to_end(&mut bytes)
-            .with_context(|| format!("reading the C1 output {}", path.display()))?;
+            .with_context(|| format!("reading {what} {}", path.display()))?;
     }
     Ok(bytes)
 }
@@ -253,7 +256,7 @@ pub fn run_c2(args: C2Args) -> Result<u8> {
         return Ok(code);
     }
     let prover_id = hex::encode(args.input.prover.bytes()?);
-    let bytes = read_c1(&args.input.c1)?;
+    let bytes = read_input(&args.input.c1, "the C1 output")?;
     if bytes.len() > MAX_C1_BYTES {
         return fail(FilecoinError::C1(C1Error::TooLarge {
             bytes: bytes.len(),
@@ -322,7 +325,7 @@ pub fn run_post(args: PostArgs) -> Result<u8> {
     if let Some(code) = check_outputs(&args.flags, ("--vanilla", &input.vanilla)) {
         return Ok(code);
     }
-    let bytes = read_c1(&input.vanilla)?;
+    let bytes = read_input(&input.vanilla, "the vanilla proofs")?;
     let vanilla_proofs = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
         Err(e) => {
