@@ -10,7 +10,7 @@
 pub mod chain;
 pub mod sha256;
 mod shape;
-mod shapes;
+pub mod shapes;
 pub mod split;
 mod unnamed;
 
@@ -23,7 +23,6 @@ use blstrs::Scalar;
 pub use chain::ChainCircuit;
 pub use sha256::Sha256Circuit;
 pub use shape::{CircuitShape, ShapeCounter};
-pub use shapes::ShapeCache;
 pub use split::SplitWitness;
 pub(crate) use unnamed::unnamed_root;
 

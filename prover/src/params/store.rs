@@ -12,7 +12,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::budget::{BudgetError, MemoryBudget, Reservation};
-use crate::circuit::{self, CircuitKind, CircuitShape, ShapeCache};
+use crate::circuit::shapes::ShapeCache;
+use crate::circuit::{self, CircuitKind, CircuitShape};
 use crate::params::error::{io_err, ParamsError};
 use crate::params::file::{self, file_sha256, stage, Staged, TempFile};
 use crate::params::format::{

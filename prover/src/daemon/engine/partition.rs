@@ -5,7 +5,8 @@
 
 use crate::backend::BackendKind;
 use crate::budget::{BudgetError, MemoryBudget, Reservation};
-use crate::circuit::{self, CircuitError, CircuitKind, ShapeCache};
+use crate::circuit::shapes::ShapeCache;
+use crate::circuit::{self, CircuitError, CircuitKind};
 use crate::daemon::engine::admission::working_bytes;
 use crate::daemon::engine::compiled::CompiledSet;
 use crate::daemon::engine::devices::{is_device_fault, Device};
