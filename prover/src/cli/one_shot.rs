@@ -51,17 +51,7 @@ pub struct ProveFlags {
 /// The exit code of a library error (see the commands' help).
 pub fn code_of(e: &FilecoinError) -> u8 {
     match e {
-        FilecoinError::C1(_)
-        | FilecoinError::C1Shape { .. }
-        | FilecoinError::C1Field { .. }
-        | FilecoinError::PostField { .. }
-        | FilecoinError::RequestField { .. }
-        | FilecoinError::NotThisSector { .. }
-        | FilecoinError::ForgedTestData
-        | FilecoinError::VanillaInvalid { .. }
-        | FilecoinError::VanillaPostInvalid { .. }
-        | FilecoinError::SnapField { .. }
-        | FilecoinError::VanillaSnapInvalid { .. } => exit::C1_REFUSED,
+        e if e.refuses_input() => exit::C1_REFUSED,
         FilecoinError::Cache(_) => exit::PARAMS_UNUSABLE,
         FilecoinError::ProofRejected { .. } => exit::VERIFY_FAILED,
         _ => exit::ERROR,

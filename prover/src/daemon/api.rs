@@ -241,12 +241,10 @@ impl From<SubmitError> for ApiError {
 /// A Filecoin job's refusal: a parameter file missing or unusable is the
 /// host's to fix (422, as for bundled circuits); anything else is the input.
 fn filecoin_status(e: &crate::filecoin::FilecoinError) -> (StatusCode, &'static str) {
-    use crate::filecoin::FilecoinError as F;
-    match e {
-        F::Cache(_) | F::Params(_) | F::Setup(_) => {
-            (StatusCode::UNPROCESSABLE_ENTITY, "params_missing")
-        }
-        _ => (StatusCode::BAD_REQUEST, "bad_filecoin_input"),
+    if e.is_parameters() {
+        (StatusCode::UNPROCESSABLE_ENTITY, "params_missing")
+    } else {
+        (StatusCode::BAD_REQUEST, "bad_filecoin_input")
     }
 }
 

@@ -629,7 +629,8 @@ async fn start(
         let t = Instant::now();
         let engine = engine.clone();
         blocking(move || {
-            let entry = crate::filecoin::kind::cache_entry(circuit, engine.filecoin_dir())?;
+            let entry =
+                crate::filecoin::kind::param_set(circuit).cache_entry(engine.filecoin_dir())?;
             engine
                 .preload_filecoin(&entry, circuit)
                 .map_err(|e| match e {

@@ -3,18 +3,19 @@
 //! API, Curio's gRPC, `prover c2` / `post` / `snap`) builds a
 //! [`FilecoinSubmitRequest`] and comes through here, so a kind's checks are
 //! written once. A new kind is one variant of the request and one arm here;
-//! the rest of it lives in its own module.
+//! the rest of it lives in its own module. A parameter set named without a
+//! request ([`FilCircuit`]) comes through [`param_set`] likewise.
 
 use fleet_wire::api::{
     FilecoinSubmitRequest, PorepC2Request, SnapDealsRequest, WinningPostRequest,
 };
 
-use crate::filecoin::cache::CacheEntry;
+use crate::filecoin::post::set::PostSet;
 use crate::filecoin::post::{PostKind, PostRequest};
+use crate::filecoin::set::ParamSet;
 use crate::filecoin::snap::{self, SnapRequest, SnapVanilla};
 use crate::filecoin::statement::Statement;
 use crate::filecoin::{c1, porep, post, FilCircuit, FilecoinError, SealProof, UpdateProof};
-use std::path::Path;
 
 /// A field of the request refused: the request's own, not the C1 output's
 /// or the vanilla proofs' (those errors name their document).
@@ -117,17 +118,13 @@ fn snap_deals(r: &SnapDealsRequest) -> Result<Box<dyn Statement>, FilecoinError>
     })
 }
 
-/// The parameter file of `circuit` in `cache_dir`, as filecoin-proofs
-/// names it: the kind table for a set named without a request (preload,
-/// Curio's circuit ids).
-pub fn cache_entry(circuit: FilCircuit, cache_dir: &Path) -> Result<CacheEntry, FilecoinError> {
+/// The kind table for a parameter set named without a request (setup,
+/// preload, Curio's circuit ids): its file, shape and blank circuit.
+pub fn param_set(circuit: FilCircuit) -> Box<dyn ParamSet> {
     match circuit {
-        FilCircuit::PoRep(p) => porep::cache_entry(cache_dir, p),
-        FilCircuit::Post(kind, size) => post::cache_entry(cache_dir, kind, size),
-        FilCircuit::Snap(size) => snap::cache_entry(
-            cache_dir,
-            UpdateProof::of_size(size).ok_or(FilecoinError::SectorSize(size))?,
-        ),
+        FilCircuit::PoRep(p) => Box::new(p),
+        FilCircuit::Post(kind, sector_size) => Box::new(PostSet { kind, sector_size }),
+        FilCircuit::Snap(u) => Box::new(u),
     }
 }
 

@@ -9,7 +9,6 @@
 //! public `CompoundProof` API and hands them to [`crate::synthesis`] and
 //! [`crate::prove`] like any other bellperson circuit.
 
-pub mod blank;
 pub mod c1;
 pub mod cache;
 pub mod forge;
@@ -19,6 +18,7 @@ pub mod porep;
 pub mod post;
 pub mod registered;
 pub mod seal;
+pub mod set;
 pub mod setup;
 pub mod snap;
 pub mod statement;
@@ -47,7 +47,9 @@ macro_rules! with_tree {
 }
 pub(crate) use with_tree;
 
-/// A Filecoin circuit whose parameters `prover setup --filecoin` makes:
+/// A Filecoin parameter set by name, as the command line, the config and
+/// Curio's circuit ids give it (the kind table, `kind::param_set`, says
+/// what it is):
 /// a seal proof type (`StackedDrg2KiBV1_1`), a PoSt of a sector size
 /// (`winning-post:2KiB`, `window-post:2KiB`) or the SnapDeals update of one
 /// (`snap-deals:2KiB`).
@@ -55,7 +57,7 @@ pub(crate) use with_tree;
 pub enum FilCircuit {
     PoRep(SealProof),
     Post(registered::PostKind, u64),
-    Snap(u64),
+    Snap(UpdateProof),
 }
 
 impl std::str::FromStr for FilCircuit {
@@ -67,7 +69,12 @@ impl std::str::FromStr for FilCircuit {
             return match kind {
                 "winning-post" => Ok(FilCircuit::Post(registered::PostKind::Winning, size()?)),
                 "window-post" => Ok(FilCircuit::Post(registered::PostKind::Window, size()?)),
-                "snap-deals" => Ok(FilCircuit::Snap(size()?)),
+                "snap-deals" => {
+                    let size = size()?;
+                    UpdateProof::of_size(size)
+                        .map(FilCircuit::Snap)
+                        .ok_or_else(|| FilecoinError::SectorSize(size).to_string())
+                }
                 _ => Err("unknown kind before `:`: winning-post, window-post or snap-deals".into()),
             };
         }
@@ -97,9 +104,10 @@ impl std::fmt::Display for FilCircuit {
         match self {
             FilCircuit::PoRep(p) => write!(f, "{p}"),
             FilCircuit::Post(kind, size) => f.write_str(&job_label(kind.job_kind(), *size)),
-            FilCircuit::Snap(size) => {
-                f.write_str(&job_label(fleet_wire::api::FilecoinKind::SnapDeals, *size))
-            }
+            FilCircuit::Snap(u) => f.write_str(&job_label(
+                fleet_wire::api::FilecoinKind::SnapDeals,
+                u.sector_size,
+            )),
         }
     }
 }
@@ -142,6 +150,39 @@ pub fn bounded_reason(reason: &str) -> String {
         out.push_str(" …");
     }
     out
+}
+
+impl FilecoinError {
+    /// Whether the input was refused (the request, the C1 output, the
+    /// vanilla proofs): the client's to fix, never the host's. The command
+    /// line's exit code follows it; a new kind's input errors go here.
+    pub fn refuses_input(&self) -> bool {
+        matches!(
+            self,
+            FilecoinError::C1(_)
+                | FilecoinError::C1Shape { .. }
+                | FilecoinError::C1Field { .. }
+                | FilecoinError::PostField { .. }
+                | FilecoinError::SnapField { .. }
+                | FilecoinError::RequestField { .. }
+                | FilecoinError::NotThisSector { .. }
+                | FilecoinError::ForgedTestData
+                | FilecoinError::VanillaInvalid { .. }
+                | FilecoinError::VanillaPostInvalid { .. }
+                | FilecoinError::VanillaSnapInvalid { .. }
+        )
+    }
+
+    /// Whether the host's parameter files are what failed (missing,
+    /// unreadable, not Filecoin's): the host's to fix. The daemon answers
+    /// these 422 / FAILED_PRECONDITION, and every other refusal of a
+    /// submission as the input's.
+    pub fn is_parameters(&self) -> bool {
+        matches!(
+            self,
+            FilecoinError::Cache(_) | FilecoinError::Params(_) | FilecoinError::Setup(_)
+        )
+    }
 }
 
 /// Why a Filecoin proof could not be made.

@@ -9,6 +9,8 @@
 //! verifying key. The output is laid out as `seal_commit_phase2` lays it out:
 //! the partitions' Groth16 proofs, 192 bytes each, concatenated in order.
 
+pub mod set;
+
 use std::path::Path;
 use std::time::Instant;
 

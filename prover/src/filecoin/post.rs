@@ -10,6 +10,8 @@
 //! after, against the parameters' verifying key. Output: the Groth16
 //! proof bytes, as those functions return them.
 
+pub mod set;
+
 use std::path::Path;
 use std::time::Instant;
 

@@ -16,15 +16,13 @@ use std::time::Instant;
 
 use bellperson::groth16::Parameters;
 use blstrs::Bls12;
-use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheEntryMetadata;
-use storage_proofs_update::constants::TreeRHasher;
 
 use crate::filecoin::cache::{self, CacheEntry, TestOnlySidecar};
-use crate::filecoin::porep;
-use crate::filecoin::post::{self, PostKind};
+use crate::filecoin::kind::param_set;
+use crate::filecoin::post::PostKind;
 use crate::filecoin::registered::{SealProof, UpdateProof};
-use crate::filecoin::{need, snap, FilCircuit, FilecoinError};
+use crate::filecoin::{FilCircuit, FilecoinError};
 use crate::params::file::write_atomic;
 use crate::params::ParamsError;
 use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
@@ -64,37 +62,14 @@ pub fn generate(
     seed: u64,
     engine: &dyn FixedBaseEngine,
 ) -> Result<Generated, FilecoinError> {
-    match circuit {
-        FilCircuit::PoRep(p) => {
-            crate::filecoin::with_tree!(p.sector_size, generate_of, cache_dir, p, seed, engine)
-        }
-        FilCircuit::Post(kind, size) => {
-            crate::filecoin::with_tree!(size, generate_post_of, cache_dir, kind, size, seed, engine)
-        }
-        FilCircuit::Snap(size) => {
-            crate::filecoin::with_tree!(size, generate_snap_of, cache_dir, size, seed, engine)
-        }
-    }
-}
-
-fn generate_of<Tree: 'static + MerkleTreeTrait>(
-    cache_dir: &Path,
-    seal_proof: SealProof,
-    seed: u64,
-    engine: &dyn FixedBaseEngine,
-) -> Result<Generated, FilecoinError> {
     let started = Instant::now();
-    let entry = porep::cache_entry(cache_dir, seal_proof)?;
+    let set = param_set(circuit);
+    let entry = set.cache_entry(cache_dir)?;
     refuse_existing(&entry)?;
-    check_fits(
-        cache_dir,
-        FilCircuit::PoRep(seal_proof),
-        preflight::mem_available(),
-    )?;
+    check_fits(cache_dir, circuit, preflight::mem_available())?;
     create_dir(cache_dir)?;
-    let blank = crate::filecoin::blank::porep::<Tree>(seal_proof)?;
-    let params = crate::setup::generate_on(&blank, seed, engine)?;
-    write_entry(&entry, &params, seed, seal_proof.sector_size, started)
+    let params = set.generate(seed, engine)?;
+    write_entry(&entry, &params, seed, set.sector_size(), started)
 }
 
 /// Generates TEST-ONLY parameters of a PoSt circuit into `cache_dir`, as
@@ -113,27 +88,6 @@ pub fn generate_post(
     )
 }
 
-fn generate_post_of<Tree: 'static + MerkleTreeTrait>(
-    cache_dir: &Path,
-    kind: PostKind,
-    sector_size: u64,
-    seed: u64,
-    engine: &dyn FixedBaseEngine,
-) -> Result<Generated, FilecoinError> {
-    let started = Instant::now();
-    let entry = post::cache_entry(cache_dir, kind, sector_size)?;
-    refuse_existing(&entry)?;
-    check_fits(
-        cache_dir,
-        FilCircuit::Post(kind, sector_size),
-        preflight::mem_available(),
-    )?;
-    create_dir(cache_dir)?;
-    let blank = crate::filecoin::blank::post::<Tree>(kind, sector_size)?;
-    let params = crate::setup::generate_on(&blank, seed, engine)?;
-    write_entry(&entry, &params, seed, sector_size, started)
-}
-
 /// Generates TEST-ONLY parameters of the SnapDeals update circuit of
 /// `sector_size` into `cache_dir`, as [`generate_porep`] does for PoRep.
 pub fn generate_snap(
@@ -141,34 +95,14 @@ pub fn generate_snap(
     sector_size: u64,
     seed: u64,
 ) -> Result<Generated, FilecoinError> {
+    let update_proof =
+        UpdateProof::of_size(sector_size).ok_or(FilecoinError::SectorSize(sector_size))?;
     generate(
         cache_dir,
-        FilCircuit::Snap(sector_size),
+        FilCircuit::Snap(update_proof),
         seed,
         &CpuFixedBase,
     )
-}
-
-fn generate_snap_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
-    cache_dir: &Path,
-    sector_size: u64,
-    seed: u64,
-    engine: &dyn FixedBaseEngine,
-) -> Result<Generated, FilecoinError> {
-    let started = Instant::now();
-    let update_proof =
-        UpdateProof::of_size(sector_size).ok_or(FilecoinError::SectorSize(sector_size))?;
-    let entry = snap::cache_entry(cache_dir, update_proof)?;
-    refuse_existing(&entry)?;
-    check_fits(
-        cache_dir,
-        FilCircuit::Snap(sector_size),
-        preflight::mem_available(),
-    )?;
-    create_dir(cache_dir)?;
-    let params =
-        crate::setup::generate_on(&snap::blank_circuit::<Tree>(sector_size), seed, engine)?;
-    write_entry(&entry, &params, seed, sector_size, started)
 }
 
 /// Refuses, before any of the work, a generation this host cannot hold:
@@ -180,7 +114,7 @@ pub fn check_fits(
     circuit: FilCircuit,
     available: Option<u64>,
 ) -> Result<Need, FilecoinError> {
-    let shape = need::shape(circuit)?;
+    let shape = param_set(circuit).shape()?;
     let need = Need::of(&shape);
     let what = format!(
         "the parameters of {} ({} constraints, domain 2^{})",
@@ -327,7 +261,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("cache");
         let p: SealProof = "StackedDrg32GiBV1_1".parse().unwrap();
-        let shape = need::shape(FilCircuit::PoRep(p)).unwrap();
+        let shape = param_set(FilCircuit::PoRep(p)).shape().unwrap();
         assert_eq!(shape.log2_domain(), 27, "{shape:?}");
         assert!(shape.num_constraints > 120_000_000, "{shape:?}");
         let err = check_fits(&cache, FilCircuit::PoRep(p), Some(24 * GIB)).unwrap_err();

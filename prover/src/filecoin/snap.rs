@@ -19,8 +19,11 @@
 //! `verify_partition_proofs` verifies them. After proving, every partition's
 //! proof is verified against the parameters' verifying key. Output: the
 //! partitions' Groth16 proofs, 192 bytes each, concatenated in order.
+//!
+//! Its parameter set (blank circuit, shape) is [`set`].
 
-use std::marker::PhantomData;
+pub mod set;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::time::Instant;
@@ -37,8 +40,8 @@ use storage_proofs_core::parameter_cache::CacheableParameters;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::constants::{TreeDDomain, TreeRDomain, TreeRHasher};
 use storage_proofs_update::{
-    circuit, EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound,
-    PartitionProof, PublicInputs, PublicParams, SetupParams,
+    EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof,
+    PublicInputs, PublicParams, SetupParams,
 };
 use typenum::Unsigned;
 
@@ -168,70 +171,6 @@ fn public_params<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         priority: false,
     })
     .map_err(crates_err("setting up the compound SnapDeals update"))
-}
-
-/// The update circuit of a sector size with no witness: what parameters are
-/// generated from. The crates' own circuit is not `Clone`, which this
-/// crate's setup needs, so this builds it where it is synthesised.
-pub(crate) struct BlankSnap<Tree> {
-    pub_params: PublicParams,
-    tree: PhantomData<fn() -> Tree>,
-}
-
-impl<Tree> Clone for BlankSnap<Tree> {
-    fn clone(&self) -> Self {
-        BlankSnap {
-            pub_params: self.pub_params.clone(),
-            tree: PhantomData,
-        }
-    }
-}
-
-impl<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> Circuit<Scalar> for BlankSnap<Tree> {
-    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
-        EmptySectorUpdateCircuit::<Tree>::blank(self.pub_params).synthesize(cs)
-    }
-}
-
-/// The blank update circuit of `sector_size`, one of the sizes of
-/// [`crate::filecoin::registered::SECTOR_SIZES`].
-pub(crate) fn blank_circuit<Tree: MerkleTreeTrait<Hasher = TreeRHasher>>(
-    sector_size: u64,
-) -> BlankSnap<Tree> {
-    BlankSnap {
-        pub_params: PublicParams::from_sector_size(sector_size),
-        tree: PhantomData,
-    }
-}
-
-/// The blank update circuit of `sector_size` with `challenges` challenges in
-/// place of its own count: what the preflight counts
-/// ([`crate::filecoin::need`]). With its own count it is the crates' blank
-/// circuit.
-pub(crate) fn blank_with_challenges<Tree: MerkleTreeTrait<Hasher = TreeRHasher>>(
-    sector_size: u64,
-    challenges: usize,
-) -> EmptySectorUpdateCircuit<Tree> {
-    let pub_params = PublicParams::from_sector_size(sector_size);
-    let nodes = pub_params.sector_nodes;
-    let mut priv_inputs = circuit::PrivateInputs::<Tree>::empty(nodes);
-    priv_inputs.challenge_proofs = vec![circuit::ChallengeProof::empty(nodes); challenges];
-    EmptySectorUpdateCircuit {
-        pub_params: PublicParams {
-            challenge_count: challenges,
-            ..pub_params
-        },
-        pub_inputs: circuit::PublicInputs::empty(),
-        priv_inputs,
-    }
-}
-
-/// Challenges of one partition of `sector_size`'s update, and how many of
-/// them one digest of the circuit's challenge generation yields.
-pub(crate) fn challenge_counts(sector_size: u64) -> (usize, usize) {
-    let p = PublicParams::from_sector_size(sector_size);
-    let bits = p.challenge_bit_len - p.partition_bit_len;
-    (p.challenge_count, Scalar::CAPACITY as usize / bits.max(1))
 }
 
 /// Checks `request` (commitments, the vanilla proofs' form and shape) and
@@ -662,7 +601,7 @@ mod tests {
     }
 
     #[test]
-    fn partitions_and_challenges_follow_the_sector_size() {
+    fn partitions_follow_the_sector_size() {
         let parts = |n: u64| {
             let p = UpdateProof::from_number(n).expect("number");
             usize::from(update_config(p).update_partitions)
@@ -671,8 +610,6 @@ mod tests {
             (parts(0), parts(1), parts(2), parts(3), parts(4)),
             (1, 4, 16, 16, 16)
         );
-        assert_eq!(challenge_counts(2048), (10, 42));
-        assert_eq!(challenge_counts(32 << 30), (86, 9));
     }
 
     #[test]

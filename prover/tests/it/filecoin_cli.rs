@@ -183,7 +183,9 @@ fn a_32gib_filecoin_setup_beyond_this_hosts_memory_is_refused_before_any_work() 
     let cache = dir.path().join("cache");
     let p: prover::filecoin::SealProof = "StackedDrg32GiBV1_1".parse().expect("name");
     let need = prover::setup::preflight::Need::of(
-        &prover::filecoin::need::shape(prover::filecoin::FilCircuit::PoRep(p)).expect("shape"),
+        &prover::filecoin::kind::param_set(prover::filecoin::FilCircuit::PoRep(p))
+            .shape()
+            .expect("shape"),
     );
     let available = prover::setup::preflight::mem_available().unwrap_or(u64::MAX);
     if need.memory <= available {

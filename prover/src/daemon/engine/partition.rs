@@ -320,7 +320,7 @@ impl Stages {
             return Ok(());
         }
         let t = Instant::now();
-        let r1cs = crate::filecoin::blank::record(circuit)?;
+        let r1cs = crate::filecoin::kind::param_set(circuit).record()?;
         tracing::info!(%circuit, constraints = r1cs.num_constraints, ms = t.elapsed().as_secs_f64() * 1e3, "constraints recorded from the blank circuit");
         self.compiled.keep_filecoin(sha256, r1cs, &self.budget);
         Ok(())

@@ -68,8 +68,9 @@ impl Service {
         let engine = self.engine()?;
         let failed = |e: crate::filecoin::FilecoinError| Status::failed_precondition(e.to_string());
         let circuit = id.circuit().map_err(srs_status)?.map_err(failed)?;
-        let entry =
-            crate::filecoin::kind::cache_entry(circuit, engine.filecoin_dir()).map_err(failed)?;
+        let entry = crate::filecoin::kind::param_set(circuit)
+            .cache_entry(engine.filecoin_dir())
+            .map_err(failed)?;
         Ok((engine, entry, circuit))
     }
 
@@ -197,13 +198,12 @@ impl Service {
 /// INVALID_ARGUMENT, a daemon that cannot take it now UNAVAILABLE (Curio
 /// retries), a host missing parameters FAILED_PRECONDITION.
 fn submit_code(e: &SubmitError) -> Code {
-    use crate::filecoin::FilecoinError as F;
     match e {
         SubmitError::Draining | SubmitError::Busy(_) | SubmitError::NoDevice => Code::Unavailable,
         SubmitError::QueueFull { .. } => Code::ResourceExhausted,
         SubmitError::TooLarge { .. } => Code::ResourceExhausted,
         SubmitError::ParamsMissing(_) => Code::FailedPrecondition,
-        SubmitError::Filecoin(F::Cache(_) | F::Params(_) | F::Setup(_)) => Code::FailedPrecondition,
+        SubmitError::Filecoin(f) if f.is_parameters() => Code::FailedPrecondition,
         _ => Code::InvalidArgument,
     }
 }

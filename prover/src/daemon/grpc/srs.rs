@@ -5,7 +5,7 @@
 use crate::filecoin::cache::CacheEntry;
 use crate::filecoin::post::PostKind;
 use crate::filecoin::registered::SECTOR_SIZES;
-use crate::filecoin::{FilCircuit, FilecoinError, SealProof};
+use crate::filecoin::{FilCircuit, FilecoinError, SealProof, UpdateProof};
 use std::path::Path;
 
 /// The suffix of each sector size, in [`SECTOR_SIZES`] order.
@@ -87,7 +87,9 @@ impl CircuitId {
                 .ok_or(FilecoinError::SectorSize(s)),
             CircuitId::WindowPost(s) => Ok(FilCircuit::Post(PostKind::Window, s)),
             CircuitId::WinningPost(s) => Ok(FilCircuit::Post(PostKind::Winning, s)),
-            CircuitId::Snap(s) => Ok(FilCircuit::Snap(s)),
+            CircuitId::Snap(s) => UpdateProof::of_size(s)
+                .map(FilCircuit::Snap)
+                .ok_or(FilecoinError::SectorSize(s)),
         })
     }
 
@@ -98,7 +100,7 @@ impl CircuitId {
     ) -> Result<Result<CacheEntry, FilecoinError>, SrsError> {
         Ok(self
             .circuit()?
-            .and_then(|c| crate::filecoin::kind::cache_entry(c, cache_dir)))
+            .and_then(|c| crate::filecoin::kind::param_set(c).cache_entry(cache_dir)))
     }
 }
 
