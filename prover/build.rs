@@ -25,7 +25,7 @@ fn main() {
     compile_proto();
 }
 
-/// Generates the gRPC service (`cuzk.v1.ProvingEngine`) from
+/// Generates the gRPC service (`cuzk.v1.ProvingEngine`) and its client from
 /// `proto/cuzk/v1/proving.proto` with tonic/prost. `protoc` comes from the
 /// `protoc-bin-vendored` crate unless `PROTOC` names one, so a fresh machine
 /// needs no protobuf compiler of its own.
@@ -40,7 +40,7 @@ fn compile_proto() {
         unsafe { std::env::set_var("PROTOC", protoc) };
     }
     tonic_prost_build::configure()
-        .build_client(false)
+        .build_client(true)
         .build_server(true)
         .compile_protos(&[proto], &["proto"])
         .expect("compiling proto/cuzk/v1/proving.proto");

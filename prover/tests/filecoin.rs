@@ -1094,6 +1094,52 @@ fn curio_over_grpc_gets_proofs_filecoin_proofs_accepts_and_clear_refusals() {
         d.log()
     );
 
+    // Our own client asks as Curio does (`prover client c2 --grpc`, what
+    // fleetctl's smoke step runs): the socket from the config, the miner id
+    // from the prover id; its proof is accepted by verify_seal.
+    let c1_path = d.daemon.dir.path().join("c1-curio.json");
+    fs::write(&c1_path, curio_c1(sealed, sealed.sector_id)).expect("C1 file");
+    let out = d.daemon.dir.path().join("grpc-proof.bin");
+    let c1_arg = c1_path.display().to_string();
+    let (code, err) = d.daemon.client(
+        &["c2"],
+        &[
+            "--grpc".into(),
+            "--c1".into(),
+            c1_arg.clone(),
+            "--miner-id".into(),
+            MINER.to_string(),
+            "--request-id".into(),
+            "smoke-grpc-1".into(),
+            "--out".into(),
+            out.display().to_string(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("over gRPC (unix://"), "{err}");
+    let proof = fs::read(&out).expect("proof written");
+    assert!(
+        seal::verify(sealed, &proof).expect("verify_seal runs"),
+        "verify_seal rejected the proof of prover client c2 --grpc"
+    );
+    // A prover id that is no miner's cannot go as Curio's request: refused
+    // before anything is sent (exit 7), nothing written.
+    let (code, err) = d.daemon.client(
+        &["c2"],
+        &[
+            "--grpc".into(),
+            "--c1".into(),
+            c1_arg,
+            "--prover-id".into(),
+            "ff".repeat(32),
+            "--out".into(),
+            d.daemon.dir.path().join("none.bin").display().to_string(),
+        ],
+    );
+    assert_eq!(code, Some(7), "{err}");
+    assert!(err.contains("not a miner's"), "{err}");
+    assert!(!d.daemon.dir.path().join("none.bin").exists());
+
     // A drain: the proof being made is finished and handed over, a new
     // request is answered UNAVAILABLE (Curio retries it elsewhere or later).
     let started = d.run(

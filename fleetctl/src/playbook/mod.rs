@@ -260,7 +260,7 @@ impl Playbook {
     fn check_fixtures(&self) -> Result<(), PlaybookError> {
         for step in &self.steps {
             if let StepSpec::Smoke(p) = step {
-                if let SmokeProof::PorepC2 { fixture } = &p.proof {
+                if let SmokeProof::PorepC2 { fixture, .. } = &p.proof {
                     C2Request::load(fixture.as_deref()).map_err(|source| {
                         PlaybookError::SmokeFixture {
                             source_name: self.source.clone(),
@@ -417,7 +417,10 @@ mod tests {
         assert_eq!(
             built_in.steps,
             [StepSpec::Smoke(crate::steps::SmokeParams {
-                proof: SmokeProof::PorepC2 { fixture: None },
+                proof: SmokeProof::PorepC2 {
+                    fixture: None,
+                    grpc: false,
+                },
                 timeout: std::time::Duration::from_secs(120),
             })]
         );

@@ -23,8 +23,14 @@ pub enum SmokeProof {
     /// A bundled circuit (`chain`, `sha256`) of `size` constraints.
     Bundled { circuit: String, size: u64 },
     /// The PoRep C2 of the request document at `fixture` (on this machine),
-    /// or, without one, of the 2 KiB request built into fleetctl.
-    PorepC2 { fixture: Option<PathBuf> },
+    /// or, without one, of the 2 KiB request built into fleetctl; with
+    /// `grpc`, sent as Curio sends it, one `Prove` call to the daemon's gRPC
+    /// service (`prover client c2 --grpc`), so the path Curio's proofs take
+    /// is what the smoke checks.
+    PorepC2 {
+        fixture: Option<PathBuf>,
+        grpc: bool,
+    },
 }
 
 /// The step's parameters, resolved from what the playbook wrote
@@ -57,6 +63,8 @@ struct RawSmoke {
     size: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     fixture: Option<PathBuf>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    grpc: bool,
     #[serde(with = "duration")]
     timeout: Duration,
 }
@@ -72,6 +80,7 @@ impl Default for RawSmoke {
             circuit: None,
             size: None,
             fixture: None,
+            grpc: false,
             timeout: DEFAULT_TIMEOUT,
         }
     }
@@ -114,6 +123,12 @@ impl TryFrom<RawSmoke> for SmokeParams {
                             .to_owned(),
                     );
                 }
+                if raw.grpc {
+                    return Err(
+                        "smoke: `grpc` goes with `kind: porep-c2` (Curio's Prove carries Filecoin proofs only)"
+                            .to_owned(),
+                    );
+                }
                 SmokeProof::Bundled {
                     circuit: raw.circuit.unwrap_or_else(|| DEFAULT_CIRCUIT.to_owned()),
                     size: raw.size.unwrap_or(DEFAULT_SIZE),
@@ -131,6 +146,7 @@ impl TryFrom<RawSmoke> for SmokeParams {
                 }
                 SmokeProof::PorepC2 {
                     fixture: raw.fixture,
+                    grpc: raw.grpc,
                 }
             }
         };
@@ -150,13 +166,15 @@ impl From<SmokeParams> for RawSmoke {
                 circuit: Some(circuit),
                 size: Some(size),
                 fixture: None,
+                grpc: false,
                 timeout,
             },
-            SmokeProof::PorepC2 { fixture } => RawSmoke {
+            SmokeProof::PorepC2 { fixture, grpc } => RawSmoke {
                 kind: SmokeKind::PorepC2,
                 circuit: None,
                 size: None,
                 fixture,
+                grpc,
                 timeout,
             },
         }
@@ -274,9 +292,10 @@ pub fn describe(p: &SmokeParams, _ctx: &StepCtx<'_>) -> String {
         SmokeProof::Bundled { circuit, size } => format!(
             "submit a `{circuit}` proof of size {size} and wait up to {wait} for `verified: true` and a new timing record"
         ),
-        SmokeProof::PorepC2 { fixture } => format!(
-            "send the PoRep C2 of {} with `prover client c2` and wait up to {wait} for its verified proof and a new timing record",
-            fixture.as_ref().map_or_else(|| "the built-in 2 KiB fixture".to_owned(), |f| f.display().to_string())
+        SmokeProof::PorepC2 { fixture, grpc } => format!(
+            "send the PoRep C2 of {} with `prover client c2`{} and wait up to {wait} for its verified proof and a new timing record",
+            fixture.as_ref().map_or_else(|| "the built-in 2 KiB fixture".to_owned(), |f| f.display().to_string()),
+            if *grpc { " over the daemon's gRPC service (Prove, as Curio sends it)" } else { "" }
         ),
     }
 }
@@ -293,9 +312,9 @@ pub(super) async fn run(p: &SmokeParams, ctx: &mut StepCtx<'_>) -> Result<StepOu
     let start = Instant::now();
     let proved = match &p.proof {
         SmokeProof::Bundled { circuit, size } => bundled(ctx, circuit, *size, p.timeout).await?,
-        SmokeProof::PorepC2 { fixture } => {
+        SmokeProof::PorepC2 { fixture, grpc } => {
             let req = C2Request::load(fixture.as_deref()).map_err(|e| check(e.to_string()))?;
-            porep_c2(ctx, &req, p.timeout).await?
+            porep_c2(ctx, &req, *grpc, p.timeout).await?
         }
     };
     let took = start.elapsed();
@@ -374,9 +393,13 @@ async fn bundled(
 /// Bytes of one partition's Groth16 proof in a C2 (A, B, C compressed).
 const PARTITION_PROOF_BYTES: usize = 192;
 
-/// `prover client c2`, the C1 output on its stdin: nothing is written on
-/// the host but the daemon's logs.
-async fn porep_c2(ctx: &StepCtx<'_>, req: &C2Request, timeout: Duration) -> Result<String, Failed> {
+/// The command line of `prover client c2` for `req` on the host.
+fn c2_script(
+    ctx: &StepCtx<'_>,
+    req: &C2Request,
+    grpc: bool,
+    timeout: Duration,
+) -> Result<String, Failed> {
     let layout = ctx.layout();
     let mut script = format!(
         "cd {} && exec {} client c2 --config {} --c1 - --prover-id {} --timeout {}",
@@ -392,9 +415,25 @@ async fn porep_c2(ctx: &StepCtx<'_>, req: &C2Request, timeout: Duration) -> Resu
     if let Some(proof) = &req.registered_proof {
         script.push_str(&format!(" --registered-proof {}", kept(q(proof), KEPT)?));
     }
-    if let Some(seed) = req.rs_seed {
+    if grpc {
+        // Curio's request has no r, s seed: a fixture's `rs_seed` stays
+        // out, and the daemon blinds the proof with its own randomness.
+        script.push_str(" --grpc");
+    } else if let Some(seed) = req.rs_seed {
         script.push_str(&format!(" --rs-seed {seed}"));
     }
+    Ok(script)
+}
+
+/// `prover client c2`, the C1 output on its stdin: nothing is written on
+/// the host but the daemon's logs.
+async fn porep_c2(
+    ctx: &StepCtx<'_>,
+    req: &C2Request,
+    grpc: bool,
+    timeout: Duration,
+) -> Result<String, Failed> {
+    let script = c2_script(ctx, req, grpc, timeout)?;
     let out = kept(
         ctx.transport
             .run_script_with_input(&script, &req.c1, backstop(timeout))
@@ -513,18 +552,34 @@ mod tests {
         );
         assert_eq!(p.timeout, Duration::from_secs(30));
         let p = parse("{kind: porep-c2}").unwrap();
-        assert_eq!(p.proof, SmokeProof::PorepC2 { fixture: None });
+        assert_eq!(
+            p.proof,
+            SmokeProof::PorepC2 {
+                fixture: None,
+                grpc: false
+            }
+        );
+        let p = parse("{kind: porep-c2, grpc: true}").unwrap();
+        assert_eq!(
+            p.proof,
+            SmokeProof::PorepC2 {
+                fixture: None,
+                grpc: true
+            }
+        );
         assert_eq!(p.timeout, DEFAULT_TIMEOUT);
         let p = parse("{kind: porep-c2, fixture: sectors/c2.json, timeout: 5m}").unwrap();
         assert_eq!(
             p.proof,
             SmokeProof::PorepC2 {
-                fixture: Some("sectors/c2.json".into())
+                fixture: Some("sectors/c2.json".into()),
+                grpc: false
             }
         );
         for p in [
             SmokeParams::default(),
             parse("{kind: porep-c2, fixture: a.json}").unwrap(),
+            parse("{kind: porep-c2, grpc: true}").unwrap(),
         ] {
             let text = serde_yaml::to_string(&p).unwrap();
             assert_eq!(parse(&text).unwrap(), p, "{text}");
@@ -543,6 +598,7 @@ mod tests {
                 "`circuit` goes with `kind: bundled`",
             ),
             ("{fixture: c2.json}", "`fixture` goes with `kind: porep-c2`"),
+            ("{grpc: true}", "`grpc` goes with `kind: porep-c2`"),
             ("{kind: window-post}", "unknown variant `window-post`"),
             ("{kind: porep-c2, c1: x.json}", "unknown field `c1`"),
             ("{timeout: 0s}", "`timeout` must be from 1s to 1day, not 0s"),

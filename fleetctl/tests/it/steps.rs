@@ -1580,7 +1580,10 @@ fn local_transport_smokes_a_porep_c2_and_names_missing_parameters() {
     let host = Host::local("local", install.to_str().unwrap());
     let c2 = || {
         StepSpec::Smoke(SmokeParams {
-            proof: SmokeProof::PorepC2 { fixture: None },
+            proof: SmokeProof::PorepC2 {
+                fixture: None,
+                grpc: false,
+            },
             timeout: Duration::from_secs(30),
         })
     };

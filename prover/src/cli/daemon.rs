@@ -149,6 +149,27 @@ pub struct ClientC2Args {
     pub input: C1Input,
     #[command(flatten)]
     pub send: FilecoinSend,
+    /// Send it as Curio does instead: one `Prove` call to the daemon's gRPC
+    /// service (cuzk.v1), at the unix socket or port of the config's
+    /// `[grpc]`, the prover id as a miner id. Exit codes as over HTTP.
+    #[arg(long)]
+    pub grpc: bool,
+    /// With --grpc: the call's request_id (Curio's idempotency key; a
+    /// request id seen in the last hour attaches to that job).
+    #[arg(long, requires = "grpc", value_parser = parse_request_id)]
+    pub request_id: Option<String>,
+}
+
+/// The most bytes a `--request-id` may have (Curio's are ~40).
+const MAX_REQUEST_ID: usize = 128;
+
+fn parse_request_id(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.len() > MAX_REQUEST_ID || !s.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "a request id is 1 to {MAX_REQUEST_ID} printable ASCII characters without spaces"
+        ));
+    }
+    Ok(s.to_string())
 }
 
 #[derive(Debug, Args)]
@@ -176,18 +197,18 @@ pub struct ClientSnapArgs {
 }
 
 /// The request of `prover client c2`.
-fn c2_request(input: &C1Input, rs_seed: Option<u64>) -> Result<FilecoinSubmitRequest> {
+fn c2_request(input: &C1Input, rs_seed: Option<u64>) -> Result<PorepC2Request> {
     let prover_id = hex::encode(input.prover.bytes()?);
     let bytes = read_input(&input.c1, "the C1 output")?;
     let c1: serde_json::Value = serde_json::from_slice(&bytes)
         .with_context(|| format!("{} is not JSON", input.c1.display()))?;
-    Ok(FilecoinSubmitRequest::PorepC2(PorepC2Request {
+    Ok(PorepC2Request {
         prover_id,
         c1,
         registered_proof: input.seal_proof().map(|p| p.to_string()),
         sector_id: input.sector_id,
         rs_seed,
-    }))
+    })
 }
 
 /// The request of `prover client post`.
@@ -269,6 +290,85 @@ fn send_filecoin(
     Ok(exit::OK)
 }
 
+/// `prover client c2 --grpc`: the C2 as Curio sends it, to the daemon's
+/// gRPC service.
+fn send_grpc(args: &ClientC2Args) -> Result<u8> {
+    use prover::daemon::grpc::client::{self, ClientError as GrpcError, Target};
+    use tonic::Code;
+    let send = &args.send;
+    if let Err(e) = super::out_path::check(
+        &[("--out", send.out.as_deref())],
+        &[("--c1", &args.input.c1)],
+    ) {
+        eprintln!("error: {e}");
+        return Ok(exit::USAGE);
+    }
+    if send.rs_seed.is_some() {
+        eprintln!("error: --rs-seed cannot go over gRPC (Curio's request has no such field)");
+        return Ok(exit::USAGE);
+    }
+    let config = load(&send.config)?;
+    let Some(target) = Target::of(&config.grpc) else {
+        anyhow::bail!(
+            "{} has no [grpc] socket or listen: the daemon serves no gRPC",
+            send.config.display()
+        );
+    };
+    let req = c2_request(&args.input, None)?;
+    let request_id = match &args.request_id {
+        Some(id) => id.clone(),
+        None => format!("client-c2-{}-{}", std::process::id(), unix_ms()),
+    };
+    let submit = match prover::daemon::grpc::curio::porep_submit(&req, &request_id) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::C1_REFUSED);
+        }
+    };
+    let max_message = usize::try_from(config.grpc.max_message_bytes.0).unwrap_or(usize::MAX);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the gRPC client's runtime")?;
+    let started = std::time::Instant::now();
+    let answer = runtime.block_on(client::prove(&target, submit, send.timeout, max_message));
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(match &e {
+                GrpcError::Status(s) if s.code() == Code::InvalidArgument => exit::C1_REFUSED,
+                GrpcError::Status(s) if s.code() == Code::FailedPrecondition => {
+                    exit::PARAMS_UNUSABLE
+                }
+                GrpcError::NoProof { .. } => exit::JOB_FAILED,
+                _ => exit::ERROR,
+            });
+        }
+    };
+    match &send.out {
+        Some(path) => prover::filecoin::write_output(path, &answer.proof)
+            .with_context(|| format!("writing the proof to {}", path.display()))?,
+        None => println!("{}", hex::encode(&answer.proof)),
+    }
+    eprintln!(
+        "porep-c2 job {} over gRPC ({target}, request_id {request_id}): {} bytes of proof in {:.1} s (daemon: total {} ms, gpu_compute {} ms)",
+        answer.job_id,
+        answer.proof.len(),
+        started.elapsed().as_secs_f64(),
+        answer.total_ms,
+        answer.gpu_compute_ms
+    );
+    Ok(exit::OK)
+}
+
+fn unix_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
 fn load(path: &Path) -> Result<Config> {
     Config::load(path).map_err(anyhow::Error::from)
 }
@@ -311,10 +411,11 @@ pub fn run_client(args: ClientArgs) -> Result<u8> {
                 && status.result.as_ref().is_some_and(|r| r.verified);
             Ok(if ok { exit::OK } else { exit::JOB_FAILED })
         }
+        ClientCommand::C2(a) if a.grpc => send_grpc(&a),
         ClientCommand::C2(a) => send_filecoin(
             &a.send,
             ("--c1", &a.input.c1),
-            &c2_request(&a.input, a.send.rs_seed)?,
+            &FilecoinSubmitRequest::PorepC2(c2_request(&a.input, a.send.rs_seed)?),
         ),
         ClientCommand::Post(a) => send_filecoin(
             &a.send,

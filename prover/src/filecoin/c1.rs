@@ -264,6 +264,27 @@ pub fn prover_id_of_miner(actor_id: u64) -> [u8; 32] {
     out
 }
 
+/// The miner's actor id whose prover id `prover_id` is: the inverse of
+/// [`prover_id_of_miner`], for clients that name a miner as Curio does.
+/// None when the bytes are not an ID address payload (a LEB128 number of at
+/// most 10 bytes, in its shortest form, zeros after it).
+pub fn miner_of_prover_id(prover_id: &[u8; 32]) -> Option<u64> {
+    let mut v: u64 = 0;
+    for (i, byte) in prover_id.iter().take(10).enumerate() {
+        let bits = u64::from(byte & 0x7f);
+        let shifted = bits.checked_shl(7 * i as u32)?;
+        if shifted >> (7 * i as u32) != bits {
+            return None;
+        }
+        v |= shifted;
+        if byte & 0x80 == 0 {
+            let tail_zero = prover_id[i + 1..].iter().all(|b| *b == 0);
+            return (tail_zero && prover_id_of_miner(v) == *prover_id).then_some(v);
+        }
+    }
+    None
+}
+
 /// A prover id from 64 hex digits.
 pub fn parse_prover_id(s: &str) -> Result<[u8; 32], String> {
     parse_hex32("prover id", s)
@@ -288,6 +309,25 @@ pub fn parse_hex32(what: &str, s: &str) -> Result<[u8; 32], String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_miner_id_round_trips_through_its_prover_id_and_nothing_else_is_one() {
+        for id in [0, 1, 127, 128, 1000, 1 << 35, u64::MAX] {
+            assert_eq!(
+                miner_of_prover_id(&prover_id_of_miner(id)),
+                Some(id),
+                "{id}"
+            );
+        }
+        let mut trailing = prover_id_of_miner(1000);
+        trailing[31] = 1;
+        assert_eq!(miner_of_prover_id(&trailing), None);
+        assert_eq!(miner_of_prover_id(&[0xff; 32]), None);
+        // 0 written in two bytes is not the shortest form.
+        let mut padded = [0u8; 32];
+        padded[0] = 0x80;
+        assert_eq!(miner_of_prover_id(&padded), None);
+    }
 
     #[test]
     fn miner_ids_encode_as_leb128_like_id_addresses() {

@@ -231,6 +231,54 @@ pub fn translate(req: &SubmitProofRequest) -> Result<FilecoinSubmitRequest, Curi
     }
 }
 
+/// A PoRep C2 as Curio sends it: the inverse of [`translate`] for
+/// `POREP_SEAL_COMMIT`, for a client of our own that asks as Curio asks
+/// (`prover client c2 --grpc`, fleetctl's smoke step). The C1 output goes
+/// as given (any form the C1 reader takes); its proof type and sector
+/// number come from the request or the C1 output; the prover id must be a
+/// miner's (an ID address payload), as Curio has only the miner id.
+pub fn porep_submit(
+    req: &PorepC2Request,
+    request_id: &str,
+) -> Result<SubmitProofRequest, FilecoinError> {
+    let prover_id = crate::filecoin::c1::parse_prover_id(&req.prover_id).map_err(|e| {
+        FilecoinError::RequestField {
+            field: "prover_id",
+            reason: e,
+        }
+    })?;
+    let miner_id = crate::filecoin::c1::miner_of_prover_id(&prover_id).ok_or_else(|| {
+        FilecoinError::RequestField {
+            field: "prover_id",
+            reason: "is not a miner's (an ID address payload): Curio's request carries only the miner id".into(),
+        }
+    })?;
+    let seal_proof = req
+        .registered_proof
+        .as_deref()
+        .map(str::parse::<SealProof>)
+        .transpose()
+        .map_err(|e| FilecoinError::RequestField {
+            field: "registered_proof",
+            reason: e.to_string(),
+        })?;
+    let doc = crate::filecoin::c1::from_value(req.c1.clone(), seal_proof, req.sector_id)?;
+    let vanilla_proof = serde_json::to_vec(&req.c1).map_err(|e| FilecoinError::RequestField {
+        field: "c1",
+        reason: e.to_string(),
+    })?;
+    Ok(SubmitProofRequest {
+        request_id: request_id.to_string(),
+        proof_kind: ProofKind::PorepSealCommit as i32,
+        miner_id,
+        sector_number: doc.sector_id,
+        registered_proof: doc.seal_proof.number(),
+        sector_size: doc.seal_proof.sector_size,
+        vanilla_proof,
+        ..Default::default()
+    })
+}
+
 /// A SnapDeals update: filecoin-ffi's update proof number (0-4), the three
 /// commitments as raw 32 bytes, one bincode `PartitionProof` per partition
 /// (passed on as hex; the update's statement decodes and checks them).

@@ -5,8 +5,10 @@
 //! Data flows: [`listen`] binds the socket and port -> [`service`] answers
 //! each RPC from the engine, [`curio`] turning Curio's requests into the
 //! daemon's own and [`ids`] attaching retries to their first job, [`srs`]
-//! naming parameter sets as Curio does.
+//! naming parameter sets as Curio does. [`client`] asks the service as
+//! Curio does (`prover client c2 --grpc`, fleetctl's smoke step).
 
+pub mod client;
 pub mod curio;
 pub mod ids;
 pub mod listen;
