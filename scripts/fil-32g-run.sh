@@ -32,6 +32,8 @@ cache=${FIL_32G_CACHE:-$work/params}
 mkdir -p "$work" "$cache"
 export FIL_PROOFS_PARAMETER_CACHE="$cache"
 export PROVER_KERNEL_CACHE="$work/kernels"
+# The per-partition summary beside this script (shared with the other benchmarks).
+here=$(cd "$(dirname "$0")" && pwd)
 log() { echo "== $*" | tee -a "$out/summary.txt"; }
 timed() { # NAME CMD...: stdout+stderr to OUT/NAME.log; wall time and peak RSS to the summary
     local name=$1 rc=0 t0 t1
@@ -145,21 +147,7 @@ all | prove)
     wait "$pid" 2>/dev/null || true
     kill "$sampler" 2>/dev/null || true
     # Per partition, from the daemon's own records.
-    python3 - "$out/timing.jsonl" <<'PY' | tee -a "$out/summary.txt"
-import json, sys
-for line in open(sys.argv[1]):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    if r.get("kind") == "proof":
-        print("  proof " + json.dumps({k: v for k, v in r.items() if k not in ("host", "build")}))
-    if r.get("kind") != "partition":
-        continue
-    ph = r.get("phases_ms", {})
-    print(f"  job {r.get('job_id','')[:10]} p{r.get('partition')}: " + " ".join(f"{k}={v:.0f}" for k, v in ph.items())
-          + f" h2d_gb={r.get('h2d_bytes', 0)/1e9:.1f}")
-PY
+    python3 "$here/partition-summary.py" "$out/timing.jsonl" | tee -a "$out/summary.txt"
     ;;
 winning)
     # A WinningPoSt on a warm daemon whose set was preloaded (constraints

@@ -29,6 +29,8 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export FIL_PROOFS_PARAMETER_CACHE="$scratch/params"
 export PROVER_KERNEL_CACHE="$scratch/kernels"
+# The per-partition summary beside this script (shared with the other benchmarks).
+here=$(cd "$(dirname "$0")" && pwd)
 log() { echo "== $*" | tee -a "$out/summary.txt"; }
 timed() { # NAME CMD...: runs CMD, stdout+stderr to OUT/NAME.log, wall time to the summary
     local name=$1
@@ -87,21 +89,7 @@ EOC
     kill -TERM "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
     # Per partition, from the daemon's own records: synthesis, device time.
-    python3 - "$d/daemon-timing.jsonl" <<'PY' | tee -a "$out/summary.txt"
-import json, sys
-for line in open(sys.argv[1]):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    if r.get("kind") != "partition":
-        continue
-    ph = r.get("phases_ms", {})
-    part = lambda k: f"{ph[k]:.0f}" if k in ph else "-"
-    print(f"  daemon {r.get('circuit')} job {r.get('job_id', '')[:8]} partition {r.get('partition')}: "
-          f"synthesis {part('synthesis')} ms (witness {part('witness')}, abc {part('abc')}), "
-          f"device {r.get('device_busy_ms') or 0:.0f} ms, total {part('total')} ms")
-PY
+    python3 "$here/partition-summary.py" "$d/daemon-timing.jsonl" | tee -a "$out/summary.txt"
 }
 log "host: $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 log "prover: $("$bin/prover" --version)"
