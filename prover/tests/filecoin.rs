@@ -222,19 +222,22 @@ fn porep_c2_of_a_2kib_sector_is_accepted_by_verify_seal_and_leaves_the_cache_unc
 /// of `POST /v1/filecoin/jobs`), shipped in the repository.
 const SMOKE_REQUEST: &str = "../fixtures/filecoin/porep-c2-2KiB.json";
 
-/// The shipped smoke request is this sector's C1 output (the seal is
-/// seeded, so it is the same every run), which the other tests prove and
-/// `verify_seal` accepts. `BLESS=1` writes it anew (after a change of the
-/// proof crates' C1 format, say).
+/// The shipped smoke request is the C1 output of miner [`MINER`]'s seeded
+/// 2 KiB sector (the seal is seeded, so it is the same every run), which
+/// the gRPC test proves (as Curio sends it, and by `prover client c2 --grpc`)
+/// and `verify_seal` accepts; its
+/// prover id is a miner's, so the smoke can send it as Curio does
+/// (`grpc: true`). `BLESS=1` writes it anew (after a change of the proof
+/// crates' C1 format, say).
 #[test]
 fn the_shipped_smoke_request_is_the_c1_output_of_the_seeded_2kib_sector() {
     use fleet_wire::api::{FilecoinSubmitRequest, PorepC2Request};
-    let f = fixture();
+    let (sealed, _) = miner_sector();
     let want = FilecoinSubmitRequest::PorepC2(PorepC2Request {
-        prover_id: hex::encode(f.sealed.prover_id),
-        c1: serde_json::from_slice(&f.sealed.c1_json).expect("C1 JSON"),
-        registered_proof: Some(f.sealed.seal_proof.clone()),
-        sector_id: Some(f.sealed.sector_id),
+        prover_id: hex::encode(sealed.prover_id),
+        c1: serde_json::from_slice(&sealed.c1_json).expect("C1 JSON"),
+        registered_proof: Some(sealed.seal_proof.clone()),
+        sector_id: Some(sealed.sector_id),
         rs_seed: None,
     });
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(SMOKE_REQUEST);
