@@ -652,3 +652,80 @@ fn main_job_rollout_on_the_local_inventory() {
         t.elapsed().as_secs_f64()
     );
 }
+
+/// fleetctl's smoke sends the built-in 2 KiB C2 as Curio does: one gRPC
+/// `Prove` to the daemon's unix socket (`prover client c2 --grpc` on the
+/// host), proved by the real daemon on TEST-ONLY parameters and verified
+/// before the answer; a playbook run on the local inventory.
+#[test]
+fn a_grpc_smoke_proves_the_built_in_c2_over_the_daemons_socket() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let cwd = work.path();
+    let _daemon = LocalDaemon {
+        pid_file: cwd.join(".deploy/local/run/prover.pid"),
+    };
+    let p = prover();
+    let t = Instant::now();
+    let cache = cwd.join("fil-params");
+    let setup = Command::new(&p)
+        .args(["setup", "--filecoin", "StackedDrg2KiBV1_1", "--param-cache"])
+        .arg(&cache)
+        .output()
+        .expect("prover setup runs");
+    assert!(
+        setup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&setup.stderr)
+    );
+    let shipped = std::fs::read_to_string(repo().join("inventories/files/prover-local.toml"))
+        .expect("read the shipped local config");
+    let config = cwd.join("prover-grpc.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[filecoin]\nparam_cache = {:?}\nallow_test_params = true\n\n[grpc]\nsocket = \"run/cuzk.sock\"\n",
+            shipped.replace("127.0.0.1:17878", "127.0.0.1:0"),
+            cache.display().to_string()
+        ),
+    )
+    .expect("write config");
+    eprintln!("TEST-ONLY 2 KiB setup: {:.1}s", t.elapsed().as_secs_f64());
+    let playbook = cwd.join("grpc-smoke.yaml");
+    std::fs::write(
+        &playbook,
+        "name: grpc-smoke\nsteps:\n  - upload: {}\n  - start: {}\n  - verify: {}\n  - smoke: {kind: porep-c2, grpc: true, timeout: 5m}\n  - drain: {timeout: 60s, stop: true}\n",
+    )
+    .expect("write playbook");
+    let inv = repo().join("inventories/local.yaml");
+    let config_var = format!("config_file={}", config.display());
+    let r = fleetctl(
+        cwd,
+        &[
+            "run",
+            "-p",
+            playbook.to_str().expect("utf-8"),
+            "-i",
+            inv.to_str().expect("utf-8"),
+            "-e",
+            &config_var,
+            "--binary",
+            p.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert!(
+        r.stdout.contains(
+            "local: smoke: porep-c2 of built-in porep-c2-2KiB.json (StackedDrg2KiBV1_1 sector "
+        ) && r.stdout.contains("1 partition(s) verified"),
+        "{}",
+        r.show()
+    );
+    let log =
+        std::fs::read_to_string(cwd.join(".deploy/local/logs/prover.log")).unwrap_or_default();
+    assert!(log.contains("gRPC listening"), "{log}");
+    eprintln!(
+        "gRPC smoke run: {:.1}s\n{}",
+        t.elapsed().as_secs_f64(),
+        r.stdout
+    );
+}
