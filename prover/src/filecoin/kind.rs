@@ -10,8 +10,8 @@ use fleet_wire::api::{
     FilecoinSubmitRequest, PorepC2Request, SnapDealsRequest, WinningPostRequest,
 };
 
-use crate::filecoin::post::set::PostSet;
 use crate::filecoin::post::{PostKind, PostRequest};
+use crate::filecoin::registered::PostSet;
 use crate::filecoin::set::ParamSet;
 use crate::filecoin::snap::{self, SnapRequest, SnapVanilla};
 use crate::filecoin::statement::Statement;

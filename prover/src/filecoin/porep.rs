@@ -32,6 +32,7 @@ use crate::circuit::{CircuitShape, SplitWitness};
 use crate::filecoin::c1::C1Document;
 use crate::filecoin::cache::CacheEntry;
 use crate::filecoin::registered::SealProof;
+use crate::filecoin::set::ParamSet;
 use crate::filecoin::statement::{Mode, Partition, Statement};
 use crate::filecoin::{crates_err, FilecoinError};
 use crate::pool::PinnedPool;
@@ -96,12 +97,8 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
         self.forged
     }
 
-    fn sector_size(&self) -> u64 {
-        self.seal_proof.sector_size
-    }
-
-    fn cache_entry(&self, cache_dir: &Path) -> Result<CacheEntry, FilecoinError> {
-        cache_entry_of::<Tree>(cache_dir, self.seal_proof)
+    fn param_set(&self) -> &dyn ParamSet {
+        &self.seal_proof
     }
 
     fn partitions(&self) -> usize {

@@ -41,6 +41,8 @@ use crate::pool::PinnedPool;
 
 /// Which PoSt (declared with the other proof types, in `registered`).
 pub use crate::filecoin::registered::PostKind;
+use crate::filecoin::registered::PostSet;
+use crate::filecoin::set::ParamSet;
 
 /// A PoSt to prove.
 #[derive(Clone, Debug)]
@@ -151,8 +153,7 @@ type PostInputs<Tree> =
 
 /// Checked vanilla PoSt proofs, partitioned as the circuit takes them.
 struct PostStatement<Tree: 'static + MerkleTreeTrait> {
-    kind: PostKind,
-    sector_size: u64,
+    set: PostSet,
     first_partition: usize,
     pub_inputs: PostInputs<Tree>,
     verifier_inputs: PostInputs<Tree>,
@@ -162,15 +163,11 @@ struct PostStatement<Tree: 'static + MerkleTreeTrait> {
 
 impl<Tree: 'static + MerkleTreeTrait> Statement for PostStatement<Tree> {
     fn kind(&self) -> FilecoinKind {
-        self.kind.job_kind()
+        self.set.kind.job_kind()
     }
 
-    fn sector_size(&self) -> u64 {
-        self.sector_size
-    }
-
-    fn cache_entry(&self, cache_dir: &Path) -> Result<CacheEntry, FilecoinError> {
-        cache_entry_of::<Tree>(cache_dir, self.kind, self.sector_size)
+    fn param_set(&self) -> &dyn ParamSet {
+        &self.set
     }
 
     fn partitions(&self) -> usize {
@@ -424,8 +421,10 @@ fn prepare_of<Tree: 'static + MerkleTreeTrait>(
         PostKind::Window => pub_inputs.clone(),
     };
     Ok(Box::new(PostStatement::<Tree> {
-        kind: request.kind,
-        sector_size: request.sector_size,
+        set: PostSet {
+            kind: request.kind,
+            sector_size: request.sector_size,
+        },
         first_partition: request.partition,
         pub_inputs,
         verifier_inputs,

@@ -288,6 +288,13 @@ pub fn parse_sector_size(s: &str) -> Result<u64, RegisteredError> {
         })
 }
 
+/// The PoSt of `kind` over sectors of `sector_size`: one parameter set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PostSet {
+    pub kind: PostKind,
+    pub sector_size: u64,
+}
+
 /// Which PoSt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]

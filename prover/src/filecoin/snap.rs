@@ -48,6 +48,7 @@ use typenum::Unsigned;
 use crate::circuit::CircuitShape;
 use crate::filecoin::cache::CacheEntry;
 use crate::filecoin::registered::UpdateProof;
+use crate::filecoin::set::ParamSet;
 use crate::filecoin::statement::{Mode, Partition, Statement};
 use crate::filecoin::{bounded_reason, crates_err, FilecoinError};
 use crate::pool::PinnedPool;
@@ -192,12 +193,8 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Statement for SnapSt
         FilecoinKind::SnapDeals
     }
 
-    fn sector_size(&self) -> u64 {
-        self.update_proof.sector_size
-    }
-
-    fn cache_entry(&self, cache_dir: &Path) -> Result<CacheEntry, FilecoinError> {
-        cache_entry_of::<Tree>(cache_dir, self.update_proof)
+    fn param_set(&self) -> &dyn ParamSet {
+        &self.update_proof
     }
 
     fn partitions(&self) -> usize {

@@ -14,6 +14,7 @@ use fleet_wire::api::FilecoinKind;
 use crate::circuit::{CircuitShape, SplitWitness};
 use crate::compiled::CompiledR1cs;
 use crate::filecoin::cache::CacheEntry;
+use crate::filecoin::set::ParamSet;
 use crate::filecoin::FilecoinError;
 use crate::pool::PinnedPool;
 use crate::synthesis::Synthesized;
@@ -25,9 +26,15 @@ pub const PROOF_BYTES: usize = 192;
 /// proofs), its partitions' circuits built on demand.
 pub trait Statement: Send + Sync {
     fn kind(&self) -> FilecoinKind;
-    fn sector_size(&self) -> u64;
+    /// The parameter set that proves it.
+    fn param_set(&self) -> &dyn ParamSet;
+    fn sector_size(&self) -> u64 {
+        self.param_set().sector_size()
+    }
     /// The parameter file that proves it, in `cache_dir`.
-    fn cache_entry(&self, cache_dir: &Path) -> Result<CacheEntry, FilecoinError>;
+    fn cache_entry(&self, cache_dir: &Path) -> Result<CacheEntry, FilecoinError> {
+        self.param_set().cache_entry(cache_dir)
+    }
     /// Groth16 proofs it takes.
     fn partitions(&self) -> usize;
     /// Sectors it proves something of.

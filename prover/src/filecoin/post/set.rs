@@ -10,16 +10,10 @@ use storage_proofs_post::fallback::{self, FallbackPoStCompound};
 use crate::circuit::CircuitShape;
 use crate::filecoin::cache::CacheEntry;
 use crate::filecoin::need::{by_repetition, count};
-use crate::filecoin::post::{self, PostKind};
+use crate::filecoin::post;
+pub use crate::filecoin::registered::PostSet;
 use crate::filecoin::set::{BlankJob, BlankOut, ParamSet};
 use crate::filecoin::{crates_err, with_tree, FilecoinError};
-
-/// The PoSt of `kind` over sectors of `sector_size`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PostSet {
-    pub kind: PostKind,
-    pub sector_size: u64,
-}
 
 impl ParamSet for PostSet {
     fn sector_size(&self) -> u64 {
@@ -88,6 +82,7 @@ fn blank_of<Tree: 'static + MerkleTreeTrait>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filecoin::registered::PostKind;
 
     /// A WinningPoSt is 66 sectors of one challenge: extended from one and
     /// two, it is the whole blank circuit's count (90 883 constraints with
