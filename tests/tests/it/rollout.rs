@@ -583,6 +583,44 @@ impl Drop for LocalDaemon {
     }
 }
 
+/// The shipped local config on port 0, with `extra` TOML after it, written
+/// to `cwd/name`: a developer's own local rollout may be serving on the
+/// shipped port. The daemon records the port it bound beside its pid file,
+/// where the smoke and health steps' `prover client` and `prover health`
+/// find it.
+fn local_config(cwd: &Path, name: &str, extra: &str) -> PathBuf {
+    let shipped = std::fs::read_to_string(repo().join("inventories/files/prover-local.toml"))
+        .expect("read the shipped local config");
+    assert!(
+        shipped.contains("127.0.0.1:17878"),
+        "shipped config changed its listen address"
+    );
+    let config = cwd.join(name);
+    std::fs::write(
+        &config,
+        shipped.replace("127.0.0.1:17878", "127.0.0.1:0") + extra,
+    )
+    .expect("write config");
+    config
+}
+
+/// `fleetctl ARGS` on the shipped local inventory with `config` and the
+/// prover binary `binary`.
+fn fleetctl_local(cwd: &Path, args: &[&str], config: &Path, binary: &Path) -> Run {
+    let inv = repo().join("inventories/local.yaml");
+    let config_var = format!("config_file={}", config.display());
+    let mut all = args.to_vec();
+    all.extend([
+        "-i",
+        inv.to_str().expect("utf-8"),
+        "-e",
+        &config_var,
+        "--binary",
+        binary.to_str().expect("utf-8"),
+    ]);
+    fleetctl(cwd, &all)
+}
+
 #[test]
 fn main_job_rollout_on_the_local_inventory() {
     let work = tempfile::tempdir().expect("temp dir");
@@ -590,35 +628,10 @@ fn main_job_rollout_on_the_local_inventory() {
     let _daemon = LocalDaemon {
         pid_file: cwd.join(".deploy/local/run/prover.pid"),
     };
-    let inv = repo().join("inventories/local.yaml");
-    // The shipped config on port 0: a developer's own local rollout may be
-    // serving on the shipped port. The daemon records the port it bound
-    // beside its pid file, where the smoke and health steps' `prover client`
-    // and `prover health` find it.
-    let shipped = std::fs::read_to_string(repo().join("inventories/files/prover-local.toml"))
-        .expect("read the shipped local config");
-    assert!(
-        shipped.contains("127.0.0.1:17878"),
-        "shipped config changed its listen address"
-    );
-    let config = cwd.join("prover-local.toml");
-    std::fs::write(&config, shipped.replace("127.0.0.1:17878", "127.0.0.1:0"))
-        .expect("write config");
-    let config_var = format!("config_file={}", config.display());
+    let config = local_config(cwd, "prover-local.toml", "");
     let p = prover();
     let t = Instant::now();
-    let r = fleetctl(
-        cwd,
-        &[
-            "rollout",
-            "-i",
-            inv.to_str().expect("utf-8"),
-            "-e",
-            &config_var,
-            "--binary",
-            p.to_str().expect("utf-8"),
-        ],
-    );
+    let r = fleetctl_local(cwd, &["rollout"], &config, &p);
     assert_eq!(r.code, Some(0), "{}", r.show());
     let row = r.row("local");
     assert!(
@@ -677,18 +690,14 @@ fn a_grpc_smoke_proves_the_built_in_c2_over_the_daemons_socket() {
         "{}",
         String::from_utf8_lossy(&setup.stderr)
     );
-    let shipped = std::fs::read_to_string(repo().join("inventories/files/prover-local.toml"))
-        .expect("read the shipped local config");
-    let config = cwd.join("prover-grpc.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{}\n[filecoin]\nparam_cache = {:?}\nallow_test_params = true\n\n[grpc]\nsocket = \"run/cuzk.sock\"\n",
-            shipped.replace("127.0.0.1:17878", "127.0.0.1:0"),
+    let config = local_config(
+        cwd,
+        "prover-grpc.toml",
+        &format!(
+            "\n[filecoin]\nparam_cache = {:?}\nallow_test_params = true\n\n[grpc]\nsocket = \"run/cuzk.sock\"\n",
             cache.display().to_string()
         ),
-    )
-    .expect("write config");
+    );
     eprintln!("TEST-ONLY 2 KiB setup: {:.1}s", t.elapsed().as_secs_f64());
     let playbook = cwd.join("grpc-smoke.yaml");
     std::fs::write(
@@ -696,21 +705,11 @@ fn a_grpc_smoke_proves_the_built_in_c2_over_the_daemons_socket() {
         "name: grpc-smoke\nsteps:\n  - upload: {}\n  - start: {}\n  - verify: {}\n  - smoke: {kind: porep-c2, grpc: true, timeout: 5m}\n  - drain: {timeout: 60s, stop: true}\n",
     )
     .expect("write playbook");
-    let inv = repo().join("inventories/local.yaml");
-    let config_var = format!("config_file={}", config.display());
-    let r = fleetctl(
+    let r = fleetctl_local(
         cwd,
-        &[
-            "run",
-            "-p",
-            playbook.to_str().expect("utf-8"),
-            "-i",
-            inv.to_str().expect("utf-8"),
-            "-e",
-            &config_var,
-            "--binary",
-            p.to_str().expect("utf-8"),
-        ],
+        &["run", "-p", playbook.to_str().expect("utf-8")],
+        &config,
+        &p,
     );
     assert_eq!(r.code, Some(0), "{}", r.show());
     assert!(
