@@ -227,9 +227,8 @@ fn send_filecoin(
     input: (&'static str, &Path),
     req: &FilecoinSubmitRequest,
 ) -> Result<u8> {
-    if let Err(e) = super::out_path::check(&[("--out", send.out.as_deref())], &[input]) {
-        eprintln!("error: {e}");
-        return Ok(exit::USAGE);
+    if let Some(code) = refused_out(send, input) {
+        return Ok(code);
     }
     let config = load(&send.config)?;
     let client = ApiClient::new(&config, send.timeout)?;
@@ -290,18 +289,22 @@ fn send_filecoin(
     Ok(exit::OK)
 }
 
+/// `--out` checked against the input it must not overwrite: a bad one is a
+/// usage error (exit 2), said before anything is sent.
+fn refused_out(send: &FilecoinSend, input: (&'static str, &Path)) -> Option<u8> {
+    let e = super::out_path::check(&[("--out", send.out.as_deref())], &[input]).err()?;
+    eprintln!("error: {e}");
+    Some(exit::USAGE)
+}
+
 /// `prover client c2 --grpc`: the C2 as Curio sends it, to the daemon's
 /// gRPC service.
 fn send_grpc(args: &ClientC2Args) -> Result<u8> {
     use prover::daemon::grpc::client::{self, ClientError as GrpcError, Target};
     use tonic::Code;
     let send = &args.send;
-    if let Err(e) = super::out_path::check(
-        &[("--out", send.out.as_deref())],
-        &[("--c1", &args.input.c1)],
-    ) {
-        eprintln!("error: {e}");
-        return Ok(exit::USAGE);
+    if let Some(code) = refused_out(send, ("--c1", &args.input.c1)) {
+        return Ok(code);
     }
     if send.rs_seed.is_some() {
         eprintln!("error: --rs-seed cannot go over gRPC (Curio's request has no such field)");
@@ -317,7 +320,11 @@ fn send_grpc(args: &ClientC2Args) -> Result<u8> {
     let req = c2_request(&args.input, None)?;
     let request_id = match &args.request_id {
         Some(id) => id.clone(),
-        None => format!("client-c2-{}-{}", std::process::id(), unix_ms()),
+        None => format!(
+            "client-c2-{}-{}",
+            std::process::id(),
+            prover::sys::clock::unix_millis()
+        ),
     };
     let submit = match prover::daemon::grpc::curio::porep_submit(&req, &request_id) {
         Ok(s) => s,
@@ -361,12 +368,6 @@ fn send_grpc(args: &ClientC2Args) -> Result<u8> {
         answer.gpu_compute_ms
     );
     Ok(exit::OK)
-}
-
-fn unix_ms() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
 }
 
 fn load(path: &Path) -> Result<Config> {
