@@ -20,7 +20,8 @@ use prover::filecoin::cache::{CACHE_ENV, TEST_ONLY_SUFFIX};
 use prover::filecoin::post::{self, PostKind};
 use prover::filecoin::seal::{self, Sealed, SnapVector};
 use prover::filecoin::snap::{self, SnapRequest, SnapVanilla};
-use prover::filecoin::{porep, setup, FilecoinError, SealProof, UpdateProof};
+use prover::filecoin::{porep, setup, FilCircuit, FilecoinError, SealProof, UpdateProof};
+use prover::setup::fixed_base::CpuFixedBase;
 
 /// Parameter generation and one CPU proof of a 2 KiB PoRep on 2 cores.
 const CLI_LIMIT: Duration = Duration::from_secs(1200);
@@ -52,8 +53,13 @@ fn fixture() -> &'static Fixture {
         let entry = porep::cache_entry(&cache, proof_2kib()).expect("cache entry");
         if !entry.params.exists() {
             let t = Instant::now();
-            let generated =
-                setup::generate_porep(&cache, proof_2kib(), TEST_SEED).expect("TEST-ONLY setup");
+            let generated = setup::generate(
+                &cache,
+                FilCircuit::PoRep(proof_2kib()),
+                TEST_SEED,
+                &CpuFixedBase,
+            )
+            .expect("TEST-ONLY setup");
             eprintln!(
                 "generated {} ({} bytes) in {:.1} s",
                 generated.params,
@@ -65,7 +71,13 @@ fn fixture() -> &'static Fixture {
             let entry = post::cache_entry(&cache, kind, 2048).expect("PoSt cache entry");
             if !entry.params.exists() {
                 let t = Instant::now();
-                setup::generate_post(&cache, kind, 2048, TEST_SEED).expect("PoSt setup");
+                setup::generate(
+                    &cache,
+                    FilCircuit::Post(kind, 2048),
+                    TEST_SEED,
+                    &CpuFixedBase,
+                )
+                .expect("PoSt setup");
                 eprintln!(
                     "generated {} parameters in {:.1} s",
                     kind.name(),
@@ -1210,7 +1222,9 @@ fn snap_fixture() -> &'static SnapVector {
         let entry = snap::cache_entry(&f.cache, snap_2kib()).expect("cache entry");
         if !entry.params.exists() {
             let t = Instant::now();
-            let generated = setup::generate_snap(&f.cache, 2048, TEST_SEED).expect("snap setup");
+            let circuit = FilCircuit::Snap(snap_2kib());
+            let generated =
+                setup::generate(&f.cache, circuit, TEST_SEED, &CpuFixedBase).expect("snap setup");
             eprintln!(
                 "generated {} ({} bytes) in {:.1} s",
                 generated.params,

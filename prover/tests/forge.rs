@@ -20,7 +20,8 @@ use prover::filecoin::cache::CACHE_ENV;
 use prover::filecoin::forge::{self, CcSector, Forged};
 use prover::filecoin::porep;
 use prover::filecoin::seal::{self, Sealed};
-use prover::filecoin::{c1, setup, FilecoinError, SealProof};
+use prover::filecoin::{c1, setup, FilCircuit, FilecoinError, SealProof};
+use prover::setup::fixed_base::CpuFixedBase;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -45,7 +46,8 @@ fn param_cache() -> &'static Path {
         std::env::set_var(CACHE_ENV, &cache);
         let entry = porep::cache_entry(&cache, proof_of("2KiB")).expect("cache entry");
         if !entry.params.exists() {
-            setup::generate_porep(&cache, proof_of("2KiB"), TEST_SEED).expect("TEST-ONLY setup");
+            let circuit = FilCircuit::PoRep(proof_of("2KiB"));
+            setup::generate(&cache, circuit, TEST_SEED, &CpuFixedBase).expect("TEST-ONLY setup");
         }
         cache
     })

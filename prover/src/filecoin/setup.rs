@@ -20,15 +20,13 @@ use storage_proofs_core::parameter_cache::CacheEntryMetadata;
 
 use crate::filecoin::cache::{self, CacheEntry, TestOnlySidecar};
 use crate::filecoin::kind::param_set;
-use crate::filecoin::post::PostKind;
-use crate::filecoin::registered::{SealProof, UpdateProof};
 use crate::filecoin::{FilCircuit, FilecoinError};
 use crate::params::file::write_atomic;
 use crate::params::ParamsError;
-use crate::setup::fixed_base::{CpuFixedBase, FixedBaseEngine};
+use crate::setup::fixed_base::FixedBaseEngine;
 use crate::setup::preflight::{self, Need};
 
-/// What `generate_porep` wrote.
+/// What [`generate`] wrote.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Generated {
     pub params: String,
@@ -38,24 +36,11 @@ pub struct Generated {
     pub seconds: f64,
 }
 
-/// Generates TEST-ONLY parameters of `seal_proof`'s PoRep circuit into
-/// `cache_dir` (created if missing). Refuses when the parameter file exists.
-pub fn generate_porep(
-    cache_dir: &Path,
-    seal_proof: SealProof,
-    seed: u64,
-) -> Result<Generated, FilecoinError> {
-    generate(
-        cache_dir,
-        FilCircuit::PoRep(seal_proof),
-        seed,
-        &CpuFixedBase,
-    )
-}
-
-/// Generates TEST-ONLY parameters of `circuit` into `cache_dir` with the
-/// fixed-base multiplications on `engine` (the same bytes on every engine;
-/// a 32 GiB PoRep's take minutes on a GPU, hours on a CPU).
+/// Generates TEST-ONLY parameters of `circuit` into `cache_dir` (created if
+/// missing; refused when the parameter file exists) with the fixed-base
+/// multiplications on `engine` (the same bytes on every engine, so tests
+/// pass `CpuFixedBase`; a 32 GiB PoRep's take minutes on a GPU, hours on a
+/// CPU).
 pub fn generate(
     cache_dir: &Path,
     circuit: FilCircuit,
@@ -70,39 +55,6 @@ pub fn generate(
     create_dir(cache_dir)?;
     let params = set.generate(seed, engine)?;
     write_entry(&entry, &params, seed, set.sector_size(), started)
-}
-
-/// Generates TEST-ONLY parameters of a PoSt circuit into `cache_dir`, as
-/// [`generate_porep`] does for PoRep.
-pub fn generate_post(
-    cache_dir: &Path,
-    kind: PostKind,
-    sector_size: u64,
-    seed: u64,
-) -> Result<Generated, FilecoinError> {
-    generate(
-        cache_dir,
-        FilCircuit::Post(kind, sector_size),
-        seed,
-        &CpuFixedBase,
-    )
-}
-
-/// Generates TEST-ONLY parameters of the SnapDeals update circuit of
-/// `sector_size` into `cache_dir`, as [`generate_porep`] does for PoRep.
-pub fn generate_snap(
-    cache_dir: &Path,
-    sector_size: u64,
-    seed: u64,
-) -> Result<Generated, FilecoinError> {
-    let update_proof =
-        UpdateProof::of_size(sector_size).ok_or(FilecoinError::SectorSize(sector_size))?;
-    generate(
-        cache_dir,
-        FilCircuit::Snap(update_proof),
-        seed,
-        &CpuFixedBase,
-    )
 }
 
 /// Refuses, before any of the work, a generation this host cannot hold:
@@ -248,6 +200,8 @@ fn write_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filecoin::post::PostKind;
+    use crate::filecoin::SealProof;
     use crate::setup::preflight::PreflightError;
 
     const GIB: u64 = 1 << 30;
