@@ -10,8 +10,8 @@ use fleet_wire::api::{
 };
 use prover::filecoin::c1::{self, C1Error, MAX_C1_BYTES};
 use prover::filecoin::post::PostKind;
-use prover::filecoin::registered::{parse_sector_size, SealProof, UpdateProof};
-use prover::filecoin::{setup as fil_setup, FilecoinError};
+use prover::filecoin::registered::{parse_sector_size, SealProof};
+use prover::filecoin::{setup as fil_setup, FilecoinError, UpdateProof};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 

@@ -28,7 +28,9 @@ use std::path::PathBuf;
 use crate::params::ParamsError;
 use crate::prove::ProveError;
 use crate::setup::SetupError;
-pub use registered::{SealProof, UpdateProof};
+pub use registered::SealProof;
+// From the update proof's own file, not `snap`, which imports this module.
+pub use snap::update_proof::UpdateProof;
 
 /// Calls `$f::<Tree>(args)` with the merkle tree shape of a sector size
 /// (the sizes of [`registered::SECTOR_SIZES`]; any other is an error).

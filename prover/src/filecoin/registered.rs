@@ -7,9 +7,9 @@
 //! followed by 24 zero bytes. Synthetic and non-interactive PoRep are not
 //! accepted: their C2 output is not a plain concatenation of partition proofs.
 //!
-//! SnapDeals' update proofs have a numbering of their own ([`UpdateProof`],
-//! filecoin-proofs-api's `RegisteredUpdateProof`): `StackedDrg2KiBV1` ..
-//! `StackedDrg64GiBV1` are 0..=4, in the same order of sizes.
+//! The sector sizes ([`SECTOR_SIZES`]) and their names are every kind's; a
+//! kind with a numbering of its own keeps it in its module (SnapDeals'
+//! update proofs: `crate::filecoin::snap::update_proof`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -60,10 +60,6 @@ pub enum RegisteredError {
         "unknown sector size ({chars} characters): valid are 2KiB, 8MiB, 512MiB, 32GiB, 64GiB"
     )]
     UnknownSize { chars: usize },
-    #[error("unknown registered update proof number {number}: valid are 0 (StackedDrg2KiBV1) to 4 (StackedDrg64GiBV1)")]
-    UnknownUpdateNumber { number: u64 },
-    #[error("unknown registered update proof ({chars} characters): valid are {valid}, or their numbers 0 to 4")]
-    UnknownUpdateName { chars: usize, valid: String },
 }
 
 /// The suffixes filecoin-proofs-api gives the seal proof types this prover
@@ -173,102 +169,6 @@ impl FromStr for SealProof {
     }
 }
 
-/// A registered SnapDeals update proof type, e.g. `StackedDrg32GiBV1`: one
-/// per sector size, numbered as filecoin-proofs-api's
-/// `RegisteredUpdateProof` (and the chain's actors) number them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct UpdateProof {
-    pub sector_size: u64,
-}
-
-impl UpdateProof {
-    /// Every type, in the order of their numbers.
-    pub fn all() -> impl Iterator<Item = UpdateProof> {
-        SECTOR_SIZES
-            .into_iter()
-            .map(|(sector_size, _)| UpdateProof { sector_size })
-    }
-
-    /// The type of a sector size.
-    pub fn of_size(sector_size: u64) -> Option<UpdateProof> {
-        size_name(sector_size).map(|_| UpdateProof { sector_size })
-    }
-
-    /// The type numbered `number` (0 for 2 KiB .. 4 for 64 GiB).
-    pub fn from_number(number: u64) -> Result<UpdateProof, RegisteredError> {
-        usize::try_from(number)
-            .ok()
-            .and_then(|i| SECTOR_SIZES.get(i))
-            .map(|(sector_size, _)| UpdateProof {
-                sector_size: *sector_size,
-            })
-            .ok_or(RegisteredError::UnknownUpdateNumber { number })
-    }
-
-    /// Its number.
-    pub fn number(&self) -> u64 {
-        SECTOR_SIZES
-            .iter()
-            .position(|(s, _)| *s == self.sector_size)
-            .unwrap_or(0) as u64
-    }
-
-    /// The sector size as Filecoin writes it (`2KiB`).
-    pub fn size_name(&self) -> &'static str {
-        size_name(self.sector_size).unwrap_or("?")
-    }
-
-    /// The PoRep configuration filecoin-proofs' update functions take, as
-    /// filecoin-proofs-api's `as_v1_config` builds it (API 1.2, the PoRep id
-    /// the type's number). The update reads only its sector size.
-    pub fn porep_config(&self) -> PoRepConfig {
-        let mut porep_id = [0u8; 32];
-        porep_id[..8].copy_from_slice(&self.number().to_le_bytes());
-        PoRepConfig::new_groth16(self.sector_size, porep_id, ApiVersion::V1_2_0)
-    }
-}
-
-/// Written and read as its name (`StackedDrg32GiBV1`).
-impl serde::Serialize for UpdateProof {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for UpdateProof {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?
-            .parse()
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-impl fmt::Display for UpdateProof {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "StackedDrg{}V1", self.size_name())
-    }
-}
-
-impl FromStr for UpdateProof {
-    type Err = RegisteredError;
-
-    /// A name (`StackedDrg2KiBV1`) or a number (`0`).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if let Ok(number) = s.parse::<u64>() {
-            return UpdateProof::from_number(number);
-        }
-        UpdateProof::all()
-            .find(|p| p.to_string() == s)
-            .ok_or_else(|| RegisteredError::UnknownUpdateName {
-                chars: s.chars().count(),
-                valid: UpdateProof::all()
-                    .map(|p| p.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
-    }
-}
-
 /// `2KiB` for 2048.
 pub fn size_name(sector_size: u64) -> Option<&'static str> {
     SECTOR_SIZES
@@ -340,41 +240,6 @@ mod tests {
         assert!(err.to_string().contains("StackedDrg64GiBV1_1"), "{err}");
         assert_eq!(parse_sector_size("8MiB").expect("size"), 1 << 23);
         assert!(parse_sector_size("4KiB").is_err());
-    }
-
-    #[test]
-    fn update_proofs_follow_filecoin_proofs_api_numbering() {
-        let names: Vec<(u64, String, u64)> = UpdateProof::all()
-            .map(|p| (p.number(), p.to_string(), p.sector_size))
-            .collect();
-        assert_eq!(
-            names,
-            [
-                (0, "StackedDrg2KiBV1".to_string(), 2048),
-                (1, "StackedDrg8MiBV1".to_string(), 8 << 20),
-                (2, "StackedDrg512MiBV1".to_string(), 512 << 20),
-                (3, "StackedDrg32GiBV1".to_string(), 32 << 30),
-                (4, "StackedDrg64GiBV1".to_string(), 64 << 30),
-            ]
-        );
-        for p in UpdateProof::all() {
-            assert_eq!(UpdateProof::from_number(p.number()).expect("number"), p);
-            assert_eq!(p.to_string().parse::<UpdateProof>().expect("name"), p);
-            assert_eq!(p.number().to_string().parse::<UpdateProof>().expect("n"), p);
-            assert_eq!(u64::from(p.porep_config().sector_size), p.sector_size);
-        }
-        assert_eq!(UpdateProof::of_size(32 << 30).map(|p| p.number()), Some(3));
-        assert!(UpdateProof::of_size(4096).is_none());
-        let err = UpdateProof::from_number(5).expect_err("5");
-        assert!(err.to_string().contains("number 5"), "{err}");
-        // A seal proof's name is not an update proof's.
-        let err = "StackedDrg2KiBV1_1"
-            .parse::<UpdateProof>()
-            .expect_err("seal");
-        assert!(err.to_string().contains("StackedDrg64GiBV1"), "{err}");
-        let long = "y".repeat(10_000);
-        let err = long.parse::<UpdateProof>().expect_err("long");
-        assert!(err.to_string().len() < 300 && !err.to_string().contains("yyy"));
     }
 
     #[test]

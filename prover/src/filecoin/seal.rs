@@ -26,7 +26,8 @@ use storage_proofs_core::sector::SectorId;
 use storage_proofs_update::constants::TreeRHasher;
 
 use crate::filecoin::post::{post_config, PostKind};
-use crate::filecoin::registered::{SealProof, UpdateProof};
+use crate::filecoin::registered::SealProof;
+use crate::filecoin::UpdateProof;
 use crate::filecoin::{crates_err, FilecoinError};
 
 /// A sealed sector's C1 output and what its proof is checked against.

@@ -20,9 +20,11 @@
 //! proof is verified against the parameters' verifying key. Output: the
 //! partitions' Groth16 proofs, 192 bytes each, concatenated in order.
 //!
-//! Its parameter set (blank circuit, shape) is [`set`].
+//! Its proof types and their numbering are [`update_proof`], its parameter
+//! set (blank circuit, shape) [`set`].
 
 pub mod set;
+pub mod update_proof;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -47,11 +49,12 @@ use typenum::Unsigned;
 
 use crate::circuit::CircuitShape;
 use crate::filecoin::cache::CacheEntry;
-use crate::filecoin::registered::UpdateProof;
 use crate::filecoin::set::ParamSet;
 use crate::filecoin::statement::{Mode, Partition, Statement};
 use crate::filecoin::{bounded_reason, crates_err, FilecoinError};
 use crate::pool::PinnedPool;
+
+pub use update_proof::{UpdateProof, UpdateProofError};
 
 /// The most vanilla proof bytes a request may carry, all partitions
 /// together: a 32 GiB update's 16 partitions are ~10 MB of bincode, ~4 times

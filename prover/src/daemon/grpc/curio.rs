@@ -9,8 +9,8 @@
 //! check, the same for every client.
 
 use crate::filecoin::c1::prover_id_of_miner;
-use crate::filecoin::registered::{size_name, SealProof, SealVersion, UpdateProof, SECTOR_SIZES};
-use crate::filecoin::FilecoinError;
+use crate::filecoin::registered::{size_name, SealProof, SealVersion, SECTOR_SIZES};
+use crate::filecoin::{FilecoinError, UpdateProof};
 use bincode::Options as _;
 use fleet_wire::api::{
     FilecoinKind, FilecoinSubmitRequest, PorepC2Request, SnapDealsRequest, WindowPostRequest,

@@ -14,8 +14,8 @@ use storage_proofs_update::{circuit, EmptySectorUpdateCircuit, PublicParams};
 use crate::circuit::CircuitShape;
 use crate::filecoin::cache::CacheEntry;
 use crate::filecoin::need::{by_repetition, count, extend_by_digests};
-use crate::filecoin::registered::UpdateProof;
 use crate::filecoin::set::{BlankJob, BlankOut, ParamSet};
+use crate::filecoin::snap::update_proof::UpdateProof;
 use crate::filecoin::{with_tree, FilecoinError};
 
 impl ParamSet for UpdateProof {
