@@ -4,19 +4,18 @@
 //! circuits follow).
 //!
 //! The shape is counted, not looked up, from blank circuits of one and two
-//! challenges (PoRep, SnapDeals) or sectors (PoSt): every challenge of a PoRep
+//! challenges (PoRep) or sectors (PoSt): every challenge of a PoRep
 //! partition, and every sector of a PoSt, is the same sub-circuit over the
 //! same preamble, so constraints, inputs and aux variables grow by the same
 //! step each, and the whole partition is the one-challenge count plus that
-//! step per further challenge. A SnapDeals challenge draws its bits from a
-//! digest shared with the next ones, so its count also steps once per
-//! digest ([`extend_by_digests`]). Counting three challenges' worth of a
+//! step per further challenge. Counting three challenges' worth of a
 //! 32 GiB partition (18 challenges, ~130 M constraints) takes seconds and
 //! no memory to speak of, where synthesising the whole blank circuit takes
 //! minutes and the generation ~100 GiB.
 //!
 //! Each kind counts its own circuit with these tools in its `ParamSet::shape`
-//! ([`crate::filecoin::set`]).
+//! ([`crate::filecoin::set`]); a circuit with a step of its own beside the
+//! per-challenge one extends them there.
 
 use crate::circuit::CircuitShape;
 use crate::filecoin::FilecoinError;
@@ -40,42 +39,6 @@ pub(crate) fn extend(
         num_inputs: step(one.num_inputs, two.num_inputs)?,
         num_aux: step(one.num_aux, two.num_aux)?,
         num_constraints: step(one.num_constraints, two.num_constraints)?,
-    })
-}
-
-/// `n` challenges of the SnapDeals circuit from the counts of one, two and
-/// `per_digest + 1` challenges: a base, a step per challenge and a step per
-/// digest of `per_digest` challenges' bits (`gen_challenge_bits`), so
-/// `f(n) = f(1) + (n - 1) c + (⌈n / per_digest⌉ - 1) d`.
-pub(crate) fn extend_by_digests(
-    one: CircuitShape,
-    two: CircuitShape,
-    two_digests: CircuitShape,
-    n: usize,
-    per_digest: usize,
-) -> Result<CircuitShape, FilecoinError> {
-    let step = |f1: usize, f2: usize, fd: usize| {
-        let c = f2.checked_sub(f1)?;
-        let d = fd
-            .checked_sub(f1)?
-            .checked_sub(c.checked_mul(per_digest)?)?;
-        f1.checked_add(c.checked_mul(n.checked_sub(1)?)?)?
-            .checked_add(d.checked_mul(n.div_ceil(per_digest.max(1)).checked_sub(1)?)?)
-    };
-    let field = |f1, f2, fd| {
-        step(f1, f2, fd).ok_or(FilecoinError::ProofCrates {
-            context: "counting the SnapDeals circuit's shape",
-            reason: "more challenges made it smaller, or the count overflows".into(),
-        })
-    };
-    Ok(CircuitShape {
-        num_inputs: field(one.num_inputs, two.num_inputs, two_digests.num_inputs)?,
-        num_aux: field(one.num_aux, two.num_aux, two_digests.num_aux)?,
-        num_constraints: field(
-            one.num_constraints,
-            two.num_constraints,
-            two_digests.num_constraints,
-        )?,
     })
 }
 
@@ -103,25 +66,6 @@ pub(crate) fn by_repetition(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn digests_add_their_step_once_per_digest() {
-        let shape = |c: usize| CircuitShape {
-            num_inputs: 5,
-            num_aux: c,
-            num_constraints: 2 * c,
-        };
-        // f(n) = 1000 + 100 n + 7 ⌈n / 4⌉ (aux), twice that (constraints).
-        let f = |n: usize| shape(1000 + 100 * n + 7 * n.div_ceil(4));
-        for n in [5, 8, 9, 86] {
-            assert_eq!(
-                extend_by_digests(f(1), f(2), f(5), n, 4).unwrap(),
-                f(n),
-                "{n}"
-            );
-        }
-        assert!(extend_by_digests(f(2), f(1), f(5), 9, 4).is_err());
-    }
 
     #[test]
     fn repetition_extends_each_count_by_its_step() {

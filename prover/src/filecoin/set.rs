@@ -1,12 +1,12 @@
 //! One Filecoin parameter set (a seal proof type's PoRep, a PoSt of a sector
-//! size, the SnapDeals update of one): where its file is in the cache, the
+//! size, any kind's circuit of one size): where its file is in the cache, the
 //! shape of its partition circuit, and its blank (witness-free) circuit, from
 //! which a daemon records the constraints when it preloads the set (so even
 //! the first proof, a WinningPoSt due within its epoch, synthesises from the
 //! recording) and `prover setup --filecoin` generates TEST-ONLY parameters.
 //!
-//! Each kind implements [`ParamSet`] in its own module (`porep::set`,
-//! `post::set`, `snap::set`); [`crate::filecoin::kind::param_set`] is the one
+//! Each kind implements [`ParamSet`] in its own module (its `set` file, e.g.
+//! `porep::set`); [`crate::filecoin::kind::param_set`] is the one
 //! table from a [`crate::filecoin::FilCircuit`] to it. Preload, the
 //! preflight and setup call only this trait.
 

@@ -1,5 +1,8 @@
 //! The SnapDeals update's parameter set of an update proof type: its blank
-//! circuit and its shape, counted from a few challenges.
+//! circuit and its shape, counted from a few challenges. A challenge draws
+//! its bits from a digest shared with the next ones, so beside the step per
+//! challenge that `need` extends by, the count also steps once per digest
+//! (`extend_by_digests`).
 
 use std::marker::PhantomData;
 use std::path::Path;
@@ -13,7 +16,7 @@ use storage_proofs_update::{circuit, EmptySectorUpdateCircuit, PublicParams};
 
 use crate::circuit::CircuitShape;
 use crate::filecoin::cache::CacheEntry;
-use crate::filecoin::need::{by_repetition, count, extend_by_digests};
+use crate::filecoin::need::{by_repetition, count};
 use crate::filecoin::set::{BlankJob, BlankOut, ParamSet};
 use crate::filecoin::snap::update_proof::UpdateProof;
 use crate::filecoin::{with_tree, FilecoinError};
@@ -62,6 +65,42 @@ fn shape_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         n,
         per_digest,
     )
+}
+
+/// `n` challenges of the SnapDeals circuit from the counts of one, two and
+/// `per_digest + 1` challenges: a base, a step per challenge and a step per
+/// digest of `per_digest` challenges' bits (`gen_challenge_bits`), so
+/// `f(n) = f(1) + (n - 1) c + (⌈n / per_digest⌉ - 1) d`.
+fn extend_by_digests(
+    one: CircuitShape,
+    two: CircuitShape,
+    two_digests: CircuitShape,
+    n: usize,
+    per_digest: usize,
+) -> Result<CircuitShape, FilecoinError> {
+    let step = |f1: usize, f2: usize, fd: usize| {
+        let c = f2.checked_sub(f1)?;
+        let d = fd
+            .checked_sub(f1)?
+            .checked_sub(c.checked_mul(per_digest)?)?;
+        f1.checked_add(c.checked_mul(n.checked_sub(1)?)?)?
+            .checked_add(d.checked_mul(n.div_ceil(per_digest.max(1)).checked_sub(1)?)?)
+    };
+    let field = |f1, f2, fd| {
+        step(f1, f2, fd).ok_or(FilecoinError::ProofCrates {
+            context: "counting the SnapDeals circuit's shape",
+            reason: "more challenges made it smaller, or the count overflows".into(),
+        })
+    };
+    Ok(CircuitShape {
+        num_inputs: field(one.num_inputs, two.num_inputs, two_digests.num_inputs)?,
+        num_aux: field(one.num_aux, two.num_aux, two_digests.num_aux)?,
+        num_constraints: field(
+            one.num_constraints,
+            two.num_constraints,
+            two_digests.num_constraints,
+        )?,
+    })
 }
 
 /// The update circuit of a sector size with no witness: what parameters are
@@ -133,6 +172,25 @@ mod tests {
 
     fn two_kib() -> UpdateProof {
         UpdateProof::of_size(2048).expect("2KiB")
+    }
+
+    #[test]
+    fn digests_add_their_step_once_per_digest() {
+        let shape = |c: usize| CircuitShape {
+            num_inputs: 5,
+            num_aux: c,
+            num_constraints: 2 * c,
+        };
+        // f(n) = 1000 + 100 n + 7 ⌈n / 4⌉ (aux), twice that (constraints).
+        let f = |n: usize| shape(1000 + 100 * n + 7 * n.div_ceil(4));
+        for n in [5, 8, 9, 86] {
+            assert_eq!(
+                extend_by_digests(f(1), f(2), f(5), n, 4).unwrap(),
+                f(n),
+                "{n}"
+            );
+        }
+        assert!(extend_by_digests(f(2), f(1), f(5), 9, 4).is_err());
     }
 
     #[test]
