@@ -4,7 +4,8 @@
 //! [`FilecoinSubmitRequest`] and comes through here, so a kind's checks are
 //! written once. A new kind is one variant of the request and one arm here;
 //! the rest of it lives in its own module. A parameter set named without a
-//! request ([`FilCircuit`]) comes through [`param_set`] likewise.
+//! request ([`FilCircuit`]) comes through [`param_set`] likewise, and one
+//! named by Curio's circuit id through [`curio_circuit`].
 
 use fleet_wire::api::{
     FilecoinSubmitRequest, PorepC2Request, SnapDealsRequest, WinningPostRequest,
@@ -128,6 +129,39 @@ pub fn param_set(circuit: FilCircuit) -> Box<dyn ParamSet> {
     }
 }
 
+/// Curio's circuit ids name a parameter set `<prefix>-<size>` (`porep-32g`,
+/// `wpost-2k`): each kind's prefix with its set of a sector size, in the
+/// order Curio's status lists them. A PoRep's parameters are the same for
+/// V1 and V1_1: the current proof type names them.
+const CURIO_PREFIXES: [(&str, fn(u64) -> Option<FilCircuit>); 4] = [
+    ("porep", |size| {
+        SealProof::current(size).map(FilCircuit::PoRep)
+    }),
+    ("wpost", |size| {
+        Some(FilCircuit::Post(PostKind::Window, size))
+    }),
+    ("winning", |size| {
+        Some(FilCircuit::Post(PostKind::Winning, size))
+    }),
+    ("snap", |size| {
+        UpdateProof::of_size(size).map(FilCircuit::Snap)
+    }),
+];
+
+/// The prefixes of Curio's circuit ids, in the order of its status.
+pub fn curio_prefixes() -> impl Iterator<Item = &'static str> {
+    CURIO_PREFIXES.iter().map(|(prefix, _)| *prefix)
+}
+
+/// The parameter set a Curio circuit id of `prefix` and `sector_size`
+/// names; `None` where no kind has the prefix.
+pub fn curio_circuit(prefix: &str, sector_size: u64) -> Option<Result<FilCircuit, FilecoinError>> {
+    CURIO_PREFIXES
+        .iter()
+        .find(|(p, _)| *p == prefix)
+        .map(|(_, of_size)| of_size(sector_size).ok_or(FilecoinError::SectorSize(sector_size)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +221,34 @@ mod tests {
         let r = winning(serde_json::json!([]), 4096);
         let text = refusal(&FilecoinSubmitRequest::WinningPost(r));
         assert!(text.contains("4096"), "{text}");
+    }
+
+    #[test]
+    fn curio_prefixes_name_each_kinds_parameter_file() {
+        let file = |prefix: &str| {
+            let circuit = curio_circuit(prefix, 2048)
+                .expect("a known prefix")
+                .expect("a known size");
+            param_set(circuit)
+                .cache_entry(std::path::Path::new("/nonexistent"))
+                .expect("a cache entry")
+                .params_name()
+        };
+        assert!(
+            file("snap").contains("empty-sector-update"),
+            "{}",
+            file("snap")
+        );
+        assert!(
+            file("porep").contains("stacked-proof-of-replication"),
+            "{}",
+            file("porep")
+        );
+        assert!(curio_circuit("nope", 2048).is_none());
+        assert!(matches!(
+            curio_circuit("porep", 4096),
+            Some(Err(FilecoinError::SectorSize(4096)))
+        ));
     }
 
     /// A PoSt's refusals name the PoSt input or the job's field, never "the

@@ -1,29 +1,42 @@
-//! Circuit ids as Curio names parameter sets (`porep-32g`, `wpost-32g`,
-//! `winning-32g`, `snap-32g`; the test sizes `-2k`, `-8m`, `-512m`, and
-//! `-64g`), resolved to the Filecoin parameter file that proves them.
+//! Circuit ids as Curio names parameter sets (`porep-32g`, `winning-2k`: a
+//! kind's prefix, from the kind table [`crate::filecoin::kind::curio_circuit`],
+//! then a sector size `2k`, `8m`, `512m`, `32g` or `64g`), resolved to the
+//! Filecoin parameter file that proves them.
 
 use crate::filecoin::cache::CacheEntry;
-use crate::filecoin::post::PostKind;
+use crate::filecoin::kind;
 use crate::filecoin::registered::SECTOR_SIZES;
-use crate::filecoin::{FilCircuit, FilecoinError, SealProof, UpdateProof};
+use crate::filecoin::{FilCircuit, FilecoinError};
 use std::path::Path;
 
 /// The suffix of each sector size, in [`SECTOR_SIZES`] order.
 const SUFFIXES: [&str; 5] = ["2k", "8m", "512m", "32g", "64g"];
 
-/// What a circuit id names.
+/// What a circuit id names: a kind (its prefix in the kind table) and a
+/// sector size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CircuitId {
-    Porep(u64),
-    WindowPost(u64),
-    WinningPost(u64),
-    Snap(u64),
+pub struct CircuitId {
+    prefix: &'static str,
+    sector_size: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum SrsError {
-    #[error("circuit_id: unknown `{0}`: expected porep-, wpost-, winning- or snap- followed by 2k, 8m, 512m, 32g or 64g")]
+    #[error(
+        "circuit_id: unknown `{0}`: expected {prefixes} followed by 2k, 8m, 512m, 32g or 64g",
+        prefixes = expected_prefixes()
+    )]
     Unknown(String),
+}
+
+/// The kinds' prefixes as the refusal lists them: `porep-, wpost-, winning-
+/// or snap-`.
+fn expected_prefixes() -> String {
+    let prefixes: Vec<String> = kind::curio_prefixes().map(|p| format!("{p}-")).collect();
+    match prefixes.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => prefixes.concat(),
+    }
 }
 
 impl CircuitId {
@@ -42,55 +55,37 @@ impl CircuitId {
             .iter()
             .position(|s| *s == size)
             .ok_or_else(unknown)?;
-        let bytes = SECTOR_SIZES[i].0;
-        Ok(match kind {
-            "porep" => CircuitId::Porep(bytes),
-            "wpost" => CircuitId::WindowPost(bytes),
-            "winning" => CircuitId::WinningPost(bytes),
-            "snap" => CircuitId::Snap(bytes),
-            _ => return Err(unknown()),
+        let prefix = kind::curio_prefixes()
+            .find(|p| *p == kind)
+            .ok_or_else(unknown)?;
+        Ok(CircuitId {
+            prefix,
+            sector_size: SECTOR_SIZES[i].0,
         })
     }
 
     /// Every id this daemon can load, in a stable order.
     pub fn all() -> impl Iterator<Item = CircuitId> {
-        SECTOR_SIZES.into_iter().flat_map(|(s, _)| {
-            [
-                CircuitId::Porep(s),
-                CircuitId::WindowPost(s),
-                CircuitId::WinningPost(s),
-                CircuitId::Snap(s),
-            ]
+        SECTOR_SIZES.into_iter().flat_map(|(sector_size, _)| {
+            kind::curio_prefixes().map(move |prefix| CircuitId {
+                prefix,
+                sector_size,
+            })
         })
     }
 
     pub fn name(self) -> String {
-        let (kind, size) = match self {
-            CircuitId::Porep(s) => ("porep", s),
-            CircuitId::WindowPost(s) => ("wpost", s),
-            CircuitId::WinningPost(s) => ("winning", s),
-            CircuitId::Snap(s) => ("snap", s),
-        };
         let i = SECTOR_SIZES
             .iter()
-            .position(|(b, _)| *b == size)
+            .position(|(b, _)| *b == self.sector_size)
             .unwrap_or(0);
-        format!("{kind}-{}", SUFFIXES[i])
+        format!("{}-{}", self.prefix, SUFFIXES[i])
     }
 
-    /// The Filecoin circuit of this id (a PoRep's parameters are the same
-    /// for V1 and V1_1: the current proof type names them).
+    /// The Filecoin circuit of this id.
     pub fn circuit(self) -> Result<Result<FilCircuit, FilecoinError>, SrsError> {
-        Ok(match self {
-            CircuitId::Porep(s) => SealProof::current(s)
-                .map(FilCircuit::PoRep)
-                .ok_or(FilecoinError::SectorSize(s)),
-            CircuitId::WindowPost(s) => Ok(FilCircuit::Post(PostKind::Window, s)),
-            CircuitId::WinningPost(s) => Ok(FilCircuit::Post(PostKind::Winning, s)),
-            CircuitId::Snap(s) => UpdateProof::of_size(s)
-                .map(FilCircuit::Snap)
-                .ok_or(FilecoinError::SectorSize(s)),
-        })
+        kind::curio_circuit(self.prefix, self.sector_size)
+            .ok_or_else(|| SrsError::Unknown(self.name()))
     }
 
     /// The parameter file of this circuit in `cache_dir`.
@@ -107,15 +102,17 @@ impl CircuitId {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filecoin::SealProof;
 
     #[test]
     fn ids_round_trip_and_unknown_ones_are_named() {
         for id in CircuitId::all() {
             assert_eq!(CircuitId::parse(&id.name()).unwrap(), id);
         }
+        let porep = CircuitId::parse("porep-32g").unwrap();
         assert_eq!(
-            CircuitId::parse("porep-32g").unwrap(),
-            CircuitId::Porep(32 << 30)
+            porep.circuit().unwrap().unwrap(),
+            FilCircuit::PoRep(SealProof::current(32 << 30).unwrap())
         );
         assert!(CircuitId::parse("porep-4k").is_err());
         assert!(CircuitId::parse("nope").is_err());
@@ -123,14 +120,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.len() < 300, "{e}");
-        let snap = CircuitId::Snap(2048)
+        // Curio sees this text; the kinds' list comes from the kind table.
+        assert_eq!(
+            CircuitId::parse("wpost-3g").unwrap_err().to_string(),
+            "circuit_id: unknown `wpost-3g`: expected porep-, wpost-, winning- or snap- followed by 2k, 8m, 512m, 32g or 64g"
+        );
+        let entry = CircuitId::parse("winning-2k")
+            .unwrap()
             .cache_entry(Path::new("/nonexistent"))
             .expect("a known id")
             .expect("a cache entry");
         assert!(
-            snap.params_name().contains("empty-sector-update"),
+            entry.params_name().contains("proof-of-spacetime-fallback"),
             "{}",
-            snap.params_name()
+            entry.params_name()
         );
     }
 }
