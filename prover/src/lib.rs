@@ -7,7 +7,8 @@
 //! cgroup limits, hostname, clocks), [`daemon`]
 //! (`config`, `api`, `engine`, `lifecycle`), [`health`] (the host probe),
 //! [`bench`], [`pool_bench`], [`filecoin`] (Filecoin's PoRep C2 and its
-//! parameter cache). The command line (clap types, signal handling, exit
+//! parameter cache), [`priority`] (where a job queues: the kinds name it, the
+//! engine queues by it). The command line (clap types, signal handling, exit
 //! codes) belongs to the binary's `src/cli/`, which converts its arguments
 //! into the plain types these modules take.
 
@@ -25,6 +26,7 @@ pub mod memory_plan;
 pub mod params;
 pub mod pool;
 pub mod pool_bench;
+pub mod priority;
 pub mod prove;
 pub mod setup;
 pub mod synthesis;

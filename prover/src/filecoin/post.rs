@@ -38,11 +38,23 @@ use crate::filecoin::cache::CacheEntry;
 use crate::filecoin::statement::{Mode, Partition, Statement};
 use crate::filecoin::{crates_err, FilecoinError};
 use crate::pool::PinnedPool;
+use crate::priority::Priority;
 
 /// Which PoSt (declared with the other proof types, in `registered`).
 pub use crate::filecoin::registered::PostKind;
 use crate::filecoin::registered::PostSet;
 use crate::filecoin::set::ParamSet;
+
+impl PostKind {
+    /// A WinningPoSt must reach the chain within its epoch (critical), a
+    /// WindowPoSt within its deadline (high).
+    pub fn priority(self) -> Priority {
+        match self {
+            PostKind::Winning => Priority::Critical,
+            PostKind::Window => Priority::High,
+        }
+    }
+}
 
 /// A PoSt to prove.
 #[derive(Clone, Debug)]
@@ -168,6 +180,10 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for PostStatement<Tree> {
 
     fn param_set(&self) -> &dyn ParamSet {
         &self.set
+    }
+
+    fn priority(&self) -> Priority {
+        self.set.kind.priority()
     }
 
     fn partitions(&self) -> usize {

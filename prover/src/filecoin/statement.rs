@@ -17,6 +17,7 @@ use crate::filecoin::cache::CacheEntry;
 use crate::filecoin::set::ParamSet;
 use crate::filecoin::FilecoinError;
 use crate::pool::PinnedPool;
+use crate::priority::Priority;
 use crate::synthesis::Synthesized;
 
 /// Bytes of one Groth16 proof in Filecoin's (bellperson's compressed) encoding.
@@ -34,6 +35,11 @@ pub trait Statement: Send + Sync {
     /// The parameter file that proves it, in `cache_dir`.
     fn cache_entry(&self, cache_dir: &Path) -> Result<CacheEntry, FilecoinError> {
         self.param_set().cache_entry(cache_dir)
+    }
+    /// Where its partitions queue unless its client says otherwise: a kind
+    /// whose proofs are due within a deadline says so here.
+    fn priority(&self) -> Priority {
+        Priority::Normal
     }
     /// Groth16 proofs it takes.
     fn partitions(&self) -> usize;

@@ -317,7 +317,7 @@ impl Engine {
     }
 
     /// [`Engine::submit_filecoin`] at `priority` (`None`: the kind's own,
-    /// [`Priority::of_kind`]).
+    /// [`crate::filecoin::statement::Statement::priority`]).
     pub fn submit_filecoin_as(
         &self,
         req: &FilecoinSubmitRequest,
@@ -374,7 +374,7 @@ impl Engine {
                 got: u32::try_from(statement.partitions()).unwrap_or(u32::MAX),
                 max: admission::MAX_PARTITIONS,
             })?;
-        let priority = priority.unwrap_or_else(|| Priority::of_kind(statement.kind()));
+        let priority = priority.unwrap_or_else(|| statement.priority());
         let spec = JobSpec {
             circuit: label,
             size: shape.num_constraints as u64,

@@ -16,6 +16,8 @@ use crate::filecoin::FilecoinError;
 use crate::params::{ParamStore, Params, ParamsError};
 use crate::pool::PinnedPool;
 use crate::prove::{prove_synthesized, Blinding, IdentifiedKey, ProveError, ProvingKey};
+// The engine queues by it; the kinds name theirs, so it lives outside both.
+pub use crate::priority::Priority;
 use crate::synthesis::{
     synthesize, synthesize_compiled_split, synthesize_witness_split, SynthesisError, Synthesized,
 };
@@ -128,38 +130,6 @@ pub enum Circuit {
     },
     /// A partition of a Filecoin proof.
     Filecoin(Arc<FilecoinWork>),
-}
-
-/// Where a job's partitions queue. A WinningPoSt (critical) goes ahead of
-/// every queued partition and is synthesised by a worker of its own; a
-/// WindowPoSt (high) ahead of the PoRep and bundled partitions waiting for
-/// a synthesis worker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Priority {
-    Normal,
-    High,
-    Critical,
-}
-
-impl Priority {
-    /// The priority a Filecoin proof of `kind` gets unless its client says
-    /// otherwise.
-    pub fn of_kind(kind: fleet_wire::api::FilecoinKind) -> Priority {
-        use fleet_wire::api::FilecoinKind as K;
-        match kind {
-            K::WinningPost => Priority::Critical,
-            K::WindowPost => Priority::High,
-            K::PorepC2 | K::SnapDeals => Priority::Normal,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Priority::Normal => "normal",
-            Priority::High => "high",
-            Priority::Critical => "critical",
-        }
-    }
 }
 
 /// One partition on its way through the pipeline.

@@ -790,7 +790,7 @@ fn a_high_priority_job_is_synthesised_before_a_normal_backlog_waiting_for_a_work
     let (rig, gate, backlog) = held_backlog(LOOKAHEAD, BACKLOG);
     // What `submit_filecoin` gives a WindowPoSt.
     assert_eq!(
-        Priority::of_kind(fleet_wire::api::FilecoinKind::WindowPost),
+        crate::filecoin::post::PostKind::Window.priority(),
         Priority::High
     );
     let high = one_partition_at(&rig.engine, Priority::High);
