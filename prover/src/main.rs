@@ -54,9 +54,7 @@ fn main() -> ExitCode {
         Command::Setup(args) => prover::setup::command::run(args.into()).map(|()| cli::exit::OK),
         Command::Params(args) => cli::params::run(args),
         Command::Kernels(args) => cli::kernels::run(args),
-        Command::C2(args) => cli::filecoin::run_c2(args),
-        Command::Post(args) => cli::filecoin::run_post(args),
-        Command::Snap(args) => cli::filecoin::run_snap(args),
+        Command::Filecoin(command) => cli::filecoin::run(command),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

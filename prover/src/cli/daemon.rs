@@ -3,11 +3,10 @@
 //! signals are handled), and the mapping of outcomes to [`exit`] codes.
 
 use super::exit;
-use super::filecoin::{read_input, C1Input, PostInput, SnapInput};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use fleet_wire::api::{FilecoinSubmitRequest, JobState, PorepC2Request, SubmitRequest};
-use prover::daemon::client::{ApiClient, ClientError};
+use fleet_wire::api::{JobState, SubmitRequest};
+use prover::daemon::client::ApiClient;
 use prover::daemon::config::{Config, LogFormat};
 use prover::daemon::lifecycle;
 use std::path::{Path, PathBuf};
@@ -65,12 +64,8 @@ pub enum ClientCommand {
     Status(ConfigArg),
     /// Exit 0 if the daemon is ready (/readyz 200), 4 if it answers but is not.
     Ready(ConfigArg),
-    /// Send a Filecoin PoRep C2 (a C1 output) to the daemon, wait for it and write the proof.
-    C2(ClientC2Args),
-    /// Send a Window or Winning PoSt (vanilla proofs) to the daemon, wait for it and write the proof.
-    Post(ClientPostArgs),
-    /// Send a SnapDeals update (vanilla partition proofs) to the daemon, wait for it and write the proof.
-    Snap(ClientSnapArgs),
+    #[command(flatten)]
+    Filecoin(super::filecoin::ClientFilecoinCommand),
     /// Print a job's status.
     Job(JobArgs),
     /// Cancel a job.
@@ -121,255 +116,6 @@ pub struct SubmitArgs {
     pub timeout: Duration,
 }
 
-/// What a Filecoin client command does once the job is described.
-#[derive(Debug, Args)]
-pub struct FilecoinSend {
-    /// The daemon's configuration (listen address and token are read from it).
-    #[arg(long)]
-    pub config: PathBuf,
-    /// Where to write the proof (raw bytes, as filecoin-proofs returns it);
-    /// written whole or not at all. Without it, hex on stdout.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Seed of r, s (reproducible proofs; tests only). Default: the daemon's OS randomness.
-    #[arg(long)]
-    pub rs_seed: Option<u64>,
-    /// How long to wait for the proof (the upload and the daemon's checks included).
-    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
-    pub timeout: Duration,
-}
-
-#[derive(Debug, Args)]
-#[command(
-    long_about = "Send a PoRep C2 to a running daemon: the C1 output (any form `prover c2` reads) goes to POST /v1/filecoin/jobs, the daemon checks it and proves its partitions in its pipeline; the proof is written as seal_commit_phase2 returns it.\n\n\
-Exit codes: 0 proof written; 1 other error; 6 the job failed; 7 the daemon refused the C1 output; 8 the daemon lacks usable parameters."
-)]
-pub struct ClientC2Args {
-    #[command(flatten)]
-    pub input: C1Input,
-    #[command(flatten)]
-    pub send: FilecoinSend,
-    /// Send it as Curio does instead: one `Prove` call to the daemon's gRPC
-    /// service (cuzk.v1), at the unix socket or port of the config's
-    /// `[grpc]`, the prover id as a miner id. Exit codes as over HTTP.
-    #[arg(long)]
-    pub grpc: bool,
-    /// With --grpc: the call's request_id (Curio's idempotency key; a
-    /// request id seen in the last hour attaches to that job).
-    #[arg(long, requires = "grpc", value_parser = parse_request_id)]
-    pub request_id: Option<String>,
-}
-
-/// The most bytes a `--request-id` may have (Curio's are ~40).
-const MAX_REQUEST_ID: usize = 128;
-
-fn parse_request_id(s: &str) -> Result<String, String> {
-    if s.is_empty() || s.len() > MAX_REQUEST_ID || !s.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(format!(
-            "a request id is 1 to {MAX_REQUEST_ID} printable ASCII characters without spaces"
-        ));
-    }
-    Ok(s.to_string())
-}
-
-#[derive(Debug, Args)]
-#[command(
-    long_about = "Send a Window or Winning PoSt to a running daemon (a WinningPoSt goes ahead of every queued partition) and write its proof.\n\n\
-Exit codes: as `prover client c2`."
-)]
-pub struct ClientPostArgs {
-    #[command(flatten)]
-    pub input: PostInput,
-    #[command(flatten)]
-    pub send: FilecoinSend,
-}
-
-#[derive(Debug, Args)]
-#[command(
-    long_about = "Send a SnapDeals update proof to a running daemon and write its proof.\n\n\
-Exit codes: as `prover client c2`."
-)]
-pub struct ClientSnapArgs {
-    #[command(flatten)]
-    pub input: SnapInput,
-    #[command(flatten)]
-    pub send: FilecoinSend,
-}
-
-/// The request of `prover client c2`.
-fn c2_request(input: &C1Input, rs_seed: Option<u64>) -> Result<PorepC2Request> {
-    let prover_id = hex::encode(input.prover.bytes()?);
-    let bytes = read_input(&input.c1, "the C1 output")?;
-    let c1: serde_json::Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not JSON", input.c1.display()))?;
-    Ok(PorepC2Request {
-        prover_id,
-        c1,
-        registered_proof: input.seal_proof().map(|p| p.to_string()),
-        sector_id: input.sector_id,
-        rs_seed,
-    })
-}
-
-/// The request of `prover client post`.
-fn read_post_request(input: &PostInput, rs_seed: Option<u64>) -> Result<FilecoinSubmitRequest> {
-    let bytes = read_input(&input.vanilla, "the vanilla proofs")?;
-    let vanilla: serde_json::Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not JSON", input.vanilla.display()))?;
-    input.request(vanilla, rs_seed)
-}
-
-/// Sends a Filecoin job, waits for it and writes its proof. `input` is the
-/// file the request was read from (`--c1`, `--vanilla`): the proof must not
-/// overwrite it, and its folder must be there before the daemon proves.
-fn send_filecoin(
-    send: &FilecoinSend,
-    input: (&'static str, &Path),
-    req: &FilecoinSubmitRequest,
-) -> Result<u8> {
-    if let Some(code) = refused_out(send, input) {
-        return Ok(code);
-    }
-    let config = load(&send.config)?;
-    let client = ApiClient::new(&config, send.timeout)?;
-    let started = std::time::Instant::now();
-    let resp = match client.submit_filecoin(req) {
-        Ok(r) => r,
-        Err(e @ ClientError::Api { .. }) => {
-            let code = match &e {
-                ClientError::Api { error, .. } if error == "bad_filecoin_input" => exit::C1_REFUSED,
-                ClientError::Api { error, .. } if error == "params_missing" => {
-                    exit::PARAMS_UNUSABLE
-                }
-                _ => exit::ERROR,
-            };
-            eprintln!("error: {e}");
-            return Ok(code);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let left = send.timeout.saturating_sub(started.elapsed());
-    let status = client.wait(&resp.job_id, left)?;
-    let proof = match (status.state, status.result.as_ref()) {
-        (JobState::Done, Some(r)) if r.verified => r.proof.clone(),
-        _ => None,
-    };
-    let Some(proof) = proof else {
-        let why = match status.state.is_finished() {
-            true => status
-                .error
-                .clone()
-                .unwrap_or_else(|| format!("{:?}", status.state)),
-            false => format!(
-                "not finished within {} (job {} is {:?}; `prover client job` follows it)",
-                humantime::format_duration(send.timeout),
-                status.job_id,
-                status.state
-            ),
-        };
-        eprintln!("error: {} job {}: {why}", req.kind(), status.job_id);
-        return Ok(exit::JOB_FAILED);
-    };
-    match &send.out {
-        Some(path) => {
-            let bytes = hex::decode(&proof).context("the daemon's proof is not hex")?;
-            prover::filecoin::write_output(path, &bytes)
-                .with_context(|| format!("writing the proof to {}", path.display()))?;
-        }
-        None => println!("{proof}"),
-    }
-    eprintln!(
-        "{} job {}: {} partition(s) proved on the {} backend in {:.1} s",
-        status.circuit,
-        status.job_id,
-        status.partitions,
-        status.result.as_ref().map_or("?", |r| r.backend.as_str()),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(exit::OK)
-}
-
-/// `--out` checked against the input it must not overwrite: a bad one is a
-/// usage error (exit 2), said before anything is sent.
-fn refused_out(send: &FilecoinSend, input: (&'static str, &Path)) -> Option<u8> {
-    let e = super::out_path::check(&[("--out", send.out.as_deref())], &[input]).err()?;
-    eprintln!("error: {e}");
-    Some(exit::USAGE)
-}
-
-/// `prover client c2 --grpc`: the C2 as Curio sends it, to the daemon's
-/// gRPC service.
-fn send_grpc(args: &ClientC2Args) -> Result<u8> {
-    use prover::daemon::grpc::client::{self, ClientError as GrpcError, Target};
-    use tonic::Code;
-    let send = &args.send;
-    if let Some(code) = refused_out(send, ("--c1", &args.input.c1)) {
-        return Ok(code);
-    }
-    if send.rs_seed.is_some() {
-        eprintln!("error: --rs-seed cannot go over gRPC (Curio's request has no such field)");
-        return Ok(exit::USAGE);
-    }
-    let config = load(&send.config)?;
-    let Some(target) = Target::of(&config.grpc) else {
-        anyhow::bail!(
-            "{} has no [grpc] socket or listen: the daemon serves no gRPC",
-            send.config.display()
-        );
-    };
-    let req = c2_request(&args.input, None)?;
-    let request_id = match &args.request_id {
-        Some(id) => id.clone(),
-        None => format!(
-            "client-c2-{}-{}",
-            std::process::id(),
-            prover::sys::clock::unix_millis()
-        ),
-    };
-    let submit = match prover::daemon::grpc::curio::porep_submit(&req, &request_id) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(exit::C1_REFUSED);
-        }
-    };
-    let max_message = usize::try_from(config.grpc.max_message_bytes.0).unwrap_or(usize::MAX);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the gRPC client's runtime")?;
-    let started = std::time::Instant::now();
-    let answer = runtime.block_on(client::prove(&target, submit, send.timeout, max_message));
-    let answer = match answer {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(match &e {
-                GrpcError::Status(s) if s.code() == Code::InvalidArgument => exit::C1_REFUSED,
-                GrpcError::Status(s) if s.code() == Code::FailedPrecondition => {
-                    exit::PARAMS_UNUSABLE
-                }
-                GrpcError::NoProof { .. } => exit::JOB_FAILED,
-                _ => exit::ERROR,
-            });
-        }
-    };
-    match &send.out {
-        Some(path) => prover::filecoin::write_output(path, &answer.proof)
-            .with_context(|| format!("writing the proof to {}", path.display()))?,
-        None => println!("{}", hex::encode(&answer.proof)),
-    }
-    eprintln!(
-        "porep-c2 job {} over gRPC ({target}, request_id {request_id}): {} bytes of proof in {:.1} s (daemon: total {} ms, gpu_compute {} ms)",
-        answer.job_id,
-        answer.proof.len(),
-        started.elapsed().as_secs_f64(),
-        answer.total_ms,
-        answer.gpu_compute_ms
-    );
-    Ok(exit::OK)
-}
-
 fn load(path: &Path) -> Result<Config> {
     Config::load(path).map_err(anyhow::Error::from)
 }
@@ -412,25 +158,7 @@ pub fn run_client(args: ClientArgs) -> Result<u8> {
                 && status.result.as_ref().is_some_and(|r| r.verified);
             Ok(if ok { exit::OK } else { exit::JOB_FAILED })
         }
-        ClientCommand::C2(a) if a.grpc => send_grpc(&a),
-        ClientCommand::C2(a) => send_filecoin(
-            &a.send,
-            ("--c1", &a.input.c1),
-            &FilecoinSubmitRequest::PorepC2(c2_request(&a.input, a.send.rs_seed)?),
-        ),
-        ClientCommand::Post(a) => send_filecoin(
-            &a.send,
-            ("--vanilla", &a.input.vanilla),
-            &read_post_request(&a.input, a.send.rs_seed)?,
-        ),
-        ClientCommand::Snap(a) => send_filecoin(
-            &a.send,
-            ("--vanilla", &a.input.vanilla),
-            &a.input.request(
-                &read_input(&a.input.vanilla, "the vanilla proofs")?,
-                a.send.rs_seed,
-            )?,
-        ),
+        ClientCommand::Filecoin(command) => super::filecoin::run_client(command),
         ClientCommand::Status(a) => {
             let client = ApiClient::new(&load(&a.config)?, a.timeout)?;
             print_json(&client.status()?)?;

@@ -1,19 +1,84 @@
-//! `prover c2` (Filecoin PoRep C2 from a C1 output) and `prover setup
-//! --filecoin` (TEST-ONLY parameters under Filecoin's names).
+//! The Filecoin subcommands: `prover c2`, `post` and `snap` (proved in this
+//! process, [`FilecoinCommand`]), `prover client c2`, `post` and `snap` (sent
+//! to a running daemon, [`ClientFilecoinCommand`]), each kind's input and the
+//! job request it becomes, and `prover setup --filecoin` (TEST-ONLY
+//! parameters under Filecoin's names). The two enums are flattened into the
+//! top-level and the client commands, so a new kind is a variant of each and
+//! its arms here; `main` and `cli::daemon` only hand them over.
 
 use super::exit;
 use super::one_shot::{check_outputs, code_of, ProveFlags};
+use super::send::{refused_out, send_filecoin, FilecoinSend};
 use super::setup::SetupArgs;
 use anyhow::{Context, Result};
+use clap::Subcommand;
 use fleet_wire::api::{
     FilecoinSubmitRequest, PorepC2Request, SnapDealsRequest, WindowPostRequest, WinningPostRequest,
 };
+use prover::daemon::config::Config;
 use prover::filecoin::c1::{self, C1Error, MAX_C1_BYTES};
 use prover::filecoin::post::PostKind;
 use prover::filecoin::registered::{parse_sector_size, SealProof};
 use prover::filecoin::{setup as fil_setup, FilecoinError, UpdateProof};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// The Filecoin proofs `prover` makes in this process, with Filecoin's
+/// parameters.
+#[derive(Debug, Subcommand)]
+pub enum FilecoinCommand {
+    /// Filecoin PoRep C2: prove a C1 output with Filecoin's parameters.
+    C2(C2Args),
+    /// Filecoin Window or Winning PoSt from vanilla proofs, with Filecoin's parameters.
+    Post(PostArgs),
+    /// Filecoin SnapDeals update proof from vanilla partition proofs, with Filecoin's parameters.
+    Snap(SnapArgs),
+}
+
+/// `prover c2`, `prover post`, `prover snap`.
+pub fn run(command: FilecoinCommand) -> Result<u8> {
+    match command {
+        FilecoinCommand::C2(args) => run_c2(args),
+        FilecoinCommand::Post(args) => run_post(args),
+        FilecoinCommand::Snap(args) => run_snap(args),
+    }
+}
+
+/// The Filecoin proofs `prover client` sends to a running daemon.
+#[derive(Debug, Subcommand)]
+pub enum ClientFilecoinCommand {
+    /// Send a Filecoin PoRep C2 (a C1 output) to the daemon, wait for it and write the proof.
+    C2(ClientC2Args),
+    /// Send a Window or Winning PoSt (vanilla proofs) to the daemon, wait for it and write the proof.
+    Post(ClientPostArgs),
+    /// Send a SnapDeals update (vanilla partition proofs) to the daemon, wait for it and write the proof.
+    Snap(ClientSnapArgs),
+}
+
+/// `prover client c2`, `prover client post`, `prover client snap`.
+pub fn run_client(command: ClientFilecoinCommand) -> Result<u8> {
+    match command {
+        ClientFilecoinCommand::C2(a) if a.grpc => send_grpc(&a),
+        ClientFilecoinCommand::C2(a) => send_filecoin(
+            &a.send,
+            ("--c1", &a.input.c1),
+            &FilecoinSubmitRequest::PorepC2(c2_request(&a.input, a.send.rs_seed)?),
+        ),
+        ClientFilecoinCommand::Post(a) => send_filecoin(
+            &a.send,
+            ("--vanilla", &a.input.vanilla),
+            &read_post_request(&a.input, a.send.rs_seed)?,
+        ),
+        ClientFilecoinCommand::Snap(a) => send_filecoin(
+            &a.send,
+            ("--vanilla", &a.input.vanilla),
+            &a.input.request(
+                &read_input(&a.input.vanilla, "the vanilla proofs")?,
+                a.send.rs_seed,
+            )?,
+        ),
+    }
+}
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -214,7 +279,7 @@ pub struct SnapArgs {
 }
 
 /// `prover snap`.
-pub fn run_snap(args: SnapArgs) -> Result<u8> {
+fn run_snap(args: SnapArgs) -> Result<u8> {
     if let Some(code) = check_outputs(&args.flags, ("--vanilla", &args.input.vanilla)) {
         return Ok(code);
     }
@@ -227,7 +292,7 @@ pub fn run_snap(args: SnapArgs) -> Result<u8> {
 
 /// Reads at most `MAX_C1_BYTES` (+1, to tell a larger input apart) of
 /// `what` (a C1 output, vanilla proofs) from `path`; `-` is standard input.
-pub fn read_input(path: &Path, what: &str) -> Result<Vec<u8>> {
+fn read_input(path: &Path, what: &str) -> Result<Vec<u8>> {
     let limit = MAX_C1_BYTES as u64 + 1;
     let mut bytes = Vec::new();
     if path == Path::new("-") {
@@ -251,7 +316,7 @@ fn fail(e: FilecoinError) -> Result<u8> {
 }
 
 /// `prover c2`.
-pub fn run_c2(args: C2Args) -> Result<u8> {
+fn run_c2(args: C2Args) -> Result<u8> {
     if let Some(code) = check_outputs(&args.flags, ("--c1", &args.input.c1)) {
         return Ok(code);
     }
@@ -320,7 +385,7 @@ pub struct PostArgs {
 }
 
 /// `prover post`.
-pub fn run_post(args: PostArgs) -> Result<u8> {
+fn run_post(args: PostArgs) -> Result<u8> {
     let input = &args.input;
     if let Some(code) = check_outputs(&args.flags, ("--vanilla", &input.vanilla)) {
         return Ok(code);
@@ -338,4 +403,157 @@ pub fn run_post(args: PostArgs) -> Result<u8> {
     drop(bytes);
     let req = input.request(vanilla_proofs, args.flags.seed)?;
     super::one_shot::prove(&args.flags, req)
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    long_about = "Send a PoRep C2 to a running daemon: the C1 output (any form `prover c2` reads) goes to POST /v1/filecoin/jobs, the daemon checks it and proves its partitions in its pipeline; the proof is written as seal_commit_phase2 returns it.\n\n\
+Exit codes: 0 proof written; 1 other error; 6 the job failed; 7 the daemon refused the C1 output; 8 the daemon lacks usable parameters."
+)]
+pub struct ClientC2Args {
+    #[command(flatten)]
+    pub input: C1Input,
+    #[command(flatten)]
+    pub send: FilecoinSend,
+    /// Send it as Curio does instead: one `Prove` call to the daemon's gRPC
+    /// service (cuzk.v1), at the unix socket or port of the config's
+    /// `[grpc]`, the prover id as a miner id. Exit codes as over HTTP.
+    #[arg(long)]
+    pub grpc: bool,
+    /// With --grpc: the call's request_id (Curio's idempotency key; a
+    /// request id seen in the last hour attaches to that job).
+    #[arg(long, requires = "grpc", value_parser = parse_request_id)]
+    pub request_id: Option<String>,
+}
+
+/// The most bytes a `--request-id` may have (Curio's are ~40).
+const MAX_REQUEST_ID: usize = 128;
+
+fn parse_request_id(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.len() > MAX_REQUEST_ID || !s.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "a request id is 1 to {MAX_REQUEST_ID} printable ASCII characters without spaces"
+        ));
+    }
+    Ok(s.to_string())
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    long_about = "Send a Window or Winning PoSt to a running daemon (a WinningPoSt goes ahead of every queued partition) and write its proof.\n\n\
+Exit codes: as `prover client c2`."
+)]
+pub struct ClientPostArgs {
+    #[command(flatten)]
+    pub input: PostInput,
+    #[command(flatten)]
+    pub send: FilecoinSend,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    long_about = "Send a SnapDeals update proof to a running daemon and write its proof.\n\n\
+Exit codes: as `prover client c2`."
+)]
+pub struct ClientSnapArgs {
+    #[command(flatten)]
+    pub input: SnapInput,
+    #[command(flatten)]
+    pub send: FilecoinSend,
+}
+
+/// The request of `prover client c2`.
+fn c2_request(input: &C1Input, rs_seed: Option<u64>) -> Result<PorepC2Request> {
+    let prover_id = hex::encode(input.prover.bytes()?);
+    let bytes = read_input(&input.c1, "the C1 output")?;
+    let c1: serde_json::Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not JSON", input.c1.display()))?;
+    Ok(PorepC2Request {
+        prover_id,
+        c1,
+        registered_proof: input.seal_proof().map(|p| p.to_string()),
+        sector_id: input.sector_id,
+        rs_seed,
+    })
+}
+
+/// The request of `prover client post`.
+fn read_post_request(input: &PostInput, rs_seed: Option<u64>) -> Result<FilecoinSubmitRequest> {
+    let bytes = read_input(&input.vanilla, "the vanilla proofs")?;
+    let vanilla: serde_json::Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not JSON", input.vanilla.display()))?;
+    input.request(vanilla, rs_seed)
+}
+
+/// `prover client c2 --grpc`: the C2 as Curio sends it, to the daemon's
+/// gRPC service.
+fn send_grpc(args: &ClientC2Args) -> Result<u8> {
+    use prover::daemon::grpc::client::{self, ClientError as GrpcError, Target};
+    use tonic::Code;
+    let send = &args.send;
+    if let Some(code) = refused_out(send, ("--c1", &args.input.c1)) {
+        return Ok(code);
+    }
+    if send.rs_seed.is_some() {
+        eprintln!("error: --rs-seed cannot go over gRPC (Curio's request has no such field)");
+        return Ok(exit::USAGE);
+    }
+    let config = Config::load(&send.config)?;
+    let Some(target) = Target::of(&config.grpc) else {
+        anyhow::bail!(
+            "{} has no [grpc] socket or listen: the daemon serves no gRPC",
+            send.config.display()
+        );
+    };
+    let req = c2_request(&args.input, None)?;
+    let request_id = match &args.request_id {
+        Some(id) => id.clone(),
+        None => format!(
+            "client-c2-{}-{}",
+            std::process::id(),
+            prover::sys::clock::unix_millis()
+        ),
+    };
+    let submit = match prover::daemon::grpc::curio::porep_submit(&req, &request_id) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::C1_REFUSED);
+        }
+    };
+    let max_message = usize::try_from(config.grpc.max_message_bytes.0).unwrap_or(usize::MAX);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the gRPC client's runtime")?;
+    let started = std::time::Instant::now();
+    let answer = runtime.block_on(client::prove(&target, submit, send.timeout, max_message));
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(match &e {
+                GrpcError::Status(s) if s.code() == Code::InvalidArgument => exit::C1_REFUSED,
+                GrpcError::Status(s) if s.code() == Code::FailedPrecondition => {
+                    exit::PARAMS_UNUSABLE
+                }
+                GrpcError::NoProof { .. } => exit::JOB_FAILED,
+                _ => exit::ERROR,
+            });
+        }
+    };
+    match &send.out {
+        Some(path) => prover::filecoin::write_output(path, &answer.proof)
+            .with_context(|| format!("writing the proof to {}", path.display()))?,
+        None => println!("{}", hex::encode(&answer.proof)),
+    }
+    eprintln!(
+        "porep-c2 job {} over gRPC ({target}, request_id {request_id}): {} bytes of proof in {:.1} s (daemon: total {} ms, gpu_compute {} ms)",
+        answer.job_id,
+        answer.proof.len(),
+        started.elapsed().as_secs_f64(),
+        answer.total_ms,
+        answer.gpu_compute_ms
+    );
+    Ok(exit::OK)
 }

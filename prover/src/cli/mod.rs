@@ -3,7 +3,9 @@
 //! into plain library types before the library is called.
 //!
 //! One [`Command`] enum; `main` dispatches on it. A subcommand is added by
-//! adding a variant here and a match arm in `main.rs`.
+//! adding a variant here and a match arm in `main.rs`; a Filecoin proof kind
+//! only in [`filecoin`], whose commands `Command` and the client's take
+//! flattened.
 
 pub mod args;
 pub mod bench_pool;
@@ -16,6 +18,7 @@ pub mod one_shot;
 pub mod out_path;
 pub mod params;
 pub mod prove;
+pub mod send;
 pub mod setup;
 
 use args::{BenchArgs, ProveArgs, VerifyArgs};
@@ -56,12 +59,8 @@ pub enum Command {
     Params(params::ParamsCmdArgs),
     /// Compile the CUDA kernels into the kernel cache ahead of a daemon start.
     Kernels(kernels::KernelsArgs),
-    /// Filecoin PoRep C2: prove a C1 output with Filecoin's parameters.
-    C2(filecoin::C2Args),
-    /// Filecoin Window or Winning PoSt from vanilla proofs, with Filecoin's parameters.
-    Post(filecoin::PostArgs),
-    /// Filecoin SnapDeals update proof from vanilla partition proofs, with Filecoin's parameters.
-    Snap(filecoin::SnapArgs),
+    #[command(flatten)]
+    Filecoin(filecoin::FilecoinCommand),
 }
 
 /// `--log`: a filter tracing accepts; one it would ignore in part (a typo
