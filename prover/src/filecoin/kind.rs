@@ -129,11 +129,14 @@ pub fn param_set(circuit: FilCircuit) -> Box<dyn ParamSet> {
     }
 }
 
+/// A kind's parameter set of a sector size, if the kind has one of that size.
+type OfSize = fn(u64) -> Option<FilCircuit>;
+
 /// Curio's circuit ids name a parameter set `<prefix>-<size>` (`porep-32g`,
 /// `wpost-2k`): each kind's prefix with its set of a sector size, in the
 /// order Curio's status lists them. A PoRep's parameters are the same for
 /// V1 and V1_1: the current proof type names them.
-const CURIO_PREFIXES: [(&str, fn(u64) -> Option<FilCircuit>); 4] = [
+const CURIO_PREFIXES: [(&str, OfSize); 4] = [
     ("porep", |size| {
         SealProof::current(size).map(FilCircuit::PoRep)
     }),
