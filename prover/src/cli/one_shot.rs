@@ -1,6 +1,7 @@
-//! `prover c2`, `post` and `snap`: a Filecoin request proved by the engine in
-//! this process ([`prover::daemon::engine::one_shot`]), its proof and report
-//! written as the commands promise.
+//! `prover c2` and the other Filecoin commands of [`super::filecoin`]: a
+//! Filecoin request proved by the engine in this process
+//! ([`prover::daemon::engine::one_shot`]), its proof and report written as
+//! the commands promise.
 
 use super::args::BackendChoice;
 use super::exit;
@@ -14,7 +15,8 @@ use prover::filecoin::cache::Provenance;
 use prover::filecoin::FilecoinError;
 use std::path::{Path, PathBuf};
 
-/// How a command proves: the flags `c2`, `post` and `snap` share.
+/// How a command proves: the flags every Filecoin command that proves in
+/// this process shares.
 #[derive(Debug, clap::Args)]
 pub struct ProveFlags {
     /// Where to write the proof (raw bytes); written whole or not at all. Without it, hex on stdout.

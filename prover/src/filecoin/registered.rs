@@ -8,8 +8,8 @@
 //! accepted: their C2 output is not a plain concatenation of partition proofs.
 //!
 //! The sector sizes ([`SECTOR_SIZES`]) and their names are every kind's; a
-//! kind with a numbering of its own keeps it in its module (SnapDeals'
-//! update proofs: `crate::filecoin::snap::update_proof`).
+//! kind whose proof types have a numbering of their own keeps it in its
+//! module.
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,5 +1,5 @@
 //! One job through the engine in this process, for the command line:
-//! `prover prove`, `c2`, `post` and `snap` prove through the same
+//! `prover prove` and the Filecoin commands (`c2`, …) prove through the same
 //! per-partition stages as the daemon (memory admission, synthesis from
 //! recorded constraints, the device, verification against the key, timing
 //! records), so there is one path from a request to its proof.

@@ -29,8 +29,8 @@ pub enum SrsError {
     Unknown(String),
 }
 
-/// The kinds' prefixes as the refusal lists them: `porep-, wpost-, winning-
-/// or snap-`.
+/// The kinds' prefixes as the refusal lists them, in the kind table's
+/// order: each with its `-`, the last after `or`.
 fn expected_prefixes() -> String {
     let prefixes: Vec<String> = kind::curio_prefixes().map(|p| format!("{p}-")).collect();
     match prefixes.split_last() {
