@@ -2,8 +2,9 @@
 # The 32 GiB PoRep C2 on a GPU host, from a forged committed-capacity C1
 # (TEST DATA: its replica was never computed; see docs/filecoin.md) and
 # TEST-ONLY parameters made on the GPU, every proof judged by
-# filecoin-proofs' verify_seal. Two phases, so each fits a 10-minute call
-# on a host held between them:
+# filecoin-proofs' verify_seal. `setup` and `prove` split the work for a
+# host kept between two runs; where a host may be gone soon after one run,
+# `all` does both in one:
 #
 #   scripts/fil-32g-run.sh setup BIN_DIR OUT_DIR   # 512 MiB sanity run, then the 32 GiB parameters
 #   scripts/fil-32g-run.sh prove BIN_DIR OUT_DIR [RUNS] [EXTRA_TOML]  # warm daemon, RUNS C2s (default 3)
