@@ -27,6 +27,7 @@ use anyhow::{bail, Context, Result};
 use prover::filecoin::forge;
 use prover::filecoin::post::PostKind;
 use prover::filecoin::seal::{self, Sealed};
+use prover::filecoin::snap::vector as snap_vector;
 use prover::filecoin::SealProof;
 
 /// The PoSt challenge randomness of `post-vanilla` and `verify-post`.
@@ -151,7 +152,7 @@ fn run(args: &[String]) -> Result<u8> {
             let proof: prover::filecoin::UpdateProof = proof.parse()?;
             let out = PathBuf::from(out);
             std::fs::create_dir_all(&out)?;
-            let v = seal::snap_vector(proof, 26, Path::new(work))?;
+            let v = snap_vector::snap_vector(proof, 26, Path::new(work))?;
             std::fs::write(out.join("snap.json"), serde_json::to_vec(&v)?)?;
             let hex: Vec<String> = v.vanilla.iter().map(hex::encode).collect();
             std::fs::write(out.join("snap-vanilla.json"), serde_json::to_vec(&hex)?)?;
@@ -173,17 +174,17 @@ fn run(args: &[String]) -> Result<u8> {
         }
         [cmd, dir, proof_file] if cmd == "filecoin-snap" || cmd == "verify-snap" => {
             let text = std::fs::read(Path::new(dir).join("snap.json")).context("reading snap.json")?;
-            let v: seal::SnapVector = serde_json::from_slice(&text).context("parsing snap.json")?;
+            let v: snap_vector::SnapVector = serde_json::from_slice(&text).context("parsing snap.json")?;
             if cmd == "filecoin-snap" {
                 let t = Instant::now();
-                let proof = seal::filecoin_snap(&v)?;
+                let proof = snap_vector::filecoin_snap(&v)?;
                 let secs = t.elapsed().as_secs_f64();
                 std::fs::write(proof_file, &proof)?;
                 println!("{}", serde_json::json!({"update_proof_s": secs, "bytes": proof.len()}));
                 return Ok(0);
             }
             let proof = std::fs::read(proof_file).context("reading the proof")?;
-            let ok = seal::verify_snap(&v, &proof)?;
+            let ok = snap_vector::verify_snap(&v, &proof)?;
             println!("{}", serde_json::json!({"verify_snap": ok, "proof": proof_file}));
             Ok(if ok { 0 } else { 3 })
         }

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use fleet_testkit::deadline::output_within;
 use prover::filecoin::cache::{CACHE_ENV, TEST_ONLY_SUFFIX};
 use prover::filecoin::post::{self, PostKind};
-use prover::filecoin::seal::{self, Sealed, SnapVector};
+use prover::filecoin::seal::{self, Sealed};
+use prover::filecoin::snap::vector::{self as snap_vector, SnapVector};
 use prover::filecoin::snap::{self, SnapRequest, SnapVanilla};
 use prover::filecoin::{porep, setup, FilCircuit, FilecoinError, SealProof, UpdateProof};
 use prover::setup::fixed_base::CpuFixedBase;
@@ -1020,7 +1021,7 @@ fn curio_over_grpc_gets_proofs_filecoin_proofs_accepts_and_clear_refusals() {
     );
     let snap_proof = proof_of(&results[1][2]);
     assert!(
-        seal::verify_snap(sv, &snap_proof).expect("verifier"),
+        snap_vector::verify_snap(sv, &snap_proof).expect("verifier"),
         "verify_empty_sector_update_proof rejected the SnapDeals proof Curio got"
     );
     for r in &results[1] {
@@ -1234,7 +1235,7 @@ fn snap_fixture() -> &'static SnapVector {
         }
         let work = f.root.join("snap-sector");
         let _ = fs::remove_dir_all(&work);
-        let vector = seal::snap_vector(snap_2kib(), TEST_SEED, &work).expect("snap vector");
+        let vector = snap_vector::snap_vector(snap_2kib(), TEST_SEED, &work).expect("snap vector");
         eprintln!(
             "sealed a 2 KiB CC sector in {:.2} s, encoded it in {:.2} s, vanilla proofs in {:.2} s",
             vector.seal_s, vector.encode_s, vector.vanilla_s
@@ -1302,17 +1303,17 @@ fn snap_deals_of_a_2kib_cc_sector_is_accepted_by_verify_empty_sector_update_proo
     let proof = fs::read(&out).expect("proof");
     assert_eq!(proof.len(), v.vanilla.len() * porep::PROOF_BYTES);
     assert!(
-        seal::verify_snap(v, &proof).expect("verifier runs"),
+        snap_vector::verify_snap(v, &proof).expect("verifier runs"),
         "filecoin-proofs rejected our SnapDeals proof"
     );
     let mut bad = proof.clone();
     bad[10] ^= 1;
-    assert!(!seal::verify_snap(v, &bad).unwrap_or(false));
+    assert!(!snap_vector::verify_snap(v, &bad).unwrap_or(false));
     let other = SnapVector {
         comm_r_new: v.comm_r_old,
         ..v.clone()
     };
-    assert!(!seal::verify_snap(&other, &proof).unwrap_or(false));
+    assert!(!snap_vector::verify_snap(&other, &proof).unwrap_or(false));
     // The JSON form of the same proofs is read and checked alike.
     let json = serde_json::to_vec(
         &v.vanilla

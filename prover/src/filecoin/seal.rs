@@ -1,10 +1,9 @@
 //! Sealing a sector of seeded random data with `filecoin-proofs` (PC1, PC2,
 //! C1) and checking a seal proof with its `verify_seal`: the inputs and the
 //! judge of the C2 tests and benchmarks. Likewise the PoSt vanilla proofs of
-//! a sealed sector, and a SnapDeals update of a sealed committed-capacity
-//! sector ([`snap_vector`]) with its judge. Nothing here proves: that is
-//! [`crate::filecoin::porep`]'s, [`crate::filecoin::post`]'s and
-//! [`crate::filecoin::snap`]'s.
+//! a sealed sector. Nothing here proves: that is the kinds' modules' (a kind
+//! whose inputs start from a sealed sector builds its own vector on
+//! [`seal_cc_sector`] or [`seal_random_sector`], in its module).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -13,21 +12,18 @@ use std::path::Path;
 use std::time::Instant;
 
 use filecoin_proofs::{
-    add_piece, encode_into, generate_fallback_sector_challenges, generate_partition_proofs,
-    generate_piece_commitment, generate_single_vanilla_proof, seal_commit_phase1,
-    seal_pre_commit_phase1, seal_pre_commit_phase2, verify_empty_sector_update_proof, verify_seal,
-    verify_window_post, verify_winning_post, PieceInfo, PrivateReplicaInfo, PublicReplicaInfo,
-    SealCommitPhase1Output, SectorUpdateConfig, UnpaddedBytesAmount,
+    add_piece, generate_fallback_sector_challenges, generate_piece_commitment,
+    generate_single_vanilla_proof, seal_commit_phase1, seal_pre_commit_phase1,
+    seal_pre_commit_phase2, verify_seal, verify_window_post, verify_winning_post, PieceInfo,
+    PrivateReplicaInfo, PublicReplicaInfo, SealCommitPhase1Output, UnpaddedBytesAmount,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::sector::SectorId;
-use storage_proofs_update::constants::TreeRHasher;
 
 use crate::filecoin::post::{post_config, PostKind};
 use crate::filecoin::registered::SealProof;
-use crate::filecoin::UpdateProof;
 use crate::filecoin::{crates_err, FilecoinError};
 
 /// A sealed sector's C1 output and what its proof is checked against.
@@ -48,7 +44,7 @@ pub struct Sealed {
     pub c1_s: f64,
 }
 
-fn io_err(context: &'static str) -> impl FnOnce(std::io::Error) -> FilecoinError {
+pub(crate) fn io_err(context: &'static str) -> impl FnOnce(std::io::Error) -> FilecoinError {
     move |e| FilecoinError::ProofCrates {
         context,
         reason: e.to_string(),
@@ -209,7 +205,7 @@ fn seal_of<Tree: 'static + MerkleTreeTrait>(
 
 /// Writes `data` as one piece to `piece` and stages it into `staged`
 /// (fr32-padded, as `add_piece` lays out a sector); its piece info.
-fn stage(
+pub(crate) fn stage(
     data: &[u8],
     unpadded: UnpaddedBytesAmount,
     piece: &Path,
@@ -418,174 +414,4 @@ fn verify_post_of<Tree: 'static + MerkleTreeTrait>(
         ),
     }
     .map_err(crates_err("verifying the PoSt"))
-}
-
-/// A SnapDeals update of a sealed committed-capacity sector: what the
-/// update proof is made from and checked against.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct SnapVector {
-    pub update_proof: UpdateProof,
-    /// The CC sector (its CommR is the update's old one).
-    pub sector_key: Sealed,
-    pub comm_r_old: [u8; 32],
-    pub comm_r_new: [u8; 32],
-    pub comm_d_new: [u8; 32],
-    /// One bincode `PartitionProof` per partition, as filecoin-proofs-api's
-    /// `generate_partition_proofs` returns them.
-    pub vanilla: Vec<Vec<u8>>,
-    pub seal_s: f64,
-    pub encode_s: f64,
-    pub vanilla_s: f64,
-}
-
-/// Seals a committed-capacity sector of `update_proof`'s size in
-/// `work_dir/sector-key`, then encodes seeded random data into it with
-/// filecoin-proofs' `encode_into` (the new replica in `work_dir/update`)
-/// and generates its vanilla partition proofs with
-/// `generate_partition_proofs`. `work_dir` must be empty or missing.
-pub fn snap_vector(
-    update_proof: UpdateProof,
-    rng_seed: u64,
-    work_dir: &Path,
-) -> Result<SnapVector, FilecoinError> {
-    let seal_proof = SealProof::current(update_proof.sector_size)
-        .ok_or(FilecoinError::SectorSize(update_proof.sector_size))?;
-    let t = Instant::now();
-    let sector_key = seal_cc_sector(seal_proof, rng_seed, &work_dir.join("sector-key"))?;
-    let seal_s = t.elapsed().as_secs_f64();
-    crate::filecoin::with_tree!(
-        update_proof.sector_size,
-        snap_vector_of,
-        update_proof,
-        sector_key,
-        seal_s,
-        rng_seed,
-        work_dir
-    )
-}
-
-fn snap_vector_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
-    update_proof: UpdateProof,
-    sector_key: Sealed,
-    seal_s: f64,
-    rng_seed: u64,
-    work_dir: &Path,
-) -> Result<SnapVector, FilecoinError> {
-    let porep_config = update_proof.porep_config();
-    let config = SectorUpdateConfig::from_porep_config(&porep_config);
-    let (key_dir, dir) = (work_dir.join("sector-key"), work_dir.join("update"));
-    let (key, key_cache) = (key_dir.join("sealed"), key_dir.join("cache"));
-    let (replica, cache) = (dir.join("replica"), dir.join("cache"));
-    fs::create_dir_all(&cache).map_err(io_err("creating the update folder"))?;
-
-    let unpadded = UnpaddedBytesAmount::from(porep_config.padded_bytes_amount());
-    let mut data = vec![0u8; u64::from(unpadded) as usize];
-    // Another stream than the sector key's, so the deal data is not its ids.
-    ChaCha20Rng::seed_from_u64(rng_seed ^ 0x5a4d_da7a).fill(&mut data[..]);
-    let staged = dir.join("staged");
-    let pieces = vec![stage(&data, unpadded, &dir.join("piece"), &staged)?];
-    // encode_into maps the new replica: it must have the sector's length.
-    let len = fs::metadata(&key)
-        .map_err(io_err("reading the sector key"))?
-        .len();
-    File::create(&replica)
-        .and_then(|f| f.set_len(len))
-        .map_err(io_err("creating the new replica"))?;
-
-    let t = Instant::now();
-    let encoded = encode_into::<Tree>(
-        &config, &replica, &cache, &key, &key_cache, &staged, &pieces,
-    )
-    .map_err(crates_err("encoding the new data (encode_into)"))?;
-    let encode_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let proofs = generate_partition_proofs::<Tree>(
-        config,
-        sector_key.comm_r,
-        encoded.comm_r_new,
-        encoded.comm_d_new,
-        &key,
-        &key_cache,
-        &replica,
-        &cache,
-    )
-    .map_err(crates_err("generating the vanilla update proofs"))?;
-    let vanilla_s = t.elapsed().as_secs_f64();
-    let vanilla = proofs
-        .iter()
-        .map(bincode::serialize)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| FilecoinError::ProofCrates {
-            context: "writing the vanilla update proofs as bincode",
-            reason: e.to_string(),
-        })?;
-    Ok(SnapVector {
-        update_proof,
-        comm_r_old: sector_key.comm_r,
-        sector_key,
-        comm_r_new: encoded.comm_r_new,
-        comm_d_new: encoded.comm_d_new,
-        vanilla,
-        seal_s,
-        encode_s,
-        vanilla_s,
-    })
-}
-
-/// `filecoin-proofs`' `verify_empty_sector_update_proof` on `proof` for
-/// `vector`'s update. It reads the verifying key from the folder
-/// `FIL_PROOFS_PARAMETER_CACHE` named when filecoin-proofs first read its
-/// settings.
-pub fn verify_snap(vector: &SnapVector, proof: &[u8]) -> Result<bool, FilecoinError> {
-    crate::filecoin::with_tree!(
-        vector.update_proof.sector_size,
-        verify_snap_of,
-        vector,
-        proof
-    )
-}
-
-fn verify_snap_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
-    vector: &SnapVector,
-    proof: &[u8],
-) -> Result<bool, FilecoinError> {
-    verify_empty_sector_update_proof::<Tree>(
-        &vector.update_proof.porep_config(),
-        proof,
-        vector.comm_r_old,
-        vector.comm_r_new,
-        vector.comm_d_new,
-    )
-    .map_err(crates_err("verify_empty_sector_update_proof"))
-}
-
-/// `filecoin-proofs`' own `generate_empty_sector_update_proof_with_vanilla`
-/// on `vector`'s vanilla proofs: the baseline the benchmark compares with.
-pub fn filecoin_snap(vector: &SnapVector) -> Result<Vec<u8>, FilecoinError> {
-    crate::filecoin::with_tree!(vector.update_proof.sector_size, filecoin_snap_of, vector)
-}
-
-fn filecoin_snap_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
-    vector: &SnapVector,
-) -> Result<Vec<u8>, FilecoinError> {
-    let proofs = vector
-        .vanilla
-        .iter()
-        .map(|b| bincode::deserialize(b))
-        .collect::<Result<Vec<storage_proofs_update::PartitionProof<Tree>>, _>>()
-        .map_err(|e| FilecoinError::ProofCrates {
-            context: "reading the vanilla update proofs",
-            reason: e.to_string(),
-        })?;
-    filecoin_proofs::generate_empty_sector_update_proof_with_vanilla::<Tree>(
-        &vector.update_proof.porep_config(),
-        proofs,
-        vector.comm_r_old,
-        vector.comm_r_new,
-        vector.comm_d_new,
-    )
-    .map(|p| p.0)
-    .map_err(crates_err(
-        "generate_empty_sector_update_proof_with_vanilla",
-    ))
 }

@@ -25,6 +25,7 @@
 
 pub mod set;
 pub mod update_proof;
+pub mod vector;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
