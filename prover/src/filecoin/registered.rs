@@ -157,16 +157,22 @@ impl FromStr for SealProof {
         if let Some((name, feature)) = refused_feature(s) {
             return Err(RegisteredError::Unsupported { name, feature });
         }
-        SealProof::all()
-            .find(|p| p.to_string() == s)
-            .ok_or_else(|| RegisteredError::UnknownName {
-                chars: s.chars().count(),
-                valid: SealProof::all()
-                    .map(|p| p.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        find_by_name(SealProof::all, s)
+            .map_err(|(chars, valid)| RegisteredError::UnknownName { chars, valid })
     }
+}
+
+/// The member of `all` whose name is `name`; else the name's length (never
+/// the name itself: it is input) and the valid names, for the caller's
+/// error. One rule for every proof numbering parsed by name.
+pub(crate) fn find_by_name<T: fmt::Display, I: Iterator<Item = T>>(
+    all: fn() -> I,
+    name: &str,
+) -> Result<T, (usize, String)> {
+    all().find(|p| p.to_string() == name).ok_or_else(|| {
+        let valid = all().map(|p| p.to_string()).collect::<Vec<_>>().join(", ");
+        (name.chars().count(), valid)
+    })
 }
 
 /// `2KiB` for 2048.

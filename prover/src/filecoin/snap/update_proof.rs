@@ -10,7 +10,7 @@ use std::str::FromStr;
 use filecoin_proofs::PoRepConfig;
 use storage_proofs_core::api_version::ApiVersion;
 
-use crate::filecoin::registered::{size_name, SECTOR_SIZES};
+use crate::filecoin::registered::{find_by_name, size_name, SECTOR_SIZES};
 
 /// Why an update proof name or number was refused; the value given is not
 /// echoed (it may be kilobytes long).
@@ -106,15 +106,8 @@ impl FromStr for UpdateProof {
         if let Ok(number) = s.parse::<u64>() {
             return UpdateProof::from_number(number);
         }
-        UpdateProof::all()
-            .find(|p| p.to_string() == s)
-            .ok_or_else(|| UpdateProofError::UnknownName {
-                chars: s.chars().count(),
-                valid: UpdateProof::all()
-                    .map(|p| p.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        find_by_name(UpdateProof::all, s)
+            .map_err(|(chars, valid)| UpdateProofError::UnknownName { chars, valid })
     }
 }
 
