@@ -228,6 +228,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_unknown_name_is_refused_by_its_length_with_every_valid_name() {
+        let hostile = "StackedDrg3KiBV1_1<script>";
+        let e = hostile.parse::<SealProof>().expect_err("not a seal proof");
+        let msg = e.to_string();
+        assert!(msg.contains("26 characters"), "{msg}");
+        assert!(!msg.contains("<script>"), "the input is echoed: {msg}");
+        for p in SealProof::all() {
+            assert!(msg.contains(&p.to_string()), "{p} missing: {msg}");
+        }
+        let e = hostile
+            .parse::<crate::filecoin::UpdateProof>()
+            .expect_err("not an update proof");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("26 characters") && !msg.contains("<script>"),
+            "{msg}"
+        );
+        assert!(msg.contains("StackedDrg32GiBV1"), "{msg}");
+    }
+
+    #[test]
     fn names_numbers_and_porep_ids_follow_the_chain_table() {
         let p: SealProof = "StackedDrg2KiBV1_1".parse().expect("name");
         assert_eq!(p.sector_size, 2048);
