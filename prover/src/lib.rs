@@ -29,6 +29,7 @@ pub mod pool_bench;
 pub mod priority;
 pub mod prove;
 pub mod setup;
+pub mod statement;
 pub mod synthesis;
 pub mod sys;
 pub mod timing;

@@ -1,6 +1,6 @@
 //! Where a job's partitions queue in the daemon's engine. Its own file
 //! because two layers name it: a Filecoin kind says how urgent its proofs
-//! are ([`crate::filecoin::statement::Statement::priority`]), the engine
+//! are ([`crate::statement::Statement::priority`]), the engine
 //! queues by it ([`crate::daemon::engine`]), and neither imports the other
 //! for it.
 

@@ -1,5 +1,5 @@
 //! The table of Filecoin proof kinds: a job request, one variant per kind,
-//! to its checked [`Statement`]. Every way a proof is asked for (the HTTP
+//! to its checked [`FilStatement`]. Every way a proof is asked for (the HTTP
 //! API, Curio's gRPC, `prover c2` / `post` / `snap`) builds a
 //! [`FilecoinSubmitRequest`] and comes through here, so a kind's checks are
 //! written once. A new kind is one variant of the request and one arm here;
@@ -15,7 +15,7 @@ use crate::filecoin::post::{PostKind, PostRequest};
 use crate::filecoin::registered::PostSet;
 use crate::filecoin::set::ParamSet;
 use crate::filecoin::snap::{self, SnapRequest, SnapVanilla};
-use crate::filecoin::statement::Statement;
+use crate::filecoin::statement::FilStatement;
 use crate::filecoin::{c1, porep, post, FilCircuit, FilecoinError, SealProof, UpdateProof};
 
 /// A field of the request refused: the request's own, not the C1 output's
@@ -34,7 +34,7 @@ fn prover_id(hex: &str) -> Result<[u8; 32], FilecoinError> {
 /// The request's statement, its inputs checked (replica id, vanilla proofs).
 /// This is CPU work of seconds for a large sector: callers on an async
 /// runtime run it off the runtime.
-pub fn statement(req: &FilecoinSubmitRequest) -> Result<Box<dyn Statement>, FilecoinError> {
+pub fn statement(req: &FilecoinSubmitRequest) -> Result<Box<dyn FilStatement>, FilecoinError> {
     match req {
         FilecoinSubmitRequest::PorepC2(r) => porep_c2(r),
         FilecoinSubmitRequest::WindowPost(r) => post(
@@ -63,7 +63,7 @@ pub fn statement(req: &FilecoinSubmitRequest) -> Result<Box<dyn Statement>, File
     }
 }
 
-fn porep_c2(r: &PorepC2Request) -> Result<Box<dyn Statement>, FilecoinError> {
+fn porep_c2(r: &PorepC2Request) -> Result<Box<dyn FilStatement>, FilecoinError> {
     let prover_id = prover_id(&r.prover_id)?;
     let seal_proof = r
         .registered_proof
@@ -82,7 +82,7 @@ fn post(
     randomness: &str,
     sector_size: u64,
     partition: u32,
-) -> Result<Box<dyn Statement>, FilecoinError> {
+) -> Result<Box<dyn FilStatement>, FilecoinError> {
     let prover_id = prover_id(prover)?;
     let randomness = c1::parse_hex32("randomness", randomness).map_err(|e| bad("randomness", e))?;
     let vanilla_json =
@@ -98,7 +98,7 @@ fn post(
     })
 }
 
-fn snap_deals(r: &SnapDealsRequest) -> Result<Box<dyn Statement>, FilecoinError> {
+fn snap_deals(r: &SnapDealsRequest) -> Result<Box<dyn FilStatement>, FilecoinError> {
     // The update circuit takes no prover id; one given malformed is still
     // the client's error, as for every kind.
     if !r.prover_id.is_empty() {

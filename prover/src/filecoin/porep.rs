@@ -33,9 +33,10 @@ use crate::filecoin::c1::C1Document;
 use crate::filecoin::cache::CacheEntry;
 use crate::filecoin::registered::SealProof;
 use crate::filecoin::set::ParamSet;
-use crate::filecoin::statement::{Mode, Partition, Statement};
+use crate::filecoin::statement::FilStatement;
 use crate::filecoin::{crates_err, FilecoinError};
 use crate::pool::PinnedPool;
+use crate::statement::{Mode, Partition, Statement, StatementError};
 
 pub use crate::filecoin::statement::PROOF_BYTES;
 
@@ -67,7 +68,7 @@ fn cache_entry_of<Tree: 'static + MerkleTreeTrait>(
 pub fn prepare_c2(
     doc: &C1Document,
     prover_id: [u8; 32],
-) -> Result<Box<dyn Statement>, FilecoinError> {
+) -> Result<Box<dyn FilStatement>, FilecoinError> {
     crate::filecoin::with_tree!(doc.seal_proof.sector_size, prepare_of, doc, prover_id)
 }
 
@@ -88,7 +89,7 @@ struct C2Statement<Tree: 'static + MerkleTreeTrait> {
     vanilla: Vec<Vec<VanillaSealProof<Tree>>>,
 }
 
-impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
+impl<Tree: 'static + MerkleTreeTrait> FilStatement for C2Statement<Tree> {
     fn kind(&self) -> FilecoinKind {
         FilecoinKind::PorepC2
     }
@@ -100,7 +101,9 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
     fn param_set(&self) -> &dyn ParamSet {
         &self.seal_proof
     }
+}
 
+impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
     fn partitions(&self) -> usize {
         self.vanilla.len()
     }
@@ -111,7 +114,7 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
         shape: &CircuitShape,
         pool: &PinnedPool,
         mode: Mode<'_>,
-    ) -> Result<Partition, FilecoinError> {
+    ) -> Result<Partition, StatementError> {
         let t = Instant::now();
         let vanilla = self.vanilla.get(k).ok_or(FilecoinError::C1Field {
             field: "vanilla_proofs",
@@ -136,7 +139,7 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
                 k,
             };
             return Partition::synthesize_split(
-                k, circuit, inputs, t, shape, pool, r1cs, defer_abc,
+                k, circuit, inputs, t, shape, pool, r1cs, false, defer_abc,
             );
         }
         let circuit = self
@@ -225,7 +228,7 @@ impl<Tree: 'static + MerkleTreeTrait> SplitWitness for Challenges<'_, Tree> {
 fn prepare_of<Tree: 'static + MerkleTreeTrait>(
     doc: &C1Document,
     prover_id: [u8; 32],
-) -> Result<Box<dyn Statement>, FilecoinError> {
+) -> Result<Box<dyn FilStatement>, FilecoinError> {
     let seal_proof = doc.seal_proof;
     let sector_id = doc.sector_id;
     let c1: SealCommitPhase1Output<Tree> =

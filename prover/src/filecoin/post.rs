@@ -35,10 +35,11 @@ use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCompound, Pu
 
 use crate::circuit::CircuitShape;
 use crate::filecoin::cache::CacheEntry;
-use crate::filecoin::statement::{Mode, Partition, Statement};
+use crate::filecoin::statement::FilStatement;
 use crate::filecoin::{crates_err, FilecoinError};
 use crate::pool::PinnedPool;
 use crate::priority::Priority;
+use crate::statement::{Mode, Partition, Statement, StatementError};
 
 /// Which PoSt (declared with the other proof types, in `registered`).
 pub use crate::filecoin::registered::PostKind;
@@ -156,7 +157,7 @@ pub(crate) fn public_params<'a, Tree: 'static + MerkleTreeTrait>(
 
 /// Checks `request` (sector count, randomness, prover id) and verifies its
 /// vanilla proofs: what is left is proving its partitions.
-pub fn prepare_post(request: &PostRequest) -> Result<Box<dyn Statement>, FilecoinError> {
+pub fn prepare_post(request: &PostRequest) -> Result<Box<dyn FilStatement>, FilecoinError> {
     crate::filecoin::with_tree!(request.sector_size, prepare_of, request)
 }
 
@@ -173,7 +174,7 @@ struct PostStatement<Tree: 'static + MerkleTreeTrait> {
     partitioned: Vec<VanillaProof<Tree>>,
 }
 
-impl<Tree: 'static + MerkleTreeTrait> Statement for PostStatement<Tree> {
+impl<Tree: 'static + MerkleTreeTrait> FilStatement for PostStatement<Tree> {
     fn kind(&self) -> FilecoinKind {
         self.set.kind.job_kind()
     }
@@ -182,16 +183,18 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for PostStatement<Tree> {
         &self.set
     }
 
+    fn sectors(&self) -> usize {
+        self.pub_inputs.sectors.len()
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Statement for PostStatement<Tree> {
     fn priority(&self) -> Priority {
         self.set.kind.priority()
     }
 
     fn partitions(&self) -> usize {
         self.partitioned.len()
-    }
-
-    fn sectors(&self) -> usize {
-        self.pub_inputs.sectors.len()
     }
 
     fn partition_number(&self, k: usize) -> usize {
@@ -204,7 +207,7 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for PostStatement<Tree> {
         shape: &CircuitShape,
         pool: &PinnedPool,
         mode: Mode<'_>,
-    ) -> Result<Partition, FilecoinError> {
+    ) -> Result<Partition, StatementError> {
         let t = Instant::now();
         let part = self
             .partitioned
@@ -303,7 +306,7 @@ fn check_vanilla_shape<Tree: 'static + MerkleTreeTrait>(
 
 fn prepare_of<Tree: 'static + MerkleTreeTrait>(
     request: &PostRequest,
-) -> Result<Box<dyn Statement>, FilecoinError> {
+) -> Result<Box<dyn FilStatement>, FilecoinError> {
     let config = post_config(request.kind, request.sector_size)?;
     if request.vanilla_json.len() > crate::filecoin::c1::MAX_C1_BYTES {
         return Err(FilecoinError::PostField {

@@ -51,9 +51,10 @@ use typenum::Unsigned;
 use crate::circuit::CircuitShape;
 use crate::filecoin::cache::CacheEntry;
 use crate::filecoin::set::ParamSet;
-use crate::filecoin::statement::{Mode, Partition, Statement};
+use crate::filecoin::statement::FilStatement;
 use crate::filecoin::{bounded_reason, crates_err, FilecoinError};
 use crate::pool::PinnedPool;
+use crate::statement::{Mode, Partition, Statement, StatementError};
 
 pub use update_proof::{UpdateProof, UpdateProofError};
 
@@ -180,7 +181,7 @@ fn public_params<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
 
 /// Checks `request` (commitments, the vanilla proofs' form and shape) and
 /// verifies its vanilla proofs: what is left is proving its partitions.
-pub fn prepare_snap(request: &SnapRequest) -> Result<Box<dyn Statement>, FilecoinError> {
+pub fn prepare_snap(request: &SnapRequest) -> Result<Box<dyn FilStatement>, FilecoinError> {
     crate::filecoin::with_tree!(request.update_proof.sector_size, prepare_of, request)
 }
 
@@ -192,7 +193,7 @@ struct SnapStatement<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> {
     vanilla: Vec<PartitionProof<Tree>>,
 }
 
-impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Statement for SnapStatement<Tree> {
+impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> FilStatement for SnapStatement<Tree> {
     fn kind(&self) -> FilecoinKind {
         FilecoinKind::SnapDeals
     }
@@ -200,7 +201,9 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Statement for SnapSt
     fn param_set(&self) -> &dyn ParamSet {
         &self.update_proof
     }
+}
 
+impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Statement for SnapStatement<Tree> {
     fn partitions(&self) -> usize {
         self.vanilla.len()
     }
@@ -211,7 +214,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Statement for SnapSt
         shape: &CircuitShape,
         pool: &PinnedPool,
         mode: Mode<'_>,
-    ) -> Result<Partition, FilecoinError> {
+    ) -> Result<Partition, StatementError> {
         let t = Instant::now();
         let vanilla = self.vanilla.get(k).ok_or(FilecoinError::SnapField {
             field: "vanilla_proofs",
@@ -272,7 +275,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Circuit<Scalar>
 
 fn prepare_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     request: &SnapRequest,
-) -> Result<Box<dyn Statement>, FilecoinError> {
+) -> Result<Box<dyn FilStatement>, FilecoinError> {
     let update_proof = request.update_proof;
     let comm_r_old = commitment::<TreeRDomain>(&request.comm_r_old, "comm_r_old")?;
     let comm_r_new = commitment::<TreeRDomain>(&request.comm_r_new, "comm_r_new")?;

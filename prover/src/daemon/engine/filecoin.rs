@@ -1,5 +1,5 @@
 //! Filecoin jobs in the engine: a request's inputs checked and turned into
-//! a [`Statement`] (the same checks `prover c2` / `prover post` make), and
+//! a [`FilStatement`] (the same checks `prover c2` / `prover post` make), and
 //! the parameter file of its circuit read from Filecoin's parameter cache
 //! once (in place, never written), then kept in memory under its own budget
 //! reservation so later jobs of that circuit start at once.
@@ -8,7 +8,7 @@ use crate::budget::{BudgetError, MemoryBudget, Reservation};
 use crate::circuit::CircuitShape;
 use crate::daemon::engine::admission::SubmitError;
 use crate::filecoin::cache::{self, CacheEntry, Provenance};
-use crate::filecoin::statement::Statement;
+use crate::filecoin::statement::FilStatement;
 use crate::filecoin::FilecoinError;
 use crate::params::{ParamStore, Params};
 use bellperson::groth16::{prepare_verifying_key, PreparedVerifyingKey};
@@ -187,6 +187,6 @@ fn reserve_now(
 
 /// The request's statement, its inputs checked (replica id, vanilla proofs).
 /// This is CPU work of seconds for a large sector: run it off the runtime.
-pub fn statement_of(req: &FilecoinSubmitRequest) -> Result<Box<dyn Statement>, SubmitError> {
+pub fn statement_of(req: &FilecoinSubmitRequest) -> Result<Box<dyn FilStatement>, SubmitError> {
     crate::filecoin::kind::statement(req).map_err(SubmitError::Filecoin)
 }

@@ -59,6 +59,7 @@ use crate::daemon::metrics::Metrics;
 use crate::memory_plan::MemoryPlan;
 use crate::params::ParamStore;
 use crate::pool::PinnedPool;
+use crate::statement::bundled::BundledStatement;
 use crate::synthesis::pool_bytes;
 use crate::timing::TimingLog;
 use crossbeam_channel::{bounded, unbounded};
@@ -300,11 +301,12 @@ impl Engine {
             priority: Priority::Normal,
             params_load_ms: None,
         };
-        let circuit = Circuit::Bundled {
+        let circuit = Circuit::Bundled(BundledStatement {
             kind,
             size: req.size,
             witness_seed: req.seed,
-        };
+            partitions: req.partitions as usize,
+        });
         self.enqueue(spec, circuit, blinding)
     }
 
@@ -317,7 +319,7 @@ impl Engine {
     }
 
     /// [`Engine::submit_filecoin`] at `priority` (`None`: the kind's own,
-    /// [`crate::filecoin::statement::Statement::priority`]).
+    /// [`crate::statement::Statement::priority`]).
     pub fn submit_filecoin_as(
         &self,
         req: &FilecoinSubmitRequest,

@@ -6,21 +6,21 @@
 use crate::backend::BackendKind;
 use crate::budget::{BudgetError, MemoryBudget, Reservation};
 use crate::circuit::shapes::ShapeCache;
-use crate::circuit::{self, CircuitError, CircuitKind};
+use crate::circuit::CircuitError;
 use crate::daemon::engine::admission::working_bytes;
 use crate::daemon::engine::compiled::CompiledSet;
 use crate::daemon::engine::devices::{is_device_fault, Device};
 use crate::daemon::engine::filecoin::FilKey;
-use crate::filecoin::statement::{Mode, Partition, Statement};
+use crate::filecoin::statement::FilStatement;
 use crate::filecoin::FilecoinError;
 use crate::params::{ParamStore, Params, ParamsError};
 use crate::pool::PinnedPool;
 use crate::prove::{prove_synthesized, Blinding, IdentifiedKey, ProveError, ProvingKey};
 // The engine queues by it; the kinds name theirs, so it lives outside both.
 pub use crate::priority::Priority;
-use crate::synthesis::{
-    synthesize, synthesize_compiled_split, synthesize_witness_split, SynthesisError, Synthesized,
-};
+use crate::statement::bundled::BundledStatement;
+use crate::statement::{Mode, Partition, Statement, StatementError};
+use crate::synthesis::{SynthesisError, Synthesized};
 use crate::timing::{PartitionTimer, TimingLog};
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey, Proof};
 use blstrs::{Bls12, Scalar};
@@ -47,6 +47,8 @@ pub enum PartitionError {
     Budget(#[from] BudgetError),
     #[error("{0}")]
     Synthesis(#[from] SynthesisError),
+    #[error("{0}")]
+    Statement(#[from] StatementError),
     #[error("{0}")]
     Prove(#[from] ProveError),
     #[error("panicked: {0}")]
@@ -105,7 +107,7 @@ pub type WorkKey = (String, u64);
 /// A Filecoin statement and the parameters that prove it, shared by the
 /// job's partitions.
 pub struct FilecoinWork {
-    pub statement: Box<dyn Statement>,
+    pub statement: Box<dyn FilStatement>,
     pub key: Arc<FilKey>,
 }
 
@@ -119,17 +121,25 @@ impl std::fmt::Debug for FilecoinWork {
     }
 }
 
-/// What a partition proves.
+/// What a partition proves: a [`Statement`] and where its parameters come
+/// from, the one difference between the kinds.
 #[derive(Debug, Clone)]
 pub enum Circuit {
-    /// A bundled circuit sized for `size` constraints, its witness from a seed.
-    Bundled {
-        kind: CircuitKind,
-        size: u64,
-        witness_seed: u64,
-    },
-    /// A partition of a Filecoin proof.
+    /// A bundled circuit: the prover's own parameters, generated TEST-ONLY
+    /// on demand by kind and size.
+    Bundled(BundledStatement),
+    /// A partition of a Filecoin proof: parameters from Filecoin's cache,
+    /// loaded when the job was submitted.
     Filecoin(Arc<FilecoinWork>),
+}
+
+impl Circuit {
+    pub fn statement(&self) -> &dyn Statement {
+        match self {
+            Circuit::Bundled(b) => b,
+            Circuit::Filecoin(f) => &*f.statement,
+        }
+    }
 }
 
 /// One partition on its way through the pipeline.
@@ -157,7 +167,7 @@ impl Task {
 
     pub fn key(&self) -> WorkKey {
         match &self.circuit {
-            Circuit::Bundled { kind, size, .. } => (kind.to_string(), *size),
+            Circuit::Bundled(b) => (b.kind.to_string(), b.size),
             Circuit::Filecoin(f) => (f.key.name.clone(), f.key.shape.num_constraints as u64),
         }
     }
@@ -167,7 +177,7 @@ impl Task {
     /// them) and its size in constraints.
     pub fn tag_fields(&self) -> (String, u64) {
         match &self.circuit {
-            Circuit::Bundled { kind, size, .. } => (kind.to_string(), *size),
+            Circuit::Bundled(b) => (b.kind.to_string(), b.size),
             Circuit::Filecoin(f) => (
                 crate::filecoin::job_label(f.statement.kind(), f.statement.sector_size()),
                 f.key.shape.num_constraints as u64,
@@ -338,14 +348,7 @@ impl Stages {
     pub fn synthesize(&self, task: Task, device: Option<u32>) -> Result<Ready, Box<Failed>> {
         let mut timer = self.timer(&task);
         timer.picked_up();
-        let prepared = match &task.circuit {
-            Circuit::Bundled {
-                kind,
-                size,
-                witness_seed,
-            } => self.synthesize_bundled(&task, &mut timer, device, *kind, *size, *witness_seed),
-            Circuit::Filecoin(work) => self.synthesize_filecoin(&task, &mut timer, device, work),
-        };
+        let prepared = self.prepare(&task, &mut timer, device);
         match prepared {
             Ok((params, params_sha256, inputs, reservation, syn)) => Ok(Ready {
                 pinned: syn.pinned(),
@@ -362,27 +365,36 @@ impl Stages {
         }
     }
 
-    fn synthesize_bundled(
+    /// A partition's synthesis, the same for every kind once its
+    /// parameters, shape and recorded constraints are found.
+    fn prepare(
         &self,
         task: &Task,
         timer: &mut PartitionTimer,
         device: Option<u32>,
-        kind: CircuitKind,
-        size: u64,
-        witness_seed: u64,
     ) -> Result<Prepared, PartitionError> {
         let who = format!("{}/{}", task.job_id, task.partition);
-        let size = size as usize;
-        let params = self
-            .params
-            .get_or_generate(kind, size)
-            .map_err(PartitionError::Params)?;
-        // Loading or generating parameters can take a minute: a job
-        // cancelled meanwhile is not synthesised and proved after all.
-        if task.is_cancelled() {
-            return Err(PartitionError::Cancelled);
-        }
-        let shape = self.shapes().get(kind, size)?;
+        let (params, params_sha256, shape) = match &task.circuit {
+            Circuit::Bundled(b) => {
+                let size = bundled_size(b)?;
+                let params = self
+                    .params
+                    .get_or_generate(b.kind, size)
+                    .map_err(PartitionError::Params)?;
+                // Loading or generating parameters can take a minute: a job
+                // cancelled meanwhile is not synthesised and proved after all.
+                if task.is_cancelled() {
+                    return Err(PartitionError::Cancelled);
+                }
+                let sha256 = self.params.meta(b.kind, size).ok().map(|m| m.sha256);
+                (params, sha256, self.shapes().get(b.kind, size)?)
+            }
+            Circuit::Filecoin(w) => (
+                w.key.params.clone(),
+                Some(w.key.sha256.clone()),
+                w.key.shape,
+            ),
+        };
         let t = Instant::now();
         let reservation =
             self.params
@@ -391,60 +403,20 @@ impl Stages {
         if task.is_cancelled() {
             return Err(PartitionError::Cancelled);
         }
-        let (circuit, inputs) = circuit::bundled(kind, size, witness_seed)?;
-        // The first partition of a circuit and size may record its
+        // The first partition of a bundled circuit and size may record its
         // constraints here (one synthesis, once); that is not this
-        // partition's synthesis, so it stays outside the phases.
-        let compiled = self.compiled.get(kind, size, &self.params, &self.budget);
-        self.event(timer, TimelineKind::SynthesisStart, device);
-        let t = Instant::now();
-        let syn = catch_unwind(AssertUnwindSafe(|| match &compiled {
+        // partition's synthesis, so it stays outside the phases. A Filecoin
+        // set's recording is made by its first partition (Mode::Record).
+        let compiled = match &task.circuit {
+            Circuit::Bundled(b) => {
+                self.compiled
+                    .get(b.kind, bundled_size(b)?, &self.params, &self.budget)
+            }
+            Circuit::Filecoin(w) => self.compiled.filecoin(&w.key.sha256),
+        };
+        let mode = match &compiled {
             // The CUDA backend computes a, b, c on the device from the
             // witness: synthesis stops after the witness pass.
-            Some(c) if self.backend == BackendKind::Cuda => {
-                synthesize_witness_split(circuit, &c.r1cs, &shape, &self.pool, c.check)
-            }
-            Some(c) => synthesize_compiled_split(circuit, &c.r1cs, &shape, &self.pool, c.check),
-            None => synthesize(circuit, &shape, &self.pool),
-        }))
-        .map_err(panic_message)??;
-        let total = t.elapsed().as_secs_f64() * 1e3;
-        self.event(timer, TimelineKind::SynthesisEnd, device);
-        timer.add(Phase::Synthesis, syn.synthesis_ms);
-        if let Some(parts) = syn.parts {
-            timer.add(Phase::Witness, parts.witness_ms);
-            if syn.abc_from.is_none() {
-                timer.add(Phase::Abc, parts.abc_ms);
-            }
-        }
-        timer.add(Phase::PoolCheckout, (total - syn.synthesis_ms).max(0.0));
-        let sha256 = self.params.meta(kind, size).ok().map(|m| m.sha256);
-        Ok((params, sha256, inputs, reservation, syn))
-    }
-
-    fn synthesize_filecoin(
-        &self,
-        task: &Task,
-        timer: &mut PartitionTimer,
-        device: Option<u32>,
-        work: &FilecoinWork,
-    ) -> Result<Prepared, PartitionError> {
-        let who = format!("{}/{}", task.job_id, task.partition);
-        let shape = work.key.shape;
-        let t = Instant::now();
-        let reservation =
-            self.params
-                .reserve_evicting(&self.budget, &who, working_bytes(&shape))?;
-        timer.since(Phase::BudgetWait, t);
-        if task.is_cancelled() {
-            return Err(PartitionError::Cancelled);
-        }
-        self.event(timer, TimelineKind::SynthesisStart, device);
-        let t = Instant::now();
-        let k = task.partition as usize;
-        let sha256 = &work.key.sha256;
-        let compiled = self.compiled.filecoin(sha256);
-        let mode = match &compiled {
             Some(c) => Mode::Compiled {
                 r1cs: &c.r1cs,
                 check: c.check,
@@ -452,40 +424,46 @@ impl Stages {
             },
             // Recording costs about one more synthesis: an urgent partition
             // (a WinningPoSt) is not the one to pay it.
-            None if self.compiled.enabled() && !task.urgent() => Mode::Record,
+            None if matches!(task.circuit, Circuit::Filecoin(_))
+                && self.compiled.enabled()
+                && !task.urgent() =>
+            {
+                Mode::Record
+            }
             None => Mode::Plain,
         };
+        self.event(timer, TimelineKind::SynthesisStart, device);
+        let t = Instant::now();
+        let k = task.partition as usize;
+        let statement = task.circuit.statement();
         let Partition {
             syn,
             inputs,
             recorded,
-            ..
+            circuit_ms,
         } = catch_unwind(AssertUnwindSafe(|| {
-            work.statement.synthesize(k, &shape, &self.pool, mode)
+            statement.synthesize(k, &shape, &self.pool, mode)
         }))
         .map_err(panic_message)??;
-        if let Some(r1cs) = recorded {
-            self.compiled.keep_filecoin(sha256, r1cs, &self.budget);
+        if let (Some(r1cs), Circuit::Filecoin(w)) = (recorded, &task.circuit) {
+            self.compiled
+                .keep_filecoin(&w.key.sha256, r1cs, &self.budget);
         }
         let total = t.elapsed().as_secs_f64() * 1e3;
         self.event(timer, TimelineKind::SynthesisEnd, device);
-        // Building the circuit from the vanilla proof is part of what this
-        // partition's synthesis costs; the rest is taking pool buffers.
-        let build_and_synthesis = total.max(syn.synthesis_ms);
-        timer.add(Phase::Synthesis, build_and_synthesis);
+        // Building the circuit (from a seed, from vanilla proofs) is part of
+        // what this partition's synthesis costs; the rest is taking pool
+        // buffers.
+        let synthesis = circuit_ms + syn.synthesis_ms;
+        timer.add(Phase::Synthesis, synthesis);
         if let Some(parts) = syn.parts {
             timer.add(Phase::Witness, parts.witness_ms);
             if syn.abc_from.is_none() {
                 timer.add(Phase::Abc, parts.abc_ms);
             }
         }
-        Ok((
-            work.key.params.clone(),
-            Some(work.key.sha256.clone()),
-            inputs,
-            reservation,
-            syn,
-        ))
+        timer.add(Phase::PoolCheckout, (total - synthesis).max(0.0));
+        Ok((params, params_sha256, inputs, reservation, syn))
     }
 
     /// The TIMELINE's "waiting for a device" mark, once synthesis handed it on.
@@ -634,6 +612,14 @@ impl Stages {
             proof: Err(error),
         }
     }
+}
+
+/// A bundled job's size as the circuit module counts it.
+fn bundled_size(b: &BundledStatement) -> Result<usize, CircuitError> {
+    usize::try_from(b.size).map_err(|_| CircuitError::SizeOutOfRange {
+        kind: b.kind,
+        size: usize::MAX,
+    })
 }
 
 /// A proof's verification as the partition's outcome.

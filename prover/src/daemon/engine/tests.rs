@@ -693,11 +693,12 @@ fn one_partition_at(engine: &Engine, priority: Priority) -> String {
                 priority,
                 params_load_ms: None,
             },
-            Circuit::Bundled {
+            Circuit::Bundled(crate::statement::bundled::BundledStatement {
                 kind: CircuitKind::Chain,
                 size: SIZE,
                 witness_seed: 3,
-            },
+                partitions: 1,
+            }),
             crate::prove::Blinding::from_seed(Some(5)),
         )
         .expect("accepted")

@@ -116,6 +116,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_unknown_name_is_refused_by_its_length_with_every_valid_name() {
+        let e = "StackedDrg3KiBV1<script>"
+            .parse::<UpdateProof>()
+            .expect_err("not an update proof");
+        let msg = e.to_string();
+        assert!(msg.contains("24 characters"), "{msg}");
+        assert!(!msg.contains("<script>"), "the input is echoed: {msg}");
+        for p in UpdateProof::all() {
+            assert!(msg.contains(&p.to_string()), "{p} missing: {msg}");
+        }
+    }
+
+    #[test]
     fn update_proofs_follow_filecoin_proofs_api_numbering() {
         let names: Vec<(u64, String, u64)> = UpdateProof::all()
             .map(|p| (p.number(), p.to_string(), p.sector_size))
