@@ -1156,6 +1156,42 @@ fn curio_over_grpc_gets_proofs_filecoin_proofs_accepts_and_clear_refusals() {
     assert!(err.contains("not a miner's"), "{err}");
     assert!(!d.daemon.dir.path().join("none.bin").exists());
 
+    // `prover client post --grpc`: the WinningPoSt's JSON vanilla proofs go
+    // as Curio's bincode; filecoin-proofs accepts the proof.
+    let vanilla = seal::post_vanilla(PostKind::Winning, sealed, work, RANDOMNESS).expect("vanilla");
+    let vanilla_path = d.daemon.dir.path().join("winning-vanilla.json");
+    fs::write(&vanilla_path, &vanilla).expect("vanilla file");
+    let out = d.daemon.dir.path().join("grpc-winning.bin");
+    let (code, err) = d.daemon.client(
+        &["post"],
+        &[
+            "--grpc",
+            "--kind",
+            "winning",
+            "--vanilla",
+            &utf8(&vanilla_path),
+            "--randomness",
+            &hex::encode(RANDOMNESS),
+            "--miner-id",
+            &MINER.to_string(),
+            "--sector-size",
+            "2KiB",
+            "--out",
+            &utf8(&out),
+        ]
+        .map(str::to_owned),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("winning-post job") && err.contains("over gRPC"),
+        "{err}"
+    );
+    let proof = fs::read(&out).expect("proof written");
+    assert!(
+        seal::verify_post(PostKind::Winning, sealed, RANDOMNESS, &proof).expect("verifier runs"),
+        "filecoin-proofs rejected the WinningPoSt of prover client post --grpc"
+    );
+
     // A drain: the proof being made is finished and handed over, a new
     // request is answered UNAVAILABLE (Curio retries it elsewhere or later).
     let started = d.run(
@@ -1182,6 +1218,69 @@ fn curio_over_grpc_gets_proofs_filecoin_proofs_accepts_and_clear_refusals() {
     let drained = proof_of(&serde_json::json!({"response": {"result": during[0][0]["response"]}}));
     assert!(seal::verify(sealed, &drained).expect("verify_seal runs"));
     refused(&during[0][1], "UNAVAILABLE", "draining");
+}
+
+/// Our client's Curio requests (`prover client post|snap --grpc`) are
+/// Curio's own: a request as Curio sends it, read as the daemon reads it
+/// and written back as our client writes it, is the same message, byte for
+/// byte (the PoSt's bincode vanilla proofs go through their JSON form and
+/// back). No daemon or Python needed: this runs everywhere.
+#[test]
+fn curio_requests_read_and_written_back_are_the_same_message() {
+    use prover::daemon::grpc::curio::{submit_of, translate};
+    use prover::daemon::grpc::pb::{ProofKind, SubmitProofRequest};
+    let (sealed, work) = miner_sector();
+    let posts = [
+        (PostKind::Winning, ProofKind::WinningPost, 0, 0),
+        (PostKind::Window, ProofKind::WindowPostPartition, 10, 3),
+    ];
+    for (kind, proof_kind, number, partition_index) in posts {
+        let curio = SubmitProofRequest {
+            request_id: format!("{kind:?}-round-trip"),
+            proof_kind: proof_kind as i32,
+            miner_id: MINER,
+            registered_proof: number,
+            sector_size: 2048,
+            randomness: RANDOMNESS.to_vec(),
+            partition_index,
+            vanilla_proofs: vec![bincode_vanilla(kind, sealed, work)],
+            ..Default::default()
+        };
+        let ours = translate(&curio).expect("Curio's request is taken");
+        let back = submit_of(&ours, &curio.request_id).expect("written back");
+        assert!(back == curio, "{kind:?}: {back:?}");
+    }
+    let v = snap_fixture();
+    let curio = SubmitProofRequest {
+        request_id: "snap-round-trip".into(),
+        proof_kind: ProofKind::SnapDealsUpdate as i32,
+        miner_id: MINER,
+        registered_proof: 0,
+        sector_size: 2048,
+        comm_r_old: v.comm_r_old.to_vec(),
+        comm_r_new: v.comm_r_new.to_vec(),
+        comm_d_new: v.comm_d_new.to_vec(),
+        vanilla_proofs: v.vanilla.clone(),
+        ..Default::default()
+    };
+    let ours = translate(&curio).expect("Curio's update is taken");
+    let back = submit_of(&ours, &curio.request_id).expect("written back");
+    assert!(back == curio, "snap: {back:?}");
+    // What cannot go as Curio's request is refused before anything is sent,
+    // the field named and its value never echoed.
+    let altered = |change: &dyn Fn(&mut fleet_wire::api::SnapDealsRequest)| {
+        let mut req = ours.clone();
+        if let fleet_wire::api::FilecoinSubmitRequest::SnapDeals(r) = &mut req {
+            change(r);
+        }
+        submit_of(&req, "x").expect_err("refused").to_string()
+    };
+    let e = altered(&|r| r.prover_id = "ab".repeat(32));
+    assert!(e.contains("not a miner's") && !e.contains("abab"), "{e}");
+    let e = altered(&|r| r.comm_r_new = "<script>".into());
+    assert!(e.contains("comm_r_new") && !e.contains("<script>"), "{e}");
+    let e = altered(&|r| r.vanilla_proofs = serde_json::json!(["zz"]));
+    assert!(e.contains("vanilla_proofs"), "{e}");
 }
 
 /// Waits (bounded) until `job` has a partition in progress.

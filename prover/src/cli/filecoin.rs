@@ -55,29 +55,39 @@ pub enum ClientFilecoinCommand {
     Snap(ClientSnapArgs),
 }
 
-/// `prover client c2`, `prover client post`, `prover client snap`.
+/// `prover client c2`, `prover client post`, `prover client snap`: over
+/// HTTP, or with `--grpc` as Curio sends them.
 pub fn run_client(command: ClientFilecoinCommand) -> Result<u8> {
     match command {
-        ClientFilecoinCommand::C2(a) if a.grpc => send_grpc(&a),
-        ClientFilecoinCommand::C2(a) => send_filecoin(
-            &a.send,
-            ("--c1", &a.input.c1),
-            &FilecoinSubmitRequest::PorepC2(c2_request(&a.input, a.send.rs_seed)?),
-        ),
-        ClientFilecoinCommand::Post(a) => send_filecoin(
-            &a.send,
-            ("--vanilla", &a.input.vanilla),
-            &read_post_request(&a.input, a.send.rs_seed)?,
-        ),
-        ClientFilecoinCommand::Snap(a) => send_filecoin(
-            &a.send,
-            ("--vanilla", &a.input.vanilla),
-            &a.input.request(
-                &read_input(&a.input.vanilla, "the vanilla proofs")?,
-                a.send.rs_seed,
-            )?,
-        ),
+        ClientFilecoinCommand::C2(a) => send(&a.send, &a.grpc, ("--c1", &a.input.c1), |seed| {
+            Ok(FilecoinSubmitRequest::PorepC2(c2_request(&a.input, seed)?))
+        }),
+        ClientFilecoinCommand::Post(a) => {
+            send(&a.send, &a.grpc, ("--vanilla", &a.input.vanilla), |seed| {
+                read_post_request(&a.input, seed)
+            })
+        }
+        ClientFilecoinCommand::Snap(a) => {
+            send(&a.send, &a.grpc, ("--vanilla", &a.input.vanilla), |seed| {
+                let bytes = read_input(&a.input.vanilla, "the vanilla proofs")?;
+                Ok(a.input.request(&bytes, seed)?)
+            })
+        }
     }
+}
+
+/// Sends the request `request` makes (from the input file `input`, with
+/// r, s from the seed given) over HTTP, or as Curio does where `--grpc`.
+fn send(
+    send: &FilecoinSend,
+    grpc: &GrpcFlags,
+    input: (&'static str, &Path),
+    request: impl FnOnce(Option<u64>) -> Result<FilecoinSubmitRequest>,
+) -> Result<u8> {
+    if grpc.grpc {
+        return send_grpc(send, grpc, input, request);
+    }
+    send_filecoin(send, input, &request(send.rs_seed)?)
 }
 
 #[derive(Debug, clap::Args)]
@@ -415,6 +425,13 @@ pub struct ClientC2Args {
     pub input: C1Input,
     #[command(flatten)]
     pub send: FilecoinSend,
+    #[command(flatten)]
+    pub grpc: GrpcFlags,
+}
+
+/// `--grpc`: a client command sent as Curio sends it.
+#[derive(Debug, clap::Args)]
+pub struct GrpcFlags {
     /// Send it as Curio does instead: one `Prove` call to the daemon's gRPC
     /// service (cuzk.v1), at the unix socket or port of the config's
     /// `[grpc]`, the prover id as a miner id. Exit codes as over HTTP.
@@ -448,6 +465,8 @@ pub struct ClientPostArgs {
     pub input: PostInput,
     #[command(flatten)]
     pub send: FilecoinSend,
+    #[command(flatten)]
+    pub grpc: GrpcFlags,
 }
 
 #[derive(Debug, clap::Args)]
@@ -460,6 +479,8 @@ pub struct ClientSnapArgs {
     pub input: SnapInput,
     #[command(flatten)]
     pub send: FilecoinSend,
+    #[command(flatten)]
+    pub grpc: GrpcFlags,
 }
 
 /// The request of `prover client c2`.
@@ -485,13 +506,17 @@ fn read_post_request(input: &PostInput, rs_seed: Option<u64>) -> Result<Filecoin
     input.request(vanilla, rs_seed)
 }
 
-/// `prover client c2 --grpc`: the C2 as Curio sends it, to the daemon's
-/// gRPC service.
-fn send_grpc(args: &ClientC2Args) -> Result<u8> {
+/// `prover client c2|post|snap --grpc`: the request as Curio sends it, to
+/// the daemon's gRPC service.
+fn send_grpc(
+    send: &FilecoinSend,
+    grpc: &GrpcFlags,
+    input: (&'static str, &Path),
+    request: impl FnOnce(Option<u64>) -> Result<FilecoinSubmitRequest>,
+) -> Result<u8> {
     use prover::daemon::grpc::client::{self, ClientError as GrpcError, Target};
     use tonic::Code;
-    let send = &args.send;
-    if let Some(code) = refused_out(send, ("--c1", &args.input.c1)) {
+    if let Some(code) = refused_out(send, input) {
         return Ok(code);
     }
     if send.rs_seed.is_some() {
@@ -505,16 +530,17 @@ fn send_grpc(args: &ClientC2Args) -> Result<u8> {
             send.config.display()
         );
     };
-    let req = c2_request(&args.input, None)?;
-    let request_id = match &args.request_id {
+    let req = request(None)?;
+    let kind = req.kind();
+    let request_id = match &grpc.request_id {
         Some(id) => id.clone(),
         None => format!(
-            "client-c2-{}-{}",
+            "client-{kind}-{}-{}",
             std::process::id(),
             prover::sys::clock::unix_millis()
         ),
     };
-    let submit = match prover::daemon::grpc::curio::porep_submit(&req, &request_id) {
+    let submit = match prover::daemon::grpc::curio::submit_of(&req, &request_id) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -548,7 +574,7 @@ fn send_grpc(args: &ClientC2Args) -> Result<u8> {
         None => println!("{}", hex::encode(&answer.proof)),
     }
     eprintln!(
-        "porep-c2 job {} over gRPC ({target}, request_id {request_id}): {} bytes of proof in {:.1} s (daemon: total {} ms, gpu_compute {} ms)",
+        "{kind} job {} over gRPC ({target}, request_id {request_id}): {} bytes of proof in {:.1} s (daemon: total {} ms, gpu_compute {} ms)",
         answer.job_id,
         answer.proof.len(),
         started.elapsed().as_secs_f64(),

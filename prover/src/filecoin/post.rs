@@ -161,6 +161,35 @@ pub fn prepare_post(request: &PostRequest) -> Result<Box<dyn FilStatement>, File
     crate::filecoin::with_tree!(request.sector_size, prepare_of, request)
 }
 
+/// The vanilla proofs of `vanilla_json` (a JSON array of
+/// `FallbackPoStSectorProof` of a `sector_size` sector) one bincode each, as
+/// filecoin-proofs-api's `generate_single_vanilla_proof` returns them and
+/// Curio sends them.
+pub fn vanilla_bincode(
+    vanilla_json: &[u8],
+    sector_size: u64,
+) -> Result<Vec<Vec<u8>>, FilecoinError> {
+    crate::filecoin::with_tree!(sector_size, vanilla_bincode_of, vanilla_json)
+}
+
+fn vanilla_bincode_of<Tree: 'static + MerkleTreeTrait>(
+    vanilla_json: &[u8],
+) -> Result<Vec<Vec<u8>>, FilecoinError> {
+    let proofs: Vec<filecoin_proofs::FallbackPoStSectorProof<Tree>> =
+        serde_json::from_slice(vanilla_json).map_err(|e| FilecoinError::VanillaPostInvalid {
+            reason: crate::filecoin::bounded_reason(&e.to_string()),
+        })?;
+    proofs
+        .iter()
+        .map(|p| {
+            bincode::serialize(p).map_err(|e| FilecoinError::ProofCrates {
+                context: "writing a vanilla PoSt proof as bincode",
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
 type PostInputs<Tree> =
     fallback::PublicInputs<<<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain>;
 

@@ -105,12 +105,42 @@ impl SnapVanilla {
             .map_err(|e| refuse(bounded_reason(&e.to_string())))
     }
 
+    /// One bincode `PartitionProof` per partition, as Curio sends them: the
+    /// JSON form decoded with the merkle tree of `sector_size` and encoded.
+    pub fn into_bincode(self, sector_size: u64) -> Result<Vec<Vec<u8>>, FilecoinError> {
+        match self {
+            SnapVanilla::Bincode(parts) => Ok(parts),
+            SnapVanilla::Json(bytes) => {
+                crate::filecoin::with_tree!(sector_size, json_to_bincode, &bytes)
+            }
+        }
+    }
+
     fn bytes(&self) -> usize {
         match self {
             SnapVanilla::Bincode(parts) => parts.iter().map(Vec::len).sum(),
             SnapVanilla::Json(bytes) => bytes.len(),
         }
     }
+}
+
+fn json_to_bincode<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    json: &[u8],
+) -> Result<Vec<Vec<u8>>, FilecoinError> {
+    let proofs: Vec<PartitionProof<Tree>> =
+        serde_json::from_slice(json).map_err(|e| FilecoinError::SnapField {
+            field: "vanilla_proofs",
+            reason: bounded_reason(&e.to_string()),
+        })?;
+    proofs
+        .iter()
+        .map(|p| {
+            bincode::serialize(p).map_err(|e| FilecoinError::ProofCrates {
+                context: "writing a vanilla update proof as bincode",
+                reason: e.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// A SnapDeals update proof to make.

@@ -231,51 +231,166 @@ pub fn translate(req: &SubmitProofRequest) -> Result<FilecoinSubmitRequest, Curi
     }
 }
 
-/// A PoRep C2 as Curio sends it: the inverse of [`translate`] for
-/// `POREP_SEAL_COMMIT`, for a client of our own that asks as Curio asks
-/// (`prover client c2 --grpc`, fleetctl's smoke step). The C1 output goes
-/// as given (any form the C1 reader takes); its proof type and sector
-/// number come from the request or the C1 output; the prover id must be a
-/// miner's (an ID address payload), as Curio has only the miner id.
-pub fn porep_submit(
-    req: &PorepC2Request,
+/// Curio's request for `req`: the inverse of [`translate`], for a client of
+/// our own that asks as Curio asks (`prover client c2|post|snap --grpc`,
+/// fleetctl's smoke step). Numbers are filecoin-ffi's, values raw bytes,
+/// vanilla proofs bincode (a JSON form is decoded and encoded); the prover
+/// id must be a miner's (an ID address payload), as Curio has only the
+/// miner id (a SnapDeals update takes none: miner 0 where it has none).
+pub fn submit_of(
+    req: &FilecoinSubmitRequest,
     request_id: &str,
 ) -> Result<SubmitProofRequest, FilecoinError> {
-    let prover_id = crate::filecoin::c1::parse_prover_id(&req.prover_id).map_err(|e| {
-        FilecoinError::RequestField {
-            field: "prover_id",
-            reason: e,
-        }
-    })?;
-    let miner_id = crate::filecoin::c1::miner_of_prover_id(&prover_id).ok_or_else(|| {
-        FilecoinError::RequestField {
-            field: "prover_id",
-            reason: "is not a miner's (an ID address payload): Curio's request carries only the miner id".into(),
-        }
-    })?;
+    let base = SubmitProofRequest {
+        request_id: request_id.to_string(),
+        ..Default::default()
+    };
+    match req {
+        FilecoinSubmitRequest::PorepC2(r) => porep_submit(r, base),
+        FilecoinSubmitRequest::WinningPost(r) => post_submit(
+            PostForm {
+                kind: FilecoinKind::WinningPost,
+                prover_id: &r.prover_id,
+                vanilla: &r.vanilla_proofs,
+                randomness: &r.randomness,
+                sector_size: r.sector_size,
+                partition: 0,
+            },
+            base,
+        ),
+        FilecoinSubmitRequest::WindowPost(r) => post_submit(
+            PostForm {
+                kind: FilecoinKind::WindowPost,
+                prover_id: &r.prover_id,
+                vanilla: &r.vanilla_proofs,
+                randomness: &r.randomness,
+                sector_size: r.sector_size,
+                partition: r.partition,
+            },
+            base,
+        ),
+        FilecoinSubmitRequest::SnapDeals(r) => snap_submit(r, base),
+    }
+}
+
+fn request_field(field: &'static str, reason: impl Into<String>) -> FilecoinError {
+    FilecoinError::RequestField {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// The miner whose prover id `prover_id` (64 hex digits) is.
+fn miner_of(prover_id: &str) -> Result<u64, FilecoinError> {
+    let prover_id = crate::filecoin::c1::parse_prover_id(prover_id)
+        .map_err(|e| request_field("prover_id", e))?;
+    crate::filecoin::c1::miner_of_prover_id(&prover_id).ok_or_else(|| {
+        request_field(
+            "prover_id",
+            "is not a miner's (an ID address payload): Curio's request carries only the miner id",
+        )
+    })
+}
+
+/// 32 bytes from 64 hex digits.
+fn hex32(v: &str, field: &'static str) -> Result<Vec<u8>, FilecoinError> {
+    match hex::decode(v) {
+        Ok(b) if b.len() == 32 => Ok(b),
+        _ => Err(request_field(field, "is not 32 bytes as 64 hex digits")),
+    }
+}
+
+/// The C1 output goes as given (any form the C1 reader takes); its proof
+/// type and sector number come from the request or the C1 output.
+fn porep_submit(
+    req: &PorepC2Request,
+    base: SubmitProofRequest,
+) -> Result<SubmitProofRequest, FilecoinError> {
+    let miner_id = miner_of(&req.prover_id)?;
     let seal_proof = req
         .registered_proof
         .as_deref()
         .map(str::parse::<SealProof>)
         .transpose()
-        .map_err(|e| FilecoinError::RequestField {
-            field: "registered_proof",
-            reason: e.to_string(),
-        })?;
+        .map_err(|e| request_field("registered_proof", e.to_string()))?;
     let doc = crate::filecoin::c1::from_value(req.c1.clone(), seal_proof, req.sector_id)?;
-    let vanilla_proof = serde_json::to_vec(&req.c1).map_err(|e| FilecoinError::RequestField {
-        field: "c1",
-        reason: e.to_string(),
-    })?;
+    let vanilla_proof =
+        serde_json::to_vec(&req.c1).map_err(|e| request_field("c1", e.to_string()))?;
     Ok(SubmitProofRequest {
-        request_id: request_id.to_string(),
         proof_kind: ProofKind::PorepSealCommit as i32,
         miner_id,
         sector_number: doc.sector_id,
         registered_proof: doc.seal_proof.number(),
         sector_size: doc.seal_proof.sector_size,
         vanilla_proof,
-        ..Default::default()
+        ..base
+    })
+}
+
+/// A PoSt request's fields, either kind.
+struct PostForm<'a> {
+    kind: FilecoinKind,
+    prover_id: &'a str,
+    vanilla: &'a Value,
+    randomness: &'a str,
+    sector_size: u64,
+    partition: u32,
+}
+
+/// filecoin-ffi's PoSt number of the kind and size (see [`post_proof`]),
+/// the randomness raw, one bincode `FallbackPoStSectorProof` per sector.
+fn post_submit(
+    form: PostForm<'_>,
+    base: SubmitProofRequest,
+) -> Result<SubmitProofRequest, FilecoinError> {
+    let index = SECTOR_SIZES
+        .iter()
+        .position(|(size, _)| *size == form.sector_size)
+        .ok_or(FilecoinError::SectorSize(form.sector_size))? as u64;
+    let (proof_kind, registered_proof) = match form.kind {
+        FilecoinKind::WinningPost => (ProofKind::WinningPost, index),
+        _ => (ProofKind::WindowPostPartition, 10 + index),
+    };
+    let json = serde_json::to_vec(form.vanilla)
+        .map_err(|e| request_field("vanilla_proofs", e.to_string()))?;
+    Ok(SubmitProofRequest {
+        proof_kind: proof_kind as i32,
+        miner_id: miner_of(form.prover_id)?,
+        registered_proof,
+        sector_size: form.sector_size,
+        randomness: hex32(form.randomness, "randomness")?,
+        partition_index: form.partition,
+        vanilla_proofs: crate::filecoin::post::vanilla_bincode(&json, form.sector_size)?,
+        ..base
+    })
+}
+
+/// filecoin-ffi's update proof number, the commitments raw, one bincode
+/// `PartitionProof` per partition.
+fn snap_submit(
+    req: &SnapDealsRequest,
+    base: SubmitProofRequest,
+) -> Result<SubmitProofRequest, FilecoinError> {
+    let update: UpdateProof = req.update_proof.parse().map_err(
+        |e: crate::filecoin::snap::update_proof::UpdateProofError| {
+            request_field("update_proof", e.to_string())
+        },
+    )?;
+    let miner_id = match req.prover_id.is_empty() {
+        true => 0,
+        false => miner_of(&req.prover_id)?,
+    };
+    let vanilla = crate::filecoin::snap::SnapVanilla::from_value(&req.vanilla_proofs)?;
+    Ok(SubmitProofRequest {
+        proof_kind: ProofKind::SnapDealsUpdate as i32,
+        miner_id,
+        registered_proof: update.number(),
+        sector_size: update.sector_size,
+        comm_r_old: hex32(&req.comm_r_old, "comm_r_old")?,
+        comm_r_new: hex32(&req.comm_r_new, "comm_r_new")?,
+        comm_d_new: hex32(&req.comm_d_new, "comm_d_new")?,
+        vanilla_proofs: vanilla.into_bincode(update.sector_size)?,
+        ..base
     })
 }
 
