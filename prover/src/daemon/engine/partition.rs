@@ -8,7 +8,7 @@ use crate::budget::{BudgetError, MemoryBudget, Reservation};
 use crate::circuit::shapes::ShapeCache;
 use crate::circuit::CircuitError;
 use crate::daemon::engine::admission::working_bytes;
-use crate::daemon::engine::compiled::CompiledSet;
+use crate::daemon::engine::compiled::{CompiledSet, FilecoinRecording};
 use crate::daemon::engine::devices::{is_device_fault, Device};
 use crate::daemon::engine::filecoin::FilKey;
 use crate::filecoin::statement::FilStatement;
@@ -406,31 +406,38 @@ impl Stages {
         // The first partition of a bundled circuit and size may record its
         // constraints here (one synthesis, once); that is not this
         // partition's synthesis, so it stays outside the phases. A Filecoin
-        // set's recording is made by its first partition (Mode::Record).
-        let compiled = match &task.circuit {
-            Circuit::Bundled(b) => {
+        // set's recording is made by its first partition (Mode::Record), the
+        // others wait for it (a job cancelled meanwhile ends here).
+        let defer_abc = self.backend == BackendKind::Cuda;
+        let (compiled, claim) = match &task.circuit {
+            Circuit::Bundled(b) => (
                 self.compiled
-                    .get(b.kind, bundled_size(b)?, &self.params, &self.budget)
+                    .get(b.kind, bundled_size(b)?, &self.params, &self.budget),
+                None,
+            ),
+            Circuit::Filecoin(w) => {
+                let cancelled = || task.is_cancelled();
+                match self
+                    .compiled
+                    .filecoin_for(&w.key.sha256, task.urgent(), &cancelled)
+                    .map_err(|_| PartitionError::Cancelled)?
+                {
+                    FilecoinRecording::Use(c) => (Some(c), None),
+                    FilecoinRecording::Record(claim) => (None, Some(claim)),
+                    FilecoinRecording::Plain => (None, None),
+                }
             }
-            Circuit::Filecoin(w) => self.compiled.filecoin(&w.key.sha256),
         };
-        let mode = match &compiled {
+        let mode = match (&compiled, &claim) {
             // The CUDA backend computes a, b, c on the device from the
             // witness: synthesis stops after the witness pass.
-            Some(c) => Mode::Compiled {
+            (Some(c), _) => Mode::Compiled {
                 r1cs: &c.r1cs,
                 check: c.check,
-                defer_abc: self.backend == BackendKind::Cuda,
+                defer_abc,
             },
-            // Recording costs about one more synthesis: an urgent partition
-            // (a WinningPoSt) is not the one to pay it.
-            None if matches!(task.circuit, Circuit::Filecoin(_))
-                && self.compiled.enabled()
-                && !task.urgent() =>
-            {
-                Mode::Record
-            }
-            None => Mode::Plain,
+            (None, Some(_)) => Mode::Record,
+            (None, None) => Mode::Plain,
         };
         self.event(timer, TimelineKind::SynthesisStart, device);
         let t = Instant::now();
@@ -449,6 +456,8 @@ impl Stages {
             self.compiled
                 .keep_filecoin(&w.key.sha256, r1cs, &self.budget);
         }
+        // Kept or not, the partitions waiting for it go on.
+        drop(claim);
         let total = t.elapsed().as_secs_f64() * 1e3;
         self.event(timer, TimelineKind::SynthesisEnd, device);
         // Building the circuit (from a seed, from vanilla proofs) is part of
