@@ -49,6 +49,24 @@ macro_rules! with_tree {
 }
 pub(crate) use with_tree;
 
+/// Each of `items` as bincode (1.x: little-endian, fixed-width integers),
+/// the form filecoin-proofs-api hands vanilla proofs out in and Curio sends
+/// them; `what` names them in the error.
+pub(crate) fn bincode_each<T: serde::Serialize>(
+    items: &[T],
+    what: &'static str,
+) -> Result<Vec<Vec<u8>>, FilecoinError> {
+    items
+        .iter()
+        .map(|item| {
+            bincode::serialize(item).map_err(|e| FilecoinError::ProofCrates {
+                context: what,
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
 /// A Filecoin parameter set by name, as the command line, the config and
 /// Curio's circuit ids give it (the kind table, `kind::param_set`, says
 /// what it is):

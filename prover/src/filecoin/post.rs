@@ -179,15 +179,7 @@ fn vanilla_bincode_of<Tree: 'static + MerkleTreeTrait>(
         serde_json::from_slice(vanilla_json).map_err(|e| FilecoinError::VanillaPostInvalid {
             reason: crate::filecoin::bounded_reason(&e.to_string()),
         })?;
-    proofs
-        .iter()
-        .map(|p| {
-            bincode::serialize(p).map_err(|e| FilecoinError::ProofCrates {
-                context: "writing a vanilla PoSt proof as bincode",
-                reason: e.to_string(),
-            })
-        })
-        .collect()
+    crate::filecoin::bincode_each(&proofs, "writing the vanilla PoSt proofs as bincode")
 }
 
 type PostInputs<Tree> =

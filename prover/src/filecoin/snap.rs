@@ -132,15 +132,7 @@ fn json_to_bincode<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             field: "vanilla_proofs",
             reason: bounded_reason(&e.to_string()),
         })?;
-    proofs
-        .iter()
-        .map(|p| {
-            bincode::serialize(p).map_err(|e| FilecoinError::ProofCrates {
-                context: "writing a vanilla update proof as bincode",
-                reason: e.to_string(),
-            })
-        })
-        .collect()
+    crate::filecoin::bincode_each(&proofs, "writing the vanilla update proofs as bincode")
 }
 
 /// A SnapDeals update proof to make.

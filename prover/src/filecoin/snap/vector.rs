@@ -114,14 +114,8 @@ fn snap_vector_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     )
     .map_err(crates_err("generating the vanilla update proofs"))?;
     let vanilla_s = t.elapsed().as_secs_f64();
-    let vanilla = proofs
-        .iter()
-        .map(bincode::serialize)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| FilecoinError::ProofCrates {
-            context: "writing the vanilla update proofs as bincode",
-            reason: e.to_string(),
-        })?;
+    let vanilla =
+        crate::filecoin::bincode_each(&proofs, "writing the vanilla update proofs as bincode")?;
     Ok(SnapVector {
         update_proof,
         comm_r_old: sector_key.comm_r,
