@@ -1592,3 +1592,51 @@ fn snap_deals_of_a_forged_2kib_sector_key_is_accepted_by_verify_empty_sector_upd
     };
     assert!(!snap_vector::verify_snap(&elsewhere, &proof).unwrap_or(false));
 }
+
+/// At 8 MiB (four partitions, the smallest multi-partition update) a
+/// forged key's vanilla proofs pass the check `prover snap` runs before
+/// proving (the crates' `verify_partition_proofs`), and a CommR old other
+/// than Poseidon(CommC, CommR_last) is refused. No parameters are needed.
+#[test]
+fn a_forged_8mib_sector_keys_vanilla_update_proofs_verify() {
+    let f = fixture();
+    let update: UpdateProof = "StackedDrg8MiBV1".parse().expect("a known update proof");
+    let work = f.root.join("snap-forged-8mib");
+    let _ = fs::remove_dir_all(&work);
+    let t = Instant::now();
+    let v = snap_vector::snap_vector(update, SectorKey::Forged, TEST_SEED, &work)
+        .expect("forged 8 MiB snap vector");
+    eprintln!(
+        "8 MiB forged key {:.2} s, encode {:.2} s, vanilla {:.2} s ({:.2} s in all)",
+        v.seal_s,
+        v.encode_s,
+        v.vanilla_s,
+        t.elapsed().as_secs_f64()
+    );
+    let key = work.join("sector-key");
+    let read_back = forge_key::comm_r_of_key(
+        update,
+        &key.join("sealed"),
+        &key.join("cache"),
+        v.comm_r_old,
+    )
+    .expect("read the key back");
+    assert_eq!(read_back, v.comm_r_old);
+    let statement = snap::prepare_snap(&snap_request(&v, SnapVanilla::Bincode(v.vanilla.clone())));
+    assert!(statement.is_ok_and(|s| s.partitions() == 4));
+    let mut other = v.comm_r_old;
+    other[0] ^= 1;
+    let elsewhere = SnapRequest {
+        comm_r_old: other,
+        ..snap_request(&v, SnapVanilla::Bincode(v.vanilla.clone()))
+    };
+    let err = snap_refusal(&elsewhere);
+    assert!(
+        matches!(
+            err,
+            FilecoinError::VanillaSnapInvalid { .. } | FilecoinError::SnapField { .. }
+        ),
+        "{err}"
+    );
+    let _ = fs::remove_dir_all(&work);
+}
