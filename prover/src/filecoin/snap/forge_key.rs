@@ -67,7 +67,8 @@ pub struct ForgedKey {
     /// The CC sector the key stands for. TEST DATA: its `comm_r` is
     /// Poseidon(`comm_c`, `comm_r_last`); its `comm_d` is all zero (no data
     /// was sealed; SnapDeals never reads it); its ticket carries
-    /// [`FORGED_TICKET_MARK`]; prover id, sector id and seed are zero.
+    /// [`FORGED_TICKET_MARK`]; prover id, sector id, seed and the seal
+    /// timings are zero (the forging time is [`ForgedKey::forge_s`]).
     pub sector_key: Sealed,
     pub comm_c: [u8; 32],
     pub comm_r_last: [u8; 32],
@@ -214,7 +215,7 @@ fn forge_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             seed: [0; 32],
             c1_json: Vec::new(),
             pc1_s: 0.0,
-            pc2_s: forge_s,
+            pc2_s: 0.0,
             c1_s: 0.0,
         },
         comm_c: bytes(comm_c),
