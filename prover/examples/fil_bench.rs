@@ -10,6 +10,7 @@
 //! fil_bench post-vanilla KIND WORK_DIR OUT_DIR # OUT_DIR/KIND-vanilla.json
 //! fil_bench verify-post KIND OUT_DIR PROOF_FILE  # exit 0 accepted, 3 rejected
 //! fil_bench snap UPDATE_PROOF WORK_DIR OUT_DIR  # a CC sector sealed and updated: OUT_DIR/snap.json, OUT_DIR/snap-args.txt
+//! fil_bench snap-forged UPDATE_PROOF WORK_DIR OUT_DIR  # as `snap` on a FORGED sector key (TEST DATA, never sealed)
 //! fil_bench filecoin-snap OUT_DIR PROOF_FILE   # filecoin-proofs' own update proof, timed
 //! fil_bench verify-snap OUT_DIR PROOF_FILE     # exit 0 accepted, 3 rejected
 //! ```
@@ -148,11 +149,19 @@ fn run(args: &[String]) -> Result<u8> {
             println!("{}", serde_json::json!({"verify_post": ok, "kind": kind_arg(kind), "proof": proof_file}));
             Ok(if ok { 0 } else { 3 })
         }
-        [cmd, proof, work, out] if cmd == "snap" => {
+        [cmd, proof, work, out] if cmd == "snap" || cmd == "snap-forged" => {
             let proof: prover::filecoin::UpdateProof = proof.parse()?;
             let out = PathBuf::from(out);
             std::fs::create_dir_all(&out)?;
-            let v = snap_vector::snap_vector(proof, 26, Path::new(work))?;
+            // snap-forged: test data, a sector key never sealed
+            // (prover::filecoin::snap::forge_key), for sizes whose sealing
+            // does not fit a benchmark's time; snap.json says so.
+            let key = if cmd == "snap-forged" {
+                snap_vector::SectorKey::Forged
+            } else {
+                snap_vector::SectorKey::Sealed
+            };
+            let v = snap_vector::snap_vector(proof, key, 26, Path::new(work))?;
             std::fs::write(out.join("snap.json"), serde_json::to_vec(&v)?)?;
             let hex: Vec<String> = v.vanilla.iter().map(hex::encode).collect();
             std::fs::write(out.join("snap-vanilla.json"), serde_json::to_vec(&hex)?)?;
@@ -168,6 +177,7 @@ fn run(args: &[String]) -> Result<u8> {
             println!(
                 "{}",
                 serde_json::json!({"snap": proof.to_string(), "partitions": v.vanilla.len(),
+                    "sector_key": v.sector_key_made, "note": v.note,
                     "seal_s": v.seal_s, "encode_s": v.encode_s, "vanilla_s": v.vanilla_s})
             );
             Ok(0)
@@ -188,7 +198,7 @@ fn run(args: &[String]) -> Result<u8> {
             println!("{}", serde_json::json!({"verify_snap": ok, "proof": proof_file}));
             Ok(if ok { 0 } else { 3 })
         }
-        _ => bail!("usage: fil_bench seal SEAL_PROOF WORK_DIR OUT_DIR | forge SEAL_PROOF SEED OUT_DIR | filecoin-c2 OUT_DIR PROOF_FILE | verify OUT_DIR PROOF_FILE | post-vanilla KIND WORK_DIR OUT_DIR | verify-post KIND OUT_DIR PROOF_FILE | snap UPDATE_PROOF WORK_DIR OUT_DIR | filecoin-snap OUT_DIR PROOF_FILE | verify-snap OUT_DIR PROOF_FILE"),
+        _ => bail!("usage: fil_bench seal SEAL_PROOF WORK_DIR OUT_DIR | forge SEAL_PROOF SEED OUT_DIR | filecoin-c2 OUT_DIR PROOF_FILE | verify OUT_DIR PROOF_FILE | post-vanilla KIND WORK_DIR OUT_DIR | verify-post KIND OUT_DIR PROOF_FILE | snap UPDATE_PROOF WORK_DIR OUT_DIR | snap-forged UPDATE_PROOF WORK_DIR OUT_DIR | filecoin-snap OUT_DIR PROOF_FILE | verify-snap OUT_DIR PROOF_FILE"),
     }
 }
 

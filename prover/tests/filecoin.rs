@@ -19,7 +19,8 @@ use fleet_testkit::deadline::output_within;
 use prover::filecoin::cache::{CACHE_ENV, TEST_ONLY_SUFFIX};
 use prover::filecoin::post::{self, PostKind};
 use prover::filecoin::seal::{self, Sealed};
-use prover::filecoin::snap::vector::{self as snap_vector, SnapVector};
+use prover::filecoin::snap::forge_key;
+use prover::filecoin::snap::vector::{self as snap_vector, SectorKey, SnapVector};
 use prover::filecoin::snap::{self, SnapRequest, SnapVanilla};
 use prover::filecoin::{porep, setup, FilCircuit, FilecoinError, SealProof, UpdateProof};
 use prover::setup::fixed_base::CpuFixedBase;
@@ -1318,7 +1319,25 @@ fn snap_2kib() -> UpdateProof {
 fn snap_fixture() -> &'static SnapVector {
     static SNAP: OnceLock<SnapVector> = OnceLock::new();
     SNAP.get_or_init(|| {
-        let f = fixture();
+        let f = snap_params();
+        let work = f.root.join("snap-sector");
+        let _ = fs::remove_dir_all(&work);
+        let vector = snap_vector::snap_vector(snap_2kib(), SectorKey::Sealed, TEST_SEED, &work)
+            .expect("snap vector");
+        eprintln!(
+            "sealed a 2 KiB CC sector in {:.2} s, encoded it in {:.2} s, vanilla proofs in {:.2} s",
+            vector.seal_s, vector.encode_s, vector.vanilla_s
+        );
+        vector
+    })
+}
+
+/// The fixture, with the 2 KiB update circuit's TEST-ONLY parameters in
+/// its cache (generated where missing, once per run).
+fn snap_params() -> &'static Fixture {
+    static PARAMS: OnceLock<()> = OnceLock::new();
+    let f = fixture();
+    PARAMS.get_or_init(|| {
         let entry = snap::cache_entry(&f.cache, snap_2kib()).expect("cache entry");
         if !entry.params.exists() {
             let t = Instant::now();
@@ -1332,15 +1351,8 @@ fn snap_fixture() -> &'static SnapVector {
                 t.elapsed().as_secs_f64()
             );
         }
-        let work = f.root.join("snap-sector");
-        let _ = fs::remove_dir_all(&work);
-        let vector = snap_vector::snap_vector(snap_2kib(), TEST_SEED, &work).expect("snap vector");
-        eprintln!(
-            "sealed a 2 KiB CC sector in {:.2} s, encoded it in {:.2} s, vanilla proofs in {:.2} s",
-            vector.seal_s, vector.encode_s, vector.vanilla_s
-        );
-        vector
-    })
+    });
+    f
 }
 
 fn snap_request(v: &SnapVector, vanilla: SnapVanilla) -> SnapRequest {
@@ -1527,4 +1539,203 @@ fn setup_of_snap_deals_never_writes_over_its_parameter_file() {
     // The fixture generates the update's parameters where they are missing.
     snap_fixture();
     setup_refuses_to_write_over("snap-deals:2KiB");
+}
+
+/// A 2 KiB SnapDeals vector on a FORGED sector key (TEST DATA, never
+/// sealed), made once per run.
+fn forged_snap_fixture() -> &'static SnapVector {
+    static FORGED: OnceLock<SnapVector> = OnceLock::new();
+    FORGED.get_or_init(|| {
+        let f = snap_params();
+        let work = f.root.join("snap-forged");
+        let _ = fs::remove_dir_all(&work);
+        let v = snap_vector::snap_vector(snap_2kib(), SectorKey::Forged, TEST_SEED, &work)
+            .expect("forged snap vector");
+        eprintln!(
+            "forged a 2 KiB sector key in {:.2} s, encoded it in {:.2} s, vanilla proofs in {:.2} s",
+            v.seal_s, v.encode_s, v.vanilla_s
+        );
+        v
+    })
+}
+
+/// The forged sector key is what filecoin-proofs reads of a sealed one:
+/// canonical field elements in the sealed file, p_aux whose CommC and
+/// CommR_last hash (Poseidon, the crates' `hash2`) to the vector's CommR
+/// old, a tree_r_last that is the crates' tree over the sealed file, and a
+/// t_aux with the sealed key's tree configs; and the vector says it is
+/// test data.
+#[test]
+fn a_forged_sector_keys_comm_r_is_poseidon_of_its_comm_c_and_tree_r_last() {
+    use filecoin_hashers::poseidon::{PoseidonDomain, PoseidonFunction, PoseidonHasher};
+    use filecoin_hashers::{Domain, HashFunction};
+    use storage_proofs_core::merkle::{DiskTree, MerkleTreeTrait};
+    type Tree = filecoin_proofs::SectorShape2KiB;
+    let v = forged_snap_fixture();
+    let key = fixture().root.join("snap-forged").join("sector-key");
+    let (sealed, cache) = (key.join("sealed"), key.join("cache"));
+
+    // p_aux as filecoin-proofs reads it (bincode PersistentAux), hashed here.
+    let p_aux: storage_proofs_porep::stacked::PersistentAux<PoseidonDomain> =
+        bincode::deserialize(&fs::read(cache.join("p_aux")).expect("p_aux")).expect("bincode");
+    let comm_r = PoseidonFunction::hash2(&p_aux.comm_c, &p_aux.comm_r_last);
+    assert_eq!(comm_r.into_bytes(), v.comm_r_old.to_vec());
+    assert_eq!(v.sector_key.comm_r, v.comm_r_old);
+    // And through filecoin-proofs' PrivateReplicaInfo (tree_r_last
+    // reopened as PoSt reopens it: its root is p_aux's CommR_last).
+    let read_back = forge_key::comm_r_of_key(snap_2kib(), &sealed, &cache, v.comm_r_old)
+        .expect("read the key back");
+    assert_eq!(read_back, v.comm_r_old);
+    // Another CommC gives another CommR: the check above is not vacuous.
+    let other = PoseidonFunction::hash2(&p_aux.comm_r_last, &p_aux.comm_c);
+    assert_ne!(other.into_bytes(), v.comm_r_old.to_vec());
+
+    // Every node a canonical little-endian Fr, and tree_r_last the crates'
+    // tree of those leaves, rebuilt here in memory.
+    let data = fs::read(&sealed).expect("sealed");
+    assert_eq!(data.len(), 2048);
+    let leaves: Vec<PoseidonDomain> = data
+        .chunks(32)
+        .map(|c| {
+            let repr: [u8; 32] = c.try_into().expect("32 bytes");
+            assert!(bool::from(blstrs::Scalar::from_bytes_le(&repr).is_some()));
+            PoseidonDomain::try_from_bytes(c).expect("a field element")
+        })
+        .collect();
+    assert!(
+        leaves.windows(2).any(|w| w[0] != w[1]),
+        "random, not constant"
+    );
+    let tree = DiskTree::<PoseidonHasher, typenum::U8, typenum::U0, typenum::U0>::try_from_iter(
+        leaves.into_iter().map(Ok),
+    )
+    .expect("tree");
+    assert_eq!(tree.root(), p_aux.comm_r_last);
+
+    // t_aux: the tree configs a sealed CC key's cache holds (paths aside).
+    type TAux =
+        storage_proofs_porep::stacked::TemporaryAux<Tree, filecoin_hashers::sha256::Sha256Hasher>;
+    let t_aux = |dir: &Path| -> TAux {
+        bincode::deserialize(&fs::read(dir.join("t_aux")).expect("t_aux")).expect("bincode")
+    };
+    let sealed_cache = fixture().root.join("snap-sector/sector-key/cache");
+    snap_fixture();
+    let (forged, real) = (t_aux(&cache), t_aux(&sealed_cache));
+    for (a, b) in [
+        (&forged.tree_d_config, &real.tree_d_config),
+        (&forged.tree_r_last_config, &real.tree_r_last_config),
+        (&forged.tree_c_config, &real.tree_c_config),
+    ] {
+        assert_eq!(
+            (&a.id, a.size, a.rows_to_discard),
+            (&b.id, b.size, b.rows_to_discard)
+        );
+    }
+    let tree_r_files = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .expect("cache")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("tree-r-last") || n == "p_aux" || n == "t_aux")
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(tree_r_files(&cache), tree_r_files(&sealed_cache));
+
+    // Marked as test data wherever the vector goes.
+    assert_eq!(v.sector_key_made, SectorKey::Forged);
+    let json = serde_json::to_string(v).expect("JSON");
+    assert!(json.contains("\"sector_key_made\":\"forged\""), "{json}");
+    assert!(json.contains("TEST DATA"), "{json}");
+    assert!(prover::filecoin::forge::is_forged_ticket(
+        &v.sector_key.ticket
+    ));
+    let sealed_json = serde_json::to_string(snap_fixture()).expect("JSON");
+    assert!(sealed_json.contains("\"sector_key_made\":\"sealed\""));
+    assert!(!sealed_json.contains("TEST DATA"));
+}
+
+/// An update of a forged sector key, proved by this prover (`prover snap`,
+/// CPU) and by filecoin-proofs' own prover: filecoin-proofs'
+/// `verify_empty_sector_update_proof` accepts both, and refuses ours for
+/// the sealed vector's CommR old.
+#[test]
+fn snap_deals_of_a_forged_2kib_sector_key_is_accepted_by_verify_empty_sector_update_proof() {
+    let v = forged_snap_fixture();
+    let dir = scratch("snap-forged");
+    let vanilla = dir.join("vanilla.json");
+    fs::write(&vanilla, hex_vanilla(&v.vanilla)).expect("write vanilla");
+    let out = dir.join("proof");
+    let t = Instant::now();
+    let run = snap_cli(v, &vanilla, &out);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    eprintln!(
+        "prover snap (2 KiB, forged key, CPU) took {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let proof = fs::read(&out).expect("proof");
+    assert!(
+        snap_vector::verify_snap(v, &proof).expect("verifier runs"),
+        "filecoin-proofs rejected our SnapDeals proof of a forged key"
+    );
+    let t = Instant::now();
+    let theirs = snap_vector::filecoin_snap(v).expect("filecoin-proofs' update proof");
+    eprintln!(
+        "filecoin-proofs' update proof (2 KiB, forged key) took {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    assert!(snap_vector::verify_snap(v, &theirs).expect("verifier runs"));
+    let elsewhere = SnapVector {
+        comm_r_old: snap_fixture().comm_r_old,
+        ..v.clone()
+    };
+    assert!(!snap_vector::verify_snap(&elsewhere, &proof).unwrap_or(false));
+}
+
+/// At 8 MiB (four partitions, the smallest multi-partition update) a
+/// forged key's vanilla proofs pass the check `prover snap` runs before
+/// proving (the crates' `verify_partition_proofs`), and a CommR old other
+/// than Poseidon(CommC, CommR_last) is refused. No parameters are needed.
+#[test]
+fn a_forged_8mib_sector_keys_vanilla_update_proofs_verify() {
+    let f = fixture();
+    let update: UpdateProof = "StackedDrg8MiBV1".parse().expect("a known update proof");
+    let work = f.root.join("snap-forged-8mib");
+    let _ = fs::remove_dir_all(&work);
+    let t = Instant::now();
+    let v = snap_vector::snap_vector(update, SectorKey::Forged, TEST_SEED, &work)
+        .expect("forged 8 MiB snap vector");
+    eprintln!(
+        "8 MiB forged key {:.2} s, encode {:.2} s, vanilla {:.2} s ({:.2} s in all)",
+        v.seal_s,
+        v.encode_s,
+        v.vanilla_s,
+        t.elapsed().as_secs_f64()
+    );
+    let key = work.join("sector-key");
+    let read_back = forge_key::comm_r_of_key(
+        update,
+        &key.join("sealed"),
+        &key.join("cache"),
+        v.comm_r_old,
+    )
+    .expect("read the key back");
+    assert_eq!(read_back, v.comm_r_old);
+    let statement = snap::prepare_snap(&snap_request(&v, SnapVanilla::Bincode(v.vanilla.clone())));
+    assert!(statement.is_ok_and(|s| s.partitions() == 4));
+    let mut other = v.comm_r_old;
+    other[0] ^= 1;
+    let elsewhere = SnapRequest {
+        comm_r_old: other,
+        ..snap_request(&v, SnapVanilla::Bincode(v.vanilla.clone()))
+    };
+    let err = snap_refusal(&elsewhere);
+    assert!(
+        matches!(
+            err,
+            FilecoinError::VanillaSnapInvalid { .. } | FilecoinError::SnapField { .. }
+        ),
+        "{err}"
+    );
+    let _ = fs::remove_dir_all(&work);
 }

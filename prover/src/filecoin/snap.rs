@@ -23,6 +23,7 @@
 //! Its proof types and their numbering are [`update_proof`], its parameter
 //! set (blank circuit, shape) [`set`].
 
+pub mod forge_key;
 pub mod set;
 pub mod update_proof;
 pub mod vector;

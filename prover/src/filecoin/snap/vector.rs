@@ -1,7 +1,9 @@
-//! A SnapDeals update of a sealed committed-capacity sector for tests and
-//! benchmarks: the CC sector sealed with `filecoin-proofs`, seeded random
-//! data encoded into it with its `encode_into`, the vanilla partition proofs
-//! from `generate_partition_proofs`, and the judges (filecoin-proofs' own
+//! A SnapDeals update of a committed-capacity sector for tests and
+//! benchmarks: the CC sector sealed with `filecoin-proofs` (or, as TEST
+//! DATA, its sector key forged by [`super::forge_key`] where sealing would
+//! take too long), seeded random data encoded into it with its
+//! `encode_into`, the vanilla partition proofs from
+//! `generate_partition_proofs`, and the judges (filecoin-proofs' own
 //! verifier and its own prover, the benchmark's baseline). Nothing here
 //! proves: that is [`super`]'s.
 
@@ -20,15 +22,37 @@ use storage_proofs_update::constants::TreeRHasher;
 
 use crate::filecoin::registered::SealProof;
 use crate::filecoin::seal::{io_err, seal_cc_sector, stage, Sealed};
+use crate::filecoin::snap::forge_key::{forge_sector_key, FORGED_KEY_NOTE};
 use crate::filecoin::UpdateProof;
 use crate::filecoin::{crates_err, FilecoinError};
 
-/// A SnapDeals update of a sealed committed-capacity sector: what the
-/// update proof is made from and checked against.
+/// How a vector's sector key (the CC replica the update starts from) is
+/// made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SectorKey {
+    /// Sealed with filecoin-proofs (PC1, PC2, C1): a real CC sector.
+    #[default]
+    Sealed,
+    /// TEST DATA: forged by [`super::forge_key`] (random field elements and
+    /// their tree_r_last; never sealed), in seconds at any size.
+    Forged,
+}
+
+/// A SnapDeals update of a committed-capacity sector: what the update
+/// proof is made from and checked against.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct SnapVector {
     pub update_proof: UpdateProof,
-    /// The CC sector (its CommR is the update's old one).
+    /// How the sector key was made; vectors written before the choice
+    /// existed were all sealed.
+    #[serde(default)]
+    pub sector_key_made: SectorKey,
+    /// [`FORGED_KEY_NOTE`] where the sector key was forged (TEST DATA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The CC sector (its CommR is the update's old one); a forged key's
+    /// is described at [`super::forge_key::ForgedKey::sector_key`].
     pub sector_key: Sealed,
     pub comm_r_old: [u8; 32],
     pub comm_r_new: [u8; 32],
@@ -36,30 +60,41 @@ pub struct SnapVector {
     /// One bincode `PartitionProof` per partition, as filecoin-proofs-api's
     /// `generate_partition_proofs` returns them.
     pub vanilla: Vec<Vec<u8>>,
+    /// Making the sector key: sealing it, or forging it.
     pub seal_s: f64,
     pub encode_s: f64,
     pub vanilla_s: f64,
 }
 
-/// Seals a committed-capacity sector of `update_proof`'s size in
-/// `work_dir/sector-key`, then encodes seeded random data into it with
-/// filecoin-proofs' `encode_into` (the new replica in `work_dir/update`)
-/// and generates its vanilla partition proofs with
-/// `generate_partition_proofs`. `work_dir` must be empty or missing.
+/// Makes a committed-capacity sector key of `update_proof`'s size in
+/// `work_dir/sector-key` (sealed, or forged as TEST DATA, as `key` says),
+/// then encodes seeded random data into it with filecoin-proofs'
+/// `encode_into` (the new replica in `work_dir/update`) and generates its
+/// vanilla partition proofs with `generate_partition_proofs`. `work_dir`
+/// must be empty or missing.
 pub fn snap_vector(
     update_proof: UpdateProof,
+    key: SectorKey,
     rng_seed: u64,
     work_dir: &Path,
 ) -> Result<SnapVector, FilecoinError> {
-    let seal_proof = SealProof::current(update_proof.sector_size)
-        .ok_or(FilecoinError::SectorSize(update_proof.sector_size))?;
+    let key_dir = work_dir.join("sector-key");
     let t = Instant::now();
-    let sector_key = seal_cc_sector(seal_proof, rng_seed, &work_dir.join("sector-key"))?;
+    let sector_key = match key {
+        SectorKey::Sealed => {
+            let seal_proof = SealProof::current(update_proof.sector_size)
+                .ok_or(FilecoinError::SectorSize(update_proof.sector_size))?;
+            seal_cc_sector(seal_proof, rng_seed, &key_dir)?
+        }
+        SectorKey::Forged => forge_sector_key(update_proof, rng_seed, &key_dir)?.sector_key,
+    };
     let seal_s = t.elapsed().as_secs_f64();
+    let key_made = key;
     crate::filecoin::with_tree!(
         update_proof.sector_size,
         snap_vector_of,
         update_proof,
+        key_made,
         sector_key,
         seal_s,
         rng_seed,
@@ -69,6 +104,7 @@ pub fn snap_vector(
 
 fn snap_vector_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     update_proof: UpdateProof,
+    key_made: SectorKey,
     sector_key: Sealed,
     seal_s: f64,
     rng_seed: u64,
@@ -118,6 +154,8 @@ fn snap_vector_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         crate::filecoin::bincode_each(&proofs, "writing the vanilla update proofs as bincode")?;
     Ok(SnapVector {
         update_proof,
+        sector_key_made: key_made,
+        note: (key_made == SectorKey::Forged).then(|| FORGED_KEY_NOTE.to_string()),
         comm_r_old: sector_key.comm_r,
         sector_key,
         comm_r_new: encoded.comm_r_new,
