@@ -1656,9 +1656,8 @@ fn a_forged_sector_keys_comm_r_is_poseidon_of_its_comm_c_and_tree_r_last() {
 }
 
 /// An update of a forged sector key, proved by this prover (`prover snap`,
-/// CPU) and by filecoin-proofs' own prover: filecoin-proofs'
-/// `verify_empty_sector_update_proof` accepts both, and refuses ours for
-/// the sealed vector's CommR old.
+/// CPU): filecoin-proofs' `verify_empty_sector_update_proof` accepts it,
+/// and refuses it for the sealed vector's CommR old.
 #[test]
 fn snap_deals_of_a_forged_2kib_sector_key_is_accepted_by_verify_empty_sector_update_proof() {
     let v = forged_snap_fixture();
@@ -1678,13 +1677,8 @@ fn snap_deals_of_a_forged_2kib_sector_key_is_accepted_by_verify_empty_sector_upd
         snap_vector::verify_snap(v, &proof).expect("verifier runs"),
         "filecoin-proofs rejected our SnapDeals proof of a forged key"
     );
-    let t = Instant::now();
-    let theirs = snap_vector::filecoin_snap(v).expect("filecoin-proofs' update proof");
-    eprintln!(
-        "filecoin-proofs' update proof (2 KiB, forged key) took {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
-    assert!(snap_vector::verify_snap(v, &theirs).expect("verifier runs"));
+    // (filecoin-proofs' own prover on the same vector is the sealed key's
+    // test; one CPU proof here keeps CI fast.)
     let elsewhere = SnapVector {
         comm_r_old: snap_fixture().comm_r_old,
         ..v.clone()
