@@ -1267,6 +1267,23 @@ fn curio_requests_read_and_written_back_are_the_same_message() {
     let ours = translate(&curio).expect("Curio's update is taken");
     let back = submit_of(&ours, &curio.request_id).expect("written back");
     assert!(back == curio, "snap: {back:?}");
+    // The HTTP API's other form of the same proofs (JSON PartitionProof
+    // objects) goes as the same bincode.
+    let objects: Vec<serde_json::Value> = v
+        .vanilla
+        .iter()
+        .map(|b| {
+            let p: storage_proofs_update::PartitionProof<filecoin_proofs::SectorShape2KiB> =
+                bincode::deserialize(b).expect("bincode");
+            serde_json::to_value(p).expect("JSON")
+        })
+        .collect();
+    let mut as_json = ours.clone();
+    if let fleet_wire::api::FilecoinSubmitRequest::SnapDeals(r) = &mut as_json {
+        r.vanilla_proofs = serde_json::Value::Array(objects);
+    }
+    let back = submit_of(&as_json, &curio.request_id).expect("written back");
+    assert!(back == curio, "snap from JSON objects: {back:?}");
     // What cannot go as Curio's request is refused before anything is sent,
     // the field named and its value never echoed.
     let altered = |change: &dyn Fn(&mut fleet_wire::api::SnapDealsRequest)| {
