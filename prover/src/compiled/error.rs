@@ -12,6 +12,10 @@ pub enum CompileError {
     Malformed(#[source] UnknownVariable),
     #[error("the circuit has more than {limit} {what}, more than compiled constraints can name")]
     TooLarge { what: &'static str, limit: usize },
+    /// Recorded in pieces, the pieces do not add up to the circuit's shape
+    /// as one preamble repeated, or a piece's preamble differs.
+    #[error("recording the circuit in pieces: {0}")]
+    Pieces(String),
 }
 
 /// A compiled-constraints file could not be read or written.

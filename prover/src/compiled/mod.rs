@@ -15,6 +15,7 @@ pub mod file;
 mod matrix;
 mod pieces;
 mod record;
+mod record_split;
 mod witness;
 
 pub use error::{CompileError, FileError, StructureMismatch};
@@ -22,6 +23,7 @@ pub use eval::{evaluate, EvalShapeError};
 pub use matrix::{CompiledR1cs, Matrix, COEFF_MINUS_ONE, COEFF_ONE, INPUT};
 pub use pieces::assign_split;
 pub use record::{compile, record, Recorded};
+pub use record_split::compile_split;
 pub use witness::{assign, WitnessError};
 
 #[cfg(test)]

@@ -87,20 +87,20 @@ pub(crate) fn column(var: Var) -> u32 {
     }
 }
 
-struct Recorder {
-    inputs: usize,
-    aux: usize,
-    a: Matrix,
-    b: Matrix,
-    c: Matrix,
-    table: Vec<Scalar>,
+pub(super) struct Recorder {
+    pub(super) inputs: usize,
+    pub(super) aux: usize,
+    pub(super) a: Matrix,
+    pub(super) b: Matrix,
+    pub(super) c: Matrix,
+    pub(super) table: Vec<Scalar>,
     /// Distinct coefficients' indices; `None`: every coefficient that is
     /// not ±1 is appended to the table.
     index: Option<HashMap<[u8; 32], u32>>,
     /// The limbs of 1 and −1, which take the add-only coefficient indices.
     units: [[u64; 4]; 2],
     /// The first error `enforce` could not return.
-    error: Option<CompileError>,
+    pub(super) error: Option<CompileError>,
 }
 
 impl Recorder {
@@ -118,7 +118,7 @@ impl Recorder {
         }
     }
 
-    fn deduplicating() -> Self {
+    pub(super) fn deduplicating() -> Self {
         let mut rec = Self::plain();
         rec.index = Some(
             rec.table
@@ -132,7 +132,7 @@ impl Recorder {
 }
 
 impl Recorder {
-    fn explain(&mut self, e: bellperson::SynthesisError) -> CompileError {
+    pub(super) fn explain(&mut self, e: bellperson::SynthesisError) -> CompileError {
         self.error.take().unwrap_or(CompileError::Circuit(e))
     }
 

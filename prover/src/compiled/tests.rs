@@ -402,3 +402,33 @@ fn pieces_that_repeat_a_preamble_drop_the_repeats_and_refuse_a_preamble_that_dif
         "{err}"
     );
 }
+
+#[test]
+fn a_recording_made_in_pieces_is_the_whole_circuits_recording() {
+    use crate::circuit::CircuitShape;
+    let circuit = Sections {
+        seed: 5,
+        sections: 0..7,
+        honest: true,
+    };
+    let shape = CircuitShape::of(circuit.clone()).unwrap();
+    let whole = compile(circuit.clone()).unwrap();
+    // More pieces than sections too: the last pieces hold the preamble only.
+    for pieces in [1, 2, 3, 4, 7, 9] {
+        let split = compile_split(&circuit, pieces, &shape).unwrap();
+        assert_eq!(split.digest, whole.digest, "{pieces} pieces");
+        assert_eq!(
+            (split.num_inputs, split.num_aux, split.num_constraints),
+            (whole.num_inputs, whole.num_aux, whole.num_constraints)
+        );
+        assert_eq!(split.a_aux_density, whole.a_aux_density);
+        assert_eq!(split.b_input_density, whole.b_input_density);
+    }
+    // Another circuit's shape: the pieces do not add up to it.
+    let other = CircuitShape {
+        num_aux: shape.num_aux + 1,
+        ..shape
+    };
+    let err = compile_split(&circuit, 3, &other).unwrap_err().to_string();
+    assert!(err.contains("not one preamble repeated"), "{err}");
+}

@@ -142,6 +142,17 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
                 k, circuit, inputs, t, shape, pool, r1cs, false, defer_abc,
             );
         }
+        if let Mode::Record = mode {
+            let circuit = Challenges {
+                statement: self,
+                vanilla,
+                k,
+            };
+            // The parameters' shape is padded; the pieces are matched
+            // against the circuit's own count (seconds, once per set).
+            let counted = self.seal_proof.shape()?;
+            return Partition::record_split(k, circuit, inputs, t, shape, &counted, pool);
+        }
         let circuit = self
             .circuit(vanilla, k)
             .map_err(crates_err("building a partition's circuit"))?;
@@ -190,6 +201,17 @@ struct Challenges<'a, Tree: 'static + MerkleTreeTrait> {
     statement: &'a C2Statement<Tree>,
     vanilla: &'a [VanillaSealProof<Tree>],
     k: usize,
+}
+
+// By hand: a derive would ask `Tree: Clone`, and only references are copied.
+impl<Tree: 'static + MerkleTreeTrait> Clone for Challenges<'_, Tree> {
+    fn clone(&self) -> Self {
+        Challenges {
+            statement: self.statement,
+            vanilla: self.vanilla,
+            k: self.k,
+        }
+    }
 }
 
 impl<Tree: 'static + MerkleTreeTrait> bellperson::Circuit<Scalar> for Challenges<'_, Tree> {

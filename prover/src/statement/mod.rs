@@ -145,6 +145,59 @@ impl Partition {
         })
     }
 
+    /// [`Mode::Record`] for a circuit that comes in pieces, each repeating
+    /// its preamble (a PoRep partition's challenges): the constraints are
+    /// recorded in pieces on every core
+    /// ([`crate::compiled::compile_split`]; minutes on one core at 32 GiB)
+    /// and the partition synthesised from the recording, checked against
+    /// the circuit as `Record` does. `counted` is the circuit's own shape
+    /// (counted, not the parameters' padded one), from which the pieces'
+    /// common preamble follows. Where the recording fails the partition is
+    /// still proved, the bellperson way.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_split<C: SplitWitness + bellperson::Circuit<Scalar> + Clone>(
+        k: usize,
+        circuit: C,
+        inputs: Vec<Scalar>,
+        started: Instant,
+        shape: &CircuitShape,
+        counted: &CircuitShape,
+        pool: &PinnedPool,
+    ) -> Result<Partition, StatementError> {
+        let circuit_ms = ms(started);
+        let failed = |source: crate::synthesis::SynthesisError| StatementError::Prove {
+            partition: k,
+            source: source.into(),
+        };
+        let t = Instant::now();
+        let pieces = circuit.pieces(rayon::current_num_threads());
+        let (syn, recorded) = match crate::compiled::compile_split(&circuit, pieces, counted) {
+            Ok(r1cs) => {
+                tracing::info!(
+                    partition = k,
+                    pieces,
+                    ms = ms(t),
+                    constraints = r1cs.num_constraints,
+                    "constraints recorded in pieces"
+                );
+                let syn = crate::synthesis::synthesize_compiled(circuit, &r1cs, shape, pool, true)
+                    .map_err(failed)?;
+                (syn, Some(r1cs))
+            }
+            Err(e) => {
+                tracing::warn!("partition {k}: {e}; synthesising the bellperson way");
+                let syn = crate::synthesis::synthesize(circuit, shape, pool).map_err(failed)?;
+                (syn, None)
+            }
+        };
+        Ok(Partition {
+            syn,
+            inputs,
+            circuit_ms,
+            recorded,
+        })
+    }
+
     /// Synthesises partition `k` from `r1cs` (checked against the circuit's
     /// own constraints where `check`), with the witness pass in `circuit`'s
     /// pieces on every core (see [`crate::circuit::SplitWitness`]).
