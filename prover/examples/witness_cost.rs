@@ -15,17 +15,24 @@
 //!
 //! OUT_DIR holds `c1.json` and `sector.json`; CHALLENGES (default 2, at
 //! most the partition's) and REPS (default 3, the best is kept) are small
-//! numbers. Prints one JSON line per challenge count and a summary line.
+//! numbers. Prints one JSON line per challenge count and a summary line;
+//! for the largest count the recording is also made in pieces of its
+//! challenges on every core (`prover::compiled::compile_split`, as a
+//! daemon's first partition records), timed and compared with the whole
+//! recording's digest.
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use bellperson::Circuit as _;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::constants::{self as fc, DefaultPieceDomain, DefaultPieceHasher};
 use filecoin_proofs::{as_safe_commitment, SealCommitPhase1Output};
-use prover::compiled::{assign, compile};
+use prover::circuit::split::piece_range;
+use prover::circuit::{CircuitShape, SplitWitness};
+use prover::compiled::{assign, compile, compile_split};
 use prover::filecoin::seal::Sealed;
 use prover::filecoin::SealProof;
 use prover::pool::PinnedVec;
@@ -151,6 +158,30 @@ fn measure<Tree: 'static + MerkleTreeTrait>(
             })
         );
         best.push((r1cs.num_constraints, witness_ms));
+        if k == challenges && k > 1 {
+            let sliced = Sliced {
+                inputs: &inputs,
+                vanilla: &vanilla,
+                params: &pub_params.vanilla_params,
+            };
+            let shape = CircuitShape::of(sliced.clone())?;
+            let pieces = sliced.pieces(rayon::current_num_threads());
+            let t = Instant::now();
+            let split = compile_split(&sliced, pieces, &shape)?;
+            let split_ms = t.elapsed().as_secs_f64() * 1e3;
+            if split.digest != r1cs.digest {
+                bail!("the recording in pieces differs from the whole recording");
+            }
+            println!(
+                "{}",
+                serde_json::json!({
+                    "seal_proof": proof.to_string(), "challenges": k,
+                    "record_ms_one_thread": record_ms, "record_in_pieces_ms": split_ms,
+                    "pieces": pieces, "threads": rayon::current_num_threads(),
+                    "same_digest": true,
+                })
+            );
+        }
     }
     // A partition: its first challenge plus a step per further one.
     let (c1_count, w1) = best[0];
@@ -174,4 +205,67 @@ fn measure<Tree: 'static + MerkleTreeTrait>(
         })
     );
     Ok(())
+}
+
+/// The partition circuit over a slice of its challenges, in pieces of them
+/// (as the prover's PoRep statement cuts a partition).
+struct Sliced<'a, Tree: 'static + MerkleTreeTrait> {
+    inputs: &'a stacked::PublicInputs<<Tree::Hasher as Hasher>::Domain, DefaultPieceDomain>,
+    vanilla: &'a [stacked::Proof<Tree, DefaultPieceHasher>],
+    params: &'a stacked::PublicParams<Tree>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Clone for Sliced<'_, Tree> {
+    fn clone(&self) -> Self {
+        Sliced {
+            inputs: self.inputs,
+            vanilla: self.vanilla,
+            params: self.params,
+        }
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Sliced<'_, Tree> {
+    fn over(
+        &self,
+        vanilla: &[stacked::Proof<Tree, DefaultPieceHasher>],
+    ) -> Result<stacked::StackedCircuit<Tree, DefaultPieceHasher>, bellperson::SynthesisError> {
+        <Compound<Tree> as CompoundProof<Scheme<'_, Tree>, _>>::circuit(
+            self.inputs,
+            (),
+            &vanilla.to_vec(),
+            self.params,
+            Some(0),
+        )
+        .map_err(|_| bellperson::SynthesisError::AssignmentMissing)
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> bellperson::Circuit<blstrs::Scalar> for Sliced<'_, Tree> {
+    fn synthesize<CS: bellperson::ConstraintSystem<blstrs::Scalar>>(
+        self,
+        cs: &mut CS,
+    ) -> Result<(), bellperson::SynthesisError> {
+        self.over(self.vanilla)?.synthesize(cs)
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> SplitWitness for Sliced<'_, Tree> {
+    fn repeats_preamble(&self) -> bool {
+        true
+    }
+
+    fn pieces(&self, max: usize) -> usize {
+        max.clamp(1, self.vanilla.len().max(1))
+    }
+
+    fn synthesize_piece<CS: bellperson::ConstraintSystem<blstrs::Scalar>>(
+        &self,
+        piece: usize,
+        pieces: usize,
+        cs: &mut CS,
+    ) -> Result<(), bellperson::SynthesisError> {
+        let range = piece_range(self.vanilla.len(), piece, pieces);
+        self.over(&self.vanilla[range])?.synthesize(cs)
+    }
 }

@@ -12,7 +12,9 @@
 //! The pieces' own constraints are not the circuit's (their first
 //! variables are detached), so they are only ever run on a system that drops
 //! constraints; the structure check of the first proofs of a shape runs the
-//! whole circuit on one thread.
+//! whole circuit on one thread. The exception is a circuit whose pieces
+//! repeat its preamble (below): each piece is then a whole circuit of its
+//! own, and `compiled::compile_split` records the pieces side by side.
 
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;

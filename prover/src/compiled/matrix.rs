@@ -60,6 +60,13 @@ impl Matrix {
         self.coeffs.push(coeff);
     }
 
+    /// Room for `rows` more rows of `nnz` terms in all.
+    pub(crate) fn reserve(&mut self, rows: usize, nnz: usize) {
+        self.row_ptr.reserve(rows);
+        self.cols.reserve(nnz);
+        self.coeffs.reserve(nnz);
+    }
+
     pub(crate) fn end_row(&mut self) {
         self.row_ptr.push(self.cols.len() as u64);
     }

@@ -147,6 +147,15 @@ fn same_row(x: &Matrix, xt: &[Scalar], y: &Matrix, yt: &[Scalar], row: usize) ->
 /// The pieces end to end, as one recording of the whole circuit.
 fn join(recorded: Vec<Recorder>, pre: &Preamble) -> CompiledR1cs {
     let mut out = Joined::default();
+    // Room for every piece's terms at once: growing by doubling would copy
+    // gigabytes at 32 GiB.
+    for (m, matrix) in out.matrices.iter_mut().enumerate() {
+        let (rows, nnz) = recorded.iter().fold((0, 0), |(r, n), rec| {
+            let x = [&rec.a, &rec.b, &rec.c][m];
+            (r + x.rows(), n + x.nnz())
+        });
+        matrix.reserve(rows, nnz);
+    }
     // Variables of the pieces before: piece 0 keeps its numbers, each later
     // piece's own ones follow.
     let (mut inputs, mut aux) = (1usize, 0usize);
@@ -176,15 +185,39 @@ fn join(recorded: Vec<Recorder>, pre: &Preamble) -> CompiledR1cs {
                 }
             }
         };
-        for row in skip..rec.a.rows() {
-            for (m, from) in [(0, &rec.a), (1, &rec.b), (2, &rec.c)] {
-                let (cols, coeffs) = from.row(row);
-                for (col, id) in cols.iter().zip(coeffs) {
-                    let id = out.coefficient(*id, &rec.table);
-                    out.matrices[m].push(remap(*col), id);
+        // The piece's coefficient ids to the whole table's, entered in the
+        // order a whole recording meets them: row by row, A, B, C.
+        let mut ids = vec![u32::MAX; rec.table.len()];
+        ids[COEFF_ONE as usize] = COEFF_ONE;
+        ids[COEFF_MINUS_ONE as usize] = COEFF_MINUS_ONE;
+        let mut left = ids.iter().filter(|i| **i == u32::MAX).count();
+        'scan: for row in skip..rec.a.rows() {
+            for from in [&rec.a, &rec.b, &rec.c] {
+                for id in from.row(row).1 {
+                    let local = *id as usize;
+                    if ids[local] == u32::MAX {
+                        ids[local] = out.coefficient(*id, &rec.table);
+                        left -= 1;
+                        if left == 0 {
+                            break 'scan;
+                        }
+                    }
                 }
-                out.matrices[m].end_row();
             }
+        }
+        // Then each matrix in three straight passes over the piece's rows.
+        for (to, from) in out.matrices.iter_mut().zip([&rec.a, &rec.b, &rec.c]) {
+            let lo = from.row_ptr[skip];
+            let base = to.cols.len() as u64;
+            to.row_ptr
+                .extend(from.row_ptr[skip + 1..].iter().map(|p| p - lo + base));
+            let (cols, coeffs) = (&from.cols[lo as usize..], &from.coeffs[lo as usize..]);
+            if k == 0 {
+                to.cols.extend_from_slice(cols);
+            } else {
+                to.cols.extend(cols.iter().map(|c| remap(*c)));
+            }
+            to.coeffs.extend(coeffs.iter().map(|i| ids[*i as usize]));
         }
         inputs += rec.inputs - 1 - own_in;
         aux += rec.aux - own_aux;
