@@ -1408,6 +1408,30 @@ fn hex_vanilla(parts: &[Vec<u8>]) -> Vec<u8> {
     serde_json::to_vec(&parts.iter().map(hex::encode).collect::<Vec<_>>()).expect("JSON")
 }
 
+/// `prover snap` on `v`'s bincode vanilla proofs (hex, in a scratch folder
+/// `name`, which it returns with the proof), on the CPU; filecoin-proofs'
+/// `verify_empty_sector_update_proof` must accept the proof.
+fn snap_proved_and_verified(v: &SnapVector, name: &str) -> (PathBuf, Vec<u8>) {
+    let dir = scratch(name);
+    let vanilla = dir.join("vanilla.json");
+    fs::write(&vanilla, hex_vanilla(&v.vanilla)).expect("write vanilla");
+    let out = dir.join("proof");
+    let t = Instant::now();
+    let run = snap_cli(v, &vanilla, &out);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    eprintln!(
+        "prover snap ({name}, 2 KiB, CPU) took {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let proof = fs::read(&out).expect("proof");
+    assert_eq!(proof.len(), v.vanilla.len() * porep::PROOF_BYTES);
+    assert!(
+        snap_vector::verify_snap(v, &proof).expect("verifier runs"),
+        "filecoin-proofs rejected our SnapDeals proof ({name})"
+    );
+    (dir, proof)
+}
+
 /// `prover snap` (the engine, as the daemon proves) from the bincode
 /// vanilla proofs filecoin-proofs-api hands out, on the CPU:
 /// filecoin-proofs' `verify_empty_sector_update_proof` accepts the proof,
@@ -1417,23 +1441,7 @@ fn snap_deals_of_a_2kib_cc_sector_is_accepted_by_verify_empty_sector_update_proo
     let f = fixture();
     let v = snap_fixture();
     let before = digests(&f.cache);
-    let dir = scratch("snap");
-    let vanilla = dir.join("vanilla.json");
-    fs::write(&vanilla, hex_vanilla(&v.vanilla)).expect("write vanilla");
-    let out = dir.join("proof");
-    let t = Instant::now();
-    let run = snap_cli(v, &vanilla, &out);
-    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
-    eprintln!(
-        "prover snap (2 KiB, CPU) took {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
-    let proof = fs::read(&out).expect("proof");
-    assert_eq!(proof.len(), v.vanilla.len() * porep::PROOF_BYTES);
-    assert!(
-        snap_vector::verify_snap(v, &proof).expect("verifier runs"),
-        "filecoin-proofs rejected our SnapDeals proof"
-    );
+    let (dir, proof) = snap_proved_and_verified(v, "snap");
     let mut bad = proof.clone();
     bad[10] ^= 1;
     assert!(!snap_vector::verify_snap(v, &bad).unwrap_or(false));
@@ -1463,7 +1471,7 @@ fn snap_deals_of_a_2kib_cc_sector_is_accepted_by_verify_empty_sector_update_proo
         ..v.clone()
     };
     let bad_out = dir.join("bad-proof");
-    let run = snap_cli(&swapped, &vanilla, &bad_out);
+    let run = snap_cli(&swapped, &dir.join("vanilla.json"), &bad_out);
     let err = stderr(&run);
     assert_eq!(run.status.code(), Some(7), "{err}");
     assert!(err.contains("do not verify"), "{err}");
@@ -1678,22 +1686,7 @@ fn a_forged_sector_keys_comm_r_is_poseidon_of_its_comm_c_and_tree_r_last() {
 #[test]
 fn snap_deals_of_a_forged_2kib_sector_key_is_accepted_by_verify_empty_sector_update_proof() {
     let v = forged_snap_fixture();
-    let dir = scratch("snap-forged");
-    let vanilla = dir.join("vanilla.json");
-    fs::write(&vanilla, hex_vanilla(&v.vanilla)).expect("write vanilla");
-    let out = dir.join("proof");
-    let t = Instant::now();
-    let run = snap_cli(v, &vanilla, &out);
-    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
-    eprintln!(
-        "prover snap (2 KiB, forged key, CPU) took {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
-    let proof = fs::read(&out).expect("proof");
-    assert!(
-        snap_vector::verify_snap(v, &proof).expect("verifier runs"),
-        "filecoin-proofs rejected our SnapDeals proof of a forged key"
-    );
+    let (_, proof) = snap_proved_and_verified(v, "snap-forged");
     // (filecoin-proofs' own prover on the same vector is the sealed key's
     // test; one CPU proof here keeps CI fast.)
     let elsewhere = SnapVector {

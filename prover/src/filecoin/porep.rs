@@ -203,17 +203,6 @@ struct Challenges<'a, Tree: 'static + MerkleTreeTrait> {
     k: usize,
 }
 
-// By hand: a derive would ask `Tree: Clone`, and only references are copied.
-impl<Tree: 'static + MerkleTreeTrait> Clone for Challenges<'_, Tree> {
-    fn clone(&self) -> Self {
-        Challenges {
-            statement: self.statement,
-            vanilla: self.vanilla,
-            k: self.k,
-        }
-    }
-}
-
 impl<Tree: 'static + MerkleTreeTrait> bellperson::Circuit<Scalar> for Challenges<'_, Tree> {
     fn synthesize<CS: bellperson::ConstraintSystem<Scalar>>(
         self,

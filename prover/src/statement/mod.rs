@@ -114,28 +114,20 @@ impl Partition {
             partition: k,
             source: source.into(),
         };
-        let mut recorded = None;
-        let syn = match mode {
-            Mode::Plain => crate::synthesis::synthesize(circuit, shape, pool).map_err(failed)?,
-            Mode::Compiled { r1cs, check, .. } => {
+        let (syn, recorded) = match mode {
+            Mode::Plain => (
+                crate::synthesis::synthesize(circuit, shape, pool).map_err(failed)?,
+                None,
+            ),
+            Mode::Compiled { r1cs, check, .. } => (
                 crate::synthesis::synthesize_compiled(circuit, r1cs, shape, pool, check)
-                    .map_err(failed)?
+                    .map_err(failed)?,
+                None,
+            ),
+            Mode::Record => {
+                let recording = crate::compiled::compile(circuit.clone());
+                from_recording(k, circuit, recording, shape, pool)?
             }
-            // A circuit that cannot be recorded is still proved, the
-            // bellperson way; only the recording is given up.
-            Mode::Record => match crate::compiled::compile(circuit.clone()) {
-                Ok(r1cs) => {
-                    let syn =
-                        crate::synthesis::synthesize_compiled(circuit, &r1cs, shape, pool, true)
-                            .map_err(failed)?;
-                    recorded = Some(r1cs);
-                    syn
-                }
-                Err(e) => {
-                    tracing::warn!("partition {k}: {e}; synthesising the bellperson way");
-                    crate::synthesis::synthesize(circuit, shape, pool).map_err(failed)?
-                }
-            },
         };
         Ok(Partition {
             syn,
@@ -155,7 +147,7 @@ impl Partition {
     /// common preamble follows. Where the recording fails the partition is
     /// still proved, the bellperson way.
     #[allow(clippy::too_many_arguments)]
-    pub fn record_split<C: SplitWitness + bellperson::Circuit<Scalar> + Clone>(
+    pub fn record_split<C: SplitWitness + bellperson::Circuit<Scalar>>(
         k: usize,
         circuit: C,
         inputs: Vec<Scalar>,
@@ -165,31 +157,19 @@ impl Partition {
         pool: &PinnedPool,
     ) -> Result<Partition, StatementError> {
         let circuit_ms = ms(started);
-        let failed = |source: crate::synthesis::SynthesisError| StatementError::Prove {
-            partition: k,
-            source: source.into(),
-        };
         let t = Instant::now();
         let pieces = circuit.pieces(rayon::current_num_threads());
-        let (syn, recorded) = match crate::compiled::compile_split(&circuit, pieces, counted) {
-            Ok(r1cs) => {
-                tracing::info!(
-                    partition = k,
-                    pieces,
-                    ms = ms(t),
-                    constraints = r1cs.num_constraints,
-                    "constraints recorded in pieces"
-                );
-                let syn = crate::synthesis::synthesize_compiled(circuit, &r1cs, shape, pool, true)
-                    .map_err(failed)?;
-                (syn, Some(r1cs))
-            }
-            Err(e) => {
-                tracing::warn!("partition {k}: {e}; synthesising the bellperson way");
-                let syn = crate::synthesis::synthesize(circuit, shape, pool).map_err(failed)?;
-                (syn, None)
-            }
-        };
+        let recording = crate::compiled::compile_split(&circuit, pieces, counted);
+        if let Ok(r1cs) = &recording {
+            tracing::info!(
+                partition = k,
+                pieces,
+                ms = ms(t),
+                constraints = r1cs.num_constraints,
+                "constraints recorded in pieces"
+            );
+        }
+        let (syn, recorded) = from_recording(k, circuit, recording, shape, pool)?;
         Ok(Partition {
             syn,
             inputs,
@@ -237,6 +217,34 @@ impl Partition {
             circuit_ms,
             recorded: None,
         })
+    }
+}
+
+/// [`Mode::Record`]'s synthesis once `recording` is made: from it, checked
+/// against the circuit; where it could not be made, the bellperson way
+/// (the partition is still proved; only the recording is given up).
+fn from_recording<C: bellperson::Circuit<Scalar>>(
+    k: usize,
+    circuit: C,
+    recording: Result<CompiledR1cs, crate::compiled::CompileError>,
+    shape: &CircuitShape,
+    pool: &PinnedPool,
+) -> Result<(Synthesized, Option<CompiledR1cs>), StatementError> {
+    let failed = |source: crate::synthesis::SynthesisError| StatementError::Prove {
+        partition: k,
+        source: source.into(),
+    };
+    match recording {
+        Ok(r1cs) => {
+            let syn = crate::synthesis::synthesize_compiled(circuit, &r1cs, shape, pool, true)
+                .map_err(failed)?;
+            Ok((syn, Some(r1cs)))
+        }
+        Err(e) => {
+            tracing::warn!("partition {k}: {e}; synthesising the bellperson way");
+            let syn = crate::synthesis::synthesize(circuit, shape, pool).map_err(failed)?;
+            Ok((syn, None))
+        }
     }
 }
 
