@@ -65,19 +65,38 @@ pub struct SynthesisBuffers {
     aux_assignment: PinnedVec<Scalar>,
 }
 
+/// Where a partition's a, b, c are computed, which decides how many
+/// domain-sized buffers its synthesis takes from the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbcAt {
+    /// On the host: a, b, c each over the domain.
+    Host,
+    /// On the device, from the witness ([`synthesize_witness_split`]): `a`
+    /// alone, where h comes back; `b` and `c` are empty. At 2^27 that is
+    /// 8 GiB of page-locked memory less per partition in flight.
+    Device,
+}
+
 /// The one layout of a partition's buffers, in bytes: a, b, c over the
-/// domain, then the input and aux assignments (at least one element each).
-/// Synthesis checks these out; admission counts them through [`pool_bytes`].
-pub fn buffer_sizes(shape: &CircuitShape) -> [usize; 5] {
+/// domain (b and c empty where `abc` is on the device), then the input and
+/// aux assignments (at least one element each). Synthesis checks these out;
+/// admission counts the host layout through [`pool_bytes`], the most any
+/// partition takes.
+pub fn buffer_sizes(shape: &CircuitShape, abc: AbcAt) -> [usize; 5] {
     let m = shape.domain_size();
-    [m, m, m, shape.num_inputs.max(1), shape.num_aux.max(1)]
+    let bc = match abc {
+        AbcAt::Host => m,
+        AbcAt::Device => 0,
+    };
+    [m, bc, bc, shape.num_inputs.max(1), shape.num_aux.max(1)]
         .map(|e| e.saturating_mul(size_of::<Scalar>()))
 }
 
-/// Bytes one partition of `shape` takes from the pool: its [`buffer_sizes`]
-/// rounded as the pool rounds them ([`crate::pool::pages_for`]).
+/// Bytes one partition of `shape` takes from the pool at most: its
+/// [`buffer_sizes`] with a, b, c on the host, rounded as the pool rounds
+/// them ([`crate::pool::pages_for`]).
 pub fn pool_bytes(shape: &CircuitShape) -> u64 {
-    pages_for_all(&buffer_sizes(shape))
+    pages_for_all(&buffer_sizes(shape, AbcAt::Host))
 }
 
 impl SynthesisBuffers {
@@ -88,14 +107,14 @@ impl SynthesisBuffers {
     }
 
     /// Checks out all five buffers at once (all or nothing, so two partitions
-    /// never deadlock holding half each): a, b, c of the domain size, and the
-    /// input and aux assignments.
+    /// never deadlock holding half each), as [`buffer_sizes`] lays them out.
     pub fn checkout(
         pool: &PinnedPool,
         who: &str,
         shape: &CircuitShape,
+        abc: AbcAt,
     ) -> Result<Self, SynthesisError> {
-        let sizes = buffer_sizes(shape);
+        let sizes = buffer_sizes(shape, abc);
         let bytes = sizes.iter().fold(0usize, |sum, b| sum.saturating_add(*b));
         let bufs = pool
             .checkout_many(who, &sizes)
@@ -158,9 +177,10 @@ pub struct Synthesized {
     pub synthesis_ms: f64,
     /// How `synthesis_ms` divides, where the circuit ran from compiled constraints.
     pub parts: Option<SynthesisParts>,
-    /// Set where a, b, c were left to the backend, to compute from these
+    /// Set where a, b, c were left to the device, to compute from these
     /// constraints and the assignments when proving ([`synthesize_witness_split`]);
-    /// `a`, `b`, `c` are then empty buffers of the domain's capacity.
+    /// `a` is then an empty buffer of the domain's capacity, `b` and `c`
+    /// have none.
     pub abc_from: Option<Arc<CompiledR1cs>>,
 }
 
@@ -198,7 +218,7 @@ pub fn synthesize<C: Circuit<Scalar>>(
     shape: &CircuitShape,
     pool: &PinnedPool,
 ) -> Result<Synthesized, SynthesisError> {
-    let bufs = SynthesisBuffers::checkout(pool, "synthesis", shape)?;
+    let bufs = SynthesisBuffers::checkout(pool, "synthesis", shape, AbcAt::Host)?;
     synthesize_into(circuit, shape, bufs)
 }
 
@@ -281,7 +301,7 @@ pub fn synthesize_compiled<C: Circuit<Scalar>>(
     pool: &PinnedPool,
     check: bool,
 ) -> Result<Synthesized, SynthesisError> {
-    let bufs = SynthesisBuffers::checkout(pool, "synthesis", shape)?;
+    let bufs = SynthesisBuffers::checkout(pool, "synthesis", shape, AbcAt::Host)?;
     synthesize_compiled_into(circuit, r1cs, shape, bufs, check)
 }
 
@@ -314,8 +334,10 @@ pub fn synthesize_compiled_split<C: SplitWitness>(
 }
 
 /// [`synthesize_compiled_split`]'s witness pass alone: a, b, c are left to
-/// the backend ([`Synthesized::abc_from`]; the CUDA backend computes them
-/// on the device, the others on the host when proving).
+/// the device ([`Synthesized::abc_from`]), for a backend whose
+/// [`abc_off_host`](crate::backend::Backend::abc_off_host) holds for this
+/// domain; only `a` is checked out at the domain's size (h comes back in
+/// it), `b` and `c` are empty ([`AbcAt::Device`]).
 pub fn synthesize_witness_split<C: SplitWitness>(
     circuit: C,
     r1cs: &Arc<CompiledR1cs>,
@@ -339,7 +361,11 @@ fn split<C: SplitWitness>(
     } else {
         circuit.pieces(rayon::current_num_threads())
     };
-    let bufs = SynthesisBuffers::checkout(pool, "synthesis", shape)?;
+    let abc = match defer {
+        Some(_) => AbcAt::Device,
+        None => AbcAt::Host,
+    };
+    let bufs = SynthesisBuffers::checkout(pool, "synthesis", shape, abc)?;
     if pieces <= 1 {
         return from_compiled(r1cs, shape, bufs, 1, defer, |inputs, aux| {
             compiled::assign(circuit, r1cs, inputs, aux, check)
@@ -822,13 +848,28 @@ mod tests {
             for &size in sizes {
                 let shape = crate::circuit::shape(kind, size).unwrap();
                 let before = pool.stats().bytes_in_use;
-                let bufs = SynthesisBuffers::checkout(&pool, "t", &shape).unwrap();
+                let bufs = SynthesisBuffers::checkout(&pool, "t", &shape, AbcAt::Host).unwrap();
                 let taken = pool.stats().bytes_in_use - before;
                 assert_eq!(taken, pool_bytes(&shape), "{kind} {size}");
                 assert!(bufs.bytes() as u64 <= taken, "{kind} {size}");
-                let cap = buffer_sizes(&shape).iter().sum::<usize>();
+                let cap = buffer_sizes(&shape, AbcAt::Host).iter().sum::<usize>();
                 assert_eq!(bufs.bytes(), cap, "{kind} {size}");
                 drop(bufs);
+                // a, b, c on the device: b and c take nothing.
+                let device = SynthesisBuffers::checkout(&pool, "t", &shape, AbcAt::Device).unwrap();
+                let taken = pool.stats().bytes_in_use - before;
+                let m = shape.domain_size() * size_of::<Scalar>();
+                assert_eq!(device.b.capacity() + device.c.capacity(), 0);
+                assert_eq!(device.a.capacity() * size_of::<Scalar>(), m);
+                assert_eq!(
+                    taken,
+                    pages_for_all(&buffer_sizes(&shape, AbcAt::Device)),
+                    "{kind} {size}"
+                );
+                // (An empty buffer still takes the pool's smallest unit.)
+                let saved = 2 * (crate::pool::pages_for(m) - crate::pool::pages_for(0));
+                assert_eq!(pool_bytes(&shape) - taken, saved, "{kind} {size}");
+                drop(device);
                 checked += 1;
             }
         }

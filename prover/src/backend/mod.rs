@@ -29,6 +29,16 @@ impl BackendKind {
             BackendKind::Cuda => "cuda",
         }
     }
+
+    /// Whether this kind of backend computes a, b, c of a domain of `m`
+    /// off the host ([`Backend::abc_off_host`]): synthesis then stops after
+    /// the witness and takes one domain buffer, not three, from the pool.
+    pub fn abc_off_host(self, m: usize) -> bool {
+        match self {
+            BackendKind::Cpu => false,
+            BackendKind::Cuda => cuda::abc_on_device(m),
+        }
+    }
 }
 
 /// A backend failure; the partition fails with this reason, the daemon stays up.

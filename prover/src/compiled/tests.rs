@@ -251,7 +251,8 @@ fn pieces_against_another_circuits_recording_are_refused() {
     let shape = CircuitShape::of(Sha256Circuit::shape(3)).unwrap();
     let short = compile(Sha256Circuit::shape(2)).unwrap();
     let long = compile(Sha256Circuit::shape(3)).unwrap();
-    let bufs = synthesis::SynthesisBuffers::checkout(&pool, "test", &shape).unwrap();
+    let bufs = synthesis::SynthesisBuffers::checkout(&pool, "test", &shape, synthesis::AbcAt::Host)
+        .unwrap();
     let (mut inputs, mut aux) = bufs.into_assignments();
     let err = assign_split(
         &Sha256Circuit::from_seed(3, 1),
@@ -388,7 +389,8 @@ fn pieces_that_repeat_a_preamble_drop_the_repeats_and_refuse_a_preamble_that_dif
             .unwrap();
         same(&whole, &split);
     }
-    let bufs = synthesis::SynthesisBuffers::checkout(&pool, "test", &shape).unwrap();
+    let bufs = synthesis::SynthesisBuffers::checkout(&pool, "test", &shape, synthesis::AbcAt::Host)
+        .unwrap();
     let (mut inputs, mut aux) = bufs.into_assignments();
     let dishonest = Sections {
         honest: false,

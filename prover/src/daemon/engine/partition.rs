@@ -408,7 +408,9 @@ impl Stages {
         // partition's synthesis, so it stays outside the phases. A Filecoin
         // set's recording is made by its first partition (Mode::Record), the
         // others wait for it (a job cancelled meanwhile ends here).
-        let defer_abc = self.backend == BackendKind::Cuda;
+        // Where a, b, c are computed on the device, synthesis stops after
+        // the witness and takes one domain buffer from the pool, not three.
+        let defer_abc = self.backend.abc_off_host(shape.domain_size());
         let (compiled, claim) = match &task.circuit {
             Circuit::Bundled(b) => (
                 self.compiled
@@ -429,8 +431,6 @@ impl Stages {
             }
         };
         let mode = match (&compiled, &claim) {
-            // The CUDA backend computes a, b, c on the device from the
-            // witness: synthesis stops after the witness pass.
             (Some(c), _) => Mode::Compiled {
                 r1cs: &c.r1cs,
                 check: c.check,
