@@ -15,6 +15,13 @@ use std::time::Instant;
 pub mod cpu;
 pub mod cuda;
 
+/// Smallest domain the CUDA backend runs on the device (log2): below it a
+/// launch costs more than the whole transform on the CPU, so the CPU
+/// backend computes h.
+pub const MIN_DEVICE_LOG_N: u32 = 10;
+/// Largest domain the CUDA kernels index (log2), memory permitting.
+pub const MAX_DEVICE_LOG_N: u32 = 30;
+
 /// Which implementation ran a partition (the `backend` field of the timing record).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
@@ -36,7 +43,10 @@ impl BackendKind {
     pub fn abc_off_host(self, m: usize) -> bool {
         match self {
             BackendKind::Cpu => false,
-            BackendKind::Cuda => cuda::abc_on_device(m),
+            BackendKind::Cuda => {
+                m.is_power_of_two()
+                    && (MIN_DEVICE_LOG_N..=MAX_DEVICE_LOG_N).contains(&m.trailing_zeros())
+            }
         }
     }
 }

@@ -66,17 +66,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Smallest domain run on the device (log2): below it a launch costs more
-/// than the whole transform on the CPU, so the CPU backend computes h.
-pub const MIN_DEVICE_LOG_N: u32 = 10;
-/// Largest domain the kernels index (log2), memory permitting.
-pub const MAX_DEVICE_LOG_N: u32 = 30;
-/// Whether a, b, c of a domain of `m` are computed on the device: a power
-/// of two the device's h phase runs.
-pub fn abc_on_device(m: usize) -> bool {
-    m.is_power_of_two() && (MIN_DEVICE_LOG_N..=MAX_DEVICE_LOG_N).contains(&m.trailing_zeros())
-}
-
+pub use super::{MAX_DEVICE_LOG_N, MIN_DEVICE_LOG_N};
 /// Smallest MSM run on the device: below it the launches and the
 /// readbacks cost more than the CPU's Pippenger.
 pub const MIN_DEVICE_MSM: usize = 1 << 10;
@@ -957,7 +947,7 @@ impl Backend for CudaBackend {
     }
 
     fn abc_off_host(&self, m: usize) -> bool {
-        abc_on_device(m)
+        BackendKind::Cuda.abc_off_host(m)
     }
 
     /// a, b, c on the device where the domain is large enough for the
