@@ -87,6 +87,26 @@ fn fixture() -> &'static Fixture {
                 );
             }
         }
+        // SnapDeals' too: every parameter set this binary uses is made here,
+        // before any test sees the cache, so the tests that check the cache
+        // is left unchanged never race a setup writing into it.
+        let entry = snap::cache_entry(&cache, snap_2kib()).expect("snap cache entry");
+        if !entry.params.exists() {
+            let t = Instant::now();
+            let generated = setup::generate(
+                &cache,
+                FilCircuit::Snap(snap_2kib()),
+                TEST_SEED,
+                &CpuFixedBase,
+            )
+            .expect("snap setup");
+            eprintln!(
+                "generated {} ({} bytes) in {:.1} s",
+                generated.params,
+                generated.bytes,
+                t.elapsed().as_secs_f64()
+            );
+        }
         let work = root.join("sector");
         let _ = fs::remove_dir_all(&work);
         let t = Instant::now();
@@ -1331,12 +1351,12 @@ fn snap_2kib() -> UpdateProof {
 }
 
 /// A 2 KiB committed-capacity sector updated with SnapDeals (sealed,
-/// encoded and its vanilla proofs made once per run), with the update
-/// circuit's TEST-ONLY parameters in the fixture's cache (generated once).
+/// encoded and its vanilla proofs made once per run); the update circuit's
+/// TEST-ONLY parameters are in the fixture's cache.
 fn snap_fixture() -> &'static SnapVector {
     static SNAP: OnceLock<SnapVector> = OnceLock::new();
     SNAP.get_or_init(|| {
-        let f = snap_params();
+        let f = fixture();
         let work = f.root.join("snap-sector");
         let _ = fs::remove_dir_all(&work);
         let vector = snap_vector::snap_vector(snap_2kib(), SectorKey::Sealed, TEST_SEED, &work)
@@ -1347,29 +1367,6 @@ fn snap_fixture() -> &'static SnapVector {
         );
         vector
     })
-}
-
-/// The fixture, with the 2 KiB update circuit's TEST-ONLY parameters in
-/// its cache (generated where missing, once per run).
-fn snap_params() -> &'static Fixture {
-    static PARAMS: OnceLock<()> = OnceLock::new();
-    let f = fixture();
-    PARAMS.get_or_init(|| {
-        let entry = snap::cache_entry(&f.cache, snap_2kib()).expect("cache entry");
-        if !entry.params.exists() {
-            let t = Instant::now();
-            let circuit = FilCircuit::Snap(snap_2kib());
-            let generated =
-                setup::generate(&f.cache, circuit, TEST_SEED, &CpuFixedBase).expect("snap setup");
-            eprintln!(
-                "generated {} ({} bytes) in {:.1} s",
-                generated.params,
-                generated.bytes,
-                t.elapsed().as_secs_f64()
-            );
-        }
-    });
-    f
 }
 
 fn snap_request(v: &SnapVector, vanilla: SnapVanilla) -> SnapRequest {
@@ -1561,8 +1558,7 @@ fn damaged_or_mismatched_snap_inputs_are_refused_before_proving() {
 
 #[test]
 fn setup_of_snap_deals_never_writes_over_its_parameter_file() {
-    // The fixture generates the update's parameters where they are missing.
-    snap_fixture();
+    // (The fixture made the update's parameters.)
     setup_refuses_to_write_over("snap-deals:2KiB");
 }
 
@@ -1571,7 +1567,7 @@ fn setup_of_snap_deals_never_writes_over_its_parameter_file() {
 fn forged_snap_fixture() -> &'static SnapVector {
     static FORGED: OnceLock<SnapVector> = OnceLock::new();
     FORGED.get_or_init(|| {
-        let f = snap_params();
+        let f = fixture();
         let work = f.root.join("snap-forged");
         let _ = fs::remove_dir_all(&work);
         let v = snap_vector::snap_vector(snap_2kib(), SectorKey::Forged, TEST_SEED, &work)
