@@ -21,9 +21,9 @@ use blstrs::Scalar;
 use ff::{Field, PrimeField};
 use rayon::prelude::*;
 
-use super::matrix::{base_table, Matrix, COEFF_MINUS_ONE, COEFF_ONE, INPUT};
+use super::error::CompileError;
+use super::matrix::{base_table, CompiledR1cs, Matrix, COEFF_MINUS_ONE, COEFF_ONE, INPUT};
 use super::record::Recorder;
-use super::{CompileError, CompiledR1cs};
 use crate::circuit::{CircuitShape, SplitWitness};
 
 /// Records `circuit` in `pieces` pieces on as many threads (1: whole, on
