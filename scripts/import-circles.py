@@ -173,7 +173,9 @@ def edges(mods):
         if children:
             # `child::x` is relative to the declaring module; a path that is
             # itself the tail of a longer one (`a::child::x`) is not.
-            rel = re.compile(r"(?<![A-Za-z0-9_:])\s*\b(" + "|".join(children) + r")((?:\s*::\s*" + IDENT + r")*)(\s*::\s*\{)?")
+            # The `\b` after the names: without it `record` would match the
+            # head of `record_split::x` and hide that path.
+            rel = re.compile(r"(?<![A-Za-z0-9_:])\s*\b(" + "|".join(children) + r")\b((?:\s*::\s*" + IDENT + r")*)(\s*::\s*\{)?")
             for m in rel.finditer(text):
                 if not m.group(2) and not m.group(3):
                     continue

@@ -106,6 +106,7 @@ cargo fmt --all -- --check
 echo "test.sh: cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "test.sh: import circles"
+bash scripts/import-circles-check.sh
 python3 scripts/import-circles.py fleetctl/src prover/src wire/src testkit/src
 echo "test.sh: cargo test"
 # The binaries must exist before the end-to-end tests deploy them.
