@@ -19,7 +19,9 @@
 //! for the largest count the recording is also made in pieces of its
 //! challenges on every core (`prover::compiled::compile_split`, as a
 //! daemon's first partition records), timed and compared with the whole
-//! recording's digest.
+//! recording's digest, and its checked witness pass timed whole (one
+//! thread) and in the same pieces (`prover::compiled::assign_split`), the
+//! values compared.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -32,7 +34,7 @@ use filecoin_proofs::constants::{self as fc, DefaultPieceDomain, DefaultPieceHas
 use filecoin_proofs::{as_safe_commitment, SealCommitPhase1Output};
 use prover::circuit::split::piece_range;
 use prover::circuit::{CircuitShape, SplitWitness};
-use prover::compiled::{assign, compile, compile_split};
+use prover::compiled::{assign, assign_split, compile, compile_split};
 use prover::filecoin::seal::Sealed;
 use prover::filecoin::SealProof;
 use prover::pool::PinnedVec;
@@ -172,6 +174,18 @@ fn measure<Tree: 'static + MerkleTreeTrait>(
             if split.digest != r1cs.digest {
                 bail!("the recording in pieces differs from the whole recording");
             }
+            // The checked pass a recording partition runs: the whole
+            // circuit on one thread, or in the pieces it was recorded in.
+            let t = Instant::now();
+            assign(sliced.clone(), &split, &mut ins, &mut aux, true)?;
+            let checked_ms = t.elapsed().as_secs_f64() * 1e3;
+            let (mut ins2, mut aux2) = (slot(split.num_inputs)?, slot(split.num_aux)?);
+            let t = Instant::now();
+            assign_split(&sliced, pieces, &split, &mut ins2, &mut aux2, true)?;
+            let checked_pieces_ms = t.elapsed().as_secs_f64() * 1e3;
+            if ins.as_slice() != ins2.as_slice() || aux.as_slice() != aux2.as_slice() {
+                bail!("the checked pass in pieces gave other values than the whole one");
+            }
             println!(
                 "{}",
                 serde_json::json!({
@@ -179,6 +193,8 @@ fn measure<Tree: 'static + MerkleTreeTrait>(
                     "record_ms_one_thread": record_ms, "record_in_pieces_ms": split_ms,
                     "pieces": pieces, "threads": rayon::current_num_threads(),
                     "same_digest": true,
+                    "checked_ms_one_thread": checked_ms,
+                    "checked_in_pieces_ms": checked_pieces_ms, "same_values": true,
                 })
             );
         }

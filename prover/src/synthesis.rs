@@ -318,11 +318,13 @@ pub fn synthesize_compiled_into<C: Circuit<Scalar>>(
     })
 }
 
-/// [`synthesize_compiled`] for a circuit that comes in pieces: unchecked,
-/// its witness pass runs one piece per core of the rayon pool
-/// ([`compiled::assign_split`]); checked, or where the circuit is one
-/// piece, the whole circuit runs on this thread. The result is the same,
-/// value for value.
+/// [`synthesize_compiled`] for a circuit that comes in pieces: its witness
+/// pass runs one piece per core of the rayon pool
+/// ([`compiled::assign_split`]); checked, so only where `r1cs` was
+/// recorded in as many pieces ([`compiled::can_check_in_pieces`]). Checked
+/// against any other recording, or where the circuit is one piece, the
+/// whole circuit runs on this thread. The result is the same, value for
+/// value.
 pub fn synthesize_compiled_split<C: SplitWitness>(
     circuit: C,
     r1cs: &CompiledR1cs,
@@ -356,10 +358,11 @@ fn split<C: SplitWitness>(
     check: bool,
     defer: Option<Arc<CompiledR1cs>>,
 ) -> Result<Synthesized, SynthesisError> {
-    let pieces = if check {
+    let pieces = circuit.pieces(rayon::current_num_threads());
+    let pieces = if check && !compiled::can_check_in_pieces(r1cs, pieces) {
         1
     } else {
-        circuit.pieces(rayon::current_num_threads())
+        pieces
     };
     let abc = match defer {
         Some(_) => AbcAt::Device,
@@ -372,7 +375,7 @@ fn split<C: SplitWitness>(
         });
     }
     from_compiled(r1cs, shape, bufs, pieces, defer, |inputs, aux| {
-        compiled::assign_split(&circuit, pieces, r1cs, inputs, aux)
+        compiled::assign_split(&circuit, pieces, r1cs, inputs, aux, check)
     })
 }
 

@@ -6,6 +6,7 @@
 //! the table, whose first two entries are 1 and -1 so that the evaluator can
 //! take its add-only paths from the index alone.
 
+use super::layout::PieceLayout;
 use crate::density::Density;
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
@@ -95,6 +96,20 @@ pub struct CompiledR1cs {
     pub b_aux_density: Density,
     /// Blake2b-256 of the structure ([`CompiledR1cs::structure_digest`]).
     pub digest: [u8; 32],
+    /// Where a recording made in pieces put each piece
+    /// ([`crate::compiled::compile_split`]), so that a checked witness pass
+    /// can run in the same pieces; None for one made whole or read from a
+    /// file. Not part of the structure or its digest.
+    pub layout: Option<PieceLayout>,
+}
+
+/// Piece `k`'s column `col` in the whole recording laid out by `layout`.
+pub(crate) fn piece_column(layout: &PieceLayout, k: usize, col: u32) -> u32 {
+    if col & INPUT != 0 {
+        layout.input(k, (col & !INPUT) as usize) as u32 | INPUT
+    } else {
+        layout.aux(k, col as usize) as u32
+    }
 }
 
 /// The first two entries of every coefficient table.
@@ -140,6 +155,7 @@ impl CompiledR1cs {
             b_input_density,
             b_aux_density,
             digest: [0; 32],
+            layout: None,
         };
         r1cs.digest = r1cs.structure_digest();
         r1cs

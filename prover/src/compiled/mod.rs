@@ -12,6 +12,7 @@
 mod error;
 mod eval;
 pub mod file;
+mod layout;
 mod matrix;
 mod pieces;
 mod record;
@@ -20,8 +21,9 @@ mod witness;
 
 pub use error::{CompileError, FileError, StructureMismatch};
 pub use eval::{evaluate, EvalShapeError};
+pub use layout::{Counts, PieceLayout};
 pub use matrix::{CompiledR1cs, Matrix, COEFF_MINUS_ONE, COEFF_ONE, INPUT};
-pub use pieces::assign_split;
+pub use pieces::{assign_split, can_check_in_pieces};
 pub use record::{compile, record, Recorded};
 pub use record_split::compile_split;
 pub use witness::{assign, WitnessError};

@@ -4,35 +4,70 @@
 //!
 //! SHA-256's witness pass is its gadgets' own code (building and dropping
 //! linear combinations term by term), which no constraint system makes
-//! cheaper; what is ours to take is running it on every core. The pieces'
-//! constraints are not the circuit's (see `circuit::split`), so this pass
-//! never checks structure: the checked pass runs the whole circuit.
+//! cheaper; what is ours to take is running it on every core. A piece's
+//! constraints are the circuit's only once laid where the join put them
+//! (`circuit::split`, [`super::layout`]), so the checked pass runs in pieces
+//! only against a recording made in the same pieces (it knows its layout);
+//! against any other it runs the whole circuit on one thread.
 
 use super::error::StructureMismatch;
-use super::matrix::CompiledR1cs;
-use super::witness::WitnessError;
-use crate::circuit::{unnamed_root, SplitWitness};
+use super::layout::{Counts, PieceLayout};
+use super::matrix::{piece_column, CompiledR1cs};
+use super::witness::{differs, WitnessError};
+use crate::circuit::SplitWitness;
 use crate::pool::PinnedVec;
 use bellperson::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
 
+/// Whether [`assign_split`] can check `pieces` pieces against `r1cs`: it
+/// was recorded in as many pieces.
+pub fn can_check_in_pieces(r1cs: &CompiledR1cs, pieces: usize) -> bool {
+    r1cs.layout.as_ref().is_some_and(|l| l.pieces() == pieces)
+}
+
 /// Runs `pieces` pieces of `circuit` on the rayon pool and writes their
 /// assignments into `inputs` (ONE first) and `aux` (both cleared first).
-/// The counts are compared with the recording as the whole pass compares them.
+/// The counts are compared with the recording as the whole pass compares
+/// them. With `check` (which needs [`can_check_in_pieces`]), every
+/// constraint of every piece is compared with the row the join made of it,
+/// as the whole pass's check compares them.
 pub fn assign_split<C: SplitWitness>(
     circuit: &C,
     pieces: usize,
     r1cs: &CompiledR1cs,
     inputs: &mut PinnedVec<Scalar>,
     aux: &mut PinnedVec<Scalar>,
+    check: bool,
 ) -> Result<(), WitnessError> {
     let pieces = pieces.max(1);
-    let done: Vec<Piece> = (0..pieces)
+    let layout = match (check, &r1cs.layout) {
+        (false, _) => None,
+        (true, Some(l)) if l.pieces() == pieces => Some(l),
+        (true, _) => {
+            return Err(StructureMismatch {
+                index: 0,
+                name: "the whole circuit".into(),
+                what: format!(
+                    "a check in {pieces} pieces needs a recording made in as many pieces"
+                ),
+            }
+            .into())
+        }
+    };
+    // Every piece runs to its end; the first failure in piece order is
+    // reported, so the same circuit always names the same constraint.
+    let done: Vec<Result<Piece, WitnessError>> = (0..pieces)
         .into_par_iter()
         .map(|p| {
-            let mut piece = Piece::new(r1cs, pieces);
+            let check = layout.map(|layout| Check {
+                r1cs,
+                layout,
+                piece: p,
+                names: Vec::new(),
+            });
+            let mut piece = Piece::new(r1cs, pieces, check);
             let result = circuit.synthesize_piece(p, pieces, &mut piece);
             match (piece.error.take(), result) {
                 (Some(e), _) => Err(e),
@@ -40,7 +75,11 @@ pub fn assign_split<C: SplitWitness>(
                 (None, Ok(())) => Ok(piece),
             }
         })
-        .collect::<Result<_, _>>()?;
+        .collect();
+    let done: Vec<Piece> = done.into_iter().collect::<Result<_, _>>()?;
+    if let Some(layout) = layout {
+        same_sizes(&done, layout)?;
+    }
     let preamble = if circuit.repeats_preamble() {
         preamble(&done, r1cs)?
     } else {
@@ -184,19 +223,60 @@ fn preamble(done: &[Piece], r1cs: &CompiledR1cs) -> Result<Preamble, WitnessErro
     })
 }
 
-/// One piece's assignment: allocation only, bounded by the recording.
-struct Piece {
+/// Each checked piece against what the recording's piece held.
+fn same_sizes(done: &[Piece<'_>], layout: &PieceLayout) -> Result<(), WitnessError> {
+    for (k, p) in done.iter().enumerate() {
+        let got = Counts {
+            inputs: p.inputs.len(),
+            aux: p.aux.len(),
+            constraints: p.constraints,
+        };
+        let recorded = layout.sizes[k];
+        if got != recorded {
+            return Err(StructureMismatch {
+                index: layout.row(k, got.constraints.min(recorded.constraints)),
+                name: format!("the end of piece {k}"),
+                what: format!(
+                    "it has {} inputs, {} aux variables and {} constraints, the recording's \
+                     piece {} inputs, {} aux variables and {} constraints",
+                    got.inputs,
+                    got.aux,
+                    got.constraints,
+                    recorded.inputs,
+                    recorded.aux,
+                    recorded.constraints
+                ),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// What a checked piece compares its constraints with.
+struct Check<'a> {
+    r1cs: &'a CompiledR1cs,
+    layout: &'a PieceLayout,
+    piece: usize,
+    /// Namespace path, for the mismatch's name.
+    names: Vec<String>,
+}
+
+/// One piece's assignment: allocation only, bounded by the recording;
+/// with a [`Check`], its constraints compared with the recording's.
+struct Piece<'a> {
     inputs: Vec<Scalar>,
     aux: Vec<Scalar>,
     constraints: usize,
     max_inputs: usize,
     max_aux: usize,
     max_constraints: usize,
+    check: Option<Check<'a>>,
     error: Option<WitnessError>,
 }
 
-impl Piece {
-    fn new(r1cs: &CompiledR1cs, pieces: usize) -> Self {
+impl<'a> Piece<'a> {
+    fn new(r1cs: &CompiledR1cs, pieces: usize, check: Option<Check<'a>>) -> Self {
         Piece {
             inputs: Vec::new(),
             // About its share; the first piece, which allocates the
@@ -206,7 +286,60 @@ impl Piece {
             max_inputs: r1cs.num_inputs,
             max_aux: r1cs.num_aux,
             max_constraints: r1cs.num_constraints,
+            check,
             error: None,
+        }
+    }
+
+    /// Compares local constraint `row` with the recording's row it became.
+    fn compare(
+        &mut self,
+        row: usize,
+        name: String,
+        lcs: [(&'static str, LinearCombination<Scalar>); 3],
+    ) {
+        let Some(check) = &self.check else {
+            return;
+        };
+        let (k, layout, r1cs) = (check.piece, check.layout, check.r1cs);
+        let global = layout.row(k, row);
+        let mismatch = |what: String, names: &[String]| {
+            let mut path = names.to_vec();
+            path.push(name.clone());
+            WitnessError::Structure(StructureMismatch {
+                index: global,
+                name: path.join("/"),
+                what,
+            })
+        };
+        if row >= layout.sizes[k].constraints {
+            let e = mismatch(
+                format!(
+                    "piece {k} has more than the recording's piece's {} constraints",
+                    layout.sizes[k].constraints
+                ),
+                &check.names,
+            );
+            self.error = Some(e);
+            return;
+        }
+        // ONE is input 0 of a piece as of the whole circuit.
+        let (inputs, aux) = (self.inputs.len() + 1, self.aux.len());
+        let matrices = r1cs.matrices();
+        for ((which, lc), matrix) in lcs.iter().zip(matrices) {
+            let column = |c| piece_column(layout, k, c);
+            match differs(r1cs, which, matrix, global, lc, inputs, aux, column) {
+                Ok(None) => {}
+                Ok(Some(what)) => {
+                    let e = mismatch(what, &check.names);
+                    self.error = Some(e);
+                    return;
+                }
+                Err(e) => {
+                    self.error = Some(WitnessError::Malformed(e));
+                    return;
+                }
+            }
         }
     }
 
@@ -218,8 +351,28 @@ impl Piece {
     }
 }
 
-impl ConstraintSystem<Scalar> for Piece {
-    unnamed_root!();
+impl ConstraintSystem<Scalar> for Piece<'_> {
+    type Root = Self;
+
+    fn push_namespace<NR, N>(&mut self, name: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+        if let Some(check) = &mut self.check {
+            check.names.push(name().into());
+        }
+    }
+
+    fn pop_namespace(&mut self) {
+        if let Some(check) = &mut self.check {
+            check.names.pop();
+        }
+    }
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
 
     fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
     where
@@ -231,7 +384,7 @@ impl ConstraintSystem<Scalar> for Piece {
             return Err(self.fail("aux variables", self.max_aux));
         }
         self.aux.push(f()?);
-        // Never read: nothing in this pass builds a linear combination.
+        // Local numbers: a checked piece maps them to the whole circuit's.
         Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
     }
 
@@ -248,7 +401,7 @@ impl ConstraintSystem<Scalar> for Piece {
         Ok(Variable::new_unchecked(Index::Input(self.inputs.len())))
     }
 
-    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
+    fn enforce<A, AR, LA, LB, LC>(&mut self, name: A, a: LA, b: LB, c: LC)
     where
         A: FnOnce() -> AR,
         AR: Into<String>,
@@ -256,10 +409,19 @@ impl ConstraintSystem<Scalar> for Piece {
         LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
         LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     {
+        let row = self.constraints;
         self.constraints += 1;
         if self.constraints > self.max_constraints {
             let limit = self.max_constraints;
             self.fail("constraints", limit);
+        }
+        if self.check.is_some() && self.error.is_none() {
+            let zero = LinearCombination::zero;
+            self.compare(
+                row,
+                name().into(),
+                [("A", a(zero())), ("B", b(zero())), ("C", c(zero()))],
+            );
         }
     }
 }

@@ -22,7 +22,10 @@ use ff::{Field, PrimeField};
 use rayon::prelude::*;
 
 use super::error::CompileError;
-use super::matrix::{base_table, CompiledR1cs, Matrix, COEFF_MINUS_ONE, COEFF_ONE, INPUT};
+use super::layout::{Counts, PieceLayout};
+use super::matrix::{
+    base_table, piece_column, CompiledR1cs, Matrix, COEFF_MINUS_ONE, COEFF_ONE, INPUT,
+};
 use super::record::Recorder;
 use crate::circuit::{CircuitShape, SplitWitness};
 
@@ -44,7 +47,15 @@ pub fn compile_split<C: SplitWitness>(
         .map(|p| record_piece(circuit, p, pieces))
         .collect::<Result<_, _>>()?;
     let preamble = preamble(&recorded, shape)?;
-    Ok(join(recorded, &preamble))
+    let sizes = recorded
+        .iter()
+        .map(|r| Counts {
+            inputs: r.inputs - 1,
+            aux: r.aux,
+            constraints: r.a.rows(),
+        })
+        .collect();
+    Ok(join(recorded, PieceLayout::new(preamble, sizes)))
 }
 
 fn record_piece<C: SplitWitness>(
@@ -66,14 +77,7 @@ fn record_piece<C: SplitWitness>(
 
 /// What every piece records before its own share: inputs after ONE, aux
 /// variables, constraints.
-#[derive(Debug, Default)]
-struct Preamble {
-    inputs: usize,
-    aux: usize,
-    constraints: usize,
-}
-
-fn preamble(recorded: &[Recorder], shape: &CircuitShape) -> Result<Preamble, CompileError> {
+fn preamble(recorded: &[Recorder], shape: &CircuitShape) -> Result<Counts, CompileError> {
     let repeats = recorded.len().saturating_sub(1);
     let sums = [
         (
@@ -123,7 +127,7 @@ fn preamble(recorded: &[Recorder], shape: &CircuitShape) -> Result<Preamble, Com
             )));
         }
     }
-    Ok(Preamble {
+    Ok(Counts {
         inputs,
         aux,
         constraints,
@@ -145,7 +149,7 @@ fn same_row(x: &Matrix, xt: &[Scalar], y: &Matrix, yt: &[Scalar], row: usize) ->
 }
 
 /// The pieces end to end, as one recording of the whole circuit.
-fn join(recorded: Vec<Recorder>, pre: &Preamble) -> CompiledR1cs {
+fn join(recorded: Vec<Recorder>, layout: PieceLayout) -> CompiledR1cs {
     let mut out = Joined::default();
     // Room for every piece's terms at once: growing by doubling would copy
     // gigabytes at 32 GiB.
@@ -156,34 +160,11 @@ fn join(recorded: Vec<Recorder>, pre: &Preamble) -> CompiledR1cs {
         });
         matrix.reserve(rows, nnz);
     }
-    // Variables of the pieces before: piece 0 keeps its numbers, each later
-    // piece's own ones follow.
-    let (mut inputs, mut aux) = (1usize, 0usize);
     for (k, rec) in recorded.into_iter().enumerate() {
-        let skip = if k == 0 { 0 } else { pre.constraints };
-        let (own_in, own_aux) = if k == 0 {
-            (0, 0)
+        let skip = if k == 0 {
+            0
         } else {
-            (pre.inputs, pre.aux)
-        };
-        // Piece-local column to the whole circuit's.
-        let (in_base, aux_base) = (inputs, aux);
-        let remap = |col: u32| -> u32 {
-            if col & INPUT != 0 {
-                let j = (col & !INPUT) as usize;
-                if k == 0 || j <= pre.inputs {
-                    col
-                } else {
-                    (in_base + j - 1 - own_in) as u32 | INPUT
-                }
-            } else {
-                let i = col as usize;
-                if k == 0 || i < pre.aux {
-                    col
-                } else {
-                    (aux_base + i - own_aux) as u32
-                }
-            }
+            layout.preamble.constraints
         };
         // The piece's coefficient ids to the whole table's, entered in the
         // order a whole recording meets them: row by row, A, B, C.
@@ -215,14 +196,17 @@ fn join(recorded: Vec<Recorder>, pre: &Preamble) -> CompiledR1cs {
             if k == 0 {
                 to.cols.extend_from_slice(cols);
             } else {
-                to.cols.extend(cols.iter().map(|c| remap(*c)));
+                to.cols
+                    .extend(cols.iter().map(|c| piece_column(&layout, k, *c)));
             }
             to.coeffs.extend(coeffs.iter().map(|i| ids[*i as usize]));
         }
-        inputs += rec.inputs - 1 - own_in;
-        aux += rec.aux - own_aux;
     }
     // bellperson's `input · 0 = 0` rows close the recording, as `compile` has them.
+    let (inputs, aux) = (0..layout.pieces()).fold((1, 0), |(i, a), k| {
+        let own = layout.own(k);
+        (i + own.inputs, a + own.aux)
+    });
     for i in 0..inputs {
         out.matrices[0].push(i as u32 | INPUT, COEFF_ONE);
         for m in &mut out.matrices {
@@ -230,7 +214,9 @@ fn join(recorded: Vec<Recorder>, pre: &Preamble) -> CompiledR1cs {
         }
     }
     let [a, b, c] = out.matrices;
-    CompiledR1cs::new(inputs, aux, a, b, c, out.table)
+    let mut r1cs = CompiledR1cs::new(inputs, aux, a, b, c, out.table);
+    r1cs.layout = Some(layout);
+    r1cs
 }
 
 /// The whole recording as it is laid out.

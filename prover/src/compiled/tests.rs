@@ -260,6 +260,7 @@ fn pieces_against_another_circuits_recording_are_refused() {
         &short,
         &mut inputs,
         &mut aux,
+        false,
     )
     .unwrap_err();
     assert!(
@@ -275,6 +276,7 @@ fn pieces_against_another_circuits_recording_are_refused() {
         &long,
         &mut inputs,
         &mut aux,
+        false,
     )
     .unwrap_err()
     .to_string();
@@ -396,7 +398,7 @@ fn pieces_that_repeat_a_preamble_drop_the_repeats_and_refuse_a_preamble_that_dif
         honest: false,
         ..honest
     };
-    let err = assign_split(&dishonest, 3, &r1cs, &mut inputs, &mut aux)
+    let err = assign_split(&dishonest, 3, &r1cs, &mut inputs, &mut aux, false)
         .unwrap_err()
         .to_string();
     assert!(
@@ -433,4 +435,74 @@ fn a_recording_made_in_pieces_is_the_whole_circuits_recording() {
     };
     let err = compile_split(&circuit, 3, &other).unwrap_err().to_string();
     assert!(err.contains("not one preamble repeated"), "{err}");
+}
+
+/// The checked pass in pieces, against a recording made in the same pieces:
+/// the whole circuit's values, and a constraint that differs from the
+/// recording named at the row the whole circuit has it at, in whichever
+/// piece it is.
+#[test]
+fn a_checked_pass_in_pieces_gives_the_whole_values_and_names_a_differing_row_where_it_is() {
+    use crate::circuit::split::piece_range;
+    use crate::circuit::{CircuitShape, SplitWitness};
+    let pool = heap_pool(1 << 26);
+    let honest = Sections {
+        seed: 11,
+        sections: 0..7,
+        honest: true,
+    };
+    let shape = CircuitShape::of(honest.clone()).unwrap();
+    let whole = synthesis::synthesize(honest.clone(), &shape, &pool).unwrap();
+    for threads in 1..=4 {
+        let run = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let pieces = honest.pieces(threads);
+        let r1cs = run
+            .install(|| compile_split(&honest, pieces, &shape))
+            .unwrap();
+        assert!(can_check_in_pieces(&r1cs, pieces));
+        let split = run
+            .install(|| {
+                synthesis::synthesize_compiled_split(honest.clone(), &r1cs, &shape, &pool, true)
+            })
+            .unwrap();
+        same(&whole, &split);
+        let ran = split.parts.expect("parts of a compiled synthesis").pieces;
+        assert_eq!(ran, pieces, "{threads} threads");
+    }
+    // A recording made whole has no layout: checked, the pieces are refused
+    // (the synthesis then runs the whole circuit).
+    let r1cs = compile(honest.clone()).unwrap();
+    assert!(!can_check_in_pieces(&r1cs, 3));
+    let bufs = synthesis::SynthesisBuffers::checkout(&pool, "test", &shape, synthesis::AbcAt::Host)
+        .unwrap();
+    let (mut inputs, mut aux) = bufs.into_assignments();
+    let err = assign_split(&honest, 3, &r1cs, &mut inputs, &mut aux, true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("needs a recording made in as many pieces"),
+        "{err}"
+    );
+    // Piece 1 of this circuit has another value of `p` than the recording,
+    // which the `qr` constraint's coefficient holds: named at the row of
+    // piece 1's first section's `qr` in the whole circuit (2 preamble rows,
+    // then 4 a section: x, y, qr, out).
+    let r1cs = compile_split(&honest, 3, &shape).unwrap();
+    let dishonest = Sections {
+        honest: false,
+        ..honest
+    };
+    let err = assign_split(&dishonest, 3, &r1cs, &mut inputs, &mut aux, true).unwrap_err();
+    let first = piece_range(7, 1, 3).start;
+    match err {
+        WitnessError::Structure(m) => {
+            assert_eq!(m.index, 2 + 4 * first + 2, "{m}");
+            assert!(m.name.ends_with("qr"), "{m}");
+            assert!(m.what.contains("term 0 of C"), "{m}");
+        }
+        other => panic!("{other}"),
+    }
 }

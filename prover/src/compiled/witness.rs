@@ -10,7 +10,6 @@
 
 use super::error::StructureMismatch;
 use super::matrix::{CompiledR1cs, Matrix, INPUT};
-use super::record::column;
 use crate::lc::{self, UnknownVariable};
 use crate::pool::PinnedVec;
 use bellperson::{ConstraintSystem, Index, LinearCombination, Variable};
@@ -102,43 +101,49 @@ impl WitnessSystem<'_> {
         }
         bellperson::SynthesisError::PolynomialDegreeTooLarge
     }
+}
 
-    /// The recorded row's differences from `lc`, as a sentence (None if equal).
-    fn differs(
-        &self,
-        which: &str,
-        matrix: &Matrix,
-        row: usize,
-        lc: &LinearCombination<Scalar>,
-    ) -> Result<Option<String>, UnknownVariable> {
-        let mut terms = Vec::new();
-        lc::walk(lc, self.inputs.len(), self.aux.len(), |var, coeff| {
-            if !bool::from(coeff.is_zero()) {
-                terms.push((column(var), *coeff));
-            }
-        })?;
-        let (cols, coeffs) = matrix.row(row);
-        if terms.len() != cols.len() {
+/// The differences of `lc` (over `inputs` inputs, ONE included, and `aux`
+/// aux variables) from row `row` of `matrix`, a matrix of `r1cs`, as a
+/// sentence (None if equal). `column` takes a column of `lc` to the
+/// recording's (a piece's own numbering to the whole circuit's).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn differs(
+    r1cs: &CompiledR1cs,
+    which: &str,
+    matrix: &Matrix,
+    row: usize,
+    lc: &LinearCombination<Scalar>,
+    inputs: usize,
+    aux: usize,
+    column: impl Fn(u32) -> u32,
+) -> Result<Option<String>, UnknownVariable> {
+    let mut terms = Vec::new();
+    lc::walk(lc, inputs, aux, |var, coeff| {
+        if !bool::from(coeff.is_zero()) {
+            terms.push((column(super::record::column(var)), *coeff));
+        }
+    })?;
+    let (cols, coeffs) = matrix.row(row);
+    if terms.len() != cols.len() {
+        return Ok(Some(format!(
+            "{which} has {} terms, the recording {}",
+            terms.len(),
+            cols.len()
+        )));
+    }
+    for (k, ((col, coeff), (&rcol, &rid))) in terms.iter().zip(cols.iter().zip(coeffs)).enumerate()
+    {
+        let recorded = r1cs.table[rid as usize];
+        if *col != rcol || *coeff != recorded {
             return Ok(Some(format!(
-                "{which} has {} terms, the recording {}",
-                terms.len(),
-                cols.len()
+                "term {k} of {which} is {} x {coeff:?}, the recording has {} x {recorded:?}",
+                describe(*col),
+                describe(rcol)
             )));
         }
-        for (k, ((col, coeff), (&rcol, &rid))) in
-            terms.iter().zip(cols.iter().zip(coeffs)).enumerate()
-        {
-            let recorded = self.r1cs.table[rid as usize];
-            if *col != rcol || *coeff != recorded {
-                return Ok(Some(format!(
-                    "term {k} of {which} is {} x {coeff:?}, the recording has {} x {recorded:?}",
-                    describe(*col),
-                    describe(rcol)
-                )));
-            }
-        }
-        Ok(None)
     }
+    Ok(None)
 }
 
 fn describe(col: u32) -> String {
@@ -229,7 +234,8 @@ impl ConstraintSystem<Scalar> for WitnessSystem<'_> {
             ("C", &self.r1cs.c, c(LinearCombination::zero())),
         ];
         for (which, matrix, lc) in &lcs {
-            match self.differs(which, matrix, row, lc) {
+            let (inputs, aux) = (self.inputs.len(), self.aux.len());
+            match differs(self.r1cs, which, matrix, row, lc, inputs, aux, |c| c) {
                 Ok(None) => {}
                 Ok(Some(what)) => {
                     let mut path = self.names.clone();

@@ -126,7 +126,9 @@ impl Partition {
             ),
             Mode::Record => {
                 let recording = crate::compiled::compile(circuit.clone());
-                from_recording(k, circuit, recording, shape, pool)?
+                from_recording(k, circuit, recording, shape, pool, |c, r| {
+                    crate::synthesis::synthesize_compiled(c, r, shape, pool, true)
+                })?
             }
         };
         Ok(Partition {
@@ -142,7 +144,7 @@ impl Partition {
     /// recorded in pieces on every core
     /// ([`crate::compiled::compile_split`]; minutes on one core at 32 GiB)
     /// and the partition synthesised from the recording, checked against
-    /// the circuit as `Record` does. `counted` is the circuit's own shape
+    /// the circuit as `Record` does, in the same pieces. `counted` is the circuit's own shape
     /// (counted, not the parameters' padded one), from which the pieces'
     /// common preamble follows. Where the recording fails the partition is
     /// still proved, the bellperson way.
@@ -169,7 +171,10 @@ impl Partition {
                 "constraints recorded in pieces"
             );
         }
-        let (syn, recorded) = from_recording(k, circuit, recording, shape, pool)?;
+        // Checked in the pieces it was recorded in (the join's layout).
+        let (syn, recorded) = from_recording(k, circuit, recording, shape, pool, |c, r| {
+            crate::synthesis::synthesize_compiled_split(c, r, shape, pool, true)
+        })?;
         Ok(Partition {
             syn,
             inputs,
@@ -220,15 +225,17 @@ impl Partition {
     }
 }
 
-/// [`Mode::Record`]'s synthesis once `recording` is made: from it, checked
-/// against the circuit; where it could not be made, the bellperson way
-/// (the partition is still proved; only the recording is given up).
+/// [`Mode::Record`]'s synthesis once `recording` is made: from it by
+/// `checked` (checked against the circuit); where it could not be made, the
+/// bellperson way (the partition is still proved; only the recording is
+/// given up).
 fn from_recording<C: bellperson::Circuit<Scalar>>(
     k: usize,
     circuit: C,
     recording: Result<CompiledR1cs, crate::compiled::CompileError>,
     shape: &CircuitShape,
     pool: &PinnedPool,
+    checked: impl FnOnce(C, &CompiledR1cs) -> Result<Synthesized, crate::synthesis::SynthesisError>,
 ) -> Result<(Synthesized, Option<CompiledR1cs>), StatementError> {
     let failed = |source: crate::synthesis::SynthesisError| StatementError::Prove {
         partition: k,
@@ -236,8 +243,7 @@ fn from_recording<C: bellperson::Circuit<Scalar>>(
     };
     match recording {
         Ok(r1cs) => {
-            let syn = crate::synthesis::synthesize_compiled(circuit, &r1cs, shape, pool, true)
-                .map_err(failed)?;
+            let syn = checked(circuit, &r1cs).map_err(failed)?;
             Ok((syn, Some(r1cs)))
         }
         Err(e) => {
