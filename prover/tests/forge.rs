@@ -318,3 +318,70 @@ fn a_forged_32gib_c1_passes_the_vanilla_check() {
     assert_eq!(forged.partitions, 10);
     check(&forged, &forged.c1_json).expect("32 GiB");
 }
+
+/// A PoRep partition synthesised from a recording made in pieces of its
+/// challenges (as a daemon's first partition makes it) runs its checked
+/// witness pass in those pieces, the recording partition's and a later
+/// checked one's (`synthesis.check_first` above 1) alike, and gives what the
+/// bellperson synthesis gives, value for value.
+#[test]
+fn a_porep_partition_checked_against_its_recording_in_pieces_is_the_plain_synthesis() {
+    use prover::compiled::can_check_in_pieces;
+    use prover::statement::Mode;
+    use prover::synthesis::{heap_pool, Synthesized};
+    let forged = forge("2KiB", 9);
+    let req = FilecoinSubmitRequest::PorepC2(PorepC2Request {
+        prover_id: hex::encode(forged.sector.prover_id),
+        c1: serde_json::from_slice(&forged.c1_json).expect("C1 JSON"),
+        registered_proof: Some(forged.sector.seal_proof.to_string()),
+        sector_id: Some(forged.sector.sector_id),
+        rs_seed: None,
+    });
+    let statement = prover::filecoin::kind::statement(&req).expect("a statement");
+    let shape = statement.param_set().shape().expect("the set's shape");
+    // Three syntheses of ~0.5 GB each held at once.
+    let pool = heap_pool(2 << 30);
+    let two = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .expect("a pool");
+    let recorded = two
+        .install(|| statement.synthesize(0, &shape, &pool, Mode::Record))
+        .expect("recorded");
+    let r1cs = Arc::new(recorded.recorded.expect("a recording"));
+    assert!(can_check_in_pieces(&r1cs, 2), "recorded in 2 pieces");
+    let pieces = |s: &Synthesized| s.parts.as_ref().expect("compiled parts").pieces;
+    assert_eq!(pieces(&recorded.syn), 2, "the recording partition's check");
+    let checked = two
+        .install(|| {
+            statement.synthesize(
+                0,
+                &shape,
+                &pool,
+                Mode::Compiled {
+                    r1cs: &r1cs,
+                    check: true,
+                    defer_abc: false,
+                },
+            )
+        })
+        .expect("checked against the recording");
+    assert_eq!(pieces(&checked.syn), 2, "a later partition's check");
+    let plain = statement
+        .synthesize(0, &shape, &pool, Mode::Plain)
+        .expect("the bellperson way");
+    for syn in [&recorded.syn, &checked.syn] {
+        assert_eq!(syn.a.as_slice(), plain.syn.a.as_slice(), "a");
+        assert_eq!(syn.b.as_slice(), plain.syn.b.as_slice(), "b");
+        assert_eq!(syn.c.as_slice(), plain.syn.c.as_slice(), "c");
+        assert_eq!(
+            syn.input_assignment.as_slice(),
+            plain.syn.input_assignment.as_slice()
+        );
+        assert_eq!(
+            syn.aux_assignment.as_slice(),
+            plain.syn.aux_assignment.as_slice()
+        );
+    }
+    assert_eq!(recorded.inputs, plain.inputs);
+}

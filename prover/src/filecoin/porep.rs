@@ -127,9 +127,11 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
                 Some(k),
             )
             .map_err(crates_err("computing a partition's public inputs"))?;
+        // Checked or not, in pieces of its challenges (checked in pieces
+        // where the recording was made in as many, else whole).
         if let Mode::Compiled {
             r1cs,
-            check: false,
+            check,
             defer_abc,
         } = mode
         {
@@ -139,7 +141,7 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
                 k,
             };
             return Partition::synthesize_split(
-                k, circuit, inputs, t, shape, pool, r1cs, false, defer_abc,
+                k, circuit, inputs, t, shape, pool, r1cs, check, defer_abc,
             );
         }
         if let Mode::Record = mode {

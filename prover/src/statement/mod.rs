@@ -76,9 +76,9 @@ pub enum Mode<'a> {
     /// from the recording (checked); the recording comes back in the
     /// [`Partition`].
     Record,
-    /// From an earlier partition's recording; with `defer_abc` (and
-    /// unchecked) a, b, c are left to the backend, which computes them on
-    /// its device ([`crate::synthesis::synthesize_witness_split`]).
+    /// From an earlier partition's recording; with `defer_abc` a, b, c are
+    /// left to the backend, which computes them on its device
+    /// ([`crate::synthesis::synthesize_witness_split`]).
     Compiled {
         r1cs: &'a Arc<CompiledR1cs>,
         check: bool,
