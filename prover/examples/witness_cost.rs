@@ -21,7 +21,7 @@
 //! daemon's first partition records), timed and compared with the whole
 //! recording's digest, and its checked witness pass timed whole (one
 //! thread) and in the same pieces (`prover::compiled::assign_split`), the
-//! values compared.
+//! values compared, and its digest timed on one thread and on all.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -174,6 +174,16 @@ fn measure<Tree: 'static + MerkleTreeTrait>(
             if split.digest != r1cs.digest {
                 bail!("the recording in pieces differs from the whole recording");
             }
+            // The digest that names a recording, on one thread and on all.
+            let t = Instant::now();
+            let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+            if one.install(|| split.structure_digest()) != split.digest {
+                bail!("the digest depends on the number of threads");
+            }
+            let digest_one_ms = t.elapsed().as_secs_f64() * 1e3;
+            let t = Instant::now();
+            split.structure_digest();
+            let digest_ms = t.elapsed().as_secs_f64() * 1e3;
             // The checked pass a recording partition runs: the whole
             // circuit on one thread, or in the pieces it was recorded in.
             let t = Instant::now();
@@ -195,6 +205,8 @@ fn measure<Tree: 'static + MerkleTreeTrait>(
                     "same_digest": true,
                     "checked_ms_one_thread": checked_ms,
                     "checked_in_pieces_ms": checked_pieces_ms, "same_values": true,
+                    "recording_bytes": split.bytes(), "digest_ms_one_thread": digest_one_ms,
+                    "digest_ms": digest_ms,
                 })
             );
         }

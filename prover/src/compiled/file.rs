@@ -17,7 +17,12 @@ use std::fs;
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8; 8] = b"FLR1CS\x00\x01";
+/// Format 2: the digest hashes the matrices in chunks (see
+/// `CompiledR1cs::structure_digest`). A format-1 file is refused by name and
+/// recorded again by its user.
+const MAGIC: &[u8; 8] = b"FLR1CS\x00\x02";
+/// The magic of format 1, whose digest hashed the matrices straight through.
+const MAGIC_V1: &[u8; 8] = b"FLR1CS\x00\x01";
 const HEADER: usize = 8 + 32 + 4 * 8 + 3 * 8;
 
 /// The file that holds the compiled constraints for the parameters at `params`.
@@ -103,6 +108,11 @@ pub fn load(path: &Path) -> Result<CompiledR1cs, FileError> {
     }
     let mut header = [0u8; HEADER];
     read(&mut header)?;
+    if &header[..8] == MAGIC_V1 {
+        return Err(invalid(
+            "a compiled-constraints file of an older format (1, another digest)".into(),
+        ));
+    }
     if &header[..8] != MAGIC {
         return Err(invalid(
             "not a compiled-constraints file (bad magic)".into(),
