@@ -346,9 +346,9 @@ fn a_porep_partition_checked_against_its_recording_in_pieces_is_the_plain_synthe
         .build()
         .expect("a pool");
     let recorded = two
-        .install(|| statement.synthesize(0, &shape, &pool, Mode::Record))
+        .install(|| statement.synthesize(0, &shape, &pool, Mode::Record { defer_abc: false }))
         .expect("recorded");
-    let r1cs = Arc::new(recorded.recorded.expect("a recording"));
+    let r1cs = recorded.recorded.clone().expect("a recording");
     assert!(can_check_in_pieces(&r1cs, 2), "recorded in 2 pieces");
     let pieces = |s: &Synthesized| s.parts.as_ref().expect("compiled parts").pieces;
     assert_eq!(pieces(&recorded.syn), 2, "the recording partition's check");
@@ -384,4 +384,29 @@ fn a_porep_partition_checked_against_its_recording_in_pieces_is_the_plain_synthe
         );
     }
     assert_eq!(recorded.inputs, plain.inputs);
+    drop((recorded, checked));
+    // Recorded for a backend that computes a, b, c on its device: the
+    // same witness, checked in the same pieces, and a, b, c left to it.
+    let deferred = two
+        .install(|| statement.synthesize(0, &shape, &pool, Mode::Record { defer_abc: true }))
+        .expect("recorded, a, b, c deferred");
+    assert_eq!(pieces(&deferred.syn), 2);
+    let from = deferred
+        .syn
+        .abc_from
+        .as_ref()
+        .expect("a, b, c left to the backend");
+    assert!(Arc::ptr_eq(
+        from,
+        deferred.recorded.as_ref().expect("a recording")
+    ));
+    assert!(deferred.syn.b.as_slice().is_empty() && deferred.syn.c.as_slice().is_empty());
+    assert_eq!(
+        deferred.syn.aux_assignment.as_slice(),
+        plain.syn.aux_assignment.as_slice()
+    );
+    assert_eq!(
+        deferred.syn.input_assignment.as_slice(),
+        plain.syn.input_assignment.as_slice()
+    );
 }

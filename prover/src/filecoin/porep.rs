@@ -144,7 +144,7 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
                 k, circuit, inputs, t, shape, pool, r1cs, check, defer_abc,
             );
         }
-        if let Mode::Record = mode {
+        if let Mode::Record { defer_abc } = mode {
             let circuit = Challenges {
                 statement: self,
                 vanilla,
@@ -153,7 +153,9 @@ impl<Tree: 'static + MerkleTreeTrait> Statement for C2Statement<Tree> {
             // The parameters' shape is padded; the pieces are matched
             // against the circuit's own count (seconds, once per set).
             let counted = self.seal_proof.shape()?;
-            return Partition::record_split(k, circuit, inputs, t, shape, &counted, pool);
+            return Partition::record_split(
+                k, circuit, inputs, t, shape, &counted, pool, defer_abc,
+            );
         }
         let circuit = self
             .circuit(vanilla, k)

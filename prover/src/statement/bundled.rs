@@ -49,7 +49,7 @@ impl Statement for BundledStatement {
             } => Partition::synthesize_split(
                 k, circuit, inputs, t, shape, pool, r1cs, check, defer_abc,
             ),
-            Mode::Plain | Mode::Record => {
+            Mode::Plain | Mode::Record { .. } => {
                 Partition::synthesize(k, circuit, inputs, t, shape, pool, mode)
             }
         }

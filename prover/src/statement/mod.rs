@@ -74,8 +74,9 @@ pub enum Mode<'a> {
     Plain,
     /// Record the constraints from this partition's circuit, then synthesise
     /// from the recording (checked); the recording comes back in the
-    /// [`Partition`].
-    Record,
+    /// [`Partition`]. With `defer_abc`, a circuit recorded in pieces leaves
+    /// a, b, c to the backend as [`Mode::Compiled`] does.
+    Record { defer_abc: bool },
     /// From an earlier partition's recording; with `defer_abc` a, b, c are
     /// left to the backend, which computes them on its device
     /// ([`crate::synthesis::synthesize_witness_split`]).
@@ -94,7 +95,7 @@ pub struct Partition {
     /// Building the circuit (before synthesis), ms.
     pub circuit_ms: f64,
     /// What [`Mode::Record`] recorded.
-    pub recorded: Option<CompiledR1cs>,
+    pub recorded: Option<Arc<CompiledR1cs>>,
 }
 
 impl Partition {
@@ -124,7 +125,7 @@ impl Partition {
                     .map_err(failed)?,
                 None,
             ),
-            Mode::Record => {
+            Mode::Record { .. } => {
                 let recording = crate::compiled::compile(circuit.clone());
                 from_recording(k, circuit, recording, shape, pool, |c, r| {
                     crate::synthesis::synthesize_compiled(c, r, shape, pool, true)
@@ -157,6 +158,7 @@ impl Partition {
         shape: &CircuitShape,
         counted: &CircuitShape,
         pool: &PinnedPool,
+        defer_abc: bool,
     ) -> Result<Partition, StatementError> {
         let circuit_ms = ms(started);
         let t = Instant::now();
@@ -173,7 +175,11 @@ impl Partition {
         }
         // Checked in the pieces it was recorded in (the join's layout).
         let (syn, recorded) = from_recording(k, circuit, recording, shape, pool, |c, r| {
-            crate::synthesis::synthesize_compiled_split(c, r, shape, pool, true)
+            if defer_abc {
+                crate::synthesis::synthesize_witness_split(c, r, shape, pool, true)
+            } else {
+                crate::synthesis::synthesize_compiled_split(c, r, shape, pool, true)
+            }
         })?;
         Ok(Partition {
             syn,
@@ -235,14 +241,15 @@ fn from_recording<C: bellperson::Circuit<Scalar>>(
     recording: Result<CompiledR1cs, crate::compiled::CompileError>,
     shape: &CircuitShape,
     pool: &PinnedPool,
-    checked: impl FnOnce(C, &CompiledR1cs) -> Result<Synthesized, crate::synthesis::SynthesisError>,
-) -> Result<(Synthesized, Option<CompiledR1cs>), StatementError> {
+    checked: impl FnOnce(C, &Arc<CompiledR1cs>) -> Result<Synthesized, crate::synthesis::SynthesisError>,
+) -> Result<(Synthesized, Option<Arc<CompiledR1cs>>), StatementError> {
     let failed = |source: crate::synthesis::SynthesisError| StatementError::Prove {
         partition: k,
         source: source.into(),
     };
     match recording {
         Ok(r1cs) => {
+            let r1cs = Arc::new(r1cs);
             let syn = checked(circuit, &r1cs).map_err(failed)?;
             Ok((syn, Some(r1cs)))
         }

@@ -196,7 +196,7 @@ impl CompiledSet {
     pub fn keep_filecoin(
         &self,
         params_sha256: &str,
-        r1cs: CompiledR1cs,
+        r1cs: Arc<CompiledR1cs>,
         budget: &Arc<MemoryBudget>,
     ) {
         let mut map = self.filecoin.lock();
@@ -206,7 +206,7 @@ impl CompiledSet {
         let who = format!("compiled constraints of Filecoin parameters {params_sha256}");
         let slot = match budget.try_reserve(&who, r1cs.bytes() as u64) {
             Ok(reservation) => FilSlot::Ready(Arc::new(Entry {
-                r1cs: Arc::new(r1cs),
+                r1cs,
                 // The partition that recorded it was checked.
                 uses: AtomicU32::new(1),
                 _reservation: reservation,
@@ -393,7 +393,7 @@ mod tests {
         let waiting = waiter(&set, "set-a");
         thread::sleep(Duration::from_millis(100));
         assert!(!waiting.is_finished(), "it did not wait for the recording");
-        set.keep_filecoin("set-a", recording(), &budget);
+        set.keep_filecoin("set-a", Arc::new(recording()), &budget);
         drop(first);
         assert_eq!(waiting.join().expect("waiter"), "use");
         assert!(set.has_filecoin("set-a"));
@@ -413,7 +413,7 @@ mod tests {
         // One the budget cannot hold is given up the same way.
         let small = MemoryBudget::new(1);
         let claim = set.filecoin_for("set-c", false, &|| false).expect("claim");
-        set.keep_filecoin("set-c", recording(), &small);
+        set.keep_filecoin("set-c", Arc::new(recording()), &small);
         drop(claim);
         assert!(!set.has_filecoin("set-c"));
         assert_eq!(waiter(&set, "set-c").join().expect("after"), "plain");

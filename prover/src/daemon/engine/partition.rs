@@ -302,7 +302,8 @@ impl Stages {
         let t = Instant::now();
         let r1cs = crate::filecoin::kind::param_set(circuit).record()?;
         tracing::info!(%circuit, constraints = r1cs.num_constraints, ms = t.elapsed().as_secs_f64() * 1e3, "constraints recorded from the blank circuit");
-        self.compiled.keep_filecoin(sha256, r1cs, &self.budget);
+        self.compiled
+            .keep_filecoin(sha256, Arc::new(r1cs), &self.budget);
         Ok(())
     }
 
@@ -436,7 +437,7 @@ impl Stages {
                 check: c.check,
                 defer_abc,
             },
-            (None, Some(_)) => Mode::Record,
+            (None, Some(_)) => Mode::Record { defer_abc },
             (None, None) => Mode::Plain,
         };
         self.event(timer, TimelineKind::SynthesisStart, device);
