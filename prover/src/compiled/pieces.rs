@@ -42,10 +42,10 @@ pub fn assign_split<C: SplitWitness>(
     check: bool,
 ) -> Result<(), WitnessError> {
     let pieces = pieces.max(1);
-    let layout = match (check, &r1cs.layout) {
-        (false, _) => None,
-        (true, Some(l)) if l.pieces() == pieces => Some(l),
-        (true, _) => {
+    let layout = match check {
+        false => None,
+        true if can_check_in_pieces(r1cs, pieces) => r1cs.layout.as_ref(),
+        true => {
             return Err(StructureMismatch {
                 index: 0,
                 name: "the whole circuit".into(),
@@ -83,7 +83,7 @@ pub fn assign_split<C: SplitWitness>(
     let preamble = if circuit.repeats_preamble() {
         preamble(&done, r1cs)?
     } else {
-        Preamble::default()
+        Counts::default()
     };
     // Pieces after the first drop their copy of the preamble.
     let skip = |k: usize, p: &Piece| {
@@ -148,23 +148,16 @@ pub fn assign_split<C: SplitWitness>(
     Ok(())
 }
 
-/// What every piece allocated and enforced before its own share.
-#[derive(Default)]
-struct Preamble {
-    inputs: usize,
-    aux: usize,
-    constraints: usize,
-}
-
 /// The preamble's length, from the pieces' counts against the recording's:
 /// `n` pieces allocate the preamble `n` times, the whole circuit once. The
 /// repeats must hold the first piece's values, else the circuit does not
 /// come in such pieces and is refused rather than proved from a wrong
-/// witness.
-fn preamble(done: &[Piece], r1cs: &CompiledR1cs) -> Result<Preamble, WitnessError> {
+/// witness. The result is what every piece allocated and enforced before
+/// its own share.
+fn preamble(done: &[Piece], r1cs: &CompiledR1cs) -> Result<Counts, WitnessError> {
     let repeats = done.len().saturating_sub(1);
     if repeats == 0 {
-        return Ok(Preamble::default());
+        return Ok(Counts::default());
     }
     let refuse = |what: String| {
         WitnessError::from(StructureMismatch {
@@ -216,7 +209,7 @@ fn preamble(done: &[Piece], r1cs: &CompiledR1cs) -> Result<Preamble, WitnessErro
             )));
         }
     }
-    Ok(Preamble {
+    Ok(Counts {
         inputs,
         aux,
         constraints,
